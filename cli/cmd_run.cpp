@@ -1,0 +1,43 @@
+// `dpft run SPEC.yaml [--set k=v ...] [--out DIR] [--dry-run]`
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "cli/app.hpp"
+#include "core/config/spec.hpp"
+#include "core/run/runner.hpp"
+
+namespace dpft {
+
+void register_run(CLI::App& app, CliContext& ctx) {
+  struct Opts {
+    std::string spec, out;
+    std::vector<std::string> sets;
+    bool dry_run = false;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* sub = app.add_subcommand("run", "run an experiment spec");
+  sub->add_option("spec", o->spec, "experiment spec (YAML)")->required();
+  sub->add_option("--set", o->sets, "override a spec value: key.path=value (repeatable)")->take_all();
+  sub->add_option("--out", o->out, "output root (overrides output.dir)");
+  sub->add_flag("--dry-run", o->dry_run, "validate and print the resolved spec; write nothing");
+  sub->callback([o, &ctx] {
+    ctx.action = [o, &ctx] {
+      Spec spec = load_spec(o->spec, o->sets);
+      if (o->dry_run) {
+        std::cout << spec_to_yaml_string(spec);
+        std::cout << "# dry run: method " << spec.method.name << ", config hash " << config_hash(spec)
+                  << "; nothing written\n";
+        return 0;
+      }
+      RunOptions ro;
+      ro.out_dir = o->out;
+      ro.command_line = ctx.command_line;
+      RunResult r = run_experiment(spec, ro);
+      std::cout << r.run_dir << "\n";
+      return r.exit_code;
+    };
+  });
+}
+
+}  // namespace dpft

@@ -1,0 +1,19 @@
+// The explicit list of subcommands. Adding one = a cli/cmd_X.cpp file + a line here.
+#include <CLI/CLI.hpp>
+
+#include "cli/app.hpp"
+
+namespace dpft {
+
+void register_run(CLI::App&, CliContext&);
+void register_config(CLI::App&, CliContext&);
+void register_version(CLI::App&, CliContext&);
+void register_methods(CLI::App&, CliContext&);
+
+const std::vector<CommandRegistrar>& command_registrars() {
+  static const std::vector<CommandRegistrar> list = {register_run, register_config, register_version,
+                                                     register_methods};
+  return list;
+}
+
+}  // namespace dpft

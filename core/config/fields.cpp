@@ -1,0 +1,247 @@
+#include "core/config/fields.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+#include "core/util/error.hpp"
+#include "core/util/strings.hpp"
+
+namespace dpft {
+
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+std::string show(const YAML::Node& n) {
+  if (n.IsScalar()) return "'" + n.Scalar() + "'";
+  if (n.IsSequence()) return "a list";
+  if (n.IsMap()) return "a mapping";
+  return "null";
+}
+
+std::string leaf(const std::string& path) {
+  auto dot = path.rfind('.');
+  return dot == std::string::npos ? path : path.substr(dot + 1);
+}
+
+std::string suggestion_for(const std::string& unknown, const std::set<std::string>& known) {
+  // Same block first (typo), then the same leaf name elsewhere (wrong block).
+  std::string parent = unknown.substr(0, unknown.size() - leaf(unknown).size());
+  std::vector<std::string> siblings, leaves;
+  std::vector<std::string> all(known.begin(), known.end());
+  for (const auto& k : known)
+    if (k.compare(0, parent.size(), parent) == 0 && k.find('.', parent.size()) == std::string::npos)
+      siblings.push_back(k);
+  if (auto m = closest_match(unknown, siblings)) return *m;
+  std::string lf = leaf(unknown);
+  std::optional<std::string> best;
+  size_t best_d = std::max<size_t>(2, lf.size() / 3) + 1;
+  for (const auto& k : known) {
+    size_t d = edit_distance(lf, leaf(k));
+    if (d < best_d) best_d = d, best = k;
+  }
+  return best.value_or("");
+}
+
+}  // namespace
+
+void KeyRegistry::throw_if_unknown() const {
+  if (unknown.empty()) return;
+  std::vector<std::string> lines;
+  for (const auto& u : unknown) {
+    std::string s = suggestion_for(u, known);
+    lines.push_back(s.empty() ? fmt::format("unknown key `{}`", u)
+                              : fmt::format("unknown key `{}` (did you mean `{}`?)", u, s));
+  }
+  throw ConfigError(join(lines, "\n") +
+                    "\n(`dpft config dump SPEC` prints every known key with its default)");
+}
+
+bool Range::contains(double v) const {
+  if (std::isnan(v)) return false;
+  if (lo_open ? !(v > lo) : !(v >= lo)) return false;
+  if (hi_open ? !(v < hi) : !(v <= hi)) return false;
+  return true;
+}
+
+std::string Range::describe() const {
+  return fmt::format("{}{}, {}{}", lo_open ? "(" : "[", format_double(lo), format_double(hi),
+                     hi_open ? ")" : "]");
+}
+
+std::optional<double> parse_double(const std::string& s0) {
+  std::string s = lower(s0);
+  if (s == "inf" || s == "+inf" || s == "infinity" || s == ".inf" || s == "+.inf")
+    return std::numeric_limits<double>::infinity();
+  if (s == "-inf" || s == "-.inf" || s == "-infinity") return -std::numeric_limits<double>::infinity();
+  if (s.empty()) return std::nullopt;
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (end != s.c_str() + s.size() || std::isnan(v)) return std::nullopt;
+  return v;
+}
+
+void check_range(const std::string& path, double v, const Range& r, const std::string& hint) {
+  if (r.contains(v)) return;
+  throw ConfigError(fmt::format("{}: {} is out of range; allowed {}{}", path, format_double(v),
+                                r.describe(), hint.empty() ? "" : " (" + hint + ")"));
+}
+
+std::string format_double(double v) {
+  if (std::isinf(v)) return v > 0 ? ".inf" : "-.inf";
+  if (std::isnan(v)) return ".nan";
+  return fmt::format("{}", v);
+}
+
+Fields::Fields(const YAML::Node& node, std::string path, std::shared_ptr<KeyRegistry> keys)
+    : node_(node), path_(std::move(path)), keys_(std::move(keys)) {
+  if (node_ && !node_.IsNull() && !node_.IsMap())
+    throw ConfigError(fmt::format("{}: expected a mapping of keys, got {}",
+                                  path_.empty() ? "spec" : path_, show(node_)));
+}
+
+std::string Fields::key_path(const std::string& key) const {
+  return path_.empty() ? key : path_ + "." + key;
+}
+
+YAML::Node Fields::lookup(const std::string& key) {
+  asked_.insert(key);
+  keys_->known.insert(key_path(key));
+  if (!node_ || !node_.IsMap()) return YAML::Node();
+  return node_[key];
+}
+
+bool Fields::has(const std::string& key) const {
+  return node_ && node_.IsMap() && node_[key] && !node_[key].IsNull();
+}
+
+bool Fields::get(const std::string& key, std::string& out) {
+  YAML::Node n = lookup(key);
+  if (!n || n.IsNull()) return false;
+  if (!n.IsScalar())
+    throw ConfigError(fmt::format("{}: expected a string, got {}", key_path(key), show(n)));
+  out = n.Scalar();
+  return true;
+}
+
+bool Fields::get(const std::string& key, bool& out) {
+  YAML::Node n = lookup(key);
+  if (!n || n.IsNull()) return false;
+  std::string s = n.IsScalar() ? lower(n.Scalar()) : "";
+  if (s == "true" || s == "yes" || s == "on") out = true;
+  else if (s == "false" || s == "no" || s == "off") out = false;
+  else throw ConfigError(fmt::format("{}: expected true or false, got {}", key_path(key), show(n)));
+  return true;
+}
+
+bool Fields::get(const std::string& key, double& out, Range r) {
+  YAML::Node n = lookup(key);
+  if (!n || n.IsNull()) return false;
+  std::optional<double> v = n.IsScalar() ? parse_double(n.Scalar()) : std::nullopt;
+  if (!v) throw ConfigError(fmt::format("{}: expected a number, got {}", key_path(key), show(n)));
+  check_range(key_path(key), *v, r);
+  out = *v;
+  return true;
+}
+
+bool Fields::get(const std::string& key, std::optional<double>& out, Range r) {
+  double v = 0;
+  if (!get(key, v, r)) return false;
+  out = v;
+  return true;
+}
+
+bool Fields::get(const std::string& key, int64_t& out, Range r) {
+  YAML::Node n = lookup(key);
+  if (!n || n.IsNull()) return false;
+  bool ok = n.IsScalar();
+  long long v = 0;
+  if (ok) {
+    const std::string& s = n.Scalar();
+    char* end = nullptr;
+    errno = 0;
+    v = std::strtoll(s.c_str(), &end, 10);
+    ok = !s.empty() && end == s.c_str() + s.size() && errno == 0;
+    if (!ok) {  // allow 1e5-style integers
+      auto d = parse_double(s);
+      if (d && std::isfinite(*d) && std::floor(*d) == *d && std::fabs(*d) < 9e15) {
+        v = static_cast<long long>(*d);
+        ok = true;
+      }
+    }
+  }
+  if (!ok) throw ConfigError(fmt::format("{}: expected an integer, got {}", key_path(key), show(n)));
+  check_range(key_path(key), static_cast<double>(v), r);
+  out = v;
+  return true;
+}
+
+bool Fields::get(const std::string& key, int& out, Range r) {
+  int64_t v = out;
+  Range rr = r;
+  rr.lo = std::max(rr.lo, static_cast<double>(std::numeric_limits<int>::min()));
+  rr.hi = std::min(rr.hi, static_cast<double>(std::numeric_limits<int>::max()));
+  if (!get(key, v, rr)) return false;
+  out = static_cast<int>(v);
+  return true;
+}
+
+bool Fields::get(const std::string& key, std::optional<int64_t>& out, Range r) {
+  int64_t v = 0;
+  if (!get(key, v, r)) return false;
+  out = v;
+  return true;
+}
+
+bool Fields::get(const std::string& key, std::vector<std::string>& out) {
+  YAML::Node n = lookup(key);
+  if (!n || n.IsNull()) return false;
+  std::vector<std::string> v;
+  if (n.IsScalar()) {
+    v.push_back(n.Scalar());  // a single string is a list of one
+  } else if (n.IsSequence()) {
+    for (size_t i = 0; i < n.size(); ++i) {
+      if (!n[i].IsScalar())
+        throw ConfigError(fmt::format("{}[{}]: expected a string, got {}", key_path(key), i, show(n[i])));
+      v.push_back(n[i].Scalar());
+    }
+  } else {
+    throw ConfigError(fmt::format("{}: expected a list of strings, got {}", key_path(key), show(n)));
+  }
+  out = std::move(v);
+  return true;
+}
+
+bool Fields::get_choice(const std::string& key, std::string& out, const std::vector<std::string>& allowed) {
+  std::string v;
+  if (!get(key, v)) return false;
+  if (std::find(allowed.begin(), allowed.end(), v) == allowed.end()) {
+    auto m = closest_match(v, allowed);
+    throw ConfigError(fmt::format("{}: '{}' is not allowed; use one of: {}{}", key_path(key), v,
+                                  join(allowed, ", "), m ? fmt::format(" (did you mean '{}'?)", *m) : ""));
+  }
+  out = v;
+  return true;
+}
+
+Fields Fields::child(const std::string& key) { return Fields(lookup(key), key_path(key), keys_); }
+
+YAML::Node Fields::raw(const std::string& key) { return lookup(key); }
+
+void Fields::finish() {
+  if (!node_ || !node_.IsMap()) return;
+  for (auto it = node_.begin(); it != node_.end(); ++it) {
+    std::string k = it->first.as<std::string>();
+    if (!asked_.count(k)) keys_->unknown.push_back(key_path(k));
+  }
+}
+
+}  // namespace dpft

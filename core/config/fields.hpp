@@ -1,0 +1,89 @@
+// Typed, validated access to one YAML mapping of an experiment spec.
+//
+// Every block of the spec (and every method's own block) is read through a Fields object:
+// each getter names its key, converts with a clear error ("privacy.delta: expected a number,
+// got 'abc'"), and marks the key as known. finish() then rejects the keys nobody asked for,
+// suggesting the closest known key ("did you mean `privacy.epsilon`?"). A key that appears in
+// the wrong block is found through the KeyRegistry shared by all blocks of one spec.
+#pragma once
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace dpft {
+
+// All key paths known to one parse, and the unknown ones found, reported together at the end.
+struct KeyRegistry {
+  std::set<std::string> known;                  // full dotted paths, e.g. "privacy.epsilon"
+  std::vector<std::string> unknown;             // full dotted paths of unknown keys
+  // Throws ConfigError listing every unknown key with a suggestion; no-op if none.
+  void throw_if_unknown() const;
+};
+
+// Interval for range checks; open/closed ends are named in the error message.
+struct Range {
+  double lo = -std::numeric_limits<double>::infinity();
+  double hi = std::numeric_limits<double>::infinity();
+  bool lo_open = false, hi_open = false;
+  bool contains(double v) const;
+  std::string describe() const;  // "(0, 1)", "[1, inf)"
+  static Range open(double lo, double hi) { return {lo, hi, true, true}; }
+  static Range closed(double lo, double hi) { return {lo, hi, false, false}; }
+  static Range at_least(double lo) { return {lo, std::numeric_limits<double>::infinity(), false, true}; }
+  static Range above(double lo) { return {lo, std::numeric_limits<double>::infinity(), true, true}; }
+};
+
+class Fields {
+ public:
+  // `node` must be a map or null/absent (then all fields keep their defaults).
+  Fields(const YAML::Node& node, std::string path, std::shared_ptr<KeyRegistry> keys);
+
+  // Each getter leaves `out` unchanged when the key is absent (or null, for optionals).
+  // Returns true if the key was present.
+  bool get(const std::string& key, std::string& out);
+  bool get(const std::string& key, bool& out);
+  bool get(const std::string& key, int64_t& out, Range r = {});
+  bool get(const std::string& key, int& out, Range r = {});
+  bool get(const std::string& key, double& out, Range r = {});  // accepts inf / .inf
+  bool get(const std::string& key, std::optional<double>& out, Range r = {});
+  bool get(const std::string& key, std::optional<int64_t>& out, Range r = {});
+  bool get(const std::string& key, std::vector<std::string>& out);
+  // A string restricted to `allowed`; the error lists them.
+  bool get_choice(const std::string& key, std::string& out, const std::vector<std::string>& allowed);
+  // A nested block: a Fields over node[key] (which may be absent), sharing this registry.
+  Fields child(const std::string& key);
+  // The raw node (for blocks owned by someone else); marks `key` and everything below as known.
+  YAML::Node raw(const std::string& key);
+  bool has(const std::string& key) const;
+
+  // Mark this block done: every key not asked for is recorded as unknown.
+  void finish();
+
+  const std::string& path() const { return path_; }
+  std::string key_path(const std::string& key) const;
+  std::shared_ptr<KeyRegistry> registry() const { return keys_; }
+
+ private:
+  YAML::Node node_;
+  std::string path_;
+  std::shared_ptr<KeyRegistry> keys_;
+  std::set<std::string> asked_;
+  YAML::Node lookup(const std::string& key);
+};
+
+// Parse a double as the spec does: YAML numbers plus inf/+inf/infinity/.inf (any case).
+std::optional<double> parse_double(const std::string& s);
+
+// Throws ConfigError("<path>: <value> is out of range; allowed <range>") unless r.contains(v).
+void check_range(const std::string& path, double v, const Range& r, const std::string& hint = "");
+
+// Shortest round-trip text of a double for YAML output (".inf" for infinity).
+std::string format_double(double v);
+
+}  // namespace dpft

@@ -1,0 +1,284 @@
+#include "core/config/spec.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
+#include <regex>
+
+#include "core/config/fields.hpp"
+#include "core/util/error.hpp"
+#include "methods/method.hpp"
+#include "methods/registry.hpp"
+
+namespace dpft {
+
+namespace {
+
+void parse_dataset(Fields f, DatasetSpec& d) {
+  f.get("path", d.path);
+  f.get_choice("format", d.format, {"auto", "csv", "tsv", "jsonl"});
+  f.get("text_column", d.text_column);
+  f.get("label_column", d.label_column);
+  f.get("num_samples", d.num_samples, Range::at_least(0));
+  f.finish();
+}
+
+YAML::Node dataset_yaml(const DatasetSpec& d) {
+  YAML::Node n;
+  n["path"] = d.path;
+  n["format"] = d.format;
+  n["text_column"] = d.text_column;
+  n["label_column"] = d.label_column;
+  n["num_samples"] = d.num_samples;
+  return n;
+}
+
+std::string join_path(const std::vector<std::string>& parts, size_t n) {
+  std::string out;
+  for (size_t i = 0; i < n; ++i) out += (i ? "." : "") + parts[i];
+  return out;
+}
+
+YAML::Node num(double v) { return YAML::Node(format_double(v)); }
+YAML::Node opt(const std::optional<double>& v) { return v ? num(*v) : YAML::Node(YAML::NodeType::Null); }
+
+}  // namespace
+
+YAML::Node load_spec_yaml(const std::string& path) {
+  if (!std::filesystem::exists(path))
+    throw InputError(fmt::format("spec file '{}' not found (check the path; specs live in experiments/)", path));
+  try {
+    YAML::Node n = YAML::LoadFile(path);
+    if (n.IsNull()) return YAML::Node(YAML::NodeType::Map);
+    return n;
+  } catch (const YAML::ParserException& e) {
+    throw ConfigError(fmt::format("{}:{}:{}: invalid YAML: {}", path, e.mark.line + 1, e.mark.column + 1, e.msg));
+  } catch (const YAML::BadFile&) {
+    throw InputError(fmt::format("spec file '{}' cannot be read", path));
+  }
+}
+
+void apply_override(YAML::Node& root, const std::string& assignment) {
+  auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw ConfigError(fmt::format("--set '{}': expected key.path=value, e.g. --set privacy.epsilon=2", assignment));
+  std::string key = assignment.substr(0, eq), value = assignment.substr(eq + 1);
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (true) {
+    size_t dot = key.find('.', start);
+    parts.push_back(key.substr(start, dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  for (const auto& p : parts)
+    if (p.empty()) throw ConfigError(fmt::format("--set '{}': empty component in key path '{}'", assignment, key));
+  YAML::Node parsed;
+  try {
+    parsed = YAML::Load(value);
+  } catch (const YAML::ParserException& e) {
+    throw ConfigError(fmt::format("--set '{}': value is not valid YAML: {}", assignment, e.msg));
+  }
+  if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  // Walk with explicit copies: yaml-cpp nodes are handles, so writes go to the tree.
+  std::vector<YAML::Node> chain = {root};
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    YAML::Node cur = chain.back();
+    YAML::Node next = cur[parts[i]];
+    if (next && !next.IsNull() && !next.IsMap())
+      throw ConfigError(fmt::format("--set '{}': '{}' is a value, not a block", assignment,
+                                    join_path(parts, i + 1)));
+    if (!next || next.IsNull()) {
+      cur[parts[i]] = YAML::Node(YAML::NodeType::Map);
+      next = cur[parts[i]];
+    }
+    chain.push_back(next);
+  }
+  YAML::Node last = chain.back();
+  last[parts.back()] = parsed;
+}
+
+Spec parse_spec(const YAML::Node& root) {
+  auto keys = std::make_shared<KeyRegistry>();
+  Fields top(root, "", keys);
+  Spec s;
+
+  top.get("name", s.name);
+  static const std::regex name_re("[A-Za-z0-9_.-]+");
+  if (!std::regex_match(s.name, name_re) || s.name == "." || s.name == "..")
+    throw ConfigError(fmt::format("name: '{}' must be non-empty and use only letters, digits, '-', '_', '.' "
+                                  "(it becomes a directory name)", s.name));
+  top.get("seed", s.seed, Range::at_least(0));
+  top.get("device", s.device);
+  static const std::regex dev_re("cpu|cuda(:[0-9]+)?");
+  if (!std::regex_match(s.device, dev_re))
+    throw ConfigError(fmt::format("device: '{}' is not a device; use cpu, cuda or cuda:N", s.device));
+
+  {
+    Fields m = top.child("model");
+    m.get("path", s.model.path);
+    m.get_choice("dtype", s.model.dtype, {"float32", "bfloat16", "float16"});
+    Fields p = m.child("peft");
+    p.get_choice("kind", s.model.peft.kind, {"lora", "full", "none"});
+    p.get("r", s.model.peft.r, Range::at_least(1));
+    p.get("alpha", s.model.peft.alpha, Range::above(0));
+    p.get("dropout", s.model.peft.dropout, Range{0, 1, false, true});
+    p.get("targets", s.model.peft.targets);
+    p.finish();
+    m.finish();
+  }
+  {
+    Fields d = top.child("data");
+    parse_dataset(d.child("train"), s.data.train);
+    parse_dataset(d.child("eval"), s.data.eval);
+    d.get("max_length", s.data.max_length, Range::at_least(2));
+    d.finish();
+  }
+  {
+    Fields p = top.child("privacy");
+    PrivacySpec& pr = s.privacy;
+    bool eps_given = p.has("epsilon");
+    p.get("epsilon", pr.epsilon, Range{0, std::numeric_limits<double>::infinity(), true, false});
+    p.get("delta", pr.delta, Range::open(0, 1));
+    p.get_choice("accountant", pr.accountant, {"prv", "rdp", "gaussian"});
+    p.get("eps_error", pr.eps_error, Range::open(0, 1));
+    p.get("noise_multiplier", pr.noise_multiplier, Range::at_least(0));
+    p.get("sampling_rate", pr.sampling_rate, Range{0, 1, true, false});
+    p.get("clip_norm", pr.clip_norm, Range::above(0));
+    p.get_choice("clipping", pr.clipping, {"clip", "normalize"});
+    p.get_choice("noise_divisor", pr.noise_divisor, {"expected", "realized"});
+    p.get("secure_noise", pr.secure_noise);
+    if (pr.noise_multiplier) {
+      if (eps_given)
+        throw ConfigError("privacy: set either epsilon (sigma is calibrated to it) or noise_multiplier "
+                          "(epsilon is computed from it), not both");
+      pr.epsilon.reset();
+    }
+    p.finish();
+  }
+  {
+    Fields t = top.child("train");
+    TrainSpec& tr = s.train;
+    t.get("steps", tr.steps, Range::at_least(1));
+    t.get("batch_size", tr.batch_size, Range::at_least(1));
+    t.get("micro_batch_size", tr.micro_batch_size, Range::at_least(1));
+    t.get_choice("optimizer", tr.optimizer, {"sgd", "adamw"});
+    t.get("lr", tr.lr, Range::at_least(0));
+    t.get("weight_decay", tr.weight_decay, Range::at_least(0));
+    t.get("momentum", tr.momentum, Range{0, 1, false, true});
+    t.get("warmup_ratio", tr.warmup_ratio, Range::closed(0, 1));
+    t.get_choice("schedule", tr.schedule, {"constant", "linear", "cosine"});
+    t.finish();
+  }
+  {
+    Fields e = top.child("eval");
+    e.get("every", s.eval.every, Range::at_least(0));
+    e.get("max_samples", s.eval.max_samples, Range::at_least(0));
+    e.get("per_sample", s.eval.per_sample);
+    e.finish();
+  }
+  {
+    Fields o = top.child("output");
+    o.get("dir", s.output.dir);
+    if (s.output.dir.empty()) throw ConfigError("output.dir: must not be empty (default: runs)");
+    o.get("checkpoint_every", s.output.checkpoint_every, Range::at_least(0));
+    o.finish();
+  }
+  {
+    Fields m = top.child("method");
+    m.get("name", s.method.name);
+    std::unique_ptr<Method> impl = make_method(s.method.name);
+    impl->configure(m);  // the method reads its own keys from the same block
+    m.finish();
+    s.method.impl = std::move(impl);
+  }
+  top.finish();
+  keys->throw_if_unknown();
+  return s;
+}
+
+Spec load_spec(const std::string& path, const std::vector<std::string>& overrides) {
+  YAML::Node root = path.empty() ? YAML::Node(YAML::NodeType::Map) : load_spec_yaml(path);
+  for (const auto& o : overrides) apply_override(root, o);
+  return parse_spec(root);
+}
+
+YAML::Node spec_to_yaml(const Spec& s) {
+  YAML::Node n;
+  n["name"] = s.name;
+  n["seed"] = s.seed;
+  n["device"] = s.device;
+  YAML::Node m;
+  m["path"] = s.model.path;
+  m["dtype"] = s.model.dtype;
+  m["peft"]["kind"] = s.model.peft.kind;
+  m["peft"]["r"] = s.model.peft.r;
+  m["peft"]["alpha"] = num(s.model.peft.alpha);
+  m["peft"]["dropout"] = num(s.model.peft.dropout);
+  m["peft"]["targets"] = s.model.peft.targets;
+  n["model"] = m;
+  n["data"]["train"] = dataset_yaml(s.data.train);
+  n["data"]["eval"] = dataset_yaml(s.data.eval);
+  n["data"]["max_length"] = s.data.max_length;
+  YAML::Node p;
+  p["epsilon"] = opt(s.privacy.epsilon);
+  p["delta"] = num(s.privacy.delta);
+  p["accountant"] = s.privacy.accountant;
+  p["eps_error"] = num(s.privacy.eps_error);
+  p["noise_multiplier"] = opt(s.privacy.noise_multiplier);
+  p["sampling_rate"] = opt(s.privacy.sampling_rate);
+  p["clip_norm"] = num(s.privacy.clip_norm);
+  p["clipping"] = s.privacy.clipping;
+  p["noise_divisor"] = s.privacy.noise_divisor;
+  p["secure_noise"] = s.privacy.secure_noise;
+  n["privacy"] = p;
+  YAML::Node t;
+  t["steps"] = s.train.steps;
+  t["batch_size"] = s.train.batch_size;
+  t["micro_batch_size"] = s.train.micro_batch_size;
+  t["optimizer"] = s.train.optimizer;
+  t["lr"] = num(s.train.lr);
+  t["weight_decay"] = num(s.train.weight_decay);
+  t["momentum"] = num(s.train.momentum);
+  t["warmup_ratio"] = num(s.train.warmup_ratio);
+  t["schedule"] = s.train.schedule;
+  n["train"] = t;
+  YAML::Node me;
+  me["name"] = s.method.name;
+  if (s.method.impl) {
+    YAML::Node opts = s.method.impl->options_yaml();
+    if (opts.IsMap())
+      for (auto it = opts.begin(); it != opts.end(); ++it) me[it->first.as<std::string>()] = it->second;
+  }
+  n["method"] = me;
+  n["eval"]["every"] = s.eval.every;
+  n["eval"]["max_samples"] = s.eval.max_samples;
+  n["eval"]["per_sample"] = s.eval.per_sample;
+  n["output"]["dir"] = s.output.dir;
+  n["output"]["checkpoint_every"] = s.output.checkpoint_every;
+  return n;
+}
+
+std::string spec_to_yaml_string(const Spec& s) {
+  YAML::Emitter e;
+  e << spec_to_yaml(s);
+  return std::string(e.c_str()) + "\n";
+}
+
+std::string config_hash(const Spec& s) {
+  YAML::Node n = spec_to_yaml(s);
+  n.remove("name");
+  n.remove("seed");
+  n.remove("output");
+  YAML::Emitter e;
+  e << n;
+  uint64_t h = 1469598103934665603ull;
+  for (const char* c = e.c_str(); *c; ++c) {
+    h ^= static_cast<unsigned char>(*c);
+    h *= 1099511628211ull;
+  }
+  return fmt::format("{:016x}", h);
+}
+
+}  // namespace dpft

@@ -1,0 +1,123 @@
+// The experiment spec: typed structs, each field with its default, parsed and validated in one
+// place (spec.cpp). Precedence: these defaults < the YAML file < `--set key.path=value`.
+// docs/spec.md documents every field; `dpft config dump SPEC` prints the resolved spec.
+#pragma once
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dpft {
+
+class Method;
+
+struct PeftSpec {
+  std::string kind = "lora";                               // lora | full | none
+  int r = 8;                                               // LoRA rank
+  double alpha = 16;                                       // LoRA scaling alpha (scale = alpha / r)
+  double dropout = 0.0;                                    // LoRA dropout probability, [0, 1)
+  std::vector<std::string> targets = {"q_proj", "v_proj"};  // module names to wrap / train
+};
+
+struct ModelSpec {
+  std::string path;              // HF-format checkpoint dir; "" = the embedded default model
+  std::string dtype = "float32";  // float32 | bfloat16 | float16 (half types need a GPU)
+  PeftSpec peft;
+};
+
+struct DatasetSpec {
+  std::string path;                 // CSV / TSV / JSONL file; "" = none
+  std::string format = "auto";      // auto (from extension) | csv | tsv | jsonl
+  std::string text_column = "text";  // column (or JSON key) holding the text
+  std::string label_column;         // optional label column ("" = unlabelled)
+  int64_t num_samples = 0;          // deterministic seeded subsample; 0 = all rows
+};
+
+struct DataSpec {
+  DatasetSpec train;       // the private training set
+  DatasetSpec eval;        // held-out evaluation set
+  int max_length = 128;    // tokens per example after truncation
+};
+
+struct PrivacySpec {
+  // Target epsilon; .inf = non-private. Null when noise_multiplier is given instead.
+  std::optional<double> epsilon = 8.0;
+  double delta = 1e-5;                      // target delta, (0, 1)
+  std::string accountant = "prv";           // prv | rdp | gaussian
+  double eps_error = 0.01;                  // PRV accountant's epsilon discretisation error
+  std::optional<double> noise_multiplier;   // sigma; when set, epsilon is computed, not targeted
+  std::optional<double> sampling_rate;      // Poisson rate q; null = train.batch_size / N
+  double clip_norm = 1.0;                   // per-sample clipping bound C
+  std::string clipping = "clip";            // clip | normalize (Bu et al. automatic clipping)
+  std::string noise_divisor = "expected";   // expected (q*N) | realized (actual batch size)
+  bool secure_noise = false;                // draw noise from the OS CSPRNG (getrandom)
+  bool is_private() const { return noise_multiplier ? *noise_multiplier > 0 : epsilon && std::isfinite(*epsilon); }
+};
+
+struct TrainSpec {
+  int64_t steps = 100;              // optimizer steps (logical batches)
+  int64_t batch_size = 64;          // expected logical batch size (Poisson: q * N)
+  int64_t micro_batch_size = 16;    // physical batch bound for memory
+  std::string optimizer = "adamw";  // sgd | adamw
+  double lr = 1e-3;                 // peak learning rate
+  double weight_decay = 0.0;
+  double momentum = 0.0;            // SGD momentum
+  double warmup_ratio = 0.0;        // fraction of steps with linear warmup, [0, 1]
+  std::string schedule = "constant";  // constant | linear | cosine (decay after warmup)
+};
+
+struct EvalSpec {
+  int64_t every = 0;          // evaluate every N steps (0 = only before and after training)
+  int64_t max_samples = 0;    // cap on evaluated examples (0 = all)
+  bool per_sample = true;     // write per_sample.jsonl for the base and final model
+};
+
+struct OutputSpec {
+  std::string dir = "runs";     // runs go to <dir>/<name>/<run-id>/
+  int64_t checkpoint_every = 0;  // steps between checkpoints (0 = none)
+};
+
+struct MethodSpec {
+  std::string name = "noop";
+  std::shared_ptr<Method> impl;  // configured from the method block (methods/registry)
+};
+
+struct Spec {
+  std::string name = "experiment";  // run group name: letters, digits, '-', '_', '.'
+  int64_t seed = 0;                 // drives sampling, noise, init, subsampling
+  std::string device = "cpu";       // cpu | cuda | cuda:N
+  ModelSpec model;
+  DataSpec data;
+  PrivacySpec privacy;
+  TrainSpec train;
+  MethodSpec method;
+  EvalSpec eval;
+  OutputSpec output;
+};
+
+// Load a spec file (InputError, exit 3, if missing; ConfigError with line:column on bad YAML).
+YAML::Node load_spec_yaml(const std::string& path);
+
+// Apply one `key.path=value` override; the value is typed as YAML (so `1e-5`, `inf`, `[a, b]`).
+void apply_override(YAML::Node& root, const std::string& assignment);
+
+// Parse and validate a whole spec (the node after overrides). Throws ConfigError.
+Spec parse_spec(const YAML::Node& root);
+
+// Convenience: file + overrides -> validated Spec. An empty path means "defaults only".
+Spec load_spec(const std::string& path, const std::vector<std::string>& overrides);
+
+// The fully resolved spec, every field present.
+YAML::Node spec_to_yaml(const Spec& spec);
+std::string spec_to_yaml_string(const Spec& spec);
+
+// FNV-1a 64 (hex) of the resolved spec without name, seed and output: equal for runs of one
+// configuration that differ only in seed, so reports can group them.
+std::string config_hash(const Spec& spec);
+
+}  // namespace dpft

@@ -1,0 +1,42 @@
+// One run's output directory, <out>/<name>/<run-id>/, and the files in it (docs/outputs.md):
+//   config.resolved.yaml  the fully resolved spec (defaults < file < --set)
+//   manifest.json         versions, machine, seed, command line, start/end, status
+//   log.txt               the run's log (also on stderr)
+//   metrics.jsonl         one JSON event per line (step, eval, privacy, ...)
+//   metrics.json          the final summary (schema "dpft.metrics/1")
+// JSON files are replaced atomically (core/util/atomic_file.hpp).
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <string>
+
+#include "core/config/spec.hpp"
+#include "core/util/atomic_file.hpp"
+
+namespace dpft {
+
+inline constexpr const char* kMetricsSchema = "dpft.metrics/1";
+inline constexpr const char* kManifestSchema = "dpft.manifest/1";
+
+class RunDir {
+ public:
+  // Creates a fresh directory <out_root>/<spec.name>/<YYYYmmdd-HHMMSS>-s<seed>[-N] (never reuses one).
+  static RunDir create(const std::string& out_root, const Spec& spec);
+
+  const fs::path& path() const { return path_; }
+  const std::string& run_id() const { return run_id_; }
+  fs::path file(const std::string& name) const { return path_ / name; }
+
+  // Append one event to metrics.jsonl; "event" names its kind, "time" is added.
+  void event(const std::string& kind, nlohmann::json fields);
+  void write_metrics(const nlohmann::json& metrics) const;  // metrics.json, atomically
+  void write_manifest(const nlohmann::json& manifest) const;
+
+ private:
+  fs::path path_;
+  std::string run_id_;
+  JsonlWriter events_;
+};
+
+}  // namespace dpft

@@ -1,0 +1,105 @@
+#include "core/run/runner.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "core/run/run_context.hpp"
+#include "core/run/run_dir.hpp"
+#include "core/util/error.hpp"
+#include "core/util/log.hpp"
+#include "core/util/signals.hpp"
+#include "core/util/system.hpp"
+#include "dpft/build_info.hpp"
+#include "methods/method.hpp"
+
+namespace dpft {
+
+nlohmann::json base_manifest(const Spec& spec, const std::string& command_line) {
+  BlasInfo b = blas_info();
+  return {{"schema", kManifestSchema},
+          {"dpft_version", build::kVersion},
+          {"git_commit", build::kGitCommit},
+          {"build_type", build::kBuildType},
+          {"libtorch_version", torch_version()},
+          {"blas", {{"library", b.library}, {"openblas", b.openblas}, {"config", b.config}}},
+          {"device", spec.device},
+          {"threads", torch_threads()},
+          {"host", host_name()},
+          {"seed", spec.seed},
+          {"command_line", command_line}};
+}
+
+namespace {
+
+nlohmann::json identity(const Spec& spec, const RunDir& dir) {
+  return {{"name", spec.name},
+          {"run_id", dir.run_id()},
+          {"method", spec.method.name},
+          {"dataset", spec.data.train.path},
+          {"model", spec.model.path.empty() ? "embedded-default" : spec.model.path},
+          {"seed", spec.seed},
+          {"config_hash", config_hash(spec)}};
+}
+
+}  // namespace
+
+RunResult run_experiment(const Spec& spec, const RunOptions& opts) {
+  DPFT_CHECK(spec.method.impl != nullptr, "spec has no configured method");
+  RunDir dir = RunDir::create(opts.out_dir.empty() ? spec.output.dir : opts.out_dir, spec);
+  write_file_atomic(dir.file("config.resolved.yaml"), spec_to_yaml_string(spec));
+  add_log_file(dir.file("log.txt"));
+  struct LogGuard {
+    ~LogGuard() { remove_log_files(); }
+  } log_guard;
+
+  nlohmann::json manifest = base_manifest(spec, opts.command_line);
+  manifest["start_time"] = iso_time_now();
+  manifest["status"] = "running";
+  dir.write_manifest(manifest);
+  spdlog::info("run {} -> {}", spec.name, dir.path().string());
+
+  nlohmann::json metrics = {{"schema", kMetricsSchema}, {"status", "running"}, {"run", identity(spec, dir)}};
+  auto t0 = std::chrono::steady_clock::now();
+  auto finish = [&](const std::string& status, int exit_code, const std::string& error) {
+    double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    metrics["status"] = status;
+    metrics["timing"]["total_s"] = total;
+    metrics["memory"]["peak_rss_mb"] = peak_rss_mb();
+    if (!error.empty()) metrics["error"] = error;
+    dir.write_metrics(metrics);
+    manifest["end_time"] = iso_time_now();
+    manifest["status"] = status;
+    manifest["exit_code"] = exit_code;
+    if (!error.empty()) manifest["error"] = error;
+    dir.write_manifest(manifest);
+    dir.event("end", {{"status", status}});
+  };
+
+  dir.event("start", {{"method", spec.method.name}, {"seed", spec.seed}});
+  RunContext ctx{spec, dir};
+  try {
+    nlohmann::json block = spec.method.impl->run(ctx);
+    if (block.is_object()) metrics.update(block);
+  } catch (const Error& e) {
+    finish("failed", e.exit_code(), e.what());
+    throw;
+  } catch (const std::exception& e) {
+    finish("failed", kExitRuntime, e.what());
+    throw;
+  }
+  RunResult r;
+  r.run_dir = dir.path().string();
+  if (interrupted()) {
+    r.status = "interrupted";
+    r.exit_code = interrupt_exit_code();
+    spdlog::warn("interrupted by signal {}; partial results saved in {}", interrupt_signal(), r.run_dir);
+  } else {
+    r.status = "ok";
+  }
+  finish(r.status, r.exit_code, "");
+  spdlog::info("done: {}/metrics.json", r.run_dir);
+  return r;
+}
+
+}  // namespace dpft

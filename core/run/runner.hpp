@@ -1,0 +1,26 @@
+// Executes one experiment: run directory, resolved config, manifest, log file, the method,
+// metrics.json; maps interruption (SIGINT/SIGTERM) and failures to a recorded status.
+#pragma once
+#include <string>
+
+#include "core/config/spec.hpp"
+
+namespace dpft {
+
+struct RunOptions {
+  std::string out_dir;        // overrides spec.output.dir when non-empty (--out)
+  std::string command_line;   // recorded in manifest.json
+};
+
+struct RunResult {
+  int exit_code = 0;          // 0 ok, 130/143 interrupted (failures throw)
+  std::string run_dir;
+  std::string status;         // ok | interrupted
+};
+
+RunResult run_experiment(const Spec& spec, const RunOptions& opts);
+
+// The manifest fields that do not depend on the run's outcome.
+nlohmann::json base_manifest(const Spec& spec, const std::string& command_line);
+
+}  // namespace dpft

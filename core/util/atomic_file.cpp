@@ -1,0 +1,126 @@
+#include "core/util/atomic_file.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "core/util/error.hpp"
+
+namespace dpft {
+
+namespace {
+
+void write_all(int fd, const char* data, size_t n, const fs::path& what) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, data, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      throw RuntimeError(fmt::format("cannot write {}: {}", what.string(), std::strerror(errno)));
+    }
+    data += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+void fsync_dir(const fs::path& dir) {
+  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+}  // namespace
+
+void write_file_atomic(const fs::path& path, const std::string& content) {
+  fs::path tmp = path;
+  tmp += fmt::format(".tmp.{}", ::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw RuntimeError(fmt::format("cannot create {}: {} (is the output directory writable?)",
+                                   tmp.string(), std::strerror(errno)));
+  try {
+    write_all(fd, content.data(), content.size(), tmp);
+    if (::fsync(fd) != 0)
+      throw RuntimeError(fmt::format("cannot fsync {}: {}", tmp.string(), std::strerror(errno)));
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    throw RuntimeError(fmt::format("cannot rename {} to {}: {}", tmp.string(), path.string(),
+                                   std::strerror(e)));
+  }
+  fsync_dir(path.parent_path());
+}
+
+void write_json_atomic(const fs::path& path, const nlohmann::json& value) {
+  write_file_atomic(path, value.dump(2) + "\n");
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(fmt::format("cannot read {}: no such file or not readable", path.string()));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+JsonlWriter::JsonlWriter(const fs::path& path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd_ < 0)
+    throw RuntimeError(fmt::format("cannot open {} for append: {}", path.string(), std::strerror(errno)));
+}
+
+JsonlWriter::~JsonlWriter() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+JsonlWriter::JsonlWriter(JsonlWriter&& o) noexcept : fd_(o.fd_), path_(std::move(o.path_)) { o.fd_ = -1; }
+
+JsonlWriter& JsonlWriter::operator=(JsonlWriter&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = o.fd_;
+    path_ = std::move(o.path_);
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+void JsonlWriter::write(const nlohmann::json& event) {
+  DPFT_CHECK(fd_ >= 0, "JsonlWriter used before open");
+  std::string line = event.dump() + "\n";  // dump() never emits a raw newline
+  write_all(fd_, line.data(), line.size(), path_);
+  ::fdatasync(fd_);
+}
+
+std::vector<nlohmann::json> read_jsonl(const fs::path& path) {
+  std::string text = read_file(path);
+  std::vector<nlohmann::json> out;
+  size_t pos = 0, lineno = 0;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    ++lineno;
+    if (nl == std::string::npos) break;  // trailing fragment without newline: incomplete write
+    std::string line = text.substr(pos, nl - pos);
+    pos = nl + 1;
+    if (line.empty()) continue;
+    try {
+      out.push_back(nlohmann::json::parse(line));
+    } catch (const nlohmann::json::parse_error& e) {
+      throw InputError(fmt::format("{}:{}: malformed JSON line: {}", path.string(), lineno, e.what()));
+    }
+  }
+  return out;
+}
+
+}  // namespace dpft

@@ -1,0 +1,49 @@
+// Crash-safe file output for run directories.
+// write_file_atomic: temp file in the same directory + fsync + rename(2) + fsync(dir), so a reader
+// (or a crash, even kill -9 mid-write) sees either the old complete file or the new complete one.
+// JsonlWriter: one JSON event per line, each line written with a single write(2) on an O_APPEND
+// descriptor and flushed; after a crash at most the final line can be incomplete, and
+// read_jsonl() skips such a trailing fragment.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace dpft {
+
+namespace fs = std::filesystem;
+
+// Replace `path` atomically with `content`. Throws RuntimeError naming the path on failure.
+void write_file_atomic(const fs::path& path, const std::string& content);
+// Same, for a JSON value (pretty-printed, trailing newline).
+void write_json_atomic(const fs::path& path, const nlohmann::json& value);
+
+// Read a whole file; throws InputError naming the path if it cannot be read.
+std::string read_file(const fs::path& path);
+
+class JsonlWriter {
+ public:
+  JsonlWriter() = default;
+  explicit JsonlWriter(const fs::path& path);  // opens for append, creating the file
+  ~JsonlWriter();
+  JsonlWriter(JsonlWriter&& o) noexcept;
+  JsonlWriter& operator=(JsonlWriter&& o) noexcept;
+  JsonlWriter(const JsonlWriter&) = delete;
+  JsonlWriter& operator=(const JsonlWriter&) = delete;
+
+  void write(const nlohmann::json& event);  // one line, fdatasync'ed
+  bool is_open() const { return fd_ >= 0; }
+  const fs::path& path() const { return path_; }
+
+ private:
+  int fd_ = -1;
+  fs::path path_;
+};
+
+// Parse a JSONL file; a trailing incomplete line (crash mid-write) is skipped, any other
+// malformed line is an InputError naming the file and line number.
+std::vector<nlohmann::json> read_jsonl(const fs::path& path);
+
+}  // namespace dpft

@@ -1,0 +1,48 @@
+#include "core/util/log.hpp"
+
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+
+#include "core/util/error.hpp"
+#include "core/util/strings.hpp"
+
+namespace dpft {
+
+namespace {
+spdlog::level::level_enum parse_level(const std::string& s) {
+  static const std::vector<std::string> names = {"trace", "debug", "info", "warn", "error", "off"};
+  for (size_t i = 0; i < names.size(); ++i)
+    if (s == names[i]) return i == 5 ? spdlog::level::off : static_cast<spdlog::level::level_enum>(i);
+  throw ConfigError(fmt::format("--log-level: unknown level '{}'; use one of {}", s, join(names, ", ")));
+}
+}  // namespace
+
+void setup_logging(const std::string& level, bool quiet) {
+  auto lvl = parse_level(level);
+  auto err = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+  err->set_level(quiet ? std::max(lvl, spdlog::level::warn) : lvl);
+  err->set_pattern("[%H:%M:%S] %^%l%$ %v");
+  auto logger = std::make_shared<spdlog::logger>("dpft", spdlog::sinks_init_list{err});
+  logger->set_level(lvl);
+  logger->flush_on(spdlog::level::info);
+  spdlog::set_default_logger(logger);
+}
+
+void add_log_file(const std::filesystem::path& path) {
+  auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path.string(), false);
+  sink->set_pattern("[%Y-%m-%d %H:%M:%S.%e] %l %v");
+  sink->set_level(spdlog::default_logger()->level());
+  spdlog::default_logger()->sinks().push_back(sink);
+}
+
+void remove_log_files() {
+  auto& sinks = spdlog::default_logger()->sinks();
+  spdlog::default_logger()->flush();
+  sinks.erase(std::remove_if(sinks.begin(), sinks.end(),
+                             [](const spdlog::sink_ptr& s) {
+                               return std::dynamic_pointer_cast<spdlog::sinks::basic_file_sink_mt>(s) != nullptr;
+                             }),
+              sinks.end());
+}
+
+}  // namespace dpft

@@ -1,0 +1,19 @@
+// Logging setup: one spdlog logger "dpft" writing to stderr and, once a run directory exists,
+// also to <run>/log.txt. `--log-level` and `--quiet` (stderr shows warnings and errors only)
+// are applied here.
+#pragma once
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <string>
+
+namespace dpft {
+
+// level: trace|debug|info|warn|error|off. Throws ConfigError on an unknown level.
+void setup_logging(const std::string& level, bool quiet);
+// Tee everything at `level` and above into `path` as well (appends).
+void add_log_file(const std::filesystem::path& path);
+// Stop writing to the run's log file (flushes it).
+void remove_log_files();
+
+}  // namespace dpft

@@ -1,0 +1,33 @@
+#include "core/util/signals.hpp"
+
+#include <csignal>
+
+namespace dpft {
+
+namespace {
+volatile std::sig_atomic_t g_signal = 0;
+
+extern "C" void on_signal(int sig) {
+  if (g_signal != 0) {  // second signal: give up on a clean stop
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+    return;
+  }
+  g_signal = sig;
+}
+}  // namespace
+
+void install_signal_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+bool interrupted() { return g_signal != 0; }
+int interrupt_signal() { return g_signal; }
+int interrupt_exit_code() { return g_signal ? 128 + g_signal : 0; }
+void reset_interrupt() { g_signal = 0; }
+
+}  // namespace dpft

@@ -1,0 +1,87 @@
+#include "core/util/system.hpp"
+
+#include <ATen/Parallel.h>
+#include <dlfcn.h>
+#include <link.h>
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+#include <torch/cuda.h>
+#include <torch/version.h>
+#include <unistd.h>
+
+#include <sched.h>
+
+#include <algorithm>
+#include <ctime>
+#include <thread>
+#include <filesystem>
+
+namespace dpft {
+
+std::string torch_version() { return TORCH_VERSION; }
+int torch_threads() { return at::get_num_threads(); }
+void set_torch_threads(int n) { at::set_num_threads(n); }
+int default_thread_count() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+bool cuda_available() { return torch::cuda::is_available(); }
+int cuda_device_count() { return static_cast<int>(torch::cuda::device_count()); }
+
+namespace {
+int collect_blas(struct dl_phdr_info* info, size_t, void* data) {
+  auto* found = static_cast<std::string*>(data);
+  std::string name = info->dlpi_name ? info->dlpi_name : "";
+  auto base = std::filesystem::path(name).filename().string();
+  if (base.rfind("libblas.so", 0) == 0 || (found->empty() && base.rfind("libopenblas", 0) == 0)) {
+    std::error_code ec;
+    auto real = std::filesystem::canonical(name, ec);
+    *found = ec ? name : real.string();
+  }
+  return 0;
+}
+}  // namespace
+
+BlasInfo blas_info() {
+  BlasInfo b;
+  dl_iterate_phdr(collect_blas, &b.library);
+  using ConfigFn = const char* (*)();
+  if (auto fn = reinterpret_cast<ConfigFn>(dlsym(RTLD_DEFAULT, "openblas_get_config"))) b.config = fn();
+  // The generic libblas.so.3 must itself be OpenBLAS's; a loaded libopenblas alone (LAPACK) is
+  // not enough, since sgemm would still resolve to reference BLAS.
+  b.openblas = b.library.find("openblas") != std::string::npos;
+  return b;
+}
+
+void warn_if_slow_blas() {
+  BlasInfo b = blas_info();
+  if (!b.openblas)
+    spdlog::warn("LibTorch's BLAS is '{}', not OpenBLAS: matrix products will run ~20x slower. "
+                 "Install libopenblas0-pthread (scripts/setup.sh does) and select it with "
+                 "`update-alternatives --config libblas.so.3-x86_64-linux-gnu`.",
+                 b.library.empty() ? "unknown" : b.library);
+}
+
+std::string host_name() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
+  return buf;
+}
+
+double peak_rss_mb() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss / 1024.0;  // Linux: KiB
+}
+
+std::string iso_time_now() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace dpft

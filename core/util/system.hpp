@@ -1,0 +1,28 @@
+// Facts about the process and machine for manifests, `dpft version` and start-up checks:
+// LibTorch version and threads, which BLAS is actually loaded, host name, peak memory.
+#pragma once
+#include <string>
+
+namespace dpft {
+
+std::string torch_version();          // e.g. "1.13.0"
+int torch_threads();                  // intra-op threads LibTorch uses
+void set_torch_threads(int n);        // --threads
+int default_thread_count();           // hardware threads available to this process
+bool cuda_available();
+int cuda_device_count();
+
+struct BlasInfo {
+  std::string library;   // resolved path of the loaded libblas (or libopenblas), "" if none found
+  std::string config;    // openblas_get_config() when OpenBLAS, else ""
+  bool openblas = false;
+};
+BlasInfo blas_info();
+// Logs a loud warning when LibTorch's BLAS is not OpenBLAS (reference BLAS is ~20x slower).
+void warn_if_slow_blas();
+
+std::string host_name();
+double peak_rss_mb();                 // ru_maxrss of this process, MiB
+std::string iso_time_now();           // 2026-11-21T05:30:12Z (UTC)
+
+}  // namespace dpft

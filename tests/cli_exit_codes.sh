@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Black-box exit codes and messages of the dpft binary (docs/cli.md).
+# Usage: cli_exit_codes.sh PATH/TO/dpft SOURCE_DIR
+set -u
+DPFT="$1"; SRC="$2"
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+fail=0; pass=0
+expect() {  # expect CODE PATTERN -- command...
+  local want="$1" pat="$2"; shift 3
+  local out; out=$("$@" 2>&1); local rc=$?
+  if [ "$rc" != "$want" ]; then echo "FAIL: '$*' exited $rc, want $want"; echo "$out" | head -5; fail=$((fail+1)); return; fi
+  if [ -n "$pat" ] && ! grep -qF -- "$pat" <<<"$out"; then echo "FAIL: '$*' output lacks '$pat'"; echo "$out" | head -5; fail=$((fail+1)); return; fi
+  pass=$((pass+1))
+}
+
+printf 'name: typo\nprivacy:\n  epsilom: 1\n' > "$T/typo.yaml"
+expect 2 'did you mean `privacy.epsilon`?' -- "$DPFT" run "$T/typo.yaml" --out "$T/runs"
+expect 2 'privacy.epsilom' -- "$DPFT" run "$T/typo.yaml" --out "$T/runs"
+expect 3 "$T/missing.yaml" -- "$DPFT" run "$T/missing.yaml"
+expect 2 'privacy.delta: 2 is out of range' -- "$DPFT" config validate "$T/typo.yaml" --set privacy.epsilom=null --set privacy.delta=2
+expect 2 '' -- "$DPFT" run
+expect 2 '' -- "$DPFT" no-such-command
+expect 0 'LibTorch' -- "$DPFT" version
+expect 0 'epsilon: 3' -- "$DPFT" config dump --set privacy.epsilon=3
+for f in "$SRC"/experiments/*.yaml; do expect 0 'ok:' -- "$DPFT" config validate "$f"; done
+
+# SIGTERM during a run: exit 143, status "interrupted" recorded, metrics.json parseable.
+printf 'name: slow\nmethod:\n  name: noop\n  steps: 400\n  step_ms: 25\n' > "$T/slow.yaml"
+"$DPFT" --quiet run "$T/slow.yaml" --out "$T/runs" > "$T/slow.out" 2>&1 &
+pid=$!
+sleep 1.5; kill -TERM $pid; wait $pid; rc=$?
+if [ "$rc" != 143 ]; then echo "FAIL: SIGTERM run exited $rc, want 143"; fail=$((fail+1)); else pass=$((pass+1)); fi
+m=$(ls "$T"/runs/slow/*/metrics.json 2>/dev/null | head -1)
+if [ -n "$m" ] && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d['status']=='interrupted' and 0 < d['method_result']['steps_done'] < 400 else 1)" "$m"; then
+  pass=$((pass+1)); else echo "FAIL: interrupted run did not record status interrupted ($m)"; fail=$((fail+1)); fi
+
+echo "cli_exit_codes: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,115 @@
+// The CLI in-process: parsing, dispatch, exit codes, and a full `dpft run` with the noop method.
+#include <catch2/catch.hpp>
+
+#include "cli/app.hpp"
+#include "core/config/spec.hpp"
+#include "core/util/atomic_file.hpp"
+#include "test_util.hpp"
+
+using namespace dpft;
+using Catch::Matchers::Contains;
+
+namespace {
+int cli(std::vector<std::string> args, std::string* out = nullptr) {
+  args.insert(args.begin(), "dpft");
+  args.push_back("--quiet");
+  std::vector<const char*> argv;
+  for (auto& a : args) argv.push_back(a.c_str());
+  test::CaptureStdout cap;
+  int rc = run_cli(static_cast<int>(argv.size()), argv.data());
+  if (out) *out = cap.str();
+  return rc;
+}
+}  // namespace
+
+TEST_CASE("version prints LibTorch version, BLAS and threads", "[cli]") {
+  std::string out;
+  REQUIRE(cli({"version", "--json"}, &out) == 0);
+  auto j = nlohmann::json::parse(out);
+  CHECK_FALSE(j["libtorch"].get<std::string>().empty());
+  CHECK(j["threads"].get<int>() >= 1);
+  CHECK(j.contains("blas"));
+  REQUIRE(cli({"version"}, &out) == 0);
+  CHECK_THAT(out, Contains("LibTorch"));
+  CHECK_THAT(out, Contains("BLAS"));
+}
+
+TEST_CASE("usage errors exit 2", "[cli]") {
+  CHECK(cli({}) == 2);                      // no subcommand
+  CHECK(cli({"frobnicate"}) == 2);          // unknown subcommand
+  CHECK(cli({"run"}) == 2);                 // missing spec
+  CHECK(cli({"run", "x.yaml", "--bogus"}) == 2);
+  CHECK(cli({"config", "dump", "--set", "privacy.delta=2"}) == 2);
+  CHECK(cli({"version", "--log-level", "loud"}) == 2);
+}
+
+TEST_CASE("missing spec file exits 3", "[cli]") {
+  CHECK(cli({"run", "/nonexistent/spec.yaml"}) == 3);
+  CHECK(cli({"config", "validate", "/nonexistent/spec.yaml"}) == 3);
+}
+
+TEST_CASE("config dump merges defaults, file and --set", "[cli]") {
+  test::TempDir d;
+  auto spec = d.write("s.yaml", "name: dumped\nprivacy:\n  epsilon: 4\n");
+  std::string out;
+  REQUIRE(cli({"config", "dump", spec.string(), "--set", "train.steps=9"}, &out) == 0);
+  YAML::Node n = YAML::Load(out);
+  CHECK(n["name"].as<std::string>() == "dumped");      // file
+  CHECK(n["privacy"]["epsilon"].as<double>() == 4);     // file
+  CHECK(n["train"]["steps"].as<int>() == 9);            // --set
+  CHECK(n["privacy"]["delta"].as<double>() == 1e-5);    // default
+  REQUIRE(cli({"config", "validate", spec.string()}, &out) == 0);
+  CHECK_THAT(out, Contains("ok:"));
+}
+
+TEST_CASE("run with noop writes the whole run directory", "[cli]") {
+  test::TempDir d;
+  auto spec = d.write("s.yaml", "name: smoke\nseed: 3\nmethod:\n  name: noop\n  steps: 3\n");
+  std::string out;
+  REQUIRE(cli({"run", spec.string(), "--out", (d.path / "runs").string(), "--set", "privacy.epsilon=2"}, &out) == 0);
+  fs::path run = fs::path(out.substr(0, out.find('\n')));
+  REQUIRE(fs::exists(run));
+  CHECK(run.parent_path().filename() == "smoke");
+
+  auto metrics = nlohmann::json::parse(read_file(run / "metrics.json"));
+  CHECK(metrics["schema"] == "dpft.metrics/1");
+  CHECK(metrics["status"] == "ok");
+  CHECK(metrics["run"]["method"] == "noop");
+  CHECK(metrics["run"]["seed"] == 3);
+  CHECK(metrics["method_result"]["steps_done"] == 3);
+  CHECK(metrics["timing"]["total_s"].get<double>() >= 0);
+
+  auto manifest = nlohmann::json::parse(read_file(run / "manifest.json"));
+  CHECK(manifest["status"] == "ok");
+  CHECK(manifest["exit_code"] == 0);
+  CHECK_THAT(manifest["command_line"].get<std::string>(), Contains("privacy.epsilon=2"));
+  CHECK(manifest.contains("libtorch_version"));
+  CHECK(manifest.contains("start_time"));
+  CHECK(manifest.contains("end_time"));
+
+  Spec resolved = load_spec((run / "config.resolved.yaml").string(), {});
+  CHECK(*resolved.privacy.epsilon == 2);
+  CHECK(resolved.seed == 3);
+
+  auto events = read_jsonl(run / "metrics.jsonl");
+  REQUIRE(events.size() == 5);  // start, 3 steps, end
+  CHECK(events.front()["event"] == "start");
+  CHECK(events[2]["step"] == 2);
+  CHECK(events.back()["event"] == "end");
+  CHECK(fs::exists(run / "log.txt"));
+}
+
+TEST_CASE("dry run writes nothing", "[cli]") {
+  test::TempDir d;
+  auto spec = d.write("s.yaml", "name: dry\n");
+  std::string out;
+  REQUIRE(cli({"run", spec.string(), "--dry-run", "--out", (d.path / "runs").string()}, &out) == 0);
+  CHECK_THAT(out, Contains("dry run"));
+  CHECK_FALSE(fs::exists(d.path / "runs"));
+}
+
+TEST_CASE("methods lists the registry", "[cli]") {
+  std::string out;
+  REQUIRE(cli({"methods"}, &out) == 0);
+  CHECK_THAT(out, Contains("noop"));
+}

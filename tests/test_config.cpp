@@ -1,0 +1,193 @@
+// Spec parsing: every error class with its message, override precedence, round trip.
+#include <catch2/catch.hpp>
+
+#include "core/config/fields.hpp"
+#include "core/config/spec.hpp"
+#include "core/util/error.hpp"
+#include "methods/method.hpp"
+#include "test_util.hpp"
+
+using namespace dpft;
+using Catch::Matchers::Contains;
+
+namespace {
+Spec parse(const std::string& yaml, const std::vector<std::string>& sets = {}) {
+  YAML::Node n = YAML::Load(yaml);
+  if (n.IsNull()) n = YAML::Node(YAML::NodeType::Map);
+  for (const auto& s : sets) apply_override(n, s);
+  return parse_spec(n);
+}
+
+std::string config_error(const std::string& yaml, const std::vector<std::string>& sets = {}) {
+  try {
+    parse(yaml, sets);
+  } catch (const ConfigError& e) {
+    CHECK(e.exit_code() == 2);
+    return e.what();
+  }
+  FAIL("expected a ConfigError for:\n" << yaml);
+  return "";
+}
+}  // namespace
+
+TEST_CASE("defaults parse and are what the struct says", "[config]") {
+  Spec s = parse("");
+  CHECK(s.name == "experiment");
+  CHECK(s.privacy.epsilon.value() == 8.0);
+  CHECK(s.privacy.delta == 1e-5);
+  CHECK(s.privacy.accountant == "prv");
+  CHECK(s.method.name == "noop");
+  CHECK(s.method.impl != nullptr);
+  CHECK(s.model.peft.targets == std::vector<std::string>{"q_proj", "v_proj"});
+}
+
+TEST_CASE("unknown key names the path and suggests the closest key", "[config]") {
+  std::string msg = config_error("privacy:\n  epsilom: 2\n");
+  CHECK_THAT(msg, Contains("unknown key `privacy.epsilom`"));
+  CHECK_THAT(msg, Contains("did you mean `privacy.epsilon`?"));
+}
+
+TEST_CASE("a key in the wrong block suggests its real home", "[config]") {
+  std::string msg = config_error("train:\n  clip_norm: 1.0\n");
+  CHECK_THAT(msg, Contains("unknown key `train.clip_norm`"));
+  CHECK_THAT(msg, Contains("did you mean `privacy.clip_norm`?"));
+}
+
+TEST_CASE("unknown top-level key and several unknown keys are all reported", "[config]") {
+  std::string msg = config_error("seeed: 3\nmodel:\n  pth: x\n");
+  CHECK_THAT(msg, Contains("`seeed` (did you mean `seed`?)"));
+  CHECK_THAT(msg, Contains("`model.pth` (did you mean `model.path`?)"));
+}
+
+TEST_CASE("wrong types name the key and the value", "[config]") {
+  CHECK_THAT(config_error("privacy:\n  delta: abc\n"),
+             Contains("privacy.delta: expected a number, got 'abc'"));
+  CHECK_THAT(config_error("train:\n  steps: 2.5\n"), Contains("train.steps: expected an integer, got '2.5'"));
+  CHECK_THAT(config_error("eval:\n  per_sample: maybe\n"),
+             Contains("eval.per_sample: expected true or false, got 'maybe'"));
+  CHECK_THAT(config_error("privacy: 3\n"), Contains("privacy: expected a mapping of keys"));
+  CHECK_THAT(config_error("model:\n  peft:\n    targets: {a: 1}\n"),
+             Contains("model.peft.targets: expected a list of strings"));
+}
+
+TEST_CASE("out-of-range values name the allowed range", "[config]") {
+  CHECK_THAT(config_error("privacy:\n  delta: 1.5\n"),
+             Contains("privacy.delta: 1.5 is out of range; allowed (0, 1)"));
+  CHECK_THAT(config_error("privacy:\n  epsilon: 0\n"),
+             Contains("privacy.epsilon: 0 is out of range; allowed (0, .inf]"));
+  CHECK_THAT(config_error("privacy:\n  epsilon: -1\n"), Contains("privacy.epsilon: -1 is out of range"));
+  CHECK_THAT(config_error("train:\n  steps: 0\n"), Contains("train.steps: 0 is out of range; allowed [1, .inf)"));
+  CHECK_THAT(config_error("privacy:\n  sampling_rate: 0\n"), Contains("allowed (0, 1]"));
+}
+
+TEST_CASE("choices list the allowed values", "[config]") {
+  std::string msg = config_error("privacy:\n  accountant: prb\n");
+  CHECK_THAT(msg, Contains("privacy.accountant: 'prb' is not allowed; use one of: prv, rdp, gaussian"));
+  CHECK_THAT(msg, Contains("did you mean 'prv'?"));
+}
+
+TEST_CASE("unknown method lists the known ones", "[config]") {
+  std::string msg = config_error("method:\n  name: noopp\n");
+  CHECK_THAT(msg, Contains("unknown method 'noopp'"));
+  CHECK_THAT(msg, Contains("known methods: noop"));
+}
+
+TEST_CASE("method-owned keys are validated by the method", "[config]") {
+  Spec s = parse("method:\n  name: noop\n  steps: 3\n");
+  CHECK(s.method.impl->options_yaml()["steps"].as<int>() == 3);
+  CHECK_THAT(config_error("method:\n  name: noop\n  stepz: 3\n"),
+             Contains("unknown key `method.stepz` (did you mean `method.steps`?)"));
+  CHECK_THAT(config_error("method:\n  steps: -1\n"), Contains("method.steps: -1 is out of range"));
+}
+
+TEST_CASE("epsilon inf means non-private", "[config]") {
+  for (const char* v : {"inf", ".inf", "Infinity", "+inf"}) {
+    Spec s = parse(std::string("privacy:\n  epsilon: ") + v + "\n");
+    CHECK(std::isinf(*s.privacy.epsilon));
+    CHECK_FALSE(s.privacy.is_private());
+  }
+  CHECK(parse("privacy:\n  epsilon: 2\n").privacy.is_private());
+}
+
+TEST_CASE("epsilon and noise_multiplier conflict", "[config]") {
+  CHECK_THAT(config_error("privacy:\n  epsilon: 2\n  noise_multiplier: 1.1\n"),
+             Contains("set either epsilon"));
+  Spec s = parse("privacy:\n  noise_multiplier: 1.1\n");
+  CHECK_FALSE(s.privacy.epsilon.has_value());
+  CHECK(*s.privacy.noise_multiplier == 1.1);
+}
+
+TEST_CASE("precedence: defaults < file < --set, with YAML typing", "[config]") {
+  std::string yaml = "seed: 5\nprivacy:\n  epsilon: 4\n  delta: 1e-6\n";
+  Spec f = parse(yaml);
+  CHECK(f.seed == 5);
+  CHECK(*f.privacy.epsilon == 4);
+  CHECK(f.privacy.delta == 1e-6);
+  CHECK(f.train.steps == 100);  // default untouched
+  Spec o = parse(yaml, {"privacy.epsilon=2", "train.steps=7", "model.peft.targets=[c_attn, c_proj]",
+                        "privacy.delta=1e-5"});
+  CHECK(o.seed == 5);
+  CHECK(*o.privacy.epsilon == 2);
+  CHECK(o.train.steps == 7);
+  CHECK(o.privacy.delta == 1e-5);
+  CHECK(o.model.peft.targets == std::vector<std::string>{"c_attn", "c_proj"});
+  // later --set wins over earlier --set
+  CHECK(parse("", {"seed=1", "seed=2"}).seed == 2);
+}
+
+TEST_CASE("set overrides: malformed assignments are errors", "[config]") {
+  YAML::Node n(YAML::NodeType::Map);
+  CHECK_THROWS_WITH(apply_override(n, "privacy.epsilon"), Contains("expected key.path=value"));
+  CHECK_THROWS_WITH(apply_override(n, "privacy..epsilon=1"), Contains("empty component"));
+  YAML::Node m = YAML::Load("seed: 3");
+  CHECK_THROWS_WITH(apply_override(m, "seed.x=1"), Contains("'seed' is a value, not a block"));
+  // an override of an unknown key is caught by validation with a suggestion
+  CHECK_THAT(config_error("", {"privacy.epsilonn=2"}), Contains("did you mean `privacy.epsilon`?"));
+}
+
+TEST_CASE("resolved spec round-trips through YAML", "[config]") {
+  Spec s = parse("name: rt\nseed: 9\nprivacy:\n  epsilon: 1.5\n  delta: 3.3e-7\nmethod:\n  steps: 4\n"
+                 "train:\n  lr: 0.0003\n");
+  std::string once = spec_to_yaml_string(s);
+  Spec again = parse_spec(YAML::Load(once));
+  CHECK(spec_to_yaml_string(again) == once);
+  CHECK(again.privacy.delta == 3.3e-7);
+  CHECK(again.train.lr == 0.0003);
+  CHECK(config_hash(again) == config_hash(s));
+  // inf survives the round trip
+  Spec inf = parse("privacy:\n  epsilon: inf\n");
+  CHECK(std::isinf(*parse_spec(YAML::Load(spec_to_yaml_string(inf))).privacy.epsilon));
+}
+
+TEST_CASE("config hash ignores seed/name/output but not the configuration", "[config]") {
+  CHECK(config_hash(parse("seed: 1\nname: a")) == config_hash(parse("seed: 2\nname: b\noutput:\n  dir: x")));
+  CHECK(config_hash(parse("privacy:\n  epsilon: 1")) != config_hash(parse("privacy:\n  epsilon: 2")));
+}
+
+TEST_CASE("spec files: missing file is an input error, bad YAML a config error with position", "[config]") {
+  test::TempDir d;
+  try {
+    load_spec((d.path / "nope.yaml").string(), {});
+    FAIL("no error");
+  } catch (const InputError& e) {
+    CHECK(e.exit_code() == 3);
+    CHECK_THAT(std::string(e.what()), Contains("nope.yaml"));
+  }
+  auto bad = d.write("bad.yaml", "privacy:\n  epsilon: [1,\n");
+  try {
+    load_spec(bad.string(), {});
+    FAIL("no error");
+  } catch (const ConfigError& e) {
+    CHECK_THAT(std::string(e.what()), Contains("bad.yaml:"));
+    CHECK_THAT(std::string(e.what()), Contains("invalid YAML"));
+  }
+  auto ok = d.write("ok.yaml", "name: file-spec\n");
+  CHECK(load_spec(ok.string(), {"seed=4"}).seed == 4);
+  CHECK(load_spec(ok.string(), {}).name == "file-spec");
+}
+
+TEST_CASE("name and device are validated", "[config]") {
+  CHECK_THAT(config_error("name: a/b\n"), Contains("name: 'a/b' must"));
+  CHECK_THAT(config_error("device: gpu\n"), Contains("device: 'gpu' is not a device"));
+  CHECK(parse("device: cuda:1\n").device == "cuda:1");
+}

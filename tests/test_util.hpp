@@ -1,0 +1,48 @@
+// Helpers shared by the Catch2 tests: temporary directories, files, captured stdout.
+#pragma once
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+
+namespace dpft::test {
+
+namespace fs = std::filesystem;
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "dpft_test_XXXXXX").string();
+    path = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  fs::path write(const std::string& name, const std::string& content) const {
+    fs::path p = path / name;
+    std::ofstream(p) << content;
+    return p;
+  }
+};
+
+// Redirects std::cout into a string for the object's lifetime.
+struct CaptureStdout {
+  std::ostringstream buf;
+  std::streambuf* old;
+  CaptureStdout() : old(std::cout.rdbuf(buf.rdbuf())) {}
+  ~CaptureStdout() { std::cout.rdbuf(old); }
+  std::string str() const { return buf.str(); }
+};
+
+// Path to shared/ data beside the project root, or "" when absent (tests then skip).
+inline fs::path shared_data_dir() {
+  fs::path p = fs::path(DPFT_SOURCE_DIR) / ".." / "shared" / "data";
+  return fs::exists(p) ? fs::canonical(p) : fs::path();
+}
+
+}  // namespace dpft::test
