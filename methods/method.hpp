@@ -10,12 +10,22 @@
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include <cstdint>
 #include <string>
+#include <vector>
+
+#include "core/privacy/ledger.hpp"
 
 namespace dpft {
 
 class Fields;
 struct RunContext;
+struct Spec;
+
+// What planning needs to know beyond the spec (e.g. the private data set's size).
+struct PlanInputs {
+  int64_t dataset_size = 0;  // 0 = unknown
+};
 
 class Method {
  public:
@@ -25,6 +35,11 @@ class Method {
   virtual void configure(Fields& options) = 0;
   // The resolved options, every key with its value (defaults included).
   virtual YAML::Node options_yaml() const = 0;
+  // The DP releases a run of this spec will make, for `dpft account --spec` and for the
+  // ledger's budget check before training. Methods that release nothing return {}.
+  virtual std::vector<privacy::Release> planned_releases(const Spec& spec, const PlanInputs& in) const {
+    return {};
+  }
   // Run the method. Long loops poll dpft::interrupted() and return early when it is set.
   virtual nlohmann::json run(RunContext& ctx) = 0;
 };

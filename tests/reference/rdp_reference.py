@@ -63,11 +63,17 @@ From the repository root (needs numpy and scipy, e.g. Debian's
 python3-numpy / python3-scipy, which live under /usr/bin/python3):
 
     python3 tests/reference/rdp_reference.py
+    (or /usr/bin/python3 ... where the default python3 lacks numpy/scipy)
 
 It writes tests/reference/rdp_reference.json next to this file (the output
-path does not depend on the working directory) in a few seconds.  Consumers should compare against the JSON with a
-RELATIVE TOLERANCE OF 1e-6 (the reference itself is far more accurate; the
-tolerance leaves room for the series/erfc implementations being checked).
+path does not depend on the working directory) in a few seconds.
+
+Tolerance: consumers should compare against the JSON with a RELATIVE
+TOLERANCE OF 1e-6 (the reference itself is far more accurate; the tolerance
+leaves room for the series/erfc implementations being checked).  In every
+eps_check entry the second-best order's eps is at least ~2e-6 (relative)
+worse than the best one, so best_order is stable at that tolerance (see
+meta.self_checks.min_eps_rel_gap_best_vs_second_order).
 """
 
 import json

@@ -1,0 +1,182 @@
+// `dpft account`: privacy accounting without a run.
+//   --eps E  --delta D (--q Q | --dataset-size N --batch-size B) (--steps T | --epochs K) -> sigma
+//   --sigma S --delta D (...)                                                            -> epsilon
+//   --eps E --sigma S --delta D with one of q / steps missing                            -> that one
+//   --spec SPEC.yaml [--set ...] [--dataset-size N]                                      -> a run's plan
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <iostream>
+#include <optional>
+
+#include "cli/app.hpp"
+#include "core/config/spec.hpp"
+#include "core/privacy/calibrate.hpp"
+#include "core/privacy/ledger.hpp"
+#include "core/util/error.hpp"
+#include "methods/method.hpp"
+
+namespace dpft {
+
+namespace {
+
+struct AccountOpts {
+  std::optional<double> eps, sigma, delta, q, epochs, delta_error;
+  std::optional<int64_t> steps, dataset_size, batch_size;
+  std::string accountant = "prv";
+  double eps_error = 0.01, sigma_tol = 1e-3;
+  bool json = false;
+  std::string spec;
+  std::vector<std::string> sets;
+};
+
+void require_range(const char* flag, const std::optional<double>& v, bool ok, const char* range) {
+  if (v && !ok) throw ConfigError(fmt::format("{} {}: out of range; allowed {}", flag, *v, range));
+}
+
+void print(const nlohmann::json& j, bool as_json) {
+  if (as_json) {
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (it.key() == "warnings" || it.key() == "releases") continue;
+    std::string v = it->is_string() ? it->get<std::string>() : it->dump();
+    std::cout << fmt::format("{:<18} {}\n", it.key(), v);
+  }
+  if (j.contains("releases"))
+    for (const auto& r : j["releases"])
+      std::cout << fmt::format("  release {:<10} {:<20} sigma {:<10} q {:<10} x {}\n", r["label"].get<std::string>(),
+                               r["mechanism"].get<std::string>(), r["noise_multiplier"].get<double>(),
+                               r["sampling_rate"].get<double>(), r["count"].get<int64_t>());
+}
+
+void add_result(nlohmann::json& j, const privacy::EpsilonResult& e) {
+  j["epsilon"] = privacy::eps_json(e.epsilon);
+  j["accountant_used"] = e.accountant;
+  if (e.eps_lower) j["eps_lower"] = *e.eps_lower;
+  if (e.eps_estimate) j["eps_estimate"] = *e.eps_estimate;
+  if (e.eps_upper) j["eps_upper"] = *e.eps_upper;
+  if (e.best_order) j["rdp_order"] = *e.best_order;
+  if (!e.warnings.empty()) j["warnings"] = e.warnings;
+  for (const auto& w : e.warnings) spdlog::warn("{}", w);
+}
+
+int account_spec(const AccountOpts& o) {
+  Spec spec = load_spec(o.spec, o.sets);
+  privacy::LedgerOptions lo;
+  lo.accountant = spec.privacy.accountant;
+  lo.delta = spec.privacy.delta;
+  lo.target_epsilon = spec.privacy.epsilon;
+  lo.accountant_options.eps_error = spec.privacy.eps_error;
+  privacy::PrivacyLedger ledger(lo);
+  PlanInputs in;
+  in.dataset_size = o.dataset_size.value_or(0);
+  auto plan = spec.method.impl->planned_releases(spec, in);
+  for (const auto& r : plan) ledger.record(r);
+  nlohmann::json j = ledger.to_json();
+  j["method"] = spec.method.name;
+  if (plan.empty()) j["note"] = "this method makes no DP release";
+  print(j, o.json);
+  for (const auto& w : ledger.spent().warnings) spdlog::warn("{}", w);
+  ledger.check_plan({});  // exit 2 if the plan exceeds the target
+  return 0;
+}
+
+int account_flags(AccountOpts o) {
+  if (!o.delta) throw ConfigError("--delta is required (e.g. --delta 1e-5)");
+  require_range("--eps", o.eps, o.eps && *o.eps > 0, "(0, inf)");
+  require_range("--delta", o.delta, *o.delta > 0 && *o.delta < 1, "(0, 1)");
+  require_range("--sigma", o.sigma, o.sigma && *o.sigma > 0 && std::isfinite(*o.sigma), "(0, inf)");
+  require_range("--q", o.q, o.q && *o.q > 0 && *o.q <= 1, "(0, 1]");
+  require_range("--epochs", o.epochs, o.epochs && *o.epochs > 0, "(0, inf)");
+  if (o.steps && *o.steps < 1) throw ConfigError(fmt::format("--steps {}: must be >= 1", *o.steps));
+  if (o.q && (o.dataset_size || o.batch_size))
+    throw ConfigError("--q conflicts with --dataset-size/--batch-size: give the rate or the sizes, not both");
+  if (o.dataset_size || o.batch_size) {
+    if (!o.dataset_size || !o.batch_size) throw ConfigError("--dataset-size and --batch-size go together");
+    if (*o.dataset_size < 1 || *o.batch_size < 1 || *o.batch_size > *o.dataset_size)
+      throw ConfigError(fmt::format("--batch-size {} must be in [1, --dataset-size {}]", *o.batch_size, *o.dataset_size));
+    o.q = static_cast<double>(*o.batch_size) / static_cast<double>(*o.dataset_size);
+  }
+  if (o.steps && o.epochs) throw ConfigError("--steps conflicts with --epochs: give one");
+  if (o.epochs) {
+    if (!o.q) throw ConfigError("--epochs needs the sampling rate (--q or --dataset-size/--batch-size)");
+    o.steps = static_cast<int64_t>(std::ceil(*o.epochs / *o.q - 1e-9));
+  }
+  if (!o.eps && !o.sigma) throw ConfigError("give --eps (to get sigma) or --sigma (to get epsilon)");
+
+  privacy::AccountantOptions ao;
+  ao.eps_error = o.eps_error;
+  if (o.delta_error) {
+    if (!(*o.delta_error > 0 && *o.delta_error < *o.delta))
+      throw ConfigError(fmt::format("--delta-error {}: must be in (0, delta)", *o.delta_error));
+    ao.delta_error = o.delta_error;
+  }
+  auto acc = privacy::make_accountant(o.accountant, ao);
+  nlohmann::json j = {{"accountant", o.accountant}, {"delta", *o.delta}};
+
+  if (o.eps && o.sigma) {  // solve for the missing one of q / steps
+    if (o.q && o.steps) throw ConfigError("--eps, --sigma, --q and --steps all given: leave out the one to solve for");
+    if (!o.q && !o.steps) throw ConfigError("with --eps and --sigma, give one of --q or --steps and dpft solves for the other");
+    j["target_epsilon"] = *o.eps;
+    j["noise_multiplier"] = *o.sigma;
+    if (o.q) {
+      int64_t T = privacy::max_steps(*acc, *o.sigma, *o.q, *o.eps, *o.delta);
+      j["q"] = *o.q;
+      j["max_steps"] = T;
+      if (T > 0) add_result(j, acc->epsilon({{*o.sigma, *o.q, T}}, *o.delta));
+    } else {
+      double q = privacy::max_sampling_rate(*acc, *o.sigma, *o.steps, *o.eps, *o.delta);
+      j["steps"] = *o.steps;
+      j["max_q"] = q;
+      if (q > 0) add_result(j, acc->epsilon({{*o.sigma, q, *o.steps}}, *o.delta));
+    }
+    print(j, o.json);
+    return 0;
+  }
+  if (!o.q) throw ConfigError("give the sampling rate: --q Q, or --dataset-size N --batch-size B");
+  if (!o.steps) throw ConfigError("give the number of steps: --steps T or --epochs K");
+  j["q"] = *o.q;
+  j["steps"] = *o.steps;
+  if (o.sigma) {
+    j["noise_multiplier"] = *o.sigma;
+    add_result(j, acc->epsilon({{*o.sigma, *o.q, *o.steps}}, *o.delta));
+  } else {
+    privacy::SigmaCalibration c = privacy::calibrate_sigma(*acc, *o.q, *o.steps, *o.eps, *o.delta, o.sigma_tol);
+    j["target_epsilon"] = *o.eps;
+    j["noise_multiplier"] = c.sigma;
+    j["sigma_rel_tol"] = c.rel_tol;
+    add_result(j, c.detail);
+  }
+  print(j, o.json);
+  return 0;
+}
+
+}  // namespace
+
+void register_account(CLI::App& app, CliContext& ctx) {
+  auto o = std::make_shared<AccountOpts>();
+  CLI::App* sub = app.add_subcommand("account", "privacy accounting: sigma for a target epsilon, or epsilon for a sigma");
+  sub->add_option("--eps", o->eps, "target epsilon (-> noise multiplier)");
+  sub->add_option("--sigma", o->sigma, "noise multiplier (-> epsilon)");
+  sub->add_option("--delta", o->delta, "delta, in (0, 1)");
+  sub->add_option("--q", o->q, "Poisson sampling rate, in (0, 1]");
+  sub->add_option("--dataset-size", o->dataset_size, "N (with --batch-size: q = B / N)");
+  sub->add_option("--batch-size", o->batch_size, "expected batch size B");
+  sub->add_option("--steps", o->steps, "number of steps T");
+  sub->add_option("--epochs", o->epochs, "epochs K (T = ceil(K / q))");
+  sub->add_option("--accountant", o->accountant, "prv | rdp | gaussian")->capture_default_str();
+  sub->add_option("--eps-error", o->eps_error, "PRV epsilon error")->capture_default_str();
+  sub->add_option("--delta-error", o->delta_error, "PRV delta error (default delta/1000)");
+  sub->add_option("--sigma-tol", o->sigma_tol, "relative tolerance of the calibrated sigma")->capture_default_str();
+  sub->add_option("--spec", o->spec, "print what a run of this spec would spend");
+  sub->add_option("--set", o->sets, "spec override key.path=value (with --spec)")->take_all();
+  sub->add_flag("--json", o->json, "one JSON object");
+  sub->callback([o, &ctx] {
+    ctx.action = [o] { return o->spec.empty() ? account_flags(*o) : account_spec(*o); };
+  });
+}
+
+}  // namespace dpft
