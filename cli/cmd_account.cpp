@@ -14,6 +14,7 @@
 #include "core/config/spec.hpp"
 #include "core/privacy/calibrate.hpp"
 #include "core/privacy/ledger.hpp"
+#include "core/run/runner.hpp"
 #include "core/util/error.hpp"
 #include "methods/method.hpp"
 
@@ -65,12 +66,7 @@ void add_result(nlohmann::json& j, const privacy::EpsilonResult& e) {
 
 int account_spec(const AccountOpts& o) {
   Spec spec = load_spec(o.spec, o.sets);
-  privacy::LedgerOptions lo;
-  lo.accountant = spec.privacy.accountant;
-  lo.delta = spec.privacy.delta;
-  lo.target_epsilon = spec.privacy.epsilon;
-  lo.accountant_options.eps_error = spec.privacy.eps_error;
-  privacy::PrivacyLedger ledger(lo);
+  privacy::PrivacyLedger ledger(ledger_options(spec));
   PlanInputs in;
   in.dataset_size = o.dataset_size.value_or(0);
   auto plan = spec.method.impl->planned_releases(spec, in);

@@ -42,9 +42,7 @@ class NoopMethod : public Method {
       progress.update(done + 1);
     }
     progress.finish();
-    return {{"method_result", {{"steps_done", done}}},
-            {"privacy", {{"releases", nlohmann::json::array()}, {"epsilon_spent", 0.0},
-                         {"note", "noop makes no DP release"}}}};
+    return {{"method_result", {{"steps_done", done}}}};  // no DP release: the ledger stays empty
   }
 
  private:

@@ -78,6 +78,10 @@ TEST_CASE("run with noop writes the whole run directory", "[cli]") {
   CHECK(metrics["run"]["seed"] == 3);
   CHECK(metrics["method_result"]["steps_done"] == 3);
   CHECK(metrics["timing"]["total_s"].get<double>() >= 0);
+  CHECK(metrics["privacy"]["epsilon"] == 0.0);         // noop releases nothing
+  CHECK(metrics["privacy"]["releases"].empty());
+  CHECK(metrics["privacy"]["target_epsilon"] == 2.0);
+  CHECK(metrics["privacy"]["delta"] == 1e-5);
 
   auto manifest = nlohmann::json::parse(read_file(run / "manifest.json"));
   CHECK(manifest["status"] == "ok");

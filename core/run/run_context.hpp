@@ -1,7 +1,9 @@
-// What a method sees of the run it executes in: the resolved spec and the run directory
-// (events, artefacts). Later issues add the privacy ledger, model, data and device here.
+// What a method sees of the run it executes in: the resolved spec, the run directory (events,
+// artefacts) and the privacy ledger, where every DP release must be recorded. Later issues add
+// the model, data and device here.
 #pragma once
 #include "core/config/spec.hpp"
+#include "core/privacy/ledger.hpp"
 #include "core/run/run_dir.hpp"
 
 namespace dpft {
@@ -9,6 +11,7 @@ namespace dpft {
 struct RunContext {
   const Spec& spec;
   RunDir& dir;
+  privacy::PrivacyLedger& ledger;
 };
 
 }  // namespace dpft

@@ -44,8 +44,20 @@ nlohmann::json identity(const Spec& spec, const RunDir& dir) {
 
 }  // namespace
 
+privacy::LedgerOptions ledger_options(const Spec& spec) {
+  privacy::LedgerOptions lo;
+  lo.accountant = spec.privacy.accountant;
+  lo.delta = spec.privacy.delta;
+  lo.target_epsilon = spec.privacy.epsilon;
+  lo.accountant_options.eps_error = spec.privacy.eps_error;
+  return lo;
+}
+
 RunResult run_experiment(const Spec& spec, const RunOptions& opts) {
   DPFT_CHECK(spec.method.impl != nullptr, "spec has no configured method");
+  // Refuse a plan over budget before anything is created or released.
+  privacy::PrivacyLedger ledger(ledger_options(spec));
+  ledger.check_plan(spec.method.impl->planned_releases(spec, PlanInputs{}));
   RunDir dir = RunDir::create(opts.out_dir.empty() ? spec.output.dir : opts.out_dir, spec);
   write_file_atomic(dir.file("config.resolved.yaml"), spec_to_yaml_string(spec));
   add_log_file(dir.file("log.txt"));
@@ -64,6 +76,7 @@ RunResult run_experiment(const Spec& spec, const RunOptions& opts) {
   auto finish = [&](const std::string& status, int exit_code, const std::string& error) {
     double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     metrics["status"] = status;
+    metrics["privacy"] = ledger.to_json();
     metrics["timing"]["total_s"] = total;
     metrics["memory"]["peak_rss_mb"] = peak_rss_mb();
     if (!error.empty()) metrics["error"] = error;
@@ -77,7 +90,7 @@ RunResult run_experiment(const Spec& spec, const RunOptions& opts) {
   };
 
   dir.event("start", {{"method", spec.method.name}, {"seed", spec.seed}});
-  RunContext ctx{spec, dir};
+  RunContext ctx{spec, dir, ledger};
   try {
     nlohmann::json block = spec.method.impl->run(ctx);
     if (block.is_object()) metrics.update(block);

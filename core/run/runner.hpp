@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/config/spec.hpp"
+#include "core/privacy/ledger.hpp"
 
 namespace dpft {
 
@@ -19,6 +20,9 @@ struct RunResult {
 };
 
 RunResult run_experiment(const Spec& spec, const RunOptions& opts);
+
+// The ledger settings of a spec's privacy block (accountant, delta, target epsilon, eps_error).
+privacy::LedgerOptions ledger_options(const Spec& spec);
 
 // The manifest fields that do not depend on the run's outcome.
 nlohmann::json base_manifest(const Spec& spec, const std::string& command_line);
