@@ -34,5 +34,23 @@ m=$(ls "$T"/runs/slow/*/metrics.json 2>/dev/null | head -1)
 if [ -n "$m" ] && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d['status']=='interrupted' and 0 < d['method_result']['steps_done'] < 400 else 1)" "$m"; then
   pass=$((pass+1)); else echo "FAIL: interrupted run did not record status interrupted ($m)"; fail=$((fail+1)); fi
 
+# kill -9 mid-run: every JSON file in the run directory still parses (status "running").
+printf 'name: killed\nmethod:\n  name: noop\n  steps: 400\n  step_ms: 10\n' > "$T/killed.yaml"
+"$DPFT" --quiet run "$T/killed.yaml" --out "$T/runs" > /dev/null 2>&1 &
+pid=$!
+sleep 1.2; kill -KILL $pid; wait $pid 2>/dev/null
+d=$(ls -d "$T"/runs/killed/*/ 2>/dev/null | head -1)
+if [ -n "$d" ] && python3 - "$d" <<'PY'
+import json, sys, os
+d = sys.argv[1]
+m = json.load(open(os.path.join(d, "metrics.json")))
+man = json.load(open(os.path.join(d, "manifest.json")))
+lines = open(os.path.join(d, "metrics.jsonl")).read().split("\n")
+for l in lines[:-1]:
+    json.loads(l)  # every complete line parses; a torn last fragment is allowed
+sys.exit(0 if m["status"] == "running" and man["status"] == "running" else 1)
+PY
+then pass=$((pass+1)); else echo "FAIL: kill -9 left unparsable or wrong files in '$d'"; fail=$((fail+1)); fi
+
 echo "cli_exit_codes: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

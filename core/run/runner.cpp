@@ -89,6 +89,8 @@ RunResult run_experiment(const Spec& spec, const RunOptions& opts) {
     dir.event("end", {{"status", status}});
   };
 
+  metrics["privacy"] = ledger.to_json();
+  dir.write_metrics(metrics);  // a run killed outright still leaves a parseable metrics.json
   dir.event("start", {{"method", spec.method.name}, {"seed", spec.seed}});
   RunContext ctx{spec, dir, ledger};
   try {
