@@ -1,0 +1,169 @@
+#include "core/model/config.hpp"
+
+#include <fmt/format.h>
+
+#include "core/util/atomic_file.hpp"
+#include "core/util/error.hpp"
+
+namespace dpft::model {
+
+namespace {
+
+template <class T>
+T get_or(const nlohmann::json& j, const char* key, T def, const std::string& what) {
+  if (!j.contains(key) || j[key].is_null()) return def;
+  try {
+    return j[key].get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw InputError(fmt::format("{}: field '{}' has the wrong type ({})", what, key, j[key].dump()));
+  }
+}
+
+std::optional<int64_t> opt_id(const nlohmann::json& j, const char* key) {
+  if (!j.contains(key) || !j[key].is_number_integer()) return std::nullopt;  // lists of eos ids: first one
+  return j[key].get<int64_t>();
+}
+
+}  // namespace
+
+void ModelConfig::validate(const std::string& what) const {
+  if (model_type != "gpt2" && model_type != "llama" && model_type != "qwen2")
+    throw InputError(fmt::format("{}: unsupported model_type '{}'; dpft supports gpt2, llama, qwen2", what, model_type));
+  auto pos = [&](const char* name, int64_t v) {
+    if (v < 1) throw InputError(fmt::format("{}: {} must be >= 1, got {}", what, name, v));
+  };
+  pos("vocab_size", vocab_size);
+  pos("hidden_size", hidden_size);
+  pos("num_layers", num_layers);
+  pos("num_heads", num_heads);
+  pos("num_kv_heads", num_kv_heads);
+  pos("head_dim", head_dim);
+  pos("intermediate_size", intermediate_size);
+  pos("max_position", max_position);
+  if (num_heads % num_kv_heads != 0)
+    throw InputError(fmt::format("{}: num_attention_heads {} is not a multiple of num_key_value_heads {}", what,
+                                 num_heads, num_kv_heads));
+  if (is_gpt2() && head_dim * num_heads != hidden_size)
+    throw InputError(fmt::format("{}: n_embd {} is not divisible by n_head {}", what, hidden_size, num_heads));
+  if (!is_gpt2() && head_dim % 2 != 0)
+    throw InputError(fmt::format("{}: head_dim {} must be even for rotary embeddings", what, head_dim));
+  if (!(norm_eps > 0)) throw InputError(fmt::format("{}: norm epsilon must be > 0", what));
+  if (activation != "gelu_new" && activation != "gelu" && activation != "silu" && activation != "relu")
+    throw InputError(fmt::format("{}: unsupported activation '{}'", what, activation));
+}
+
+ModelConfig parse_model_config(const nlohmann::json& j, const std::string& what) {
+  if (!j.is_object()) throw InputError(fmt::format("{}: config.json must be a JSON object", what));
+  ModelConfig c;
+  if (!j.contains("model_type") || !j["model_type"].is_string())
+    throw InputError(fmt::format("{}: config.json has no 'model_type'", what));
+  c.model_type = j["model_type"].get<std::string>();
+  if (c.model_type == "gpt2") {
+    c.vocab_size = get_or<int64_t>(j, "vocab_size", 50257, what);
+    c.hidden_size = get_or<int64_t>(j, "n_embd", 768, what);
+    c.num_layers = get_or<int64_t>(j, "n_layer", 12, what);
+    c.num_heads = get_or<int64_t>(j, "n_head", 12, what);
+    c.num_kv_heads = c.num_heads;
+    c.intermediate_size = get_or<int64_t>(j, "n_inner", 4 * c.hidden_size, what);
+    c.max_position = get_or<int64_t>(j, "n_positions", 1024, what);
+    c.norm_eps = get_or<double>(j, "layer_norm_epsilon", 1e-5, what);
+    c.activation = get_or<std::string>(j, "activation_function", "gelu_new", what);
+    c.tie_word_embeddings = get_or<bool>(j, "tie_word_embeddings", true, what);
+    c.attention_bias = true;
+    c.head_dim = c.num_heads > 0 ? c.hidden_size / c.num_heads : 0;
+  } else {
+    c.vocab_size = get_or<int64_t>(j, "vocab_size", 32000, what);
+    c.hidden_size = get_or<int64_t>(j, "hidden_size", 4096, what);
+    c.num_layers = get_or<int64_t>(j, "num_hidden_layers", 32, what);
+    c.num_heads = get_or<int64_t>(j, "num_attention_heads", 32, what);
+    c.num_kv_heads = get_or<int64_t>(j, "num_key_value_heads", c.num_heads, what);
+    c.intermediate_size = get_or<int64_t>(j, "intermediate_size", 11008, what);
+    c.max_position = get_or<int64_t>(j, "max_position_embeddings", 2048, what);
+    c.norm_eps = get_or<double>(j, "rms_norm_eps", 1e-6, what);
+    c.rope_theta = get_or<double>(j, "rope_theta", 10000.0, what);
+    c.activation = get_or<std::string>(j, "hidden_act", "silu", what);
+    c.tie_word_embeddings = get_or<bool>(j, "tie_word_embeddings", false, what);  // LlamaConfig/Qwen2Config default
+    // Qwen2 always has q/k/v biases (no config key); Llama reads attention_bias.
+    c.attention_bias = c.model_type == "qwen2" || get_or<bool>(j, "attention_bias", false, what);
+    c.head_dim = get_or<int64_t>(j, "head_dim", c.num_heads > 0 ? c.hidden_size / c.num_heads : 0, what);
+    if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
+      const auto& r = j["rope_scaling"];
+      std::string type = r.value("rope_type", r.value("type", ""));
+      if (type != "llama3")
+        throw InputError(fmt::format("{}: rope_scaling type '{}' is not supported (only llama3)", what, type));
+      RopeScaling s;
+      s.factor = get_or<double>(r, "factor", 8.0, what);
+      s.low_freq_factor = get_or<double>(r, "low_freq_factor", 1.0, what);
+      s.high_freq_factor = get_or<double>(r, "high_freq_factor", 4.0, what);
+      s.original_max_position_embeddings = get_or<int64_t>(r, "original_max_position_embeddings", 8192, what);
+      c.rope_scaling = s;
+    }
+  }
+  c.bos_token_id = opt_id(j, "bos_token_id");
+  c.eos_token_id = opt_id(j, "eos_token_id");
+  c.pad_token_id = opt_id(j, "pad_token_id");
+  c.validate(what);
+  return c;
+}
+
+ModelConfig load_model_config(const std::filesystem::path& dir) {
+  auto path = dir / "config.json";
+  if (!std::filesystem::exists(path))
+    throw InputError(fmt::format("{}: no config.json (is this a Hugging Face checkpoint directory?)", dir.string()));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_file(path));
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(fmt::format("{}: invalid JSON: {}", path.string(), e.what()));
+  }
+  return parse_model_config(j, path.string());
+}
+
+nlohmann::json model_config_to_json(const ModelConfig& c) {
+  nlohmann::json j;
+  j["model_type"] = c.model_type;
+  j["vocab_size"] = c.vocab_size;
+  if (c.is_gpt2()) {
+    j["architectures"] = {"GPT2LMHeadModel"};
+    j["n_embd"] = c.hidden_size;
+    j["n_layer"] = c.num_layers;
+    j["n_head"] = c.num_heads;
+    j["n_inner"] = c.intermediate_size;
+    j["n_positions"] = c.max_position;
+    j["n_ctx"] = c.max_position;
+    j["layer_norm_epsilon"] = c.norm_eps;
+    j["activation_function"] = c.activation;
+    j["tie_word_embeddings"] = c.tie_word_embeddings;
+    j["attn_pdrop"] = 0.0;
+    j["embd_pdrop"] = 0.0;
+    j["resid_pdrop"] = 0.0;
+  } else {
+    j["architectures"] = {c.model_type == "qwen2" ? "Qwen2ForCausalLM" : "LlamaForCausalLM"};
+    j["hidden_size"] = c.hidden_size;
+    j["num_hidden_layers"] = c.num_layers;
+    j["num_attention_heads"] = c.num_heads;
+    j["num_key_value_heads"] = c.num_kv_heads;
+    j["head_dim"] = c.head_dim;
+    j["intermediate_size"] = c.intermediate_size;
+    j["max_position_embeddings"] = c.max_position;
+    j["rms_norm_eps"] = c.norm_eps;
+    j["rope_theta"] = c.rope_theta;
+    j["hidden_act"] = c.activation;
+    j["tie_word_embeddings"] = c.tie_word_embeddings;
+    if (c.model_type == "llama") j["attention_bias"] = c.attention_bias;
+    if (c.rope_scaling)
+      j["rope_scaling"] = {{"rope_type", "llama3"},
+                           {"factor", c.rope_scaling->factor},
+                           {"low_freq_factor", c.rope_scaling->low_freq_factor},
+                           {"high_freq_factor", c.rope_scaling->high_freq_factor},
+                           {"original_max_position_embeddings", c.rope_scaling->original_max_position_embeddings}};
+    j["attention_dropout"] = 0.0;
+  }
+  if (c.bos_token_id) j["bos_token_id"] = *c.bos_token_id;
+  if (c.eos_token_id) j["eos_token_id"] = *c.eos_token_id;
+  if (c.pad_token_id) j["pad_token_id"] = *c.pad_token_id;
+  j["torch_dtype"] = "float32";
+  return j;
+}
+
+}  // namespace dpft::model

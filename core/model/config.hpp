@@ -1,0 +1,48 @@
+// Model hyper-parameters, parsed from (and written to) a Hugging Face `config.json`.
+// Supported `model_type`s: gpt2, llama, qwen2. Field names follow HF; GPT-2's short names
+// (n_embd, n_layer, ...) map onto the common fields.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace dpft::model {
+
+struct RopeScaling {            // Llama-3 "rope_type": "llama3"
+  double factor = 8.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_position_embeddings = 8192;
+};
+
+struct ModelConfig {
+  std::string model_type = "gpt2";  // gpt2 | llama | qwen2
+  int64_t vocab_size = 50257;
+  int64_t hidden_size = 768;        // gpt2: n_embd
+  int64_t num_layers = 12;          // gpt2: n_layer
+  int64_t num_heads = 12;           // gpt2: n_head
+  int64_t num_kv_heads = 12;        // llama/qwen2: num_key_value_heads (GQA); gpt2: = num_heads
+  int64_t head_dim = 64;            // hidden_size / num_heads unless given
+  int64_t intermediate_size = 3072;  // gpt2: n_inner (null = 4 * n_embd)
+  int64_t max_position = 1024;      // gpt2: n_positions; llama: max_position_embeddings
+  double norm_eps = 1e-5;           // gpt2: layer_norm_epsilon; llama: rms_norm_eps
+  double rope_theta = 10000.0;
+  std::optional<RopeScaling> rope_scaling;
+  bool tie_word_embeddings = true;
+  bool attention_bias = false;      // q/k/v biases (qwen2: true; gpt2: always biased)
+  std::string activation = "gelu_new";  // gpt2: activation_function; llama/qwen2: hidden_act (silu)
+  std::optional<int64_t> bos_token_id, eos_token_id, pad_token_id;
+
+  bool is_gpt2() const { return model_type == "gpt2"; }
+  // Throws InputError (naming `what`) for unknown model types or inconsistent sizes.
+  void validate(const std::string& what) const;
+};
+
+ModelConfig parse_model_config(const nlohmann::json& j, const std::string& what);
+ModelConfig load_model_config(const std::filesystem::path& dir);  // <dir>/config.json
+nlohmann::json model_config_to_json(const ModelConfig& c);         // HF layout for model_type
+
+}  // namespace dpft::model

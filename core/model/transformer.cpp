@@ -1,0 +1,168 @@
+#include "core/model/transformer.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+
+#include "core/util/error.hpp"
+#include "core/util/shape.hpp"
+
+namespace dpft::model {
+
+void KVCache::select_rows(const torch::Tensor& rows) {
+  for (auto& t : k) t = t.index_select(0, rows);
+  for (auto& t : v) t = t.index_select(0, rows);
+}
+
+NormImpl::NormImpl(int64_t dim, double e, bool r) : eps(e), rms(r) {
+  weight = register_parameter("weight", torch::ones({dim}));
+  if (!rms) bias = register_parameter("bias", torch::zeros({dim}));
+}
+
+torch::Tensor NormImpl::forward(const torch::Tensor& x) {
+  if (!rms) return torch::layer_norm(x, {x.size(-1)}, weight, bias, eps);
+  // RMSNorm (Zhang & Sennrich 2019), computed in fp32 as HF's LlamaRMSNorm does.
+  torch::Tensor xf = x.to(torch::kFloat32);
+  torch::Tensor y = xf * torch::rsqrt(xf.pow(2).mean(-1, true) + eps);
+  return weight * y.to(x.scalar_type());
+}
+
+EmbeddingImpl::EmbeddingImpl(int64_t num, int64_t dim) {
+  weight = register_parameter("weight", torch::randn({num, dim}) * 0.02);
+}
+
+torch::Tensor EmbeddingImpl::forward(const torch::Tensor& ids) { return torch::embedding(weight, ids); }
+
+std::vector<std::string> CausalLMImpl::checkpoint_names() {
+  std::vector<std::string> out;
+  for (const auto& p : named_parameters(true)) {
+    const std::string& n = p.key();
+    if (n.find("lora_A") != std::string::npos || n.find("lora_B") != std::string::npos) continue;
+    out.push_back(n);
+  }
+  return out;
+}
+
+namespace detail {
+
+torch::Tensor attention_bias(const torch::Tensor& mask, int64_t B, int64_t T, int64_t S, torch::Dtype dtype,
+                             torch::Device device) {
+  auto opts = torch::TensorOptions().device(device);
+  torch::Tensor q_pos = torch::arange(S - T, S, opts.dtype(torch::kInt64)).view({T, 1});
+  torch::Tensor k_pos = torch::arange(0, S, opts.dtype(torch::kInt64)).view({1, S});
+  torch::Tensor allowed = (k_pos <= q_pos).view({1, 1, T, S}).expand({B, 1, T, S});
+  if (mask.defined()) {
+    DPFT_CHECK(mask.dim() == 2 && mask.size(0) == B && mask.size(1) == S,
+               "attention_mask must be (B, S) = ({}, {}), got {}", B, S, shape_str(mask.sizes()));
+    allowed = allowed & (mask.to(device) != 0).view({B, 1, 1, S});
+  }
+  // The dtype's lowest finite value (as HF): fully masked rows then softmax to uniform, not NaN.
+  double lowest = dtype == torch::kFloat64   ? std::numeric_limits<double>::lowest()
+                  : dtype == torch::kFloat16 ? -65504.0
+                                             : static_cast<double>(std::numeric_limits<float>::lowest());
+  torch::Tensor zero = torch::zeros({}, opts.dtype(dtype)), neg = torch::full({}, lowest, opts.dtype(dtype));
+  return torch::where(allowed, zero, neg);
+}
+
+torch::Tensor position_ids(const torch::Tensor& mask, int64_t B, int64_t T, int64_t S, torch::Device device) {
+  if (!mask.defined())
+    return torch::arange(S - T, S, torch::TensorOptions().dtype(torch::kInt64).device(device)).unsqueeze(0).expand({B, T});
+  torch::Tensor pos = mask.to(torch::kInt64).cumsum(1) - 1;
+  pos = pos.clamp_min(0);
+  return pos.slice(1, S - T, S).to(device);
+}
+
+torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& bias) {
+  int64_t H = q.size(1), Hkv = k.size(1);
+  torch::Tensor kk = k, vv = v;
+  if (H != Hkv) {  // grouped-query attention: each kv head serves H / Hkv query heads
+    int64_t rep = H / Hkv;
+    kk = k.repeat_interleave(rep, 1);
+    vv = v.repeat_interleave(rep, 1);
+  }
+  double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  torch::Tensor scores = torch::matmul(q, kk.transpose(-1, -2)) * scale + bias;
+  torch::Tensor probs = torch::softmax(scores.to(torch::kFloat32), -1).to(q.scalar_type());
+  return torch::matmul(probs, vv);
+}
+
+std::pair<torch::Tensor, torch::Tensor> cache_kv(KVCache* cache, size_t layer, torch::Tensor k, torch::Tensor v) {
+  if (!cache) return {k, v};
+  if (cache->k.size() <= layer) {
+    cache->k.resize(layer + 1);
+    cache->v.resize(layer + 1);
+  }
+  if (cache->k[layer].defined()) {
+    k = torch::cat({cache->k[layer], k}, 2);
+    v = torch::cat({cache->v[layer], v}, 2);
+  }
+  cache->k[layer] = k;
+  cache->v[layer] = v;
+  return {k, v};
+}
+
+}  // namespace detail
+
+CausalLM make_gpt2(const ModelConfig& cfg);   // gpt2.cpp
+CausalLM make_llama(const ModelConfig& cfg);  // llama.cpp (llama, qwen2)
+
+CausalLM make_causal_lm(const ModelConfig& cfg, uint64_t seed) {
+  cfg.validate("model config");
+  torch::manual_seed(seed);
+  CausalLM m = cfg.is_gpt2() ? make_gpt2(cfg) : make_llama(cfg);
+  // HF _init_weights: Linear/Embedding weights ~ N(0, 0.02), biases 0, norms 1.
+  torch::NoGradGuard ng;
+  for (auto& p : m->named_parameters(true)) {
+    const std::string& n = p.key();
+    if (n.find("lora_") != std::string::npos) continue;
+    bool norm = n.find("ln_") != std::string::npos || n.find("norm") != std::string::npos;
+    if (norm) continue;  // ones / zeros from the constructors
+    if (n.size() >= 5 && n.compare(n.size() - 5, 5, ".bias") == 0) p.value().zero_();
+    else p.value().normal_(0.0, 0.02);
+  }
+  return m;
+}
+
+void load_weights(CausalLM& model, const std::function<torch::Tensor(const std::string&)>& get,
+                  const std::string& what) {
+  torch::NoGradGuard ng;
+  auto params = model->named_parameters(true);
+  for (const std::string& name : model->checkpoint_names()) {
+    torch::Tensor src = get(name);
+    if (!src.defined() && name.rfind("transformer.", 0) == 0) src = get(name.substr(12));
+    if (!src.defined())
+      throw InputError(fmt::format("{}: tensor '{}' is missing (model_type {})", what, name, model->config().model_type));
+    torch::Tensor dst = params[name];
+    if (model->stored_transposed(name)) src = src.t();
+    if (src.sizes() != dst.sizes())
+      throw InputError(fmt::format("{}: tensor '{}' has shape {} but config.json implies {}", what, name,
+                                   shape_str(src.sizes()), shape_str(dst.sizes())));
+    dst.copy_(src.to(dst.scalar_type()));
+  }
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> export_weights(CausalLM& model) {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  auto params = model->named_parameters(true);
+  for (const std::string& name : model->checkpoint_names()) {
+    torch::Tensor t = params[name].detach().to(torch::kCPU);
+    if (model->stored_transposed(name)) t = t.t();
+    out.emplace_back(name, t.contiguous());
+  }
+  return out;
+}
+
+std::pair<torch::Tensor, torch::Tensor> per_token_loss(const torch::Tensor& logits, const torch::Tensor& labels,
+                                                       int64_t ignore_index) {
+  int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
+  torch::Tensor lg = logits.slice(1, 0, T - 1).reshape({B * (T - 1), V}).to(torch::kFloat32);
+  torch::Tensor tgt = labels.slice(1, 1, T).reshape({B * (T - 1)});
+  torch::Tensor mask = (tgt != ignore_index);
+  torch::Tensor safe = torch::where(mask, tgt, torch::zeros_like(tgt));
+  torch::Tensor nll = -torch::log_softmax(lg, -1).gather(1, safe.unsqueeze(1)).squeeze(1);
+  nll = nll * mask.to(nll.scalar_type());
+  return {nll.view({B, T - 1}), mask.view({B, T - 1})};
+}
+
+}  // namespace dpft::model

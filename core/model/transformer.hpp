@@ -1,0 +1,111 @@
+// Decoder-only causal language models built from HF configs: GPT-2 (gpt2.cpp) and
+// Llama / Qwen2 (llama.cpp), sharing the attention, masking and KV-cache code here.
+//
+// Parameters are registered under their Hugging Face names (named_parameters() yields e.g.
+// "transformer.h.0.attn.c_attn.weight" or "model.layers.0.self_attn.q_proj.weight"), so loading
+// and saving a checkpoint is a name-for-name copy (GPT-2's Conv1D weights are transposed).
+// Every projection is a dpft::model::Linear (linear.hpp), the layer the DP engine hooks into.
+//
+// Conventions: input_ids (B, T) int64; attention_mask (B, S) with 1 = real token, 0 = padding,
+// where S = cached length + T (it covers the cache too); position ids are cumsum(mask) - 1, so
+// left- and right-padded sequences get the same positions as unpadded ones.
+#pragma once
+#include <torch/torch.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/model/config.hpp"
+#include "core/model/linear.hpp"
+
+namespace dpft::model {
+
+// Per-layer key/value cache for incremental decoding. k[l], v[l]: (B, H_kv, S_past, head_dim).
+struct KVCache {
+  std::vector<torch::Tensor> k, v;
+  int64_t length() const { return k.empty() || !k[0].defined() ? 0 : k[0].size(2); }
+  void reset() { k.clear(), v.clear(); }
+  // Keep only batch rows `rows` (int64 (B',)), e.g. when finished sequences are dropped.
+  void select_rows(const torch::Tensor& rows);
+};
+
+class NormImpl : public torch::nn::Module {  // LayerNorm (weight, bias) or RMSNorm (weight)
+ public:
+  NormImpl(int64_t dim, double eps, bool rms);
+  torch::Tensor forward(const torch::Tensor& x);  // (..., dim)
+  torch::Tensor weight, bias;
+  double eps;
+  bool rms;
+};
+TORCH_MODULE(Norm);
+
+class EmbeddingImpl : public torch::nn::Module {
+ public:
+  EmbeddingImpl(int64_t num, int64_t dim);
+  torch::Tensor forward(const torch::Tensor& ids);  // (B, T) -> (B, T, dim)
+  torch::Tensor weight;                             // (num, dim)
+};
+TORCH_MODULE(Embedding);
+
+class CausalLMImpl : public torch::nn::Module {
+ public:
+  explicit CausalLMImpl(ModelConfig cfg) : cfg_(std::move(cfg)) {}
+  const ModelConfig& config() const { return cfg_; }
+
+  // logits (B, T, V). attention_mask (B, S) may be undefined (no padding). With a cache, the
+  // new keys/values are appended and positions continue from the cached length.
+  virtual torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                                KVCache* cache = nullptr) = 0;
+
+  // Every Linear, by its HF module path (e.g. "model.layers.0.self_attn.q_proj").
+  virtual std::vector<std::pair<std::string, Linear>> linears() = 0;
+  // True for parameters HF stores transposed (GPT-2 Conv1D weights).
+  virtual bool stored_transposed(const std::string& hf_name) const { return false; }
+  // Names of the base (non-LoRA) parameters as HF checkpoints store them (tied lm_head omitted).
+  std::vector<std::string> checkpoint_names();
+
+ protected:
+  ModelConfig cfg_;
+};
+using CausalLM = std::shared_ptr<CausalLMImpl>;
+
+// A model of cfg.model_type with random initialisation (normal(0, 0.02) for weights, as HF's
+// _init_weights; norms 1, biases 0), seeded.
+CausalLM make_causal_lm(const ModelConfig& cfg, uint64_t seed = 0);
+
+// Copy base weights in by HF name. `get(name)` returns the stored tensor or an undefined tensor
+// if absent. Checks every shape against the config; a missing or mis-shaped tensor is an
+// InputError naming it (`what` names the checkpoint). GPT-2 names are also tried without the
+// "transformer." prefix.
+void load_weights(CausalLM& model, const std::function<torch::Tensor(const std::string&)>& get,
+                  const std::string& what);
+// The base weights by HF name (stored layout, contiguous, CPU).
+std::vector<std::pair<std::string, torch::Tensor>> export_weights(CausalLM& model);
+
+// Per-token next-token cross-entropy: logits (B, T, V), labels (B, T) -> loss (B, T - 1) where
+// loss[b, t] scores labels[b, t + 1] given the prefix up to t; positions whose label is
+// `ignore_index` get 0 and mask 0. Returns {loss, mask}.
+std::pair<torch::Tensor, torch::Tensor> per_token_loss(const torch::Tensor& logits, const torch::Tensor& labels,
+                                                       int64_t ignore_index = -100);
+
+// Shared building blocks (used by gpt2.cpp and llama.cpp).
+namespace detail {
+// Additive attention bias (B, 1, T, S): 0 where query t may see key s (causal: s <= S - T + t,
+// and mask[b, s] == 1), the dtype's lowest value elsewhere.
+torch::Tensor attention_bias(const torch::Tensor& mask, int64_t B, int64_t T, int64_t S, torch::Dtype dtype,
+                             torch::Device device);
+// Position ids (B, T) for the last T of S positions: cumsum(mask) - 1 (clamped at 0), or
+// arange(S - T, S) without a mask.
+torch::Tensor position_ids(const torch::Tensor& mask, int64_t B, int64_t T, int64_t S, torch::Device device);
+// softmax(q k^T / sqrt(d) + bias) v with GQA head repetition.
+// q: (B, H, T, d), k, v: (B, H_kv, S, d), bias: (B, 1, T, S) -> (B, H, T, d)
+torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                     const torch::Tensor& bias);
+// Appends to the cache for `layer` and returns the full k, v.
+std::pair<torch::Tensor, torch::Tensor> cache_kv(KVCache* cache, size_t layer, torch::Tensor k, torch::Tensor v);
+}  // namespace detail
+
+}  // namespace dpft::model

@@ -1,0 +1,178 @@
+// Transformer invariants on tiny random models: padding invariance (left and right), KV-cache
+// equivalence, LoRA identity at B = 0 and merge/unmerge round trips, weight export/import,
+// per-token loss against a direct computation. Logit parity with an independent Python
+// implementation lives in test_model_parity.cpp.
+#include <catch2/catch.hpp>
+
+#include "core/model/transformer.hpp"
+#include "core/util/error.hpp"
+
+using namespace dpft;
+using namespace dpft::model;
+
+namespace {
+
+ModelConfig tiny(const std::string& type) {
+  ModelConfig c;
+  c.model_type = type;
+  c.vocab_size = 61;
+  c.hidden_size = 32;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.num_kv_heads = type == "gpt2" ? 4 : 2;  // GQA for llama/qwen2
+  c.head_dim = 8;
+  c.intermediate_size = 48;
+  c.max_position = 64;
+  c.activation = type == "gpt2" ? "gelu_new" : "silu";
+  c.tie_word_embeddings = type != "llama";
+  c.attention_bias = type == "qwen2";
+  if (type == "llama") c.rope_scaling = RopeScaling{8.0, 1.0, 4.0, 16};
+  c.rope_theta = 500000;
+  return c;
+}
+
+torch::Tensor ids_of(std::vector<int64_t> v) { return torch::tensor(v, torch::kInt64).unsqueeze(0); }
+
+}  // namespace
+
+TEST_CASE("padding: a sequence's logits do not depend on left or right padding", "[model]") {
+  for (std::string type : {"gpt2", "llama", "qwen2"}) {
+    INFO(type);
+    CausalLM m = make_causal_lm(tiny(type), 1);
+    m->eval();
+    torch::NoGradGuard ng;
+    torch::Tensor a = ids_of({5, 17, 3, 42, 8});
+    torch::Tensor alone = m->forward(a, torch::Tensor());
+    // batch: row 0 = a left-padded by 3, row 1 = a longer sequence
+    torch::Tensor left = torch::tensor({{0, 0, 0, 5, 17, 3, 42, 8}, {1, 2, 3, 4, 5, 6, 7, 9}}, torch::kInt64);
+    torch::Tensor lmask = torch::tensor({{0, 0, 0, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1, 1, 1}}, torch::kInt64);
+    torch::Tensor out = m->forward(left, lmask);
+    CHECK(torch::allclose(out[0].slice(0, 3, 8), alone[0], 1e-5, 1e-5));
+    torch::Tensor right = torch::tensor({{5, 17, 3, 42, 8, 0, 0, 0}, {1, 2, 3, 4, 5, 6, 7, 9}}, torch::kInt64);
+    torch::Tensor rmask = torch::tensor({{1, 1, 1, 1, 1, 0, 0, 0}, {1, 1, 1, 1, 1, 1, 1, 1}}, torch::kInt64);
+    torch::Tensor out2 = m->forward(right, rmask);
+    CHECK(torch::allclose(out2[0].slice(0, 0, 5), alone[0], 1e-5, 1e-5));
+    CHECK(torch::allclose(out2[1], out[1], 1e-5, 1e-5));
+    CHECK_FALSE(torch::any(torch::isnan(out)).item<bool>());
+  }
+}
+
+TEST_CASE("KV cache: incremental logits equal the full forward", "[model]") {
+  for (std::string type : {"gpt2", "llama", "qwen2"}) {
+    INFO(type);
+    CausalLM m = make_causal_lm(tiny(type), 2);
+    m->eval();
+    torch::NoGradGuard ng;
+    torch::Tensor ids = torch::tensor({{0, 0, 7, 8, 9, 10, 11, 12}, {1, 2, 3, 4, 5, 6, 7, 8}}, torch::kInt64);
+    torch::Tensor mask = torch::tensor({{0, 0, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1, 1, 1}}, torch::kInt64);
+    torch::Tensor full = m->forward(ids, mask);
+    KVCache cache;
+    torch::Tensor pre = m->forward(ids.slice(1, 0, 5), mask.slice(1, 0, 5), &cache);
+    // real (unpadded) positions only: padded query rows attend to nothing meaningful
+    CHECK(torch::allclose(pre[0].slice(0, 2, 5), full[0].slice(0, 2, 5), 1e-5, 1e-5));
+    CHECK(torch::allclose(pre[1], full[1].slice(0, 0, 5), 1e-5, 1e-5));
+    for (int64_t t = 5; t < 8; ++t) {
+      torch::Tensor step = m->forward(ids.slice(1, t, t + 1), mask.slice(1, 0, t + 1), &cache);
+      CHECK(torch::allclose(step[0][0], full[0][t], 1e-4, 1e-5));
+      CHECK(torch::allclose(step[1][0], full[1][t], 1e-4, 1e-5));
+    }
+    CHECK(cache.length() == 8);
+  }
+}
+
+TEST_CASE("LoRA: B = 0 leaves logits unchanged; merge and unmerge round-trip", "[model]") {
+  for (std::string type : {"gpt2", "llama"}) {
+    INFO(type);
+    CausalLM m = make_causal_lm(tiny(type), 3);
+    m->eval();
+    torch::NoGradGuard ng;
+    torch::Tensor ids = ids_of({3, 1, 4, 1, 5, 9, 2, 6});
+    torch::Tensor base = m->forward(ids, torch::Tensor());
+    std::vector<torch::Tensor> w0;
+    for (auto& [name, lin] : m->linears()) {
+      lin->add_lora(4, 8.0, 0.0);
+      w0.push_back(lin->weight.clone());
+    }
+    CHECK(torch::equal(m->forward(ids, torch::Tensor()), base));
+    for (auto& [name, lin] : m->linears()) lin->lora_B.normal_(0, 0.1);
+    torch::Tensor adapted = m->forward(ids, torch::Tensor());
+    CHECK_FALSE(torch::allclose(adapted, base, 1e-4, 1e-4));
+    for (auto& [name, lin] : m->linears()) lin->merge_lora();
+    CHECK(torch::allclose(m->forward(ids, torch::Tensor()), adapted, 1e-5, 1e-5));
+    size_t i = 0;
+    for (auto& [name, lin] : m->linears()) {
+      lin->unmerge_lora();
+      CHECK(torch::allclose(lin->weight, w0[i++], 1e-6, 1e-6));
+    }
+    CHECK(torch::allclose(m->forward(ids, torch::Tensor()), adapted, 1e-5, 1e-5));
+  }
+}
+
+TEST_CASE("weights export and load back exactly; bad shapes and missing tensors are input errors", "[model]") {
+  for (std::string type : {"gpt2", "llama", "qwen2"}) {
+    INFO(type);
+    CausalLM a = make_causal_lm(tiny(type), 4), b = make_causal_lm(tiny(type), 5);
+    auto w = export_weights(a);
+    std::map<std::string, torch::Tensor> store(w.begin(), w.end());
+    if (type == "gpt2") {  // Conv1D layout: (in, out)
+      CHECK(store.at("transformer.h.0.attn.c_attn.weight").sizes() == torch::IntArrayRef({32, 96}));
+      CHECK(store.count("lm_head.weight") == 0);  // tied
+    } else {
+      CHECK(store.at("model.layers.0.self_attn.k_proj.weight").sizes() == torch::IntArrayRef({16, 32}));
+      CHECK(store.count("model.layers.0.self_attn.q_proj.bias") == (type == "qwen2" ? 1u : 0u));
+    }
+    auto get = [&](const std::string& n) { return store.count(n) ? store.at(n) : torch::Tensor(); };
+    load_weights(b, get, "test");
+    torch::NoGradGuard ng;
+    torch::Tensor ids = ids_of({1, 2, 3});
+    CHECK(torch::equal(a->forward(ids, torch::Tensor()), b->forward(ids, torch::Tensor())));
+    std::string first = w.front().first;
+    auto missing = [&](const std::string& n) { return n == first ? torch::Tensor() : get(n); };
+    CHECK_THROWS_AS(load_weights(b, missing, "test"), InputError);
+    auto bad = [&](const std::string& n) { return n == first ? torch::zeros({3, 3}) : get(n); };
+    CHECK_THROWS_WITH(load_weights(b, bad, "ckpt"), Catch::Contains("has shape (3, 3)"));
+  }
+}
+
+TEST_CASE("GPT-2 names load without the transformer. prefix", "[model]") {
+  CausalLM a = make_causal_lm(tiny("gpt2"), 6), b = make_causal_lm(tiny("gpt2"), 7);
+  std::map<std::string, torch::Tensor> store;
+  for (auto& [n, t] : export_weights(a)) store[n.rfind("transformer.", 0) == 0 ? n.substr(12) : n] = t;
+  load_weights(b, [&](const std::string& n) { return store.count(n) ? store.at(n) : torch::Tensor(); }, "t");
+  torch::NoGradGuard ng;
+  CHECK(torch::equal(a->forward(ids_of({4, 5}), torch::Tensor()), b->forward(ids_of({4, 5}), torch::Tensor())));
+}
+
+TEST_CASE("per-token loss equals a direct cross-entropy", "[model]") {
+  torch::manual_seed(0);
+  torch::Tensor logits = torch::randn({2, 4, 7});
+  torch::Tensor labels = torch::tensor({{1, 2, 3, 4}, {5, 6, -100, 0}}, torch::kInt64);
+  auto [loss, mask] = per_token_loss(logits, labels);
+  REQUIRE(loss.sizes() == torch::IntArrayRef({2, 3}));
+  for (int b = 0; b < 2; ++b)
+    for (int t = 0; t < 3; ++t) {
+      int64_t y = labels[b][t + 1].item<int64_t>();
+      if (y == -100) {
+        CHECK(mask[b][t].item<bool>() == false);
+        CHECK(loss[b][t].item<float>() == 0.0f);
+        continue;
+      }
+      auto row = logits[b][t];
+      double want = -(row[y] - torch::logsumexp(row, 0)).item<double>();
+      CHECK(loss[b][t].item<double>() == Approx(want).epsilon(1e-5));
+    }
+}
+
+TEST_CASE("config validation names the problem", "[model]") {
+  ModelConfig c = tiny("llama");
+  c.num_kv_heads = 3;
+  CHECK_THROWS_WITH(c.validate("cfg"), Catch::Contains("not a multiple"));
+  nlohmann::json j = {{"model_type", "mamba"}};
+  CHECK_THROWS_WITH(parse_model_config(j, "x/config.json"), Catch::Contains("unsupported model_type 'mamba'"));
+  nlohmann::json g = {{"model_type", "gpt2"}, {"n_embd", 30}, {"n_head", 4}};
+  CHECK_THROWS_AS(parse_model_config(g, "g"), InputError);
+  auto round = parse_model_config(model_config_to_json(tiny("llama")), "rt");
+  CHECK(round.rope_scaling.has_value());
+  CHECK(round.num_kv_heads == 2);
+  CHECK(round.tie_word_embeddings == false);
+}
