@@ -1,0 +1,48 @@
+// Batched autoregressive generation for CausalLM: prompts are left-padded into one batch and
+// decoded incrementally with a KV cache (or, for tests and as the slow reference, by
+// recomputing the whole prefix each step). Greedy, temperature, top-k, top-p (nucleus),
+// repetition penalty (Keskar et al. 2019: divide positive / multiply negative logits of seen
+// tokens), stop ids and stop strings, max_new_tokens, a per-call seed.
+#pragma once
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/model/transformer.hpp"
+
+namespace dpft::generate {
+
+struct GenerationOptions {
+  int64_t max_new_tokens = 64;
+  bool do_sample = false;          // false: greedy (argmax)
+  double temperature = 1.0;        // > 0
+  int64_t top_k = 0;               // 0 = off
+  double top_p = 1.0;              // (0, 1]; 1 = off
+  double repetition_penalty = 1.0;  // >= 1 penalises tokens already in the row (prompt included)
+  std::vector<int64_t> stop_ids;   // e.g. eos; the stop token is kept in `tokens`
+  std::vector<std::string> stop_strings;  // need `decode`; text is cut before the match
+  uint64_t seed = 0;               // sampling generator seed (per call)
+  bool use_cache = true;           // false: recompute the prefix every step (reference path)
+  int64_t pad_id = 0;              // id used for left padding (masked out)
+};
+
+struct Generation {
+  std::vector<int64_t> tokens;   // new tokens only
+  std::string text;              // decode(tokens) cut at a stop string (empty without decode)
+  std::string finish_reason;     // "stop_id" | "stop_string" | "length"
+};
+
+// prompts: token ids per row (each non-empty). decode: ids -> text, needed for stop strings.
+std::vector<Generation> generate(model::CausalLMImpl& model, const std::vector<std::vector<int64_t>>& prompts,
+                                 const GenerationOptions& opts,
+                                 const std::function<std::string(const std::vector<int64_t>&)>& decode = {});
+
+// Next-token choice from logits (B, V) given options; exposed for tests.
+// `seen` (B, V) bool marks tokens for the repetition penalty (may be undefined).
+torch::Tensor choose_next(torch::Tensor logits, const torch::Tensor& seen, const GenerationOptions& opts,
+                          torch::Generator& gen);
+
+}  // namespace dpft::generate

@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""Independent reference forward pass for dpft's logit-parity tests.
+
+Reads a Hugging Face-format checkpoint directory (config.json + model.safetensors, parsed here
+with the standard library, not with dpft's reader) and a JSON file of input ids and attention
+masks, runs GPT-2 or Llama/Qwen2 in plain PyTorch (Debian python3-torch), and writes fp32
+logits as JSON. Written from the architectures' definitions (HF modeling files' semantics),
+independently of dpft's C++ code.
+
+Conventions shared with dpft (they are definitions, not implementation): attention_mask 1 =
+token, 0 = padding; position ids = cumsum(mask) - 1 clamped at 0; causal attention.
+
+Usage: /usr/bin/python3 ref_forward.py CKPT_DIR INPUT.json OUTPUT.json
+  INPUT.json: {"input_ids": [[...], ...], "attention_mask": [[...], ...]}
+  OUTPUT.json: {"logits": [[[...V floats...] per position] per row]}
+Tolerance used by tests/test_model_parity.cpp: 1e-4 absolute on fp32 logits.
+"""
+import json
+import math
+import struct
+import sys
+
+import torch
+
+DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "F64": torch.float64,
+          "I64": torch.int64}
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    base = 8 + n
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        b, t = e["data_offsets"]
+        buf = bytearray(raw[base + b: base + t])
+        tensor = torch.frombuffer(buf, dtype=DTYPES[e["dtype"]]) if len(buf) else torch.empty(0, dtype=DTYPES[e["dtype"]])
+        out[name] = tensor.reshape(e["shape"]).to(torch.float64)
+    return out
+
+
+def causal_padding_bias(mask):
+    # mask (B, S) -> additive (B, 1, S, S); masked = -inf handled by skipping in softmax below
+    B, S = mask.shape
+    allowed = torch.ones(S, S, dtype=torch.bool).tril()[None, None] & mask.bool()[:, None, None, :]
+    return allowed
+
+
+def softmax_masked(scores, allowed):
+    scores = scores.masked_fill(~allowed, float("-inf"))
+    m = scores.amax(-1, keepdim=True)
+    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    e = torch.exp(scores - m) * allowed
+    s = e.sum(-1, keepdim=True)
+    return e / torch.where(s > 0, s, torch.ones_like(s))
+
+
+def layer_norm(x, w, b, eps):
+    mu = x.mean(-1, keepdim=True)
+    var = ((x - mu) ** 2).mean(-1, keepdim=True)
+    return (x - mu) / torch.sqrt(var + eps) * w + b
+
+
+def rms_norm(x, w, eps):
+    return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * w
+
+
+def gpt2(cfg, W, ids, mask):
+    def g(n):
+        return W[n] if n in W else W["transformer." + n]
+
+    d, H = cfg["n_embd"], cfg["n_head"]
+    hd = d // H
+    eps = cfg.get("layer_norm_epsilon", 1e-5)
+    B, S = ids.shape
+    pos = (mask.cumsum(1) - 1).clamp(min=0)
+    x = g("wte.weight")[ids] + g("wpe.weight")[pos]
+    allowed = causal_padding_bias(mask)
+    for l in range(cfg["n_layer"]):
+        p = f"h.{l}."
+        a = layer_norm(x, g(p + "ln_1.weight"), g(p + "ln_1.bias"), eps)
+        qkv = a @ g(p + "attn.c_attn.weight") + g(p + "attn.c_attn.bias")  # Conv1D: x W + b
+        q, k, v = qkv.split(d, dim=-1)
+        q, k, v = (t.reshape(B, S, H, hd).permute(0, 2, 1, 3) for t in (q, k, v))
+        att = softmax_masked(q @ k.transpose(-1, -2) / math.sqrt(hd), allowed)
+        o = (att @ v).permute(0, 2, 1, 3).reshape(B, S, d)
+        x = x + o @ g(p + "attn.c_proj.weight") + g(p + "attn.c_proj.bias")
+        h = layer_norm(x, g(p + "ln_2.weight"), g(p + "ln_2.bias"), eps)
+        h = h @ g(p + "mlp.c_fc.weight") + g(p + "mlp.c_fc.bias")
+        h = 0.5 * h * (1 + torch.tanh(math.sqrt(2 / math.pi) * (h + 0.044715 * h ** 3)))
+        x = x + h @ g(p + "mlp.c_proj.weight") + g(p + "mlp.c_proj.bias")
+    x = layer_norm(x, g("ln_f.weight"), g("ln_f.bias"), eps)
+    head = W["lm_head.weight"] if "lm_head.weight" in W else g("wte.weight")
+    return x @ head.T
+
+
+def rope_frequencies(cfg, hd):
+    theta = cfg.get("rope_theta", 10000.0)
+    inv = [1.0 / (theta ** (2 * i / hd)) for i in range(hd // 2)]
+    rs = cfg.get("rope_scaling")
+    if rs:
+        factor, lo, hi = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"]
+        orig = rs["original_max_position_embeddings"]
+        out = []
+        for f in inv:
+            wavelen = 2 * math.pi / f
+            if wavelen < orig / hi:
+                out.append(f)
+            elif wavelen > orig / lo:
+                out.append(f / factor)
+            else:
+                s = (orig / wavelen - lo) / (hi - lo)
+                out.append((1 - s) * f / factor + s * f)
+        inv = out
+    return torch.tensor(inv, dtype=torch.float64)
+
+
+def rotate(x, pos, inv):
+    # x (B, H, S, hd): pairs (i, i + hd/2) rotated by angle pos * inv[i]
+    half = x.shape[-1] // 2
+    ang = pos[:, None, :, None].to(torch.float64) * inv[None, None, None, :]
+    c, s = torch.cos(ang), torch.sin(ang)
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1)
+
+
+def llama(cfg, W, ids, mask):
+    d, H = cfg["hidden_size"], cfg["num_attention_heads"]
+    Hkv = cfg.get("num_key_value_heads", H)
+    hd = cfg.get("head_dim", d // H)
+    eps = cfg.get("rms_norm_eps", 1e-6)
+    B, S = ids.shape
+    pos = (mask.cumsum(1) - 1).clamp(min=0)
+    inv = rope_frequencies(cfg, hd)
+    x = W["model.embed_tokens.weight"][ids]
+    allowed = causal_padding_bias(mask)
+
+    def lin(t, n):
+        y = t @ W[n + ".weight"].T
+        return y + W[n + ".bias"] if n + ".bias" in W else y
+
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        a = rms_norm(x, W[p + "input_layernorm.weight"], eps)
+        q = lin(a, p + "self_attn.q_proj").reshape(B, S, H, hd).permute(0, 2, 1, 3)
+        k = lin(a, p + "self_attn.k_proj").reshape(B, S, Hkv, hd).permute(0, 2, 1, 3)
+        v = lin(a, p + "self_attn.v_proj").reshape(B, S, Hkv, hd).permute(0, 2, 1, 3)
+        q, k = rotate(q, pos, inv), rotate(k, pos, inv)
+        outs = []
+        for h in range(H):
+            kv = h // (H // Hkv)
+            att = softmax_masked(q[:, h:h + 1] @ k[:, kv:kv + 1].transpose(-1, -2) / math.sqrt(hd), allowed)
+            outs.append(att @ v[:, kv:kv + 1])
+        o = torch.cat(outs, dim=1).permute(0, 2, 1, 3).reshape(B, S, H * hd)
+        x = x + lin(o, p + "self_attn.o_proj")
+        h = rms_norm(x, W[p + "post_attention_layernorm.weight"], eps)
+        gate = lin(h, p + "mlp.gate_proj")
+        x = x + lin(gate * torch.sigmoid(gate) * lin(h, p + "mlp.up_proj"), p + "mlp.down_proj")
+    x = rms_norm(x, W["model.norm.weight"], eps)
+    head = W["lm_head.weight"] if "lm_head.weight" in W else W["model.embed_tokens.weight"]
+    return x @ head.T
+
+
+def main():
+    ckpt, inp, outp = sys.argv[1:4]
+    cfg = json.load(open(f"{ckpt}/config.json"))
+    W = read_safetensors(f"{ckpt}/model.safetensors")
+    data = json.load(open(inp))
+    ids = torch.tensor(data["input_ids"], dtype=torch.int64)
+    mask = torch.tensor(data.get("attention_mask", [[1] * ids.shape[1]] * ids.shape[0]), dtype=torch.int64)
+    with torch.no_grad():
+        if cfg["model_type"] == "gpt2":
+            logits = gpt2(cfg, W, ids, mask)
+        elif cfg["model_type"] in ("llama", "qwen2"):
+            logits = llama(cfg, W, ids, mask)
+        else:
+            raise SystemExit(f"unsupported model_type {cfg['model_type']}")
+    json.dump({"logits": logits.to(torch.float32).tolist()}, open(outp, "w"))
+
+
+if __name__ == "__main__":
+    main()
