@@ -4,6 +4,7 @@
 // implementation lives in test_model_parity.cpp.
 #include <catch2/catch.hpp>
 
+#include "core/model/peft.hpp"
 #include "core/model/transformer.hpp"
 #include "core/util/error.hpp"
 
@@ -175,4 +176,36 @@ TEST_CASE("config validation names the problem", "[model]") {
   CHECK(round.rope_scaling.has_value());
   CHECK(round.num_kv_heads == 2);
   CHECK(round.tie_word_embeddings == false);
+}
+
+TEST_CASE("PEFT: LoRA targets, frozen base, full and none; bad targets are config errors", "[model][peft]") {
+  CausalLM m = make_causal_lm(tiny("llama"), 8);
+  PeftOptions o;
+  o.targets = {"q_proj", "v_proj"};
+  apply_peft(m, o, 1);
+  auto tr = trainable_parameters(m);
+  REQUIRE(tr.size() == 2 * 2 * 2);  // 2 layers x 2 modules x (A, B)
+  CHECK(tr[0].first == "model.layers.0.self_attn.q_proj.lora_A");
+  CHECK(count_parameters(m, true) == 2 * (8 * 32 + 32 * 8 + 8 * 32 + 16 * 8));  // r = 8: q (A, B) + v (A, B)
+  CHECK(module_matches("model.layers.0.self_attn.q_proj", "q_proj"));
+  CHECK_FALSE(module_matches("model.layers.0.self_attn.qq_proj", "q_proj"));
+  CHECK(module_matches("model.layers.0.self_attn.q_proj", "self_attn.q_proj"));
+
+  CausalLM g = make_causal_lm(tiny("gpt2"), 9);
+  PeftOptions bad;
+  bad.targets = {"q_proj"};
+  CHECK_THROWS_WITH(apply_peft(g, bad), Catch::Contains("matches no linear module of this gpt2 model") &&
+                                            Catch::Contains("c_attn"));
+  PeftOptions full;
+  full.kind = "full";
+  full.targets = {"ln_f"};
+  apply_peft(g, full);
+  CHECK(trainable_parameters(g).size() == 2);  // ln_f weight, bias
+  full.targets = {"all"};
+  apply_peft(g, full);
+  CHECK(count_parameters(g, true) == count_parameters(g, false));
+  PeftOptions none;
+  none.kind = "none";
+  apply_peft(g, none);
+  CHECK(count_parameters(g, true) == 0);
 }

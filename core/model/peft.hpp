@@ -1,0 +1,35 @@
+// Parameter-efficient fine-tuning on a CausalLM: which parameters train, LoRA wrapping, and
+// adapters in the PEFT layout (huggingface/peft docs/source/developer_guides/checkpoint.md,
+// read at commit 1948110): adapter_config.json + adapter_model.safetensors with keys
+// "base_model.model.<module path>.lora_A.weight" (r, in) and "...lora_B.weight" (out, r).
+#pragma once
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/model/transformer.hpp"
+
+namespace dpft::model {
+
+struct PeftOptions {
+  std::string kind = "lora";                   // lora | full | none
+  int64_t r = 8;
+  double alpha = 16;
+  double dropout = 0.0;
+  std::vector<std::string> targets = {"q_proj", "v_proj"};  // module names (suffix match), or "all"
+};
+
+// True if module path `path` is selected by `target` (equal, or ends with "." + target).
+bool module_matches(const std::string& path, const std::string& target);
+
+// lora: wraps each targeted Linear with LoRA (B = 0), freezes everything else.
+// full: trains the parameters of targeted modules ("all" = every parameter), freezes the rest.
+// none: freezes everything. Throws ConfigError naming a target that matches nothing, with the
+// model's module names.
+void apply_peft(CausalLM& model, const PeftOptions& opts, uint64_t seed = 0);
+
+// Trainable parameters by name, in a stable order (the order of named_parameters()).
+std::vector<std::pair<std::string, torch::Tensor>> trainable_parameters(CausalLM& model);
+int64_t count_parameters(CausalLM& model, bool trainable_only);
+
+}  // namespace dpft::model
