@@ -1,0 +1,150 @@
+#include "core/model/checkpoint.hpp"
+
+#include <fmt/format.h>
+
+#include <map>
+
+#include "core/model/config.hpp"
+#include "core/model/safetensors.hpp"
+#include "core/util/atomic_file.hpp"
+#include "core/util/error.hpp"
+#include "core/util/shape.hpp"
+
+namespace dpft::model {
+
+namespace {
+const char* kAdapterPrefix = "base_model.model.";
+}
+
+CausalLM load_checkpoint(const fs::path& dir, torch::Dtype dtype) {
+  if (!fs::is_directory(dir))
+    throw InputError(fmt::format("model directory '{}' does not exist", dir.string()));
+  ModelConfig cfg = load_model_config(dir);
+  TensorStore store = TensorStore::open_dir(dir);
+  CausalLM m = make_causal_lm(cfg, 0);
+  load_weights(m, [&](const std::string& n) { return store.contains(n) ? store.load(n) : torch::Tensor(); },
+               dir.string());
+  m->to(dtype);
+  m->eval();
+  return m;
+}
+
+void save_checkpoint(CausalLM& model, const fs::path& dir, bool merge_lora, torch::Dtype save_dtype) {
+  fs::create_directories(dir);
+  std::vector<Linear> merged;
+  if (merge_lora)
+    for (auto& [path, lin] : model->linears())
+      if (lin->has_lora() && !lin->merged()) {
+        lin->merge_lora();
+        merged.push_back(lin);
+      }
+  std::vector<std::pair<std::string, torch::Tensor>> w = export_weights(model);
+  for (auto& l : merged) l->unmerge_lora();
+  for (auto& [n, t] : w) t = t.to(save_dtype);
+  nlohmann::json cfg = model_config_to_json(model->config());
+  cfg["torch_dtype"] = save_dtype == torch::kFloat16 ? "float16" : save_dtype == torch::kBFloat16 ? "bfloat16" : "float32";
+  write_file_atomic(dir / "config.json", cfg.dump(2) + "\n");
+  save_safetensors(dir / "model.safetensors", w, {{"format", "pt"}});
+}
+
+void save_adapter(CausalLM& model, const PeftOptions& o, const fs::path& dir, const std::string& base_model) {
+  DPFT_CHECK(o.kind == "lora", "save_adapter: PEFT kind is '{}', not lora", o.kind);
+  fs::create_directories(dir);
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;
+  for (auto& [path, lin] : model->linears()) {
+    if (!lin->has_lora()) continue;
+    tensors.emplace_back(kAdapterPrefix + path + ".lora_A.weight", lin->lora_A.detach().to(torch::kCPU).contiguous());
+    tensors.emplace_back(kAdapterPrefix + path + ".lora_B.weight", lin->lora_B.detach().to(torch::kCPU).contiguous());
+  }
+  DPFT_CHECK(!tensors.empty(), "save_adapter: the model has no LoRA layers");
+  bool gpt2 = model->config().is_gpt2();
+  nlohmann::json cfg = {{"peft_type", "LORA"},
+                        {"task_type", "CAUSAL_LM"},
+                        {"base_model_name_or_path", base_model},
+                        {"r", o.r},
+                        {"lora_alpha", o.alpha},
+                        {"lora_dropout", o.dropout},
+                        {"target_modules", o.targets},
+                        {"fan_in_fan_out", gpt2},  // GPT-2's Conv1D stores (in, out)
+                        {"bias", "none"},
+                        {"inference_mode", true},
+                        {"init_lora_weights", true},
+                        {"modules_to_save", nullptr},
+                        {"revision", nullptr},
+                        {"use_rslora", false},
+                        {"use_dora", false},
+                        {"rank_pattern", nlohmann::json::object()},
+                        {"alpha_pattern", nlohmann::json::object()},
+                        {"layers_to_transform", nullptr},
+                        {"layers_pattern", nullptr}};
+  write_file_atomic(dir / "adapter_config.json", cfg.dump(2) + "\n");
+  save_safetensors(dir / "adapter_model.safetensors", tensors);
+}
+
+PeftOptions load_adapter(CausalLM& model, const fs::path& dir) {
+  fs::path cfg_path = dir / "adapter_config.json", w_path = dir / "adapter_model.safetensors";
+  if (!fs::exists(cfg_path)) throw InputError(fmt::format("{}: no adapter_config.json (not a PEFT adapter directory)", dir.string()));
+  if (!fs::exists(w_path)) throw InputError(fmt::format("{}: no adapter_model.safetensors", dir.string()));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_file(cfg_path));
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(fmt::format("{}: invalid JSON: {}", cfg_path.string(), e.what()));
+  }
+  if (j.value("peft_type", "") != "LORA")
+    throw InputError(fmt::format("{}: peft_type '{}' is not supported (only LORA)", cfg_path.string(), j.value("peft_type", "")));
+  if (j.value("use_dora", false) || j.value("use_rslora", false))
+    throw InputError(fmt::format("{}: DoRA / rsLoRA adapters are not supported", cfg_path.string()));
+  PeftOptions o;
+  try {
+    o.r = j.at("r").get<int64_t>();
+    o.alpha = j.at("lora_alpha").get<double>();
+    o.dropout = j.value("lora_dropout", 0.0);
+    if (j.at("target_modules").is_string()) o.targets = {j["target_modules"].get<std::string>()};
+    else o.targets = j.at("target_modules").get<std::vector<std::string>>();
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(fmt::format("{}: {}", cfg_path.string(), e.what()));
+  }
+  apply_peft(model, o, 0);
+  auto file = SafetensorsFile::open(w_path);
+  std::map<std::string, bool> used;
+  for (const auto& t : file->tensors()) used[t.name] = false;
+  torch::NoGradGuard ng;
+  for (auto& [path, lin] : model->linears()) {
+    if (!lin->has_lora()) continue;
+    for (auto [suffix, param] : {std::pair<const char*, torch::Tensor>{".lora_A.weight", lin->lora_A},
+                                 std::pair<const char*, torch::Tensor>{".lora_B.weight", lin->lora_B}}) {
+      std::string key = kAdapterPrefix + path + suffix;
+      if (!file->find(key)) throw InputError(fmt::format("{}: missing tensor '{}'", w_path.string(), key));
+      torch::Tensor t = file->load(key);
+      if (t.sizes() != param.sizes())
+        throw InputError(fmt::format("{}: '{}' has shape {}, expected {}", w_path.string(), key,
+                                     shape_str(t.sizes()), shape_str(param.sizes())));
+      param.copy_(t.to(param.scalar_type()));
+      used[key] = true;
+    }
+  }
+  for (const auto& [k, u] : used)
+    if (!u) throw InputError(fmt::format("{}: tensor '{}' matches no LoRA layer of this model", w_path.string(), k));
+  return o;
+}
+
+int copy_tokenizer_files(const fs::path& from, const fs::path& to) {
+  static const char* names[] = {"tokenizer.json", "vocab.json", "merges.txt", "vocab.bpe", "tokenizer_config.json",
+                                "special_tokens_map.json", "tokenizer.model"};
+  fs::create_directories(to);
+  int n = 0;
+  for (const char* name : names)
+    if (fs::exists(from / name)) {
+      fs::copy_file(from / name, to / name, fs::copy_options::overwrite_existing);
+      ++n;
+    }
+  for (const auto& e : fs::directory_iterator(from))
+    if (e.path().extension() == ".tiktoken") {
+      fs::copy_file(e.path(), to / e.path().filename(), fs::copy_options::overwrite_existing);
+      ++n;
+    }
+  return n;
+}
+
+}  // namespace dpft::model

@@ -1,0 +1,34 @@
+// Hugging Face-format checkpoint directories: config.json + model.safetensors (or shards),
+// plus tokenizer files, and PEFT adapter directories (adapter_config.json +
+// adapter_model.safetensors). Loading validates names and shapes against config.json.
+#pragma once
+#include <filesystem>
+#include <string>
+
+#include "core/model/peft.hpp"
+#include "core/model/transformer.hpp"
+
+namespace dpft::model {
+
+namespace fs = std::filesystem;
+
+// Load config + weights into a fresh model (fp32 unless `dtype` says otherwise).
+CausalLM load_checkpoint(const fs::path& dir, torch::Dtype dtype = torch::kFloat32);
+
+// Write config.json and model.safetensors (base weights; LoRA merged in first when
+// `merge_lora`, and unmerged again afterwards). `save_dtype`: kFloat32, kFloat16 or kBFloat16.
+void save_checkpoint(CausalLM& model, const fs::path& dir, bool merge_lora = false,
+                     torch::Dtype save_dtype = torch::kFloat32);
+
+// PEFT-layout adapter of the model's LoRA layers. `base_model` goes to base_model_name_or_path.
+void save_adapter(CausalLM& model, const PeftOptions& opts, const fs::path& dir, const std::string& base_model);
+// Read adapter_config.json, wrap the targeted layers, load lora_A/lora_B (every key must match
+// a wrapped layer and every wrapped layer must have its keys). Returns the options read.
+PeftOptions load_adapter(CausalLM& model, const fs::path& dir);
+
+// Copy the tokenizer files found in `from` (tokenizer.json, vocab.json, merges.txt, vocab.bpe,
+// tokenizer_config.json, special_tokens_map.json, *.tiktoken, tokenizer.model) into `to`.
+// Returns how many were copied.
+int copy_tokenizer_files(const fs::path& from, const fs::path& to);
+
+}  // namespace dpft::model

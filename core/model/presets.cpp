@@ -1,0 +1,54 @@
+#include "core/model/presets.hpp"
+
+#include <fmt/format.h>
+
+#include "core/util/error.hpp"
+#include "core/util/strings.hpp"
+
+namespace dpft::model {
+
+const std::vector<std::string>& preset_names() {
+  static const std::vector<std::string> n = {"tiny", "small", "gpt2-124m", "qwen2.5-3b"};
+  return n;
+}
+
+ModelConfig preset_config(const std::string& arch, const std::string& preset, int64_t vocab) {
+  if (arch != "gpt2" && arch != "llama" && arch != "qwen2")
+    throw ConfigError(fmt::format("--arch '{}': use gpt2, llama or qwen2", arch));
+  ModelConfig c;
+  c.model_type = arch;
+  c.vocab_size = vocab;
+  bool gpt2 = arch == "gpt2";
+  c.activation = gpt2 ? "gelu_new" : "silu";
+  c.attention_bias = arch == "qwen2";
+  c.tie_word_embeddings = true;
+  c.norm_eps = gpt2 ? 1e-5 : 1e-6;
+  auto set = [&](int64_t d, int64_t layers, int64_t heads, int64_t kv, int64_t mlp, int64_t pos) {
+    c.hidden_size = d;
+    c.num_layers = layers;
+    c.num_heads = heads;
+    c.num_kv_heads = gpt2 ? heads : kv;
+    c.head_dim = d / heads;
+    c.intermediate_size = mlp;
+    c.max_position = pos;
+  };
+  if (preset == "tiny") set(64, 2, 4, 2, 256, 256);
+  else if (preset == "small") set(256, 4, 4, 2, 1024, 512);
+  else if (preset == "gpt2-124m") {
+    if (!gpt2) throw ConfigError("--preset gpt2-124m exists only for --arch gpt2");
+    set(768, 12, 12, 12, 3072, 1024);
+  } else if (preset == "qwen2.5-3b") {
+    if (arch != "qwen2") throw ConfigError("--preset qwen2.5-3b exists only for --arch qwen2");
+    set(2048, 36, 16, 2, 11008, 32768);
+    c.rope_theta = 1e6;
+  } else {
+    auto m = closest_match(preset, preset_names());
+    throw ConfigError(fmt::format("--preset '{}': use one of {}{}", preset, join(preset_names(), ", "),
+                                  m ? fmt::format(" (did you mean '{}'?)", *m) : ""));
+  }
+  if (!gpt2 && preset != "qwen2.5-3b") c.rope_theta = 10000.0;
+  c.validate(fmt::format("preset {}/{}", arch, preset));
+  return c;
+}
+
+}  // namespace dpft::model

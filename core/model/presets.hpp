@@ -1,0 +1,19 @@
+// Named model sizes for `dpft model init` (docs/models.md). The vocabulary size comes from the
+// tokenizer the checkpoint is built with.
+//   tiny        d 64,  2 layers,  4 heads (llama/qwen2: 2 kv heads), MLP 256,  256 positions
+//   small       d 256, 4 layers,  4 heads (llama/qwen2: 2 kv heads), MLP 1024, 512 positions
+//   gpt2-124m   GPT-2 small: d 768, 12 layers, 12 heads, MLP 3072, 1024 positions (gpt2 only)
+//   qwen2.5-3b  Qwen2.5-3B: d 2048, 36 layers, 16 heads / 2 kv, MLP 11008, rope 1e6, tied (qwen2 only)
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/model/config.hpp"
+
+namespace dpft::model {
+
+const std::vector<std::string>& preset_names();
+// Throws ConfigError for an unknown preset or one that does not exist for `arch`.
+ModelConfig preset_config(const std::string& arch, const std::string& preset, int64_t vocab_size);
+
+}  // namespace dpft::model

@@ -1,0 +1,161 @@
+// Logit parity with an independent implementation: tests/reference/ref_forward.py (plain
+// PyTorch from Debian's python3-torch, its own safetensors parsing) on tiny random
+// checkpoints written by dpft, including left- and right-padded batches. fp32, within 1e-4.
+// Also: checkpoints and PEFT adapters written by dpft reload bit-exactly.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "core/model/checkpoint.hpp"
+#include "core/model/safetensors.hpp"
+#include "core/util/atomic_file.hpp"
+#include "core/util/error.hpp"
+#include "test_util.hpp"
+
+using namespace dpft;
+using namespace dpft::model;
+
+namespace {
+
+ModelConfig tiny(const std::string& type) {
+  ModelConfig c;
+  c.model_type = type;
+  c.vocab_size = 83;
+  c.hidden_size = 48;
+  c.num_layers = 2;
+  c.num_heads = 6;
+  c.num_kv_heads = type == "gpt2" ? 6 : 2;
+  c.head_dim = 8;
+  c.intermediate_size = 72;
+  c.max_position = 64;
+  c.activation = type == "gpt2" ? "gelu_new" : "silu";
+  c.tie_word_embeddings = type != "llama";
+  c.attention_bias = type == "qwen2";
+  c.rope_theta = type == "llama" ? 500000.0 : 10000.0;
+  if (type == "llama") c.rope_scaling = RopeScaling{8.0, 1.0, 4.0, 16};
+  return c;
+}
+
+// The Python with torch, or "" (tests then skip).
+std::string python_with_torch() {
+  for (const char* py : {"/usr/bin/python3", "python3"}) {
+    std::string cmd = std::string(py) + " -c 'import torch' >/dev/null 2>&1";
+    if (std::system(cmd.c_str()) == 0) return py;
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("logits match the independent Python reference (padded batches too)", "[model][parity]") {
+  std::string py = python_with_torch();
+  if (py.empty()) {
+    WARN("skipped: no python3 with torch (apt-get install python3-torch; scripts/setup.sh does)");
+    return;
+  }
+  fs::path script = fs::path(DPFT_SOURCE_DIR) / "tests" / "reference" / "ref_forward.py";
+  for (std::string type : {"gpt2", "llama", "qwen2"}) {
+    INFO(type);
+    test::TempDir d;
+    CausalLM m = make_causal_lm(tiny(type), 21);
+    {  // perturb norms and biases away from 1 / 0 so that they are tested too
+      torch::NoGradGuard ng;
+      for (auto& p : m->named_parameters(true))
+        if (p.key().find("norm") != std::string::npos || p.key().find("ln_") != std::string::npos ||
+            p.key().find("bias") != std::string::npos)
+          p.value().add_(torch::randn_like(p.value()) * 0.1);
+    }
+    save_checkpoint(m, d.path / "ckpt");
+    std::vector<std::vector<int64_t>> ids = {{0, 0, 0, 5, 17, 3, 42, 8, 9}, {1, 2, 3, 4, 5, 6, 7, 9, 80},
+                                             {11, 12, 13, 14, 15, 0, 0, 0, 0}};
+    std::vector<std::vector<int64_t>> mask = {{0, 0, 0, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1, 1, 1, 1},
+                                              {1, 1, 1, 1, 1, 0, 0, 0, 0}};
+    std::ofstream(d.path / "in.json") << nlohmann::json({{"input_ids", ids}, {"attention_mask", mask}}).dump();
+    std::string cmd = py + " " + script.string() + " " + (d.path / "ckpt").string() + " " +
+                      (d.path / "in.json").string() + " " + (d.path / "out.json").string();
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    auto ref = nlohmann::json::parse(read_file(d.path / "out.json"))["logits"];
+    CausalLM loaded = load_checkpoint(d.path / "ckpt");
+    torch::NoGradGuard ng;
+    torch::Tensor out = loaded->forward(torch::tensor({ids[0], ids[1], ids[2]}).view({3, 9}),
+                                        torch::tensor({mask[0], mask[1], mask[2]}).view({3, 9}));
+    double max_diff = 0;
+    int compared = 0;
+    for (int b = 0; b < 3; ++b)
+      for (int t = 0; t < 9; ++t) {
+        if (!mask[b][t]) continue;
+        auto r = torch::tensor(ref[b][t].get<std::vector<float>>());
+        max_diff = std::max(max_diff, (out[b][t] - r).abs().max().item<double>());
+        ++compared;
+      }
+    INFO("max |dpft - reference| = " << max_diff << " over " << compared << " positions");
+    CHECK(compared == 20);
+    CHECK(max_diff < 1e-4);
+  }
+}
+
+TEST_CASE("checkpoints and PEFT adapters round-trip bit-exactly", "[model][peft]") {
+  for (std::string type : {"gpt2", "qwen2"}) {
+    INFO(type);
+    test::TempDir d;
+    CausalLM m = make_causal_lm(tiny(type), 31);
+    save_checkpoint(m, d.path / "base");
+    PeftOptions o;
+    o.targets = type == "gpt2" ? std::vector<std::string>{"c_attn", "c_proj"} : std::vector<std::string>{"q_proj", "v_proj"};
+    o.r = 4;
+    o.alpha = 8;
+    apply_peft(m, o, 5);
+    {
+      torch::NoGradGuard ng;
+      for (auto& [n, p] : trainable_parameters(m)) p.normal_(0, 0.05);
+    }
+    save_adapter(m, o, d.path / "adapter", (d.path / "base").string());
+    auto cfg = nlohmann::json::parse(read_file(d.path / "adapter" / "adapter_config.json"));
+    CHECK(cfg["peft_type"] == "LORA");
+    CHECK(cfg["r"] == 4);
+    CHECK(cfg["lora_alpha"] == 8.0);
+    CHECK(cfg["fan_in_fan_out"] == (type == "gpt2"));
+    auto file = SafetensorsFile::open(d.path / "adapter" / "adapter_model.safetensors");
+    std::string first = type == "gpt2" ? "base_model.model.transformer.h.0.attn.c_attn.lora_A.weight"
+                                       : "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight";
+    REQUIRE(file->find(first) != nullptr);
+    CHECK(file->find(first)->shape == std::vector<int64_t>{4, 48});
+
+    CausalLM back = load_checkpoint(d.path / "base");
+    PeftOptions read = load_adapter(back, d.path / "adapter");
+    CHECK(read.r == 4);
+    auto a = trainable_parameters(m), b = trainable_parameters(back);
+    REQUIRE(a.size() == b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      CHECK(a[i].first == b[i].first);
+      CHECK(torch::equal(a[i].second, b[i].second));
+    }
+    torch::NoGradGuard ng;
+    m->eval();
+    torch::Tensor ids = torch::tensor({{3, 4, 5, 6}}, torch::kInt64);
+    torch::Tensor want = m->forward(ids, torch::Tensor());
+    CHECK(torch::equal(back->forward(ids, torch::Tensor()), want));
+    // merged full weights reproduce the adapted model
+    save_checkpoint(m, d.path / "merged", /*merge_lora=*/true);
+    CHECK(torch::allclose(load_checkpoint(d.path / "merged")->forward(ids, torch::Tensor()), want, 1e-5, 1e-5));
+  }
+}
+
+TEST_CASE("checkpoint input errors: missing dir, missing config, shape mismatch, bad adapter", "[model]") {
+  test::TempDir d;
+  CHECK_THROWS_AS(load_checkpoint(d.path / "nope"), InputError);
+  fs::create_directories(d.path / "empty");
+  CHECK_THROWS_WITH(load_checkpoint(d.path / "empty"), Catch::Contains("no config.json"));
+  CausalLM m = make_causal_lm(tiny("llama"), 1);
+  save_checkpoint(m, d.path / "ck");
+  auto cfg = nlohmann::json::parse(read_file(d.path / "ck" / "config.json"));
+  cfg["hidden_size"] = 64;  // no longer matches the tensors
+  cfg["head_dim"] = 8;
+  std::ofstream(d.path / "ck" / "config.json") << cfg.dump();
+  CHECK_THROWS_WITH(load_checkpoint(d.path / "ck"), Catch::Contains("has shape"));
+  cfg["model_type"] = "bloom";
+  std::ofstream(d.path / "ck" / "config.json") << cfg.dump();
+  CHECK_THROWS_WITH(load_checkpoint(d.path / "ck"), Catch::Contains("unsupported model_type 'bloom'"));
+  CHECK_THROWS_AS(load_adapter(m, d.path / "ck"), InputError);
+}
