@@ -6,9 +6,11 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "cli/app.hpp"
 #include "core/tokenizer/batch_tensors.hpp"
@@ -23,6 +25,7 @@ using namespace dpft;
 using namespace dpft::tok;
 using Catch::Matchers::Contains;
 using Ids = std::vector<TokenId>;
+using test::cli;
 
 namespace {
 
@@ -126,17 +129,6 @@ const Case& find_case(const std::vector<Case>& cases, const std::string& text) {
   return cases.front();
 }
 
-int cli(std::vector<std::string> args, std::string* out = nullptr) {
-  args.insert(args.begin(), "dpft");
-  args.push_back("--quiet");
-  std::vector<const char*> argv;
-  for (auto& a : args) argv.push_back(a.c_str());
-  test::CaptureStdout cap;
-  int rc = run_cli(static_cast<int>(argv.size()), argv.data());
-  if (out) *out = cap.str();
-  return rc;
-}
-
 }  // namespace
 
 // ---- parity with HF ------------------------------------------------------------------------
@@ -160,39 +152,26 @@ TEST_CASE("GPT-2 parity on ggml gpt-2.txt (vocab.json + vocab.bpe)", "[tokenizer
   CHECK(count_parity(t, ggml_fixture(d / "gpt-2.txt")) == 100);
 }
 
-TEST_CASE("llama.cpp parity: gpt-2 (tokenizer.json)", "[tokenizer]") {
+TEST_CASE("llama.cpp parity: gpt-2, roberta-bpe, llama-bpe, qwen2", "[tokenizer]") {
   SHARED_DATA_OR_SKIP(d, "tokenizer_parity_llamacpp");
-  auto cases = llamacpp_fixture(d, "gpt-2");
-  REQUIRE(cases.size() == 46);
-  CHECK(count_parity(gpt2(d.parent_path()), cases) == cases.size());
-}
-
-TEST_CASE("llama.cpp parity: roberta-bpe (vocab.json + merges.txt)", "[tokenizer]") {
-  SHARED_DATA_OR_SKIP(d, "tokenizer_parity_llamacpp");
-  auto cases = llamacpp_fixture(d, "roberta-bpe");
-  REQUIRE(cases.size() == 46);
-  const Tokenizer& t = roberta(d.parent_path());
-  CHECK(t.format() == "vocab+merges");
-  CHECK(count_parity(t, cases) == cases.size());
-}
-
-TEST_CASE("llama.cpp parity: llama-bpe (Llama-3 tiktoken file)", "[tokenizer]") {
-  SHARED_DATA_OR_SKIP(d, "tokenizer_parity_llamacpp");
-  auto cases = llamacpp_fixture(d, "llama-bpe");
-  REQUIRE(cases.size() == 46);
-  const Tokenizer& t = llama3(d.parent_path());
-  CHECK(t.format() == "tiktoken");
-  CHECK(t.pretokenizer() == "llama3");
-  CHECK(count_parity(t, cases) == cases.size());
-}
-
-TEST_CASE("llama.cpp parity: qwen2 (Qwen tiktoken file)", "[tokenizer]") {
-  SHARED_DATA_OR_SKIP(d, "tokenizer_parity_llamacpp");
-  auto cases = llamacpp_fixture(d, "qwen2");
-  REQUIRE(cases.size() == 46);
-  const Tokenizer& t = qwen2(d.parent_path());
-  CHECK(t.pretokenizer() == "qwen2");
-  CHECK(count_parity(t, cases) == cases.size());
+  const fs::path root = d.parent_path();
+  struct Fixture {
+    const char* name;
+    const Tokenizer& tok;
+    const char* format;
+    const char* pretokenizer;
+  };
+  for (const Fixture& f : {Fixture{"gpt-2", gpt2(root), "tokenizer.json", "gpt2"},
+                           Fixture{"roberta-bpe", roberta(root), "vocab+merges", "gpt2"},
+                           Fixture{"llama-bpe", llama3(root), "tiktoken", "llama3"},
+                           Fixture{"qwen2", qwen2(root), "tiktoken", "qwen2"}}) {
+    INFO("fixture " << f.name);
+    CHECK(f.tok.format() == f.format);
+    CHECK(f.tok.pretokenizer() == f.pretokenizer);
+    auto cases = llamacpp_fixture(d, f.name);
+    REQUIRE(cases.size() == 46);
+    CHECK(count_parity(f.tok, cases) == cases.size());
+  }
 }
 
 // ---- round trips, BPE strategies, cache ----------------------------------------------------
@@ -274,6 +253,24 @@ TEST_CASE("long runs, repeated encodes and the piece cache", "[tokenizer]") {
     CHECK(t.encode(x) == ids);  // second time from the cache
   }
   CHECK(t.cache_size() > 0);
+}
+
+TEST_CASE("concurrent encodes give the fixture ids", "[tokenizer]") {
+  SHARED_DATA_OR_SKIP(d, "tokenizer_parity_llamacpp");
+  auto cases = llamacpp_fixture(d, "llama-bpe");
+  const Tokenizer& t = llama3(d.parent_path());
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 4; ++k)
+    threads.emplace_back([&, k] {
+      for (int rep = 0; rep < 20; ++rep)
+        for (size_t i = 0; i < cases.size(); ++i) {
+          const Case& c = cases[(i * 7 + k * 13 + rep) % cases.size()];
+          if (t.encode(c.text) != c.ids) ++wrong;
+        }
+    });
+  for (auto& th : threads) th.join();
+  CHECK(wrong == 0);
 }
 
 TEST_CASE("a megabyte of text encodes in well under a few seconds", "[tokenizer]") {

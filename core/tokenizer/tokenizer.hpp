@@ -106,7 +106,6 @@ class Tokenizer {
   bool add_bos() const { return add_bos_; }
   bool add_eos() const { return add_eos_; }
   ChatFormat chat_format() const { return chat_format_; }
-  void set_chat_format(ChatFormat f) { chat_format_ = f; }
   const std::string& source() const { return source_; }
   const std::string& format() const { return format_; }
   const std::string& pretokenizer() const { return pretokenizer_name_; }
