@@ -528,6 +528,60 @@ TEST_CASE("tokenizer.json options: add_prefix_space and tokenizer_config.json", 
 
   tmp.write("g/tokenizer_config.json", R"({"eos_token": "<|no_such_token|>"})");
   CHECK_THROWS_AS(load_tokenizer(tmp.path / "g"), InputError);
+  // added_tokens_decoder: a new token is added; a known one under another id is an error.
+  tmp.write("g/tokenizer_config.json", R"({"added_tokens_decoder": {"50257": {"content": "<|new|>", "special": true}},
+                                           "chat_template": [{"name": "tool_use", "template": "<|im_start|>"},
+                                                             {"name": "default", "template": "<|start_header_id|>"}]})");
+  Tokenizer added = load_tokenizer(tmp.path / "g");
+  CHECK(added.token_to_id("<|new|>") == 50257);
+  CHECK(added.encode("<|new|>", {true}) == Ids{50257});
+  CHECK(added.chat_format() == ChatFormat::kLlama3);  // the "default" template of the list
+  tmp.write("g/tokenizer_config.json", R"({"added_tokens_decoder": {"50000": {"content": "<|endoftext|>"}}})");
+  CHECK_THROWS_AS(load_tokenizer(tmp.path / "g"), InputError);
+  // eos null: no pad and no eos left, so padding rows of different lengths is a ConfigError.
+  tmp.write("g/tokenizer_config.json", R"({"eos_token": null})");
+  Tokenizer no_eos = load_tokenizer(tmp.path / "g");
+  CHECK_FALSE(no_eos.eos_id());
+  CHECK_THROWS_AS(no_eos.encode_batch({"a", "a b c"}), ConfigError);
+}
+
+TEST_CASE("tokenizer.json variants: Split regex, merge pairs, templates, NFC", "[tokenizer]") {
+  SHARED_DATA_OR_SKIP(d, "tokenizer_parity_ggml");
+  auto cases = ggml_fixture(d / "gpt-2.txt");
+  auto j = nlohmann::json::parse(read_file(d.parent_path() / "gpt2_tokenizer" / "tokenizer.json"));
+  for (auto& m : j["model"]["merges"]) {  // "a b" -> ["a", "b"]
+    std::string s = m.get<std::string>();
+    m = nlohmann::json::array({s.substr(0, s.find(' ')), s.substr(s.find(' ') + 1)});
+  }
+  j["normalizer"] = {{"type", "NFC"}};
+  j["pre_tokenizer"] = {{"type", "Sequence"},
+                        {"pretokenizers",
+                         {{{"type", "Split"}, {"pattern", {{"Regex", kGpt2Pattern}}}, {"behavior", "Isolated"}},
+                          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}};
+  j["post_processor"] = nlohmann::json::parse(R"({"type": "TemplateProcessing",
+      "single": [{"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+      "special_tokens": {"<|endoftext|>": {"id": "<|endoftext|>", "ids": [50256], "tokens": ["<|endoftext|>"]}}})");
+  test::TempDir tmp;
+  Tokenizer t = load_tokenizer(tmp.write("split.json", j.dump()));
+  CHECK(t.pretokenizer() == "gpt2");
+  CHECK(count_parity(t, cases) == 100);
+  Ids with_bos = {50256};
+  with_bos.insert(with_bos.end(), cases[0].ids.begin(), cases[0].ids.end());
+  CHECK(t.encode(cases[0].text, {false, true}) == with_bos);  // TemplateProcessing: bos before the text
+  const std::string decomposed = "e\xCC\x81";                  // not NFC-normalized: bytes kept
+  CHECK(t.decode(t.encode(decomposed)) == decomposed);
+
+  j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = R"(\S+|\s+)";
+  j["post_processor"] = {{"type", "RobertaProcessing"}, {"sep", {"<|endoftext|>", 50256}}, {"cls", {"<|endoftext|>", 50256}}};
+  Tokenizer custom = load_tokenizer(tmp.write("custom.json", j.dump()));
+  CHECK(custom.pretokenizer() == "custom");
+  Ids ids = custom.encode("Hello World!", {false, true});
+  CHECK(ids.front() == 50256);
+  CHECK(ids.back() == 50256);
+  CHECK(custom.decode(ids, true) == "Hello World!");
+
+  j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(unclosed";
+  CHECK_THROWS_AS(load_tokenizer(tmp.write("bad.json", j.dump())), InputError);
 }
 
 TEST_CASE("tiktoken family: option, tokenizer_config.json, file name", "[tokenizer]") {
