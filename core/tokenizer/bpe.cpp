@@ -29,7 +29,8 @@ void BpeModel::build_index(std::vector<Entry> vocab, const std::string& origin) 
   for (auto& e : vocab) {
     if (present_[e.id])
       throw InputError(fmt::format("{}: token id {} appears twice ('{}' and '{}')", origin, e.id,
-                                   bytes_to_byte_level(bytes_[e.id]), bytes_to_byte_level(e.bytes)));
+                                   bytes_to_byte_level(bytes_[e.id]),
+                                   bytes_to_byte_level(e.bytes)));
     present_[e.id] = 1;
     bytes_[e.id] = std::move(e.bytes);
   }
@@ -46,9 +47,10 @@ void BpeModel::build_index(std::vector<Entry> vocab, const std::string& origin) 
     char c = static_cast<char>(b);
     auto it = index_.find(std::string_view(&c, 1));
     if (it == index_.end())
-      throw InputError(fmt::format("{}: not a byte-level BPE vocabulary: byte 0x{:02X} ('{}') has no "
-                                   "token of its own",
-                                   origin, b, bytes_to_byte_level(std::string(1, c))));
+      throw InputError(
+          fmt::format("{}: not a byte-level BPE vocabulary: byte 0x{:02X} ('{}') has no "
+                      "token of its own",
+                      origin, b, bytes_to_byte_level(std::string(1, c))));
     byte_id_[b] = it->second;
   }
 }
@@ -62,10 +64,11 @@ BpeModel BpeModel::from_merges(std::vector<Entry> vocab, const std::vector<Merge
   for (size_t r = 0; r < merges.size(); ++r) {
     const MergeRule& rule = merges[r];
     auto where = [&] {
-      return rule.line ? fmt::format("{}: merge on line {} ('{} {}')", origin, rule.line,
-                                     bytes_to_byte_level(rule.left), bytes_to_byte_level(rule.right))
-                       : fmt::format("{}: merge {} ('{} {}')", origin, r, bytes_to_byte_level(rule.left),
-                                     bytes_to_byte_level(rule.right));
+      return rule.line
+                 ? fmt::format("{}: merge on line {} ('{} {}')", origin, rule.line,
+                               bytes_to_byte_level(rule.left), bytes_to_byte_level(rule.right))
+                 : fmt::format("{}: merge {} ('{} {}')", origin, r, bytes_to_byte_level(rule.left),
+                               bytes_to_byte_level(rule.right));
     };
     auto a = m.find(rule.left), b = m.find(rule.right);
     if (!a || !b)
@@ -76,8 +79,10 @@ BpeModel BpeModel::from_merges(std::vector<Entry> vocab, const std::vector<Merge
     if (!c)
       throw InputError(fmt::format("{}: the merged token '{}' is not in the vocabulary", where(),
                                    bytes_to_byte_level(joined)));
-    uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(*a)) << 32) | static_cast<uint32_t>(*b);
-    m.merges_.emplace(key, Merge{static_cast<int32_t>(r), *c});  // a repeated pair keeps its first rank
+    uint64_t key =
+        (static_cast<uint64_t>(static_cast<uint32_t>(*a)) << 32) | static_cast<uint32_t>(*b);
+    m.merges_.emplace(key,
+                      Merge{static_cast<int32_t>(r), *c});  // a repeated pair keeps its first rank
   }
   return m;
 }
@@ -94,7 +99,8 @@ BpeModel BpeModel::from_ranks(std::vector<Entry> ranks, const std::string& origi
       if (!a) continue;
       auto b = m.find(t.substr(k));
       if (!b) continue;
-      uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(*a)) << 32) | static_cast<uint32_t>(*b);
+      uint64_t key =
+          (static_cast<uint64_t>(static_cast<uint32_t>(*a)) << 32) | static_cast<uint32_t>(*b);
       m.merges_.emplace(key, Merge{static_cast<int32_t>(id), static_cast<TokenId>(id)});
     }
   }
@@ -177,7 +183,8 @@ void BpeModel::merge_heap(std::string_view bytes, std::vector<TokenId>& out) con
     if (l < 0) return;
     int32_t r = sym[l].next;
     if (r < 0) return;
-    if (const Merge* mg = merge_of(sym[l].id, sym[r].id)) heap.push({mg->rank, l, sym[l].id, sym[r].id, mg->merged});
+    if (const Merge* mg = merge_of(sym[l].id, sym[r].id))
+      heap.push({mg->rank, l, sym[l].id, sym[r].id, mg->merged});
   };
   for (size_t i = 0; i + 1 < n; ++i) push(static_cast<int32_t>(i));
   while (!heap.empty()) {

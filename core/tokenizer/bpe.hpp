@@ -53,7 +53,9 @@ class BpeModel {
   void merge_heap(std::string_view bytes, std::vector<TokenId>& out) const;
 
   std::optional<TokenId> find(std::string_view bytes) const;
-  bool contains(TokenId id) const { return id >= 0 && static_cast<size_t>(id) < present_.size() && present_[id]; }
+  bool contains(TokenId id) const {
+    return id >= 0 && static_cast<size_t>(id) < present_.size() && present_[id];
+  }
   // The bytes of a regular token; `id` must satisfy contains().
   const std::string& bytes(TokenId id) const { return bytes_[id]; }
   size_t size() const { return index_.size(); }
@@ -68,11 +70,12 @@ class BpeModel {
   BpeModel() = default;
   void build_index(std::vector<Entry> vocab, const std::string& origin);
   const Merge* merge_of(TokenId a, TokenId b) const {
-    auto it = merges_.find((static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b));
+    auto it = merges_.find((static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) |
+                           static_cast<uint32_t>(b));
     return it == merges_.end() ? nullptr : &it->second;
   }
 
-  std::vector<std::string> bytes_;   // by id; element addresses stay put on move (index_ views them)
+  std::vector<std::string> bytes_;  // by id; element addresses stay put on move (index_ views them)
   std::vector<uint8_t> present_;
   std::unordered_map<std::string_view, TokenId> index_;
   std::unordered_map<uint64_t, Merge> merges_;

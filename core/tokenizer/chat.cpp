@@ -8,29 +8,36 @@
 
 namespace dpft::tok {
 
-const char* const kQwen25DefaultSystem = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+const char* const kQwen25DefaultSystem =
+    "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
 
 ChatFormat parse_chat_format(const std::string& name) {
   if (name == "plain") return ChatFormat::kPlain;
   if (name == "chatml") return ChatFormat::kChatML;
   if (name == "qwen2.5") return ChatFormat::kQwen25;
   if (name == "llama3") return ChatFormat::kLlama3;
-  throw ConfigError(fmt::format("chat format '{}' is not known; allowed: plain, chatml, qwen2.5, llama3", name));
+  throw ConfigError(
+      fmt::format("chat format '{}' is not known; allowed: plain, chatml, qwen2.5, llama3", name));
 }
 
 const char* chat_format_name(ChatFormat f) {
   switch (f) {
-    case ChatFormat::kPlain: return "plain";
-    case ChatFormat::kChatML: return "chatml";
-    case ChatFormat::kQwen25: return "qwen2.5";
-    case ChatFormat::kLlama3: return "llama3";
+    case ChatFormat::kPlain:
+      return "plain";
+    case ChatFormat::kChatML:
+      return "chatml";
+    case ChatFormat::kQwen25:
+      return "qwen2.5";
+    case ChatFormat::kLlama3:
+      return "llama3";
   }
   return "?";
 }
 
 std::optional<ChatFormat> chat_format_from_template(std::string_view tmpl) {
   if (tmpl.find("<|im_start|>") != std::string_view::npos)
-    return tmpl.find(kQwen25DefaultSystem) != std::string_view::npos ? ChatFormat::kQwen25 : ChatFormat::kChatML;
+    return tmpl.find(kQwen25DefaultSystem) != std::string_view::npos ? ChatFormat::kQwen25
+                                                                     : ChatFormat::kChatML;
   if (tmpl.find("<|start_header_id|>") != std::string_view::npos) return ChatFormat::kLlama3;
   return std::nullopt;
 }
@@ -38,7 +45,9 @@ std::optional<ChatFormat> chat_format_from_template(std::string_view tmpl) {
 namespace {
 
 std::string_view trim_ascii(std::string_view s) {
-  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; };
+  auto space = [](char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+  };
   while (!s.empty() && space(s.front())) s.remove_prefix(1);
   while (!s.empty() && space(s.back())) s.remove_suffix(1);
   return s;
@@ -57,15 +66,18 @@ struct Builder {
 
 }  // namespace
 
-ChatPrompt render_chat(ChatFormat format, const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                       std::string_view plain_end) {
+ChatPrompt render_chat(ChatFormat format, const std::vector<ChatMessage>& messages,
+                       bool add_generation_prompt, std::string_view plain_end) {
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string& r = messages[i].role;
     if (r != "system" && r != "user" && r != "assistant")
-      throw InputError(fmt::format("chat message {}: role '{}' is not one of system, user, assistant", i, r));
+      throw InputError(
+          fmt::format("chat message {}: role '{}' is not one of system, user, assistant", i, r));
   }
   Builder b;
-  auto response_begin = [&](const ChatMessage& m) { return m.role == "assistant" ? b.size() : std::string::npos; };
+  auto response_begin = [&](const ChatMessage& m) {
+    return m.role == "assistant" ? b.size() : std::string::npos;
+  };
   auto response_end = [&](size_t begin) {
     if (begin != std::string::npos) b.out.responses.emplace_back(begin, b.size());
   };
@@ -126,10 +138,11 @@ ChatPrompt render_chat(ChatFormat format, const std::vector<ChatMessage>& messag
   return std::move(b.out);
 }
 
-ChatPrompt render_chat(const Tokenizer& tok, const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                       std::optional<ChatFormat> format) {
+ChatPrompt render_chat(const Tokenizer& tok, const std::vector<ChatMessage>& messages,
+                       bool add_generation_prompt, std::optional<ChatFormat> format) {
   std::string plain_end = tok.eos_id() ? tok.decode({*tok.eos_id()}) : std::string();
-  return render_chat(format.value_or(tok.chat_format()), messages, add_generation_prompt, plain_end);
+  return render_chat(format.value_or(tok.chat_format()), messages, add_generation_prompt,
+                     plain_end);
 }
 
 ChatEncoding encode_chat(const Tokenizer& tok, const ChatPrompt& prompt) {
@@ -142,8 +155,8 @@ ChatEncoding encode_chat(const Tokenizer& tok, const ChatPrompt& prompt) {
     if (seg.special) {
       auto id = tok.token_to_id(s);
       if (!id)
-        throw InputError(fmt::format("{}: the chat format's control token '{}' is not in the vocabulary",
-                                     tok.source(), s));
+        throw InputError(fmt::format(
+            "{}: the chat format's control token '{}' is not in the vocabulary", tok.source(), s));
       e.ids.push_back(*id);
     } else {
       std::vector<TokenId> ids = tok.encode(s);
@@ -159,7 +172,8 @@ ChatEncoding encode_chat(const Tokenizer& tok, const ChatPrompt& prompt) {
       if (prompt.segments[k].begin >= byte) return seg_first[k];
     return seg_first.back();
   };
-  for (const auto& [begin, end] : prompt.responses) e.response_tokens.emplace_back(first_id_at(begin), first_id_at(end));
+  for (const auto& [begin, end] : prompt.responses)
+    e.response_tokens.emplace_back(first_id_at(begin), first_id_at(end));
   return e;
 }
 

@@ -35,7 +35,7 @@ std::optional<ChatFormat> chat_format_from_template(std::string_view tmpl);
 extern const char* const kQwen25DefaultSystem;
 
 struct ChatMessage {
-  std::string role;     // system | user | assistant
+  std::string role;  // system | user | assistant
   std::string content;
 };
 
@@ -47,7 +47,7 @@ struct ChatSegment {
 
 struct ChatPrompt {
   std::string text;
-  std::vector<ChatSegment> segments;                // non-empty, in order, tiling text
+  std::vector<ChatSegment> segments;                 // non-empty, in order, tiling text
   std::vector<std::pair<size_t, size_t>> responses;  // byte ranges: response content + end marker
 };
 

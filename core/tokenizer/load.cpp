@@ -3,8 +3,8 @@
 #include "core/tokenizer/load.hpp"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -37,9 +37,10 @@ json read_json(const fs::path& p) {
 std::string spelled_to_bytes(const std::string& spelled, const std::string& where) {
   std::string bytes;
   if (!byte_level_to_bytes(spelled, bytes))
-    throw InputError(fmt::format("{}: '{}' is not spelled in the byte-level alphabet: not a byte-level "
-                                 "BPE vocabulary",
-                                 where, spelled));
+    throw InputError(
+        fmt::format("{}: '{}' is not spelled in the byte-level alphabet: not a byte-level "
+                    "BPE vocabulary",
+                    where, spelled));
   return bytes;
 }
 
@@ -97,7 +98,8 @@ void parse_pre_tokenizer(const json& pt, PreTokenizerSpec& out, const std::strin
   const std::string type = pt.at("type").get<std::string>();
   auto set_pattern = [&](std::string p) {
     if (!out.pattern.empty())
-      throw InputError(fmt::format("{}: pre_tokenizer splits with two regexes; only one is supported", origin));
+      throw InputError(
+          fmt::format("{}: pre_tokenizer splits with two regexes; only one is supported", origin));
     out.pattern = std::move(p);
   };
   if (type == "ByteLevel") {
@@ -106,24 +108,28 @@ void parse_pre_tokenizer(const json& pt, PreTokenizerSpec& out, const std::strin
     if (pt.value("use_regex", true)) set_pattern(kGpt2Pattern);
   } else if (type == "Split") {
     if (out.byte_level)
-      throw InputError(fmt::format("{}: pre_tokenizer has a Split after ByteLevel; only Split then "
-                                   "ByteLevel is supported",
-                                   origin));
+      throw InputError(
+          fmt::format("{}: pre_tokenizer has a Split after ByteLevel; only Split then "
+                      "ByteLevel is supported",
+                      origin));
     const json& pat = pt.at("pattern");
     if (!pat.contains("Regex"))
-      throw InputError(fmt::format("{}: pre_tokenizer Split by a plain string is not supported (a Regex is)", origin));
+      throw InputError(fmt::format(
+          "{}: pre_tokenizer Split by a plain string is not supported (a Regex is)", origin));
     std::string behavior = pt.value("behavior", "Isolated");
     if (behavior != "Isolated" || pt.value("invert", false))
-      throw InputError(fmt::format("{}: pre_tokenizer Split with behavior '{}'{} is not supported (Isolated "
-                                   "is)",
-                                   origin, behavior, pt.value("invert", false) ? " inverted" : ""));
+      throw InputError(
+          fmt::format("{}: pre_tokenizer Split with behavior '{}'{} is not supported (Isolated "
+                      "is)",
+                      origin, behavior, pt.value("invert", false) ? " inverted" : ""));
     set_pattern(pat.at("Regex").get<std::string>());
   } else if (type == "Sequence") {
     for (const json& sub : pt.at("pretokenizers")) parse_pre_tokenizer(sub, out, origin);
   } else {
-    throw InputError(fmt::format("{}: pre_tokenizer type '{}' is not supported (ByteLevel, Split + "
-                                 "ByteLevel, Sequence of those)",
-                                 origin, type));
+    throw InputError(
+        fmt::format("{}: pre_tokenizer type '{}' is not supported (ByteLevel, Split + "
+                    "ByteLevel, Sequence of those)",
+                    origin, type));
   }
 }
 
@@ -146,9 +152,10 @@ void parse_post_processor(const json& pp, TokenizerParts& p, const std::string& 
       }
     }
     if (before.size() > 1 || after.size() > 1)
-      throw InputError(fmt::format("{}: post_processor adds more than one token before or after the text; "
-                                   "only a bos and an eos are supported",
-                                   origin));
+      throw InputError(
+          fmt::format("{}: post_processor adds more than one token before or after the text; "
+                      "only a bos and an eos are supported",
+                      origin));
     if (!before.empty()) {
       p.bos = before[0];
       p.add_bos = true;
@@ -162,9 +169,10 @@ void parse_post_processor(const json& pp, TokenizerParts& p, const std::string& 
     p.eos = pp.at("sep").at(1).get<TokenId>();
     p.add_bos = p.add_eos = true;
   } else {
-    throw InputError(fmt::format("{}: post_processor type '{}' is not supported (ByteLevel, "
-                                 "TemplateProcessing, RobertaProcessing, Sequence)",
-                                 origin, type));
+    throw InputError(
+        fmt::format("{}: post_processor type '{}' is not supported (ByteLevel, "
+                    "TemplateProcessing, RobertaProcessing, Sequence)",
+                    origin, type));
   }
 }
 
@@ -180,17 +188,21 @@ TokenizerParts parts_from_hf_json(const fs::path& file) {
     const json& m = j["model"];
     const std::string type = m.value("type", "BPE");
     if (type != "BPE")
-      throw InputError(fmt::format("{}: model type '{}' is not supported (byte-level BPE only)", origin, type));
+      throw InputError(
+          fmt::format("{}: model type '{}' is not supported (byte-level BPE only)", origin, type));
     if (m.value("byte_fallback", false))
-      throw InputError(fmt::format("{}: byte_fallback BPE (SentencePiece style) is not supported", origin));
+      throw InputError(
+          fmt::format("{}: byte_fallback BPE (SentencePiece style) is not supported", origin));
     for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
       if (m.contains(key) && m[key].is_string() && !m[key].get<std::string>().empty())
-        throw InputError(fmt::format("{}: model.{} is not supported (byte-level BPE has none)", origin, key));
+        throw InputError(
+            fmt::format("{}: model.{} is not supported (byte-level BPE has none)", origin, key));
 
     std::unordered_set<TokenId> added_ids;
     if (j.contains("added_tokens") && !j["added_tokens"].is_null()) {
       for (const json& a : j["added_tokens"]) {
-        p.added.push_back({a.at("content").get<std::string>(), a.at("id").get<TokenId>(), a.value("special", false)});
+        p.added.push_back({a.at("content").get<std::string>(), a.at("id").get<TokenId>(),
+                           a.value("special", false)});
         added_ids.insert(p.added.back().id);
       }
     }
@@ -209,15 +221,17 @@ TokenizerParts parts_from_hf_json(const fs::path& file) {
         const std::string s = mg.get<std::string>();
         size_t sp = s.find(' ');
         if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
-          throw InputError(fmt::format("{}: model.merges entry '{}' is not two tokens separated by one space",
-                                       origin, s));
+          throw InputError(fmt::format(
+              "{}: model.merges entry '{}' is not two tokens separated by one space", origin, s));
         a = s.substr(0, sp), b = s.substr(sp + 1);
       } else if (mg.is_array() && mg.size() == 2) {
         a = mg[0].get<std::string>(), b = mg[1].get<std::string>();
       } else {
-        throw InputError(fmt::format("{}: model.merges entry {} is neither \"a b\" nor [a, b]", origin, mg.dump()));
+        throw InputError(fmt::format("{}: model.merges entry {} is neither \"a b\" nor [a, b]",
+                                     origin, mg.dump()));
       }
-      rules.push_back({spelled_to_bytes(a, origin + ": model.merges"), spelled_to_bytes(b, origin + ": model.merges"), 0});
+      rules.push_back({spelled_to_bytes(a, origin + ": model.merges"),
+                       spelled_to_bytes(b, origin + ": model.merges"), 0});
     }
     auto bpe = BpeModel::from_merges(std::move(vocab), rules, origin);
     bpe.set_ignore_merges(m.value("ignore_merges", false));
@@ -227,18 +241,21 @@ TokenizerParts parts_from_hf_json(const fs::path& file) {
     if (!norm.is_null()) {
       std::string nt = norm.at("type").get<std::string>();
       if (nt == "NFC")
-        spdlog::warn("{}: the NFC normalizer is not applied; text is encoded as given (NFC text encodes "
-                     "identically)",
-                     origin);
+        spdlog::warn(
+            "{}: the NFC normalizer is not applied; text is encoded as given (NFC text encodes "
+            "identically)",
+            origin);
       else if (!(nt == "Sequence" && norm.value("normalizers", json::array()).empty()))
-        throw InputError(fmt::format("{}: normalizer '{}' is not supported (none, or NFC)", origin, nt));
+        throw InputError(
+            fmt::format("{}: normalizer '{}' is not supported (none, or NFC)", origin, nt));
     }
     if (!j.contains("pre_tokenizer") || j["pre_tokenizer"].is_null())
       throw InputError(fmt::format("{}: no pre_tokenizer: not a byte-level BPE tokenizer", origin));
     PreTokenizerSpec pre;
     parse_pre_tokenizer(j["pre_tokenizer"], pre, origin);
     if (!pre.byte_level)
-      throw InputError(fmt::format("{}: the pre_tokenizer has no ByteLevel step: not a byte-level BPE", origin));
+      throw InputError(
+          fmt::format("{}: the pre_tokenizer has no ByteLevel step: not a byte-level BPE", origin));
     if (pre.pattern.empty())
       throw InputError(fmt::format("{}: the pre_tokenizer has no splitting regex", origin));
     p.pattern = pre.pattern;
@@ -257,7 +274,8 @@ TokenizerParts parts_from_hf_json(const fs::path& file) {
 TokenizerParts parts_from_vocab_merges(const fs::path& vocab_path, const fs::path& merges_path) {
   const std::string vorigin = vocab_path.string(), morigin = merges_path.string();
   json v = read_json(vocab_path);
-  if (!v.is_object()) throw InputError(fmt::format("{}: expected a JSON object {{token: id}}", vorigin));
+  if (!v.is_object())
+    throw InputError(fmt::format("{}: expected a JSON object {{token: id}}", vorigin));
   std::string text = read_file(merges_path);
   std::vector<BpeModel::MergeRule> rules;
   std::unordered_set<std::string> used;  // tokens merges produce or consume
@@ -272,10 +290,11 @@ TokenizerParts parts_from_vocab_merges(const fs::path& vocab_path, const fs::pat
     if (l.empty() || (line == 1 && l.rfind("#version", 0) == 0)) continue;
     size_t sp = l.find(' ');
     if (sp == std::string::npos || l.find(' ', sp + 1) != std::string::npos)
-      throw InputError(fmt::format("{}: line {}: expected two tokens separated by one space, got '{}'", morigin,
-                                   line, l));
+      throw InputError(fmt::format(
+          "{}: line {}: expected two tokens separated by one space, got '{}'", morigin, line, l));
     std::string where = fmt::format("{}: line {}", morigin, line);
-    BpeModel::MergeRule r{spelled_to_bytes(l.substr(0, sp), where), spelled_to_bytes(l.substr(sp + 1), where), line};
+    BpeModel::MergeRule r{spelled_to_bytes(l.substr(0, sp), where),
+                          spelled_to_bytes(l.substr(sp + 1), where), line};
     used.insert(r.left);
     used.insert(r.right);
     used.insert(r.left + r.right);
@@ -294,9 +313,10 @@ TokenizerParts parts_from_vocab_merges(const fs::path& vocab_path, const fs::pat
     if (spelled_ok && (bytes.size() == 1 || used.count(bytes))) {
       vocab.push_back({std::move(bytes), id});  // BPE can produce it
     } else if (looks_like_control_token(spelled)) {
-      p.added.push_back({spelled, id, true});   // <s>, </s>, <pad>, <|endoftext|>, ...
+      p.added.push_back({spelled, id, true});  // <s>, </s>, <pad>, <|endoftext|>, ...
     } else if (spelled_ok) {
-      p.inert.push_back({std::move(bytes), id});  // e.g. fairseq's madeupword0000: decodes, never produced
+      p.inert.push_back(
+          {std::move(bytes), id});  // e.g. fairseq's madeupword0000: decodes, never produced
     } else {
       spelled_to_bytes(spelled, vorigin);  // throws with the message
     }
@@ -338,7 +358,8 @@ bool base64_decode(std::string_view in, std::string& out) {
         if (v[k] < 0) return false;
       }
     }
-    uint32_t n = (uint32_t(v[0]) << 18) | (uint32_t(v[1]) << 12) | (uint32_t(v[2]) << 6) | uint32_t(v[3]);
+    uint32_t n =
+        (uint32_t(v[0]) << 18) | (uint32_t(v[1]) << 12) | (uint32_t(v[2]) << 6) | uint32_t(v[3]);
     out.push_back(static_cast<char>(n >> 16));
     if (pad < 2) out.push_back(static_cast<char>((n >> 8) & 0xFF));
     if (pad < 1) out.push_back(static_cast<char>(n & 0xFF));
@@ -347,8 +368,9 @@ bool base64_decode(std::string_view in, std::string& out) {
 }
 
 // Parses "<base64> <rank>" lines; nullopt from the first line when it is not one (sniffing).
-std::optional<std::vector<BpeModel::Entry>> parse_tiktoken(const std::string& text, const std::string& origin,
-                                                          bool sniff_only) {
+std::optional<std::vector<BpeModel::Entry>> parse_tiktoken(const std::string& text,
+                                                           const std::string& origin,
+                                                           bool sniff_only) {
   std::vector<BpeModel::Entry> out;
   size_t pos = 0, line = 0;
   std::string bytes;
@@ -361,11 +383,13 @@ std::optional<std::vector<BpeModel::Entry>> parse_tiktoken(const std::string& te
     if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
     if (l.empty()) continue;
     size_t sp = l.find(' ');
-    bool ok = sp != std::string_view::npos && sp > 0 && sp + 1 < l.size() && base64_decode(l.substr(0, sp), bytes);
+    bool ok = sp != std::string_view::npos && sp > 0 && sp + 1 < l.size() &&
+              base64_decode(l.substr(0, sp), bytes);
     long long rank = -1;
     if (ok) {
       std::string_view num = l.substr(sp + 1);
-      ok = num.size() <= 10 && std::all_of(num.begin(), num.end(), [](char c) { return c >= '0' && c <= '9'; });
+      ok = num.size() <= 10 &&
+           std::all_of(num.begin(), num.end(), [](char c) { return c >= '0' && c <= '9'; });
       if (ok) rank = std::stoll(std::string(num));
       ok = ok && rank <= std::numeric_limits<TokenId>::max();
     }
@@ -381,7 +405,8 @@ std::optional<std::vector<BpeModel::Entry>> parse_tiktoken(const std::string& te
 }
 
 void check_family(const std::string& family) {
-  if (std::find(kTiktokenFamilies.begin(), kTiktokenFamilies.end(), family) == kTiktokenFamilies.end())
+  if (std::find(kTiktokenFamilies.begin(), kTiktokenFamilies.end(), family) ==
+      kTiktokenFamilies.end())
     throw ConfigError(fmt::format("tiktoken family '{}' is not known; allowed: {}", family,
                                   join(kTiktokenFamilies, ", ")));
 }
@@ -423,22 +448,25 @@ std::string lower(std::string s) {
 
 std::string detect_tiktoken_family(const fs::path& file, const json* config) {
   if (config && config->is_object()) {
-    std::string cls = config->contains("tokenizer_class") && (*config)["tokenizer_class"].is_string()
-                          ? (*config)["tokenizer_class"].get<std::string>()
-                          : "";
+    std::string cls =
+        config->contains("tokenizer_class") && (*config)["tokenizer_class"].is_string()
+            ? (*config)["tokenizer_class"].get<std::string>()
+            : "";
     if (cls == "QWenTokenizer") return "qwen1";
     if (cls.find("Qwen2") != std::string::npos) return "qwen2";
     std::string dump = config->dump();
-    if (dump.find("<|begin_of_text|>") != std::string::npos || dump.find("<|eot_id|>") != std::string::npos)
+    if (dump.find("<|begin_of_text|>") != std::string::npos ||
+        dump.find("<|eot_id|>") != std::string::npos)
       return "llama3";
     if (dump.find("<|im_start|>") != std::string::npos) return "qwen2";
   }
   std::string name = lower(file.filename().string());
   if (name.find("qwen") != std::string::npos) return "qwen2";
   if (name.find("llama") != std::string::npos || name == "tokenizer.model") return "llama3";
-  throw InputError(fmt::format("{}: cannot tell which tokenizer family this tiktoken file belongs to; pass "
-                               "one of {} (--tiktoken-family)",
-                               file.string(), join(kTiktokenFamilies, ", ")));
+  throw InputError(
+      fmt::format("{}: cannot tell which tokenizer family this tiktoken file belongs to; pass "
+                  "one of {} (--tiktoken-family)",
+                  file.string(), join(kTiktokenFamilies, ", ")));
 }
 
 // ---- tokenizer_config.json -----------------------------------------------------------------
@@ -453,9 +481,11 @@ void apply_config(TokenizerParts& p, const json& c, const std::string& origin) {
         auto known = find_token(p, content);
         if (known && *known == id) continue;
         if (known)
-          throw InputError(fmt::format("{}: added_tokens_decoder gives '{}' id {}, the tokenizer has it as {}",
-                                       origin, content, id, *known));
-        p.added.push_back({content, id, tok.value("special", false)});  // the Tokenizer checks id clashes
+          throw InputError(
+              fmt::format("{}: added_tokens_decoder gives '{}' id {}, the tokenizer has it as {}",
+                          origin, content, id, *known));
+        p.added.push_back(
+            {content, id, tok.value("special", false)});  // the Tokenizer checks id clashes
       }
     }
     struct Field {
@@ -463,8 +493,9 @@ void apply_config(TokenizerParts& p, const json& c, const std::string& origin) {
       std::optional<TokenId>* id;
       bool* add;
     };
-    for (const Field& f : {Field{"bos_token", &p.bos, &p.add_bos}, Field{"eos_token", &p.eos, &p.add_eos},
-                           Field{"pad_token", &p.pad, nullptr}}) {
+    for (const Field& f :
+         {Field{"bos_token", &p.bos, &p.add_bos}, Field{"eos_token", &p.eos, &p.add_eos},
+          Field{"pad_token", &p.pad, nullptr}}) {
       if (!c.contains(f.key)) continue;
       const json& v = c[f.key];
       if (v.is_null()) {
@@ -474,11 +505,15 @@ void apply_config(TokenizerParts& p, const json& c, const std::string& origin) {
       }
       std::string s = v.is_object() ? v.at("content").get<std::string>() : v.get<std::string>();
       auto id = find_token(p, s);
-      if (!id) throw InputError(fmt::format("{}: {} '{}' is not a token of this tokenizer", origin, f.key, s));
+      if (!id)
+        throw InputError(
+            fmt::format("{}: {} '{}' is not a token of this tokenizer", origin, f.key, s));
       *f.id = id;
     }
-    if (c.contains("add_bos_token") && c["add_bos_token"].is_boolean()) p.add_bos = c["add_bos_token"].get<bool>();
-    if (c.contains("add_eos_token") && c["add_eos_token"].is_boolean()) p.add_eos = c["add_eos_token"].get<bool>();
+    if (c.contains("add_bos_token") && c["add_bos_token"].is_boolean())
+      p.add_bos = c["add_bos_token"].get<bool>();
+    if (c.contains("add_eos_token") && c["add_eos_token"].is_boolean())
+      p.add_eos = c["add_eos_token"].get<bool>();
     if (c.contains("chat_template")) {
       const json& t = c["chat_template"];
       std::string tmpl;
@@ -491,14 +526,16 @@ void apply_config(TokenizerParts& p, const json& c, const std::string& origin) {
       if (auto f = chat_format_from_template(tmpl)) {
         p.chat_format = *f;
       } else if (!tmpl.empty()) {
-        spdlog::warn("{}: chat_template not recognised (chatml, qwen2.5, llama3); using the {} format", origin,
-                     chat_format_name(p.chat_format));
+        spdlog::warn(
+            "{}: chat_template not recognised (chatml, qwen2.5, llama3); using the {} format",
+            origin, chat_format_name(p.chat_format));
       }
     }
   } catch (const json::exception& e) {
     throw InputError(fmt::format("{}: malformed tokenizer_config.json: {}", origin, e.what()));
   } catch (const std::logic_error& e) {  // std::stol on a non-numeric key
-    throw InputError(fmt::format("{}: added_tokens_decoder keys must be ids: {}", origin, e.what()));
+    throw InputError(
+        fmt::format("{}: added_tokens_decoder keys must be ids: {}", origin, e.what()));
   }
 }
 
@@ -518,21 +555,23 @@ std::vector<AddedToken> tiktoken_special_tokens(const std::string& family, Token
     // Meta's Llama-3 tokenizer.py: 10 named slots, then reserved tokens 5..250 (256 in all).
     for (const char* s : {"<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>",
                           "<|reserved_special_token_1|>", "<|reserved_special_token_2|>",
-                          "<|reserved_special_token_3|>", "<|start_header_id|>", "<|end_header_id|>",
-                          "<|reserved_special_token_4|>", "<|eot_id|>"})
+                          "<|reserved_special_token_3|>", "<|start_header_id|>",
+                          "<|end_header_id|>", "<|reserved_special_token_4|>", "<|eot_id|>"})
       names.emplace_back(s, true);
-    for (int i = 5; i <= 250; ++i) names.emplace_back(fmt::format("<|reserved_special_token_{}|>", i), true);
+    for (int i = 5; i <= 250; ++i)
+      names.emplace_back(fmt::format("<|reserved_special_token_{}|>", i), true);
   } else {
-    for (const char* s : {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}) names.emplace_back(s, true);
+    for (const char* s : {"<|endoftext|>", "<|im_start|>", "<|im_end|>"})
+      names.emplace_back(s, true);
     if (family == "qwen2") {
       // Qwen2.5's tokenizer_config added_tokens_decoder (151646..151664); the last 8 are
       // "special": false there (always matched in text).
-      for (const char* s : {"<|object_ref_start|>", "<|object_ref_end|>", "<|box_start|>", "<|box_end|>",
-                            "<|quad_start|>", "<|quad_end|>", "<|vision_start|>", "<|vision_end|>",
-                            "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>"})
+      for (const char* s : {"<|object_ref_start|>", "<|object_ref_end|>", "<|box_start|>",
+                            "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
+                            "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>"})
         names.emplace_back(s, true);
-      for (const char* s : {"<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>",
-                            "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>"})
+      for (const char* s : {"<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>",
+                            "<|fim_suffix|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>"})
         names.emplace_back(s, false);
     } else {
       // Qwen(-1) tokenization_qwen.py: EXTRAS = <|extra_0|> .. <|extra_204|>.
@@ -545,7 +584,9 @@ std::vector<AddedToken> tiktoken_special_tokens(const std::string& family, Token
   return out;
 }
 
-Tokenizer load_hf_tokenizer_json(const fs::path& file) { return Tokenizer(parts_from_hf_json(file)); }
+Tokenizer load_hf_tokenizer_json(const fs::path& file) {
+  return Tokenizer(parts_from_hf_json(file));
+}
 
 Tokenizer load_vocab_merges(const fs::path& vocab_json, const fs::path& merges) {
   return Tokenizer(parts_from_vocab_merges(vocab_json, merges));
@@ -566,7 +607,8 @@ Tokenizer load_tokenizer(const fs::path& path, const LoadOptions& opt) {
                                                            : opt.tiktoken_family);
   }
   if (!fs::is_directory(path, ec))
-    throw InputError(fmt::format("tokenizer path {} is neither a file nor a directory", path.string()));
+    throw InputError(
+        fmt::format("tokenizer path {} is neither a file nor a directory", path.string()));
 
   auto file = [&](const char* name) -> std::optional<fs::path> {
     fs::path f = path / name;
@@ -587,8 +629,9 @@ Tokenizer load_tokenizer(const fs::path& path, const LoadOptions& opt) {
     if (vocab && merges) {
       parts = parts_from_vocab_merges(*vocab, *merges);
     } else if (vocab || merges) {
-      throw InputError(fmt::format("{}: found {} but no {}", path.string(), (vocab ? *vocab : *merges).string(),
-                                   vocab ? "merges.txt or vocab.bpe" : "vocab.json or encoder.json"));
+      throw InputError(
+          fmt::format("{}: found {} but no {}", path.string(), (vocab ? *vocab : *merges).string(),
+                      vocab ? "merges.txt or vocab.bpe" : "vocab.json or encoder.json"));
     } else {
       std::vector<fs::path> cands;
       for (const auto& e : fs::directory_iterator(path, ec))
@@ -596,18 +639,20 @@ Tokenizer load_tokenizer(const fs::path& path, const LoadOptions& opt) {
       if (cands.empty()) {
         if (auto tm = file("tokenizer.model")) {
           if (!is_tiktoken_file(*tm))
-            throw InputError(fmt::format("{}: not a tiktoken rank file (SentencePiece models are not supported)",
-                                         tm->string()));
+            throw InputError(
+                fmt::format("{}: not a tiktoken rank file (SentencePiece models are not supported)",
+                            tm->string()));
           cands.push_back(*tm);
         }
       }
       if (cands.size() > 1)
-        throw InputError(fmt::format("{}: several *.tiktoken files; pass the one to use as the path",
-                                     path.string()));
+        throw InputError(fmt::format(
+            "{}: several *.tiktoken files; pass the one to use as the path", path.string()));
       if (cands.empty())
-        throw InputError(fmt::format("{}: no tokenizer files: expected tokenizer.json, vocab.json + merges.txt "
-                                     "(or vocab.bpe), or a tiktoken rank file (*.tiktoken, tokenizer.model)",
-                                     path.string()));
+        throw InputError(
+            fmt::format("{}: no tokenizer files: expected tokenizer.json, vocab.json + merges.txt "
+                        "(or vocab.bpe), or a tiktoken rank file (*.tiktoken, tokenizer.model)",
+                        path.string()));
       std::string family = opt.tiktoken_family.empty()
                                ? detect_tiktoken_family(cands[0], config ? &*config : nullptr)
                                : opt.tiktoken_family;

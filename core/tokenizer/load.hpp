@@ -33,7 +33,8 @@ Tokenizer load_tokenizer(const std::filesystem::path& path, const LoadOptions& o
 
 // The single-format loaders (no tokenizer_config.json).
 Tokenizer load_hf_tokenizer_json(const std::filesystem::path& file);
-Tokenizer load_vocab_merges(const std::filesystem::path& vocab_json, const std::filesystem::path& merges);
+Tokenizer load_vocab_merges(const std::filesystem::path& vocab_json,
+                            const std::filesystem::path& merges);
 Tokenizer load_tiktoken(const std::filesystem::path& file, const std::string& family);
 
 // The special tokens of a tiktoken family, in id order from the first id after the ranks, with

@@ -71,9 +71,10 @@ RegexSplitter::RegexSplitter(std::string pattern, const std::string& origin)
   code_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern_.data()), pattern_.size(),
                               PCRE2_UTF | PCRE2_UCP, &err, &err_offset, nullptr);
   if (!code_->code)
-    throw InputError(fmt::format("{}: the pre-tokenizer regex does not compile at offset {}: {} "
-                                 "(pattern: {})",
-                                 origin, err_offset, pcre2_message(err), pattern_));
+    throw InputError(
+        fmt::format("{}: the pre-tokenizer regex does not compile at offset {}: {} "
+                    "(pattern: {})",
+                    origin, err_offset, pcre2_message(err), pattern_));
   jit_ = pcre2_jit_compile(code_->code, PCRE2_JIT_COMPLETE) == 0;
 }
 
@@ -89,8 +90,9 @@ void RegexSplitter::split(std::string_view text, std::vector<Span>& out, size_t 
   size_t from = 0;     // where the next search starts
   const size_t stop = max_pieces == SIZE_MAX ? SIZE_MAX : out.size() + max_pieces;
   while (from < n && out.size() < stop) {
-    int rc = jit_ ? pcre2_jit_match(code_->code, subject, n, from, 0, st.data, st.context)
-                  : pcre2_match(code_->code, subject, n, from, PCRE2_NO_UTF_CHECK, st.data, st.context);
+    int rc =
+        jit_ ? pcre2_jit_match(code_->code, subject, n, from, 0, st.data, st.context)
+             : pcre2_match(code_->code, subject, n, from, PCRE2_NO_UTF_CHECK, st.data, st.context);
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0)
       throw RuntimeError(fmt::format("pre-tokenizer regex failed at byte {} of a {}-byte text: {}",

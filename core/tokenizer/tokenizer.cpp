@@ -62,10 +62,13 @@ Tokenizer::Tokenizer(TokenizerParts p)
     if (bpe_->contains(id)) kind_[id] = kRegular;
 
   auto claim = [&](TokenId id, Kind k, const std::string& text) {
-    if (id < 0) throw InputError(fmt::format("{}: token '{}' has a negative id {}", source_, text, id));
+    if (id < 0)
+      throw InputError(fmt::format("{}: token '{}' has a negative id {}", source_, text, id));
     if (kind_[id] != kHole) {
-      std::string other = kind_[id] == kRegular ? bytes_to_byte_level(bpe_->bytes(id)) : id_text_[id];
-      throw InputError(fmt::format("{}: token '{}' and token '{}' share id {}", source_, text, other, id));
+      std::string other =
+          kind_[id] == kRegular ? bytes_to_byte_level(bpe_->bytes(id)) : id_text_[id];
+      throw InputError(
+          fmt::format("{}: token '{}' and token '{}' share id {}", source_, text, other, id));
     }
     kind_[id] = k;
     id_text_[id] = text;
@@ -73,35 +76,42 @@ Tokenizer::Tokenizer(TokenizerParts p)
   for (const auto& t : p.inert) claim(t.id, kInert, t.bytes);
   for (size_t i = 0; i < added_.size(); ++i) {
     const AddedToken& t = added_[i];
-    if (t.content.empty()) throw InputError(fmt::format("{}: added token {} is empty", source_, t.id));
+    if (t.content.empty())
+      throw InputError(fmt::format("{}: added token {} is empty", source_, t.id));
     if (find_invalid_utf8(t.content) != kNoInvalidByte)
       throw InputError(fmt::format("{}: added token {} is not valid UTF-8", source_, t.id));
     claim(t.id, t.special ? kSpecial : kAdded, t.content);
     if (!added_index_.emplace(t.content, t.id).second)
       throw InputError(fmt::format("{}: added token '{}' appears twice", source_, t.content));
-    added_by_first_byte_[static_cast<unsigned char>(t.content[0])].push_back(static_cast<uint32_t>(i));
+    added_by_first_byte_[static_cast<unsigned char>(t.content[0])].push_back(
+        static_cast<uint32_t>(i));
     any_always_matched_ |= !t.special;
   }
   for (auto& v : added_by_first_byte_)  // leftmost-longest matching: try longer tokens first
-    std::stable_sort(v.begin(), v.end(),
-                     [&](uint32_t a, uint32_t b) { return added_[a].content.size() > added_[b].content.size(); });
+    std::stable_sort(v.begin(), v.end(), [&](uint32_t a, uint32_t b) {
+      return added_[a].content.size() > added_[b].content.size();
+    });
 
   auto check = [&](const std::optional<TokenId>& id, const char* what) {
     if (id && (*id < 0 || *id >= vocab_size() || kind_[*id] == kHole))
-      throw InputError(fmt::format("{}: the {} token id {} is not in the vocabulary", source_, what, *id));
+      throw InputError(
+          fmt::format("{}: the {} token id {} is not in the vocabulary", source_, what, *id));
   };
   check(bos_, "bos");
   check(eos_, "eos");
   check(pad_, "pad");
-  if (add_bos_ && !bos_) throw InputError(fmt::format("{}: adds a bos token but defines none", source_));
-  if (add_eos_ && !eos_) throw InputError(fmt::format("{}: adds an eos token but defines none", source_));
+  if (add_bos_ && !bos_)
+    throw InputError(fmt::format("{}: adds a bos token but defines none", source_));
+  if (add_eos_ && !eos_)
+    throw InputError(fmt::format("{}: adds an eos token but defines none", source_));
 }
 
 Tokenizer::~Tokenizer() = default;
 Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 
-Tokenizer::Match Tokenizer::find_added(std::string_view text, size_t from, bool allow_special) const {
+Tokenizer::Match Tokenizer::find_added(std::string_view text, size_t from,
+                                       bool allow_special) const {
   if (added_.empty() || (!allow_special && !any_always_matched_)) return {};
   for (size_t i = from; i < text.size(); ++i) {
     const auto& cands = added_by_first_byte_[static_cast<unsigned char>(text[i])];
@@ -115,7 +125,8 @@ Tokenizer::Match Tokenizer::find_added(std::string_view text, size_t from, bool 
 }
 
 void Tokenizer::encode_text(std::string_view text, uint32_t base, size_t max_pieces,
-                            std::vector<TokenId>& ids, std::vector<Span>* offsets, Cache& cache) const {
+                            std::vector<TokenId>& ids, std::vector<Span>* offsets,
+                            Cache& cache) const {
   if (text.empty()) return;
   std::string prefixed;
   uint32_t shift = 0;  // 1 when a virtual leading space was added
@@ -144,17 +155,19 @@ void Tokenizer::encode_text(std::string_view text, uint32_t base, size_t max_pie
       uint32_t pos = s.begin;
       for (size_t k = first; k < ids.size(); ++k) {
         uint32_t end = pos + static_cast<uint32_t>(bpe_->bytes(ids[k]).size());
-        offsets->push_back({base + std::max(pos, shift) - shift, base + std::max(end, shift) - shift});
+        offsets->push_back(
+            {base + std::max(pos, shift) - shift, base + std::max(end, shift) - shift});
         pos = end;
       }
     }
   }
 }
 
-void Tokenizer::encode_into(std::string_view text, const EncodeOptions& opt, std::vector<TokenId>& ids,
-                            std::vector<Span>* offsets) const {
+void Tokenizer::encode_into(std::string_view text, const EncodeOptions& opt,
+                            std::vector<TokenId>& ids, std::vector<Span>* offsets) const {
   if (text.size() >= std::numeric_limits<uint32_t>::max())
-    throw InputError(fmt::format("text of {} bytes is too long to encode at once (limit 4 GiB)", text.size()));
+    throw InputError(
+        fmt::format("text of {} bytes is too long to encode at once (limit 4 GiB)", text.size()));
   size_t bad = find_invalid_utf8(text);
   if (bad != kNoInvalidByte)
     throw InputError(fmt::format("text is not valid UTF-8: byte offset {} (0x{:02X})", bad,
@@ -165,8 +178,9 @@ void Tokenizer::encode_into(std::string_view text, const EncodeOptions& opt, std
   size_t budget = std::numeric_limits<size_t>::max();
   if (opt.max_length > 0) {
     if (opt.max_length < n_special)
-      throw ConfigError(fmt::format("max_length {} leaves no room for the {} bos/eos ids it must hold",
-                                    opt.max_length, n_special));
+      throw ConfigError(
+          fmt::format("max_length {} leaves no room for the {} bos/eos ids it must hold",
+                      opt.max_length, n_special));
     budget = opt.max_length - n_special;
   }
   if (bos) {
@@ -183,11 +197,12 @@ void Tokenizer::encode_into(std::string_view text, const EncodeOptions& opt, std
       size_t seg_end = m.id >= 0 ? m.pos : text.size();
       // Every piece gives at least one id, so budget - used pieces are enough.
       size_t max_pieces = budget == std::numeric_limits<size_t>::max() ? SIZE_MAX : budget - used();
-      encode_text(text.substr(pos, seg_end - pos), static_cast<uint32_t>(pos), max_pieces, ids, offsets,
-                  *cache_);
+      encode_text(text.substr(pos, seg_end - pos), static_cast<uint32_t>(pos), max_pieces, ids,
+                  offsets, *cache_);
       if (m.id < 0 || used() >= budget) break;
       ids.push_back(m.id);
-      if (offsets) offsets->push_back({static_cast<uint32_t>(m.pos), static_cast<uint32_t>(m.pos + m.len)});
+      if (offsets)
+        offsets->push_back({static_cast<uint32_t>(m.pos), static_cast<uint32_t>(m.pos + m.len)});
       pos = m.pos + m.len;
     }
   }
@@ -215,7 +230,8 @@ Encoding Tokenizer::encode_with_offsets(std::string_view text, const EncodeOptio
   return e;
 }
 
-Batch Tokenizer::encode_batch(const std::vector<std::string>& texts, const BatchOptions& opt) const {
+Batch Tokenizer::encode_batch(const std::vector<std::string>& texts,
+                              const BatchOptions& opt) const {
   Batch b;
   b.input_ids.resize(texts.size());
   b.lengths.resize(texts.size());
@@ -243,8 +259,8 @@ Batch Tokenizer::encode_batch(const std::vector<std::string>& texts, const Batch
     b.attention_mask[i].assign(T, 1);
     if (missing == 0) continue;
     if (!pad)
-      throw ConfigError(fmt::format("{}: the tokenizer has no pad or eos token to pad with; set a pad id",
-                                    source_));
+      throw ConfigError(fmt::format(
+          "{}: the tokenizer has no pad or eos token to pad with; set a pad id", source_));
     if (opt.padding_side == PaddingSide::kRight) {
       row.insert(row.end(), missing, *pad);
       std::fill(b.attention_mask[i].begin() + n, b.attention_mask[i].end(), 0);
@@ -262,8 +278,8 @@ std::string Tokenizer::decode(const std::vector<TokenId>& ids, bool skip_special
   for (size_t i = 0; i < ids.size(); ++i) {
     TokenId id = ids[i];
     if (id < 0 || id >= vocab_size() || kind_[id] == kHole)
-      throw InputError(fmt::format("token id {} at position {} is not in the vocabulary ({} ids)", id, i,
-                                   vocab_size()));
+      throw InputError(fmt::format("token id {} at position {} is not in the vocabulary ({} ids)",
+                                   id, i, vocab_size()));
     if (kind_[id] == kRegular) {
       out += bpe_->bytes(id);
     } else if (!(skip_special && kind_[id] == kSpecial)) {
@@ -275,7 +291,8 @@ std::string Tokenizer::decode(const std::vector<TokenId>& ids, bool skip_special
 
 std::string Tokenizer::piece(TokenId id) const {
   if (id < 0 || id >= vocab_size() || kind_[id] == kHole)
-    throw InputError(fmt::format("token id {} is not in the vocabulary ({} ids)", id, vocab_size()));
+    throw InputError(
+        fmt::format("token id {} is not in the vocabulary ({} ids)", id, vocab_size()));
   if (kind_[id] == kRegular) return bytes_to_byte_level(bpe_->bytes(id));
   if (kind_[id] == kInert) return bytes_to_byte_level(id_text_.at(id));
   return id_text_.at(id);

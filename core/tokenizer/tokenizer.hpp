@@ -64,9 +64,9 @@ struct TokenizerParts {
   std::string pretokenizer;  // "gpt2" | "llama3" | "qwen2" | "custom"
   std::unique_ptr<BpeModel> bpe;
   std::string pattern;
-  bool add_prefix_space = false;             // HF ByteLevel: " " before text not starting with one
+  bool add_prefix_space = false;  // HF ByteLevel: " " before text not starting with one
   std::vector<AddedToken> added;
-  std::vector<BpeModel::Entry> inert;        // ids that decode but are never produced by encode
+  std::vector<BpeModel::Entry> inert;  // ids that decode but are never produced by encode
   std::optional<TokenId> bos, eos, pad;
   bool add_bos = false, add_eos = false;
   ChatFormat chat_format = ChatFormat::kPlain;
@@ -123,8 +123,8 @@ class Tokenizer {
                    std::vector<Span>* offsets) const;
   // Pre-tokenize and BPE one stretch of text without added tokens (at most `max_pieces`
   // pieces); offsets are shifted by `base`.
-  void encode_text(std::string_view text, uint32_t base, size_t max_pieces, std::vector<TokenId>& ids,
-                   std::vector<Span>* offsets, Cache& cache) const;
+  void encode_text(std::string_view text, uint32_t base, size_t max_pieces,
+                   std::vector<TokenId>& ids, std::vector<Span>* offsets, Cache& cache) const;
   Match find_added(std::string_view text, size_t from, bool allow_special) const;
 
   std::string source_, format_, pretokenizer_name_;
@@ -133,10 +133,11 @@ class Tokenizer {
   bool add_prefix_space_ = false;
   std::vector<AddedToken> added_;
   std::unordered_map<std::string, TokenId> added_index_;
-  std::array<std::vector<uint32_t>, 256> added_by_first_byte_;  // indices into added_, longest first
+  std::array<std::vector<uint32_t>, 256>
+      added_by_first_byte_;  // indices into added_, longest first
   bool any_always_matched_ = false;
-  std::vector<uint8_t> kind_;                          // by id
-  std::unordered_map<TokenId, std::string> id_text_;   // added and inert tokens: their bytes
+  std::vector<uint8_t> kind_;                         // by id
+  std::unordered_map<TokenId, std::string> id_text_;  // added and inert tokens: their bytes
   std::optional<TokenId> bos_, eos_, pad_;
   bool add_bos_ = false, add_eos_ = false;
   ChatFormat chat_format_ = ChatFormat::kPlain;

@@ -31,12 +31,12 @@ size_t find_invalid_utf8(std::string_view s) {
       len = 2;
     } else if (c >= 0xE0 && c <= 0xEF) {
       len = 3;
-      if (c == 0xE0) lo = 0xA0;   // no overlongs
-      if (c == 0xED) hi = 0x9F;   // no surrogates
+      if (c == 0xE0) lo = 0xA0;  // no overlongs
+      if (c == 0xED) hi = 0x9F;  // no surrogates
     } else if (c >= 0xF0 && c <= 0xF4) {
       len = 4;
-      if (c == 0xF0) lo = 0x90;   // no overlongs
-      if (c == 0xF4) hi = 0x8F;   // nothing above U+10FFFF
+      if (c == 0xF0) lo = 0x90;  // no overlongs
+      if (c == 0xF4) hi = 0x8F;  // nothing above U+10FFFF
     } else {
       return i;  // stray continuation byte, C0/C1 overlong lead, or F5..FF
     }
@@ -77,7 +77,8 @@ struct ByteAlphabet {
     from_cp.fill(-1);
     uint32_t next = 0x100;
     for (int b = 0; b < 256; ++b) {
-      bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+      bool printable =
+          (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
       to_cp[b] = printable ? static_cast<uint32_t>(b) : next++;
       from_cp[to_cp[b]] = b;
     }
@@ -91,7 +92,9 @@ const ByteAlphabet& alphabet() {
 
 }  // namespace
 
-uint32_t byte_to_codepoint(uint8_t b) { return alphabet().to_cp[b]; }
+uint32_t byte_to_codepoint(uint8_t b) {
+  return alphabet().to_cp[b];
+}
 
 std::string bytes_to_byte_level(std::string_view bytes) {
   std::string out;
