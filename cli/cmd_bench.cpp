@@ -1,5 +1,7 @@
 // `dpft bench accountant [--reps N] [--json]`: times the accountants in-process (median of
 // N repetitions) on the cases docs/BENCHMARKS.md tracks.
+// `dpft bench tokenizer --tokenizer DIR --file FILE... [--mb N] [--json]`: encode throughput
+// on N MB of text made of the files (repeated if they are shorter), one cold-cache pass.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -10,6 +12,8 @@
 
 #include "cli/app.hpp"
 #include "core/privacy/calibrate.hpp"
+#include "core/tokenizer/load.hpp"
+#include "core/util/atomic_file.hpp"
 #include "core/util/system.hpp"
 
 namespace dpft {
@@ -56,6 +60,62 @@ int bench_accountant(int reps, bool json) {
   return 0;
 }
 
+struct TokenizerBench {
+  std::string tokenizer, family;
+  std::vector<std::string> files;
+  double mb = 10;
+  bool json = false;
+};
+
+int bench_tokenizer(const TokenizerBench& b) {
+  using clock = std::chrono::steady_clock;
+  auto secs = [](clock::time_point a) {
+    return std::chrono::duration<double>(clock::now() - a).count();
+  };
+  auto t0 = clock::now();
+  tok::Tokenizer t = tok::load_tokenizer(b.tokenizer, {b.family});
+  double load_s = secs(t0);
+  std::string corpus;
+  for (const auto& f : b.files) corpus += read_file(f) + "\n";
+  const size_t target = static_cast<size_t>(b.mb * 1e6), distinct = corpus.size();
+  std::string text;
+  while (text.size() < target) text += corpus;
+  size_t cut = std::min(target, text.size());
+  while (cut < text.size() && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80)
+    --cut;  // UTF-8 boundary
+  text.resize(cut);
+  t0 = clock::now();
+  size_t n_tokens = t.encode(text).size();
+  double enc_s = secs(t0);
+  nlohmann::json out = {{"tokenizer", t.source()},
+                        {"format", t.format()},
+                        {"pretokenizer", t.pretokenizer()},
+                        {"regex_jit", t.splitter().jit()},
+                        {"load_s", load_s},
+                        {"bytes", text.size()},
+                        {"distinct_bytes", distinct},
+                        {"tokens", n_tokens},
+                        {"encode_s", enc_s},
+                        {"mb_per_s", text.size() / 1e6 / enc_s},
+                        {"tokens_per_s", n_tokens / enc_s},
+                        {"cached_pieces", t.cache_size()},
+                        {"host", host_name()}};
+  if (b.json) {
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::cout
+      << fmt::format("tokenizer {} ({}, {} pre-tokenizer, regex JIT {}); loaded in {:.2f} s\n",
+                     t.source(), t.format(), t.pretokenizer(), t.splitter().jit() ? "on" : "off",
+                     load_s)
+      << fmt::format("text      {:.2f} MB ({:.2f} MB distinct, from {} file(s))\n",
+                     text.size() / 1e6, std::min(distinct, text.size()) / 1e6, b.files.size())
+      << fmt::format(
+             "encode    {:.2f} s: {:.2f} MB/s, {:.3g} tokens/s ({} tokens, {} pieces cached)\n",
+             enc_s, text.size() / 1e6 / enc_s, n_tokens / enc_s, n_tokens, t.cache_size());
+  return 0;
+}
+
 }  // namespace
 
 void register_bench(CLI::App& app, CliContext& ctx) {
@@ -67,6 +127,21 @@ void register_bench(CLI::App& app, CliContext& ctx) {
   acc->add_option("--reps", *reps, "repetitions (median reported)")->check(CLI::PositiveNumber)->capture_default_str();
   acc->add_flag("--json", *json, "one JSON object");
   acc->callback([reps, json, &ctx] { ctx.action = [reps, json] { return bench_accountant(*reps, *json); }; });
+
+  auto tb = std::make_shared<TokenizerBench>();
+  CLI::App* tk =
+      sub->add_subcommand("tokenizer", "encode throughput of a tokenizer (MB/s, tokens/s)");
+  tk->add_option("--tokenizer", tb->tokenizer, "tokenizer directory or file")->required();
+  tk->add_option("--file", tb->files, "text file(s) to encode (repeatable)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  tk->add_option("--mb", tb->mb, "megabytes of text to encode")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  tk->add_option("--tiktoken-family", tb->family, "family of a tiktoken file (default: detected)")
+      ->check(CLI::IsMember(tok::kTiktokenFamilies));
+  tk->add_flag("--json", tb->json, "one JSON object");
+  tk->callback([tb, &ctx] { ctx.action = [tb] { return bench_tokenizer(*tb); }; });
 }
 
 }  // namespace dpft

@@ -22,6 +22,8 @@ expect 2 '' -- "$DPFT" run
 expect 2 '' -- "$DPFT" no-such-command
 expect 0 'LibTorch' -- "$DPFT" version
 expect 0 'epsilon: 3' -- "$DPFT" config dump --set privacy.epsilon=3
+expect 3 "does not exist" -- "$DPFT" tokenize --tokenizer "$T/no-tokenizer" --text hi
+expect 2 "" -- "$DPFT" tokenize --text hi
 for f in "$SRC"/experiments/*.yaml; do expect 0 'ok:' -- "$DPFT" config validate "$f"; done
 
 # SIGTERM during a run: exit 143, status "interrupted" recorded, metrics.json parseable.

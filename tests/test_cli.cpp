@@ -9,18 +9,7 @@
 using namespace dpft;
 using Catch::Matchers::Contains;
 
-namespace {
-int cli(std::vector<std::string> args, std::string* out = nullptr) {
-  args.insert(args.begin(), "dpft");
-  args.push_back("--quiet");
-  std::vector<const char*> argv;
-  for (auto& a : args) argv.push_back(a.c_str());
-  test::CaptureStdout cap;
-  int rc = run_cli(static_cast<int>(argv.size()), argv.data());
-  if (out) *out = cap.str();
-  return rc;
-}
-}  // namespace
+using test::cli;
 
 TEST_CASE("version prints LibTorch version, BLAS and threads", "[cli]") {
   std::string out;

@@ -65,18 +65,7 @@ TEST_CASE("ledger JSON round-trips", "[ledger]") {
   CHECK_THROWS_AS(PrivacyLedger::from_json({{"accountant", "rdp"}}), InputError);
 }
 
-namespace {
-int cli(std::vector<std::string> args, std::string* out = nullptr) {
-  args.insert(args.begin(), "dpft");
-  args.push_back("--quiet");
-  std::vector<const char*> argv;
-  for (auto& a : args) argv.push_back(a.c_str());
-  test::CaptureStdout cap;
-  int rc = run_cli(static_cast<int>(argv.size()), argv.data());
-  if (out) *out = cap.str();
-  return rc;
-}
-}  // namespace
+using test::cli;
 
 TEST_CASE("dpft account: sigma for eps, eps for sigma, solving for steps and q", "[ledger][cli]") {
   std::string out;

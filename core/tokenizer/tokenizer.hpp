@@ -1,0 +1,147 @@
+// A byte-level BPE tokenizer: added and special tokens, a regex pre-tokenizer, BPE inside each
+// piece (results cached per piece), bos/eos, truncation and batch padding with attention
+// masks. Loaders (core/tokenizer/load.hpp) build one from HF tokenizer.json, GPT-2
+// vocab.json + merges.txt, or tiktoken rank files. Encoding is exact on bytes: decode(encode(t))
+// == t for every valid UTF-8 text t.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/tokenizer/bpe.hpp"
+#include "core/tokenizer/chat.hpp"
+#include "core/tokenizer/pretokenizer.hpp"
+
+namespace dpft::tok {
+
+struct AddedToken {
+  std::string content;
+  TokenId id = 0;
+  // special: matched in text only when EncodeOptions::allow_special is set (control tokens).
+  // Not special (HF added tokens with "special": false): always matched.
+  bool special = true;
+};
+
+struct EncodeOptions {
+  // Text spelling a special token ("<|im_end|>") becomes that token's id. Off: it is ordinary
+  // text (the safe default for training data).
+  bool allow_special = false;
+  // Add the tokenizer's bos / eos where it adds them (add_bos() / add_eos()).
+  bool add_special = false;
+  // > 0: keep at most this many ids, bos/eos included; the end of the text is cut.
+  size_t max_length = 0;
+};
+
+struct Encoding {
+  std::vector<TokenId> ids;
+  std::vector<Span> offsets;  // byte range of each id in the text; bos/eos get empty ranges
+};
+
+enum class PaddingSide { kRight, kLeft };
+
+struct BatchOptions {
+  EncodeOptions encode;
+  PaddingSide padding_side = PaddingSide::kRight;
+  bool pad_to_max_length = false;  // every row padded to encode.max_length (not the longest row)
+  std::optional<TokenId> pad_id;   // default: the tokenizer's pad, else its eos
+};
+
+struct Batch {
+  std::vector<std::vector<TokenId>> input_ids;       // (B, T)
+  std::vector<std::vector<uint8_t>> attention_mask;  // (B, T): 1 = token, 0 = padding
+  std::vector<size_t> lengths;                       // (B): ids per row before padding
+};
+
+// Everything a loader found; the Tokenizer constructor checks it.
+struct TokenizerParts {
+  std::string source;        // path it came from
+  std::string format;        // "tokenizer.json" | "vocab+merges" | "tiktoken"
+  std::string pretokenizer;  // "gpt2" | "llama3" | "qwen2" | "custom"
+  std::unique_ptr<BpeModel> bpe;
+  std::string pattern;
+  bool add_prefix_space = false;  // HF ByteLevel: " " before text not starting with one
+  std::vector<AddedToken> added;
+  std::vector<BpeModel::Entry> inert;  // ids that decode but are never produced by encode
+  std::optional<TokenId> bos, eos, pad;
+  bool add_bos = false, add_eos = false;
+  ChatFormat chat_format = ChatFormat::kPlain;
+};
+
+class Tokenizer {
+ public:
+  // Throws InputError if ids collide or bos/eos/pad name unknown ids.
+  explicit Tokenizer(TokenizerParts parts);
+  ~Tokenizer();
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+
+  // Throws InputError naming the byte offset when `text` is not valid UTF-8. Thread-safe
+  // (concurrent calls share the piece cache under a lock).
+  std::vector<TokenId> encode(std::string_view text, const EncodeOptions& opt = {}) const;
+  Encoding encode_with_offsets(std::string_view text, const EncodeOptions& opt = {}) const;
+  // Rows padded to a common length T; ConfigError if no pad id can be found.
+  Batch encode_batch(const std::vector<std::string>& texts, const BatchOptions& opt = {}) const;
+
+  // The bytes the ids stand for (special tokens as their text unless skipped). Exact inverse of
+  // encode; a slice of ids may end inside a UTF-8 character. InputError on an unknown id.
+  std::string decode(const std::vector<TokenId>& ids, bool skip_special = false) const;
+  // What an id looks like: regular tokens in the byte-level spelling ("Ġworld"), added tokens
+  // as their text. InputError on an unknown id.
+  std::string piece(TokenId id) const;
+  // The id of an added token's text, or of a regular token's byte-level spelling.
+  std::optional<TokenId> token_to_id(std::string_view token) const;
+  bool is_special(TokenId id) const;
+
+  int64_t vocab_size() const { return static_cast<int64_t>(kind_.size()); }  // max id + 1
+  const BpeModel& bpe() const { return *bpe_; }
+  const std::vector<AddedToken>& added_tokens() const { return added_; }
+  std::optional<TokenId> bos_id() const { return bos_; }
+  std::optional<TokenId> eos_id() const { return eos_; }
+  std::optional<TokenId> pad_id() const { return pad_; }
+  bool add_bos() const { return add_bos_; }
+  bool add_eos() const { return add_eos_; }
+  ChatFormat chat_format() const { return chat_format_; }
+  const std::string& source() const { return source_; }
+  const std::string& format() const { return format_; }
+  const std::string& pretokenizer() const { return pretokenizer_name_; }
+  const RegexSplitter& splitter() const { return *splitter_; }
+  size_t cache_size() const;
+
+ private:
+  enum Kind : uint8_t { kHole = 0, kRegular, kInert, kAdded, kSpecial };
+  struct Cache;
+  struct Match {
+    size_t pos = 0, len = 0;
+    TokenId id = -1;
+  };
+  void encode_into(std::string_view text, const EncodeOptions& opt, std::vector<TokenId>& ids,
+                   std::vector<Span>* offsets) const;
+  // Pre-tokenize and BPE one stretch of text without added tokens (at most `max_pieces`
+  // pieces); offsets are shifted by `base`.
+  void encode_text(std::string_view text, uint32_t base, size_t max_pieces,
+                   std::vector<TokenId>& ids, std::vector<Span>* offsets, Cache& cache) const;
+  Match find_added(std::string_view text, size_t from, bool allow_special) const;
+
+  std::string source_, format_, pretokenizer_name_;
+  std::unique_ptr<BpeModel> bpe_;
+  std::unique_ptr<RegexSplitter> splitter_;
+  bool add_prefix_space_ = false;
+  std::vector<AddedToken> added_;
+  std::unordered_map<std::string, TokenId> added_index_;
+  std::array<std::vector<uint32_t>, 256>
+      added_by_first_byte_;  // indices into added_, longest first
+  bool any_always_matched_ = false;
+  std::vector<uint8_t> kind_;                         // by id
+  std::unordered_map<TokenId, std::string> id_text_;  // added and inert tokens: their bytes
+  std::optional<TokenId> bos_, eos_, pad_;
+  bool add_bos_ = false, add_eos_ = false;
+  ChatFormat chat_format_ = ChatFormat::kPlain;
+  std::unique_ptr<Cache> cache_;
+};
+
+}  // namespace dpft::tok
