@@ -13,12 +13,16 @@
 #include "core/model/safetensors.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
+#include "tensor_test_util.hpp"
 #include "test_util.hpp"
 
 using namespace dpft;
 using namespace dpft::model;
 using Catch::Matchers::Contains;
 using nlohmann::json;
+using test::bits_of;
+using test::check_values;
+using test::shape_of;
 
 namespace {
 
@@ -32,41 +36,6 @@ std::vector<uint8_t> file_bytes(const fs::path& p) {
 void write_bytes(const fs::path& p, const std::string& s) {
   std::ofstream(p, std::ios::binary) << s;
 }
-
-// Raw element bits as int64 (floats reinterpreted through a same-size integer view).
-std::vector<int64_t> bits_of(const torch::Tensor& t) {
-  torch::Tensor c = t.contiguous();
-  switch (c.element_size()) {
-    case 8: c = c.view(torch::kInt64); break;
-    case 4: c = c.view(torch::kInt32).to(torch::kInt64).bitwise_and(int64_t{0xffffffff}); break;
-    case 2: c = c.view(torch::kInt16).to(torch::kInt64).bitwise_and(int64_t{0xffff}); break;
-    default: c = c.view(torch::kUInt8).to(torch::kInt64); break;
-  }
-  c = c.reshape({-1});
-  return {c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel()};
-}
-
-// The element values as doubles ("nan", "inf" as JSON strings compare via their text).
-void check_values(const torch::Tensor& t, const json& values) {
-  torch::Tensor d = t.to(torch::kFloat64).reshape({-1}).contiguous();
-  REQUIRE(d.numel() == static_cast<int64_t>(values.size()));
-  for (int64_t i = 0; i < d.numel(); ++i) {
-    double v = d.data_ptr<double>()[i];
-    const json& e = values[i];
-    INFO("element " << i << ": got " << v << ", want " << e.dump());
-    if (e.is_string()) {
-      std::string s = e.get<std::string>();
-      if (s == "nan") CHECK(std::isnan(v));
-      else CHECK((std::isinf(v) && (v > 0) == (s == "inf")));
-    } else if (t.scalar_type() == torch::kInt64) {
-      CHECK(t.reshape({-1})[i].item<int64_t>() == e.get<int64_t>());
-    } else {
-      CHECK(v == e.get<double>());
-    }
-  }
-}
-
-std::vector<int64_t> shape_of(const json& j) { return j.get<std::vector<int64_t>>(); }
 
 // Every dtype with awkward values; F16/BF16/F32/F64 from random bit patterns (NaN payloads,
 // subnormals, infinities included).

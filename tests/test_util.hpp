@@ -1,4 +1,5 @@
-// Helpers shared by the Catch2 tests: temporary directories, files, captured stdout.
+// Helpers shared by the Catch2 tests: temporary directories, files, captured stdout, the CLI
+// in-process.
 #pragma once
 #include <unistd.h>
 
@@ -8,6 +9,9 @@
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <vector>
+
+#include "cli/app.hpp"
 
 namespace dpft::test {
 
@@ -38,6 +42,18 @@ struct CaptureStdout {
   ~CaptureStdout() { std::cout.rdbuf(old); }
   std::string str() const { return buf.str(); }
 };
+
+// Runs `dpft ARGS --quiet` in-process; returns the exit code, stdout into *out.
+inline int run_dpft(std::vector<std::string> args, std::string* out = nullptr) {
+  args.insert(args.begin(), "dpft");
+  args.push_back("--quiet");
+  std::vector<const char*> argv;
+  for (auto& a : args) argv.push_back(a.c_str());
+  CaptureStdout cap;
+  int rc = run_cli(static_cast<int>(argv.size()), argv.data());
+  if (out) *out = cap.str();
+  return rc;
+}
 
 // Path to shared/ data beside the project root, or "" when absent (tests then skip).
 inline fs::path shared_data_dir() {

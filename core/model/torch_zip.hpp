@@ -7,9 +7,10 @@
 // roberta LoRA adapter) fails on a CPU-only machine. Instead this is a small, bounds-checked
 // reader: a zip central-directory parser (stored entries only, zip64 aware; torch.save never
 // compresses) and a pickle interpreter for the opcodes torch.save emits (protocols 2-4) that
-// knows exactly four callables: collections.OrderedDict, torch._utils._rebuild_tensor_v2,
-// _rebuild_parameter and _rebuild_parameter_with_state. Any other global is recorded as an
-// opaque object, never imported or called. Malformed input is an InputError naming the file.
+// knows a handful of callables: collections.OrderedDict, torch._utils._rebuild_tensor(_v2),
+// _rebuild_parameter(_with_state), and torch.jit._pickle.restore_type_tag (LibTorch's
+// torch::pickle_save wraps dicts in it). Any other global is recorded as an opaque object,
+// never imported or called. Malformed input is an InputError naming the file.
 //
 // The checkpoint must pickle a dict (state dict); tensors in nested dicts are listed with dotted
 // names ("model.layer.weight"); other values are listed in `skipped()`.
@@ -62,7 +63,7 @@ class TorchZipFile {
   void parse();
   const Entry& record(const std::string& name) const;
   std::string what_;
-  std::vector<uint8_t> bytes_;
+  MappedFile file_;
   std::string prefix_;  // "archive/"
   std::map<std::string, Entry> entries_;
   std::vector<TorchZipTensor> tensors_;
