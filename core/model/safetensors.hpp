@@ -2,11 +2,14 @@
 // length N, N bytes of JSON {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__":
 // {str: str}}, then the raw little-endian tensor bytes (offsets relative to the data start).
 //
-// Reading memory-maps the file and validates everything before any tensor byte is touched:
-// header length within the file, header is a JSON object, known dtypes, non-negative shapes,
-// dtype size x element count == end - begin, ranges inside the data section, no overlaps, no
-// duplicate names. A malformed file is an InputError (exit 3) naming the file and the problem;
-// never a crash or an out-of-bounds read.
+// Reading memory-maps the file (or reads it when mmap is refused) and validates everything
+// before any tensor byte is touched: header length <= 100 MB and within the file, header is a
+// JSON object without duplicate keys, `__metadata__` maps strings to strings, every entry has
+// exactly dtype/shape/data_offsets, a known dtype, non-negative integer dims whose element count
+// does not overflow, dtype size x element count == end - begin, begin <= end, ranges inside the
+// data section, no two ranges sharing a byte (gaps are allowed). A malformed file is an
+// InputError (exit 3) naming the file, the tensor and the field; never a crash or an
+// out-of-bounds read. Full rules: docs/checkpoints.md.
 // Sharded checkpoints: model.safetensors.index.json {"weight_map": {name: shard file}}.
 #pragma once
 #include <torch/torch.h>
@@ -15,8 +18,11 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "core/util/mapped_file.hpp"
 
 namespace dpft::model {
 
@@ -28,12 +34,14 @@ std::string dtype_name(DType d);         // "F32", ...
 size_t dtype_size(DType d);              // bytes per element
 torch::ScalarType to_torch(DType d);
 DType from_torch(torch::ScalarType t);   // throws RuntimeError for unsupported types
+std::optional<DType> dtype_from_name(const std::string& name);  // "F32" -> F32; nullopt if unknown
 
 struct TensorInfo {
   std::string name;
   DType dtype;
   std::vector<int64_t> shape;
   uint64_t begin = 0, end = 0;  // byte range within the data section
+  int64_t numel() const;        // product of shape (1 for a scalar)
 };
 
 // One memory-mapped .safetensors file.
@@ -45,7 +53,7 @@ class SafetensorsFile {
   static std::shared_ptr<SafetensorsFile> from_bytes(std::vector<uint8_t> bytes, const std::string& what);
   ~SafetensorsFile();
 
-  const std::vector<TensorInfo>& tensors() const { return tensors_; }  // in file order
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }  // by data offset
   const TensorInfo* find(const std::string& name) const;              // nullptr if absent
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const fs::path& path() const { return path_; }
@@ -56,11 +64,8 @@ class SafetensorsFile {
   SafetensorsFile() = default;
   void parse(const std::string& what);
   fs::path path_;
-  const uint8_t* data_ = nullptr;   // whole file (mapped or owned)
-  size_t size_ = 0;
+  MappedFile file_;                 // whole file (mapped, or owned bytes)
   size_t data_start_ = 0;           // 8 + header length
-  void* map_ = nullptr;             // mmap base, if mapped
-  std::vector<uint8_t> owned_;      // from_bytes
   std::vector<TensorInfo> tensors_;
   std::map<std::string, size_t> index_;
   std::map<std::string, std::string> metadata_;
@@ -70,19 +75,37 @@ class SafetensorsFile {
 // model.safetensors.index.json. Throws InputError if neither exists or a shard is missing.
 class TensorStore {
  public:
+  // A single model.safetensors wins over an index when both exist (as in transformers).
+  // Index checks: weight_map is {name: file name in `dir`}, no duplicate names, every shard
+  // exists, every listed name is in its shard, and every shard tensor is listed (so no name is
+  // in two shards).
   static TensorStore open_dir(const fs::path& dir);
   static TensorStore open_file(const fs::path& file);
+  static TensorStore open(const fs::path& path);  // open_dir for a directory, else open_file
   std::vector<std::string> names() const;  // sorted
   bool contains(const std::string& name) const;
-  const TensorInfo& info(const std::string& name) const;
+  const TensorInfo& info(const std::string& name) const;  // throws InputError if absent
   torch::Tensor load(const std::string& name) const;  // stored dtype, CPU
+  // The file's __metadata__, or for a sharded checkpoint the index's "metadata" (non-string
+  // values as JSON text).
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  const std::vector<fs::path>& files() const { return files_; }  // the .safetensors files read
+  const fs::path& source() const { return source_; }  // the file or index that was opened
 
  private:
+  const std::shared_ptr<SafetensorsFile>& file_of(const std::string& name) const;
   std::map<std::string, std::shared_ptr<SafetensorsFile>> where_;
+  std::map<std::string, std::string> metadata_;
+  std::vector<fs::path> files_;
+  fs::path source_;
 };
 
-// Write tensors (any supported dtype; made contiguous, CPU) atomically to `path`, in the
-// given order, with optional string metadata.
+// Write tensors (any supported dtype; made contiguous, CPU) atomically to `path` (temp file +
+// fsync + rename), with optional string metadata. Layout as the reference implementation
+// (huggingface/safetensors serialize()): tensors ordered by dtype size, larger first, then by
+// name (so each tensor's data is aligned to its element size), packed without gaps; compact
+// header JSON with __metadata__ first (keys sorted), padded with spaces to a multiple of 8.
+// Throws RuntimeError for duplicate or reserved names and unsupported dtypes.
 void save_safetensors(const fs::path& path, const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 

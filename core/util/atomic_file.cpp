@@ -36,30 +36,45 @@ void fsync_dir(const fs::path& dir) {
 
 }  // namespace
 
-void write_file_atomic(const fs::path& path, const std::string& content) {
-  fs::path tmp = path;
-  tmp += fmt::format(".tmp.{}", ::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
+AtomicFileWriter::AtomicFileWriter(const fs::path& path) : path_(path), tmp_(path) {
+  tmp_ += fmt::format(".tmp.{}", ::getpid());
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0)
     throw RuntimeError(fmt::format("cannot create {}: {} (is the output directory writable?)",
-                                   tmp.string(), std::strerror(errno)));
-  try {
-    write_all(fd, content.data(), content.size(), tmp);
-    if (::fsync(fd) != 0)
-      throw RuntimeError(fmt::format("cannot fsync {}: {}", tmp.string(), std::strerror(errno)));
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
+                                   tmp_.string(), std::strerror(errno)));
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ >= 0) {  // not committed: leave `path` as it was
+    ::close(fd_);
+    ::unlink(tmp_.c_str());
   }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+}
+
+void AtomicFileWriter::write(const void* data, size_t n) {
+  DPFT_CHECK(fd_ >= 0, "AtomicFileWriter::write after commit ({})", path_.string());
+  write_all(fd_, static_cast<const char*>(data), n, tmp_);
+}
+
+void AtomicFileWriter::commit() {
+  DPFT_CHECK(fd_ >= 0, "AtomicFileWriter::commit twice ({})", path_.string());
+  if (::fsync(fd_) != 0)
+    throw RuntimeError(fmt::format("cannot fsync {}: {}", tmp_.string(), std::strerror(errno)));
+  ::close(fd_);
+  fd_ = -1;
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
     int e = errno;
-    ::unlink(tmp.c_str());
-    throw RuntimeError(fmt::format("cannot rename {} to {}: {}", tmp.string(), path.string(),
+    ::unlink(tmp_.c_str());
+    throw RuntimeError(fmt::format("cannot rename {} to {}: {}", tmp_.string(), path_.string(),
                                    std::strerror(e)));
   }
-  fsync_dir(path.parent_path());
+  fsync_dir(path_.parent_path());
+}
+
+void write_file_atomic(const fs::path& path, const std::string& content) {
+  AtomicFileWriter w(path);
+  w.write(content.data(), content.size());
+  w.commit();
 }
 
 void write_json_atomic(const fs::path& path, const nlohmann::json& value) {

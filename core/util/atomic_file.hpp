@@ -20,6 +20,24 @@ void write_file_atomic(const fs::path& path, const std::string& content);
 // Same, for a JSON value (pretty-printed, trailing newline).
 void write_json_atomic(const fs::path& path, const nlohmann::json& value);
 
+// Streaming form of write_file_atomic for large outputs (checkpoints): write() appends to a
+// temp file beside `path`; commit() fsyncs and renames it over `path`. Destroyed without
+// commit() (an exception mid-write), the temp file is removed and `path` is untouched.
+class AtomicFileWriter {
+ public:
+  explicit AtomicFileWriter(const fs::path& path);  // throws RuntimeError naming the temp path
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+
+  void write(const void* data, size_t n);
+  void commit();
+
+ private:
+  fs::path path_, tmp_;
+  int fd_ = -1;
+};
+
 // Read a whole file; throws InputError naming the path if it cannot be read.
 std::string read_file(const fs::path& path);
 
