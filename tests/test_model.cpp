@@ -82,7 +82,7 @@ TEST_CASE("KV cache: incremental logits equal the full forward", "[model]") {
 }
 
 TEST_CASE("LoRA: B = 0 leaves logits unchanged; merge and unmerge round-trip", "[model]") {
-  for (std::string type : {"gpt2", "llama"}) {
+  for (std::string type : {"gpt2", "llama", "qwen2"}) {
     INFO(type);
     CausalLM m = make_causal_lm(tiny(type), 3);
     m->eval();

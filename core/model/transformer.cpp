@@ -148,7 +148,7 @@ std::vector<std::pair<std::string, torch::Tensor>> export_weights(CausalLM& mode
   for (const std::string& name : model->checkpoint_names()) {
     torch::Tensor t = params[name].detach().to(torch::kCPU);
     if (model->stored_transposed(name)) t = t.t();
-    out.emplace_back(name, t.contiguous());
+    out.emplace_back(name, t.contiguous().clone());  // a copy: never aliases the live parameter
   }
   return out;
 }

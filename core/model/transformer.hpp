@@ -82,7 +82,7 @@ CausalLM make_causal_lm(const ModelConfig& cfg, uint64_t seed = 0);
 // "transformer." prefix.
 void load_weights(CausalLM& model, const std::function<torch::Tensor(const std::string&)>& get,
                   const std::string& what);
-// The base weights by HF name (stored layout, contiguous, CPU).
+// Copies of the base weights by HF name (stored layout, contiguous, CPU).
 std::vector<std::pair<std::string, torch::Tensor>> export_weights(CausalLM& model);
 
 // Per-token next-token cross-entropy: logits (B, T, V), labels (B, T) -> loss (B, T - 1) where
