@@ -118,6 +118,8 @@ int bench_tokenizer(const TokenizerBench& b) {
 
 }  // namespace
 
+void register_bench_model(CLI::App* bench, CliContext& ctx);  // cli/cmd_bench_model.cpp
+
 void register_bench(CLI::App& app, CliContext& ctx) {
   auto reps = std::make_shared<int>(5);
   auto json = std::make_shared<bool>(false);
@@ -142,6 +144,7 @@ void register_bench(CLI::App& app, CliContext& ctx) {
       ->check(CLI::IsMember(tok::kTiktokenFamilies));
   tk->add_flag("--json", tb->json, "one JSON object");
   tk->callback([tb, &ctx] { ctx.action = [tb] { return bench_tokenizer(*tb); }; });
+  register_bench_model(sub, ctx);
 }
 
 }  // namespace dpft

@@ -36,10 +36,13 @@ void register_model_inspect(CLI::App* model, CliContext& ctx) {
   });
 }
 
+void register_model_lm(CLI::App* model, CliContext& ctx);  // cli/cmd_model_lm.cpp: init, info, logits
+
 void register_model(CLI::App& app, CliContext& ctx) {
   CLI::App* model = app.add_subcommand("model", "model checkpoint tools");
   model->require_subcommand(1);
   register_model_inspect(model, ctx);
+  register_model_lm(model, ctx);
 }
 
 }  // namespace dpft

@@ -8,7 +8,7 @@ PKGS=(
   libtorch-dev libopenblas0-pthread
   libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libyaml-cpp-dev catch2
   pkg-config libpcre2-dev
-  python3 python3-numpy python3-scipy
+  python3 python3-numpy python3-scipy python3-torch
 )
 
 SUDO=""

@@ -1,0 +1,120 @@
+// `dpft bench decode` and `dpft bench forward`: model-speed benchmarks on random-init presets
+// (no checkpoint or tokenizer needed). Results belong in docs/BENCHMARKS.md.
+//   decode   per-token time with the KV cache at positions 32 and 512 (flat is the goal), and
+//            cached vs recomputing the prefix at position 256
+//   forward  forward throughput (tokens/s) of a preset next to the measured sgemm rate
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <iostream>
+
+#include "cli/app.hpp"
+#include "core/model/presets.hpp"
+#include "core/model/transformer.hpp"
+#include "core/util/system.hpp"
+
+namespace dpft {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double secs(Clock::time_point a) { return std::chrono::duration<double>(Clock::now() - a).count(); }
+
+// ms per generated token, decoding `steps` tokens after a `prefix`-token prompt.
+double decode_ms(model::CausalLMImpl& m, int64_t prefix, int64_t steps, bool cached) {
+  torch::NoGradGuard ng;
+  int64_t V = m.config().vocab_size;
+  torch::Tensor ids = torch::randint(V, {1, prefix}, torch::kInt64);
+  model::KVCache cache;
+  torch::Tensor logits = m.forward(ids, torch::Tensor(), cached ? &cache : nullptr);
+  auto t0 = Clock::now();
+  for (int64_t s = 0; s < steps; ++s) {
+    torch::Tensor next = logits.select(1, logits.size(1) - 1).argmax(-1).unsqueeze(1);
+    if (cached) {
+      logits = m.forward(next, torch::Tensor(), &cache);
+    } else {
+      ids = torch::cat({ids, next}, 1);
+      logits = m.forward(ids, torch::Tensor(), nullptr);
+    }
+  }
+  return 1000 * secs(t0) / static_cast<double>(steps);
+}
+
+int bench_decode(const std::string& arch, const std::string& preset, int64_t vocab, int64_t steps) {
+  model::ModelConfig c = model::preset_config(arch, preset, vocab);
+  c.max_position = std::max<int64_t>(c.max_position, 1024);
+  model::CausalLM m = model::make_causal_lm(c, 0);
+  m->eval();
+  decode_ms(*m, 16, 4, true);  // warm-up
+  double at32 = decode_ms(*m, 32, steps, true), at512 = decode_ms(*m, 512, steps, true);
+  double cached256 = decode_ms(*m, 256, steps, true), recompute256 = decode_ms(*m, 256, steps, false);
+  std::cout << fmt::format("decode {} {} (vocab {}), {} threads, {} steps each\n", arch, preset, vocab, torch_threads(), steps)
+            << fmt::format("  cached, position 32:   {:8.3f} ms/token\n", at32)
+            << fmt::format("  cached, position 512:  {:8.3f} ms/token   (ratio 512/32: {:.2f})\n", at512, at512 / at32)
+            << fmt::format("  cached, position 256:  {:8.3f} ms/token\n", cached256)
+            << fmt::format("  recompute, pos. 256:   {:8.3f} ms/token   (speed-up of the cache: {:.1f}x)\n", recompute256,
+                           recompute256 / cached256);
+  return 0;
+}
+
+int bench_forward(const std::string& arch, const std::string& preset, int64_t vocab, int64_t batch, int64_t seq, int reps) {
+  torch::NoGradGuard ng;
+  // sgemm rate: 1024^3 fp32 matmul
+  torch::Tensor a = torch::randn({1024, 1024}), b = torch::randn({1024, 1024});
+  torch::mm(a, b);
+  auto t0 = Clock::now();
+  for (int i = 0; i < 5; ++i) torch::mm(a, b);
+  double gemm_gflops = 5 * 2.0 * 1024 * 1024 * 1024 / secs(t0) / 1e9;
+
+  model::ModelConfig c = model::preset_config(arch, preset, vocab);
+  model::CausalLM m = model::make_causal_lm(c, 0);
+  m->eval();
+  seq = std::min(seq, c.max_position);
+  torch::Tensor ids = torch::randint(vocab, {batch, seq}, torch::kInt64);
+  m->forward(ids, torch::Tensor());
+  t0 = Clock::now();
+  for (int i = 0; i < reps; ++i) m->forward(ids, torch::Tensor());
+  double s = secs(t0) / reps;
+  double tokens = static_cast<double>(batch * seq);
+  // matmul FLOPs per token: 2 x (linear weights + lm_head) + attention (2 x 2 x seq/2 x d per layer)
+  int64_t lin = 0;
+  for (auto& [n, l] : m->linears()) lin += l->weight.numel();
+  double flops_tok = 2.0 * (lin + (c.tie_word_embeddings ? c.vocab_size * c.hidden_size : 0)) +
+                     4.0 * c.num_layers * (seq / 2.0) * c.num_heads * c.head_dim;
+  std::cout << fmt::format("forward {} {} (vocab {}), batch {} x {} tokens, {} threads\n", arch, preset, vocab, batch, seq,
+                           torch_threads())
+            << fmt::format("  {:.0f} tokens/s ({:.1f} ms per batch), {:.1f} GFLOP/s of matmul work\n", tokens / s, 1000 * s,
+                           flops_tok * tokens / s / 1e9)
+            << fmt::format("  sgemm 1024^3: {:.1f} GFLOP/s  -> model at {:.0f}% of sgemm rate\n", gemm_gflops,
+                           100 * flops_tok * tokens / s / 1e9 / gemm_gflops);
+  return 0;
+}
+
+}  // namespace
+
+void register_bench_model(CLI::App* bench, CliContext& ctx) {
+  struct Opts {
+    std::string arch = "gpt2", preset = "tiny";
+    int64_t vocab = 50257, steps = 32, batch = 8, seq = 128;
+    int reps = 3;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* dec = bench->add_subcommand("decode", "KV-cache decoding speed: flat in position, vs recomputing");
+  dec->add_option("--arch", o->arch, "gpt2 | llama | qwen2")->capture_default_str();
+  dec->add_option("--preset", o->preset, "model preset")->capture_default_str();
+  dec->add_option("--vocab", o->vocab, "vocabulary size")->capture_default_str();
+  dec->add_option("--steps", o->steps, "tokens timed per case")->capture_default_str();
+  dec->callback([o, &ctx] { ctx.action = [o] { return bench_decode(o->arch, o->preset, o->vocab, o->steps); }; });
+  CLI::App* fwd = bench->add_subcommand("forward", "forward throughput of a preset next to the sgemm rate");
+  fwd->add_option("--arch", o->arch, "gpt2 | llama | qwen2")->capture_default_str();
+  fwd->add_option("--preset", o->preset, "model preset (try small)")->capture_default_str();
+  fwd->add_option("--vocab", o->vocab, "vocabulary size")->capture_default_str();
+  fwd->add_option("--batch", o->batch, "sequences per batch")->capture_default_str();
+  fwd->add_option("--seq", o->seq, "tokens per sequence")->capture_default_str();
+  fwd->add_option("--reps", o->reps, "timed repetitions")->capture_default_str();
+  fwd->callback([o, &ctx] {
+    ctx.action = [o] { return bench_forward(o->arch, o->preset, o->vocab, o->batch, o->seq, o->reps); };
+  });
+}
+
+}  // namespace dpft

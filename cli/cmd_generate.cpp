@@ -1,0 +1,113 @@
+// `dpft generate --model DIR [--adapter DIR] (--prompt TEXT | --prompts FILE) [--chat] ...`
+// Prints one generation per prompt, or writes JSONL with --out.
+// --prompts FILE: one prompt per line (plain text), or JSONL with a "prompt" field.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <iostream>
+
+#include "cli/app.hpp"
+#include "core/generate/generate.hpp"
+#include "core/model/checkpoint.hpp"
+#include "core/tokenizer/chat.hpp"
+#include "core/tokenizer/load.hpp"
+#include "core/util/atomic_file.hpp"
+#include "core/util/error.hpp"
+
+namespace dpft {
+
+namespace {
+
+std::vector<std::string> read_prompts(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(fmt::format("--prompts: cannot read '{}'", path));
+  std::vector<std::string> out;
+  std::string line;
+  size_t lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.empty()) continue;
+    if (line[0] == '{') {
+      try {
+        out.push_back(nlohmann::json::parse(line).at("prompt").get<std::string>());
+      } catch (const nlohmann::json::exception& e) {
+        throw InputError(fmt::format("{}:{}: expected a JSON object with a \"prompt\" string: {}", path, lineno, e.what()));
+      }
+    } else {
+      out.push_back(line);
+    }
+  }
+  if (out.empty()) throw InputError(fmt::format("--prompts: '{}' has no prompts", path));
+  return out;
+}
+
+}  // namespace
+
+void register_generate(CLI::App& app, CliContext& ctx) {
+  struct Opts {
+    std::string model, adapter, prompt, prompts, out;
+    bool chat = false, sample = false;
+    generate::GenerationOptions g;
+  };
+  auto o = std::make_shared<Opts>();
+  o->g.max_new_tokens = 64;
+  CLI::App* sub = app.add_subcommand("generate", "generate text from a checkpoint (KV-cached, batched)");
+  sub->add_option("--model", o->model, "checkpoint directory")->required();
+  sub->add_option("--adapter", o->adapter, "PEFT LoRA adapter directory");
+  auto* p1 = sub->add_option("--prompt", o->prompt, "one prompt");
+  auto* p2 = sub->add_option("--prompts", o->prompts, "file: one prompt per line, or JSONL with \"prompt\"");
+  p1->excludes(p2);
+  sub->add_flag("--chat", o->chat, "wrap each prompt as a user turn in the tokenizer's chat format");
+  sub->add_option("--max-new-tokens", o->g.max_new_tokens, "tokens to generate")->capture_default_str();
+  sub->add_flag("--sample", o->sample, "sample (default: greedy)");
+  sub->add_option("--temperature", o->g.temperature, "sampling temperature")->capture_default_str();
+  sub->add_option("--top-k", o->g.top_k, "keep the k most likely tokens (0 = off)")->capture_default_str();
+  sub->add_option("--top-p", o->g.top_p, "nucleus mass (1 = off)")->capture_default_str();
+  sub->add_option("--repetition-penalty", o->g.repetition_penalty, ">= 1")->capture_default_str();
+  sub->add_option("--stop", o->g.stop_strings, "stop string (repeatable)");
+  sub->add_option("--seed", o->g.seed, "sampling seed")->capture_default_str();
+  sub->add_option("--out", o->out, "write JSONL {prompt, text, tokens, finish_reason} here");
+  sub->callback([o, &ctx] {
+    ctx.action = [o] {
+      if (o->prompt.empty() && o->prompts.empty()) throw ConfigError("give --prompt TEXT or --prompts FILE");
+      std::vector<std::string> prompts = o->prompts.empty() ? std::vector<std::string>{o->prompt} : read_prompts(o->prompts);
+      model::CausalLM m = model::load_checkpoint(o->model);
+      if (!o->adapter.empty()) model::load_adapter(m, o->adapter);
+      tok::Tokenizer tk = tok::load_tokenizer(o->model);
+      generate::GenerationOptions g = o->g;
+      g.do_sample = o->sample;
+      if (tk.eos_id()) g.stop_ids.push_back(*tk.eos_id());
+      if (tk.pad_id()) g.pad_id = *tk.pad_id();
+      std::vector<std::vector<int64_t>> ids;
+      for (const auto& p : prompts) {
+        std::vector<int64_t> row;
+        if (o->chat) {
+          tok::ChatPrompt cp = tok::render_chat(tk, {{"user", p}}, /*add_generation_prompt=*/true);
+          for (auto t : tok::encode_chat(tk, cp).ids) row.push_back(t);
+        } else {
+          tok::EncodeOptions eo;
+          eo.add_special = tk.add_bos();
+          for (auto t : tk.encode(p, eo)) row.push_back(t);
+        }
+        if (row.empty()) throw ConfigError("a prompt encodes to no tokens");
+        ids.push_back(std::move(row));
+      }
+      auto decode = [&tk](const std::vector<int64_t>& v) {
+        return tk.decode(std::vector<tok::TokenId>(v.begin(), v.end()), /*skip_special=*/true);
+      };
+      auto gens = generate::generate(*m, ids, g, decode);
+      std::string jsonl;
+      for (size_t i = 0; i < gens.size(); ++i) {
+        nlohmann::json j = {{"prompt", prompts[i]}, {"text", gens[i].text}, {"tokens", gens[i].tokens},
+                            {"finish_reason", gens[i].finish_reason}};
+        if (o->out.empty()) std::cout << (gens.size() > 1 ? fmt::format("[{}] ", i) : "") << gens[i].text << "\n";
+        else jsonl += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+      }
+      if (!o->out.empty()) write_file_atomic(o->out, jsonl);
+      return 0;
+    };
+  });
+}
+
+}  // namespace dpft
