@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/util/error.hpp"
+#include "model_test_util.hpp"
 
 using namespace dpft;
 using namespace dpft::model;
@@ -13,19 +14,11 @@ using namespace dpft::generate;
 
 namespace {
 ModelConfig tiny(const std::string& type) {
-  ModelConfig c;
-  c.model_type = type;
-  c.vocab_size = 50;
-  c.hidden_size = 32;
-  c.num_layers = 2;
-  c.num_heads = 4;
-  c.num_kv_heads = type == "gpt2" ? 4 : 2;
-  c.head_dim = 8;
-  c.intermediate_size = 40;
-  c.max_position = 128;
-  c.activation = type == "gpt2" ? "gelu_new" : "silu";
-  c.attention_bias = type == "qwen2";
-  return c;
+  test::TinySize s;
+  s.vocab = 50;
+  s.mlp = 40;
+  s.positions = 128;
+  return test::tiny_config(type, s);
 }
 const std::vector<std::vector<int64_t>> kPrompts = {{1, 2, 3}, {7, 8, 9, 10, 11, 12}, {4}};
 }  // namespace

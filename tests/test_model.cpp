@@ -7,30 +7,14 @@
 #include "core/model/peft.hpp"
 #include "core/model/transformer.hpp"
 #include "core/util/error.hpp"
+#include "model_test_util.hpp"
 
 using namespace dpft;
 using namespace dpft::model;
 
 namespace {
 
-ModelConfig tiny(const std::string& type) {
-  ModelConfig c;
-  c.model_type = type;
-  c.vocab_size = 61;
-  c.hidden_size = 32;
-  c.num_layers = 2;
-  c.num_heads = 4;
-  c.num_kv_heads = type == "gpt2" ? 4 : 2;  // GQA for llama/qwen2
-  c.head_dim = 8;
-  c.intermediate_size = 48;
-  c.max_position = 64;
-  c.activation = type == "gpt2" ? "gelu_new" : "silu";
-  c.tie_word_embeddings = type != "llama";
-  c.attention_bias = type == "qwen2";
-  if (type == "llama") c.rope_scaling = RopeScaling{8.0, 1.0, 4.0, 16};
-  c.rope_theta = 500000;
-  return c;
-}
+ModelConfig tiny(const std::string& type) { return test::tiny_config(type); }
 
 torch::Tensor ids_of(std::vector<int64_t> v) { return torch::tensor(v, torch::kInt64).unsqueeze(0); }
 

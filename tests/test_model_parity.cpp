@@ -12,6 +12,7 @@
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
 #include "test_util.hpp"
+#include "model_test_util.hpp"
 
 using namespace dpft;
 using namespace dpft::model;
@@ -19,22 +20,12 @@ using namespace dpft::model;
 namespace {
 
 ModelConfig tiny(const std::string& type) {
-  ModelConfig c;
-  c.model_type = type;
-  c.vocab_size = 83;
-  c.hidden_size = 48;
-  c.num_layers = 2;
-  c.num_heads = 6;
-  c.num_kv_heads = type == "gpt2" ? 6 : 2;
-  c.head_dim = 8;
-  c.intermediate_size = 72;
-  c.max_position = 64;
-  c.activation = type == "gpt2" ? "gelu_new" : "silu";
-  c.tie_word_embeddings = type != "llama";
-  c.attention_bias = type == "qwen2";
-  c.rope_theta = type == "llama" ? 500000.0 : 10000.0;
-  if (type == "llama") c.rope_scaling = RopeScaling{8.0, 1.0, 4.0, 16};
-  return c;
+  test::TinySize s;
+  s.vocab = 83;
+  s.hidden = 48;
+  s.heads = 6;
+  s.mlp = 72;
+  return test::tiny_config(type, s);
 }
 
 // The Python with torch, or "" (tests then skip).
