@@ -4,12 +4,25 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include <catch2/catch.hpp>
 
+#include "core/util/atomic_file.hpp"
+
 namespace dpft::test {
+
+// tests/data: checked-in fixtures.
+inline std::filesystem::path test_data_dir() {
+  return std::filesystem::path(DPFT_SOURCE_DIR) / "tests" / "data";
+}
+
+inline std::vector<uint8_t> file_bytes(const std::filesystem::path& p) {
+  std::string s = read_file(p);
+  return {s.begin(), s.end()};
+}
 
 // Raw element bits as int64 (floats reinterpreted through a same-size integer view).
 inline std::vector<int64_t> bits_of(const torch::Tensor& t) {

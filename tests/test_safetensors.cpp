@@ -20,18 +20,12 @@ using namespace dpft;
 using namespace dpft::model;
 using Catch::Matchers::Contains;
 using nlohmann::json;
-using test::bits_of;
-using test::check_values;
-using test::shape_of;
+using namespace dpft::test;
 
 namespace {
 
-const fs::path kData = fs::path(DPFT_SOURCE_DIR) / "tests" / "data";
+const fs::path kData = test::test_data_dir();
 
-std::vector<uint8_t> file_bytes(const fs::path& p) {
-  std::string s = read_file(p);
-  return {s.begin(), s.end()};
-}
 
 void write_bytes(const fs::path& p, const std::string& s) {
   std::ofstream(p, std::ios::binary) << s;

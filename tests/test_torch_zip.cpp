@@ -18,22 +18,16 @@ using namespace dpft;
 using namespace dpft::model;
 using Catch::Matchers::Contains;
 using nlohmann::json;
-using test::bits_of;
-using test::check_values;
-using test::shape_of;
+using namespace dpft::test;
 
 namespace {
-const fs::path kData = fs::path(DPFT_SOURCE_DIR) / "tests" / "data";
+const fs::path kData = test::test_data_dir();
 
 fs::path roberta_bin() {
   fs::path d = test::shared_data_dir();
   return d.empty() ? fs::path() : d / "lora_adapter_roberta_mnli" / "roberta_base_lora_mnli.bin";
 }
 
-std::vector<uint8_t> file_bytes(const fs::path& p) {
-  std::string s = read_file(p);
-  return {s.begin(), s.end()};
-}
 }  // namespace
 
 TEST_CASE("crc32 matches the standard check value", "[safetensors][torch_zip]") {

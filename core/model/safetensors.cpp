@@ -148,6 +148,13 @@ std::optional<DType> dtype_from_name(const std::string& name) {
   return std::nullopt;
 }
 
+InputError no_such_tensor(const std::string& where, const std::string& name,
+                          const std::vector<std::string>& names) {
+  auto near = closest_match(name, names);
+  return InputError(fmt::format("{}: no tensor '{}' ({} tensors{})", where, name, names.size(),
+                                near ? fmt::format("; did you mean '{}'?", *near) : ""));
+}
+
 int64_t TensorInfo::numel() const {
   int64_t n = 1;
   for (auto d : shape) n *= d;
@@ -313,10 +320,7 @@ torch::Tensor SafetensorsFile::load(const std::string& name) const {
   if (!t) {
     std::vector<std::string> names;
     for (const auto& i : tensors_) names.push_back(i.name);
-    auto near = closest_match(name, names);
-    throw InputError(fmt::format("{}: no tensor '{}' ({} tensors{})", path_.string(), name,
-                                 tensors_.size(),
-                                 near ? fmt::format("; did you mean '{}'?", *near) : ""));
+    throw no_such_tensor(path_.string(), name, names);
   }
   torch::Tensor out = torch::empty(t->shape, torch::TensorOptions().dtype(to_torch(t->dtype)));
   const uint8_t* src = file_.data() + data_start_ + t->begin;
@@ -448,12 +452,7 @@ bool TensorStore::contains(const std::string& name) const { return where_.count(
 
 const std::shared_ptr<SafetensorsFile>& TensorStore::file_of(const std::string& name) const {
   auto it = where_.find(name);
-  if (it == where_.end()) {
-    auto near = closest_match(name, names());
-    throw InputError(fmt::format("{}: no tensor '{}' ({} tensors{})", source_.string(), name,
-                                 where_.size(),
-                                 near ? fmt::format("; did you mean '{}'?", *near) : ""));
-  }
+  if (it == where_.end()) throw no_such_tensor(source_.string(), name, names());
   return it->second;
 }
 

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "core/util/error.hpp"
 #include "core/util/mapped_file.hpp"
 
 namespace dpft::model {
@@ -35,6 +36,10 @@ size_t dtype_size(DType d);              // bytes per element
 torch::ScalarType to_torch(DType d);
 DType from_torch(torch::ScalarType t);   // throws RuntimeError for unsupported types
 std::optional<DType> dtype_from_name(const std::string& name);  // "F32" -> F32; nullopt if unknown
+
+// The InputError for a tensor name that `where` does not hold, with a "did you mean" from `names`.
+InputError no_such_tensor(const std::string& where, const std::string& name,
+                          const std::vector<std::string>& names);
 
 struct TensorInfo {
   std::string name;

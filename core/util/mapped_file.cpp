@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
 
 namespace dpft {
@@ -31,13 +30,23 @@ MappedFile MappedFile::open(const std::filesystem::path& path) {
       f.size_ = static_cast<size_t>(st.st_size);
     }
   }
-  ::close(fd);  // a mapping stays valid after close
-  if (!f.map_) {
-    std::string s = read_file(path);
-    f.owned_.assign(s.begin(), s.end());
+  if (!f.map_) {  // read from the same descriptor: a pipe cannot be opened twice
+    uint8_t buf[1 << 16];
+    while (true) {
+      ssize_t r = ::read(fd, buf, sizeof buf);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) {
+        int e = errno;
+        ::close(fd);
+        throw InputError(fmt::format("cannot read {}: {}", path.string(), std::strerror(e)));
+      }
+      if (r == 0) break;
+      f.owned_.insert(f.owned_.end(), buf, buf + r);
+    }
     f.data_ = f.owned_.data();
     f.size_ = f.owned_.size();
   }
+  ::close(fd);  // a mapping stays valid after close
   return f;
 }
 
