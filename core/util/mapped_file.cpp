@@ -14,7 +14,8 @@ namespace dpft {
 
 MappedFile MappedFile::open(const std::filesystem::path& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw InputError(fmt::format("cannot open {}: {}", path.string(), std::strerror(errno)));
+  if (fd < 0)
+    throw InputError(fmt::format("cannot open {}: {}", path.string(), std::strerror(errno)));
   struct stat st {};
   const bool have_stat = ::fstat(fd, &st) == 0;
   if (have_stat && S_ISDIR(st.st_mode)) {
@@ -66,9 +67,13 @@ void MappedFile::reset() {
   owned_.clear();
 }
 
-MappedFile::~MappedFile() { reset(); }
+MappedFile::~MappedFile() {
+  reset();
+}
 
-MappedFile::MappedFile(MappedFile&& o) noexcept { *this = std::move(o); }
+MappedFile::MappedFile(MappedFile&& o) noexcept {
+  *this = std::move(o);
+}
 
 MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
   if (this != &o) {
