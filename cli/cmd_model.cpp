@@ -20,15 +20,17 @@ void register_model_inspect(CLI::App* model, CliContext& ctx) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = model->add_subcommand(
-      "inspect", "list the tensors (name, dtype, shape), parameter count and metadata of a "
-                 ".safetensors file, a checkpoint directory or a PyTorch zip (torch.save)");
+      "inspect",
+      "list the tensors (name, dtype, shape), parameter count and metadata of a "
+      ".safetensors file, a checkpoint directory or a PyTorch zip (torch.save)");
   sub->add_option("path", o->path, "file or checkpoint directory")->required();
   sub->add_flag("--json", o->json, "one JSON object");
   sub->callback([o, &ctx] {
     ctx.action = [o] {
       model::CheckpointSummary s = model::inspect_checkpoint(o->path);
       if (o->json)
-        std::cout << model::to_json(s).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+        std::cout << model::to_json(s).dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+                  << "\n";
       else
         std::cout << model::to_text(s);
       return 0;

@@ -12,12 +12,13 @@ CXX=${CXX:-clang++} cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDPFT_
   -DDPFT_TESTS=OFF -DDPFT_PCH=OFF > /dev/null
 for t in "${TARGETS[@]}"; do
   cmake --build "$B" -j "${JOBS:-2}" --target "$t"
+  dict=()
   case "$t" in
-    fuzz_safetensors) seeds=tests/data/safetensors_corpus ;;
+    fuzz_safetensors) seeds=tests/data/safetensors_corpus; dict=(-dict=tests/fuzz/safetensors.dict) ;;
     fuzz_torch_zip) seeds=tests/data/torch_zip_corpus ;;
   esac
   mkdir -p "$B/corpus/$t" "$B/crashes/$t"
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ASAN_OPTIONS=detect_leaks=1 \
     "$B/tests/fuzz/$t" -max_total_time="$SECONDS_EACH" -print_final_stats=1 -rss_limit_mb=4096 \
-    -artifact_prefix="$B/crashes/$t/" "$B/corpus/$t" "$seeds"
+    -artifact_prefix="$B/crashes/$t/" "${dict[@]}" "$B/corpus/$t" "$seeds"
 done

@@ -25,6 +25,9 @@ expect 0 'epsilon: 3' -- "$DPFT" config dump --set privacy.epsilon=3
 expect 3 "does not exist" -- "$DPFT" tokenize --tokenizer "$T/no-tokenizer" --text hi
 expect 2 "" -- "$DPFT" tokenize --text hi
 for f in "$SRC"/experiments/*.yaml; do expect 0 'ok:' -- "$DPFT" config validate "$f"; done
+expect 0 'tensors: 14, parameters: 51' -- "$DPFT" model inspect "$SRC/tests/data/torch_zip_corpus/ok_state_dict.pt"
+expect 3 "tensors 'a' [0, 8] and 'b' [4, 12] overlap" -- "$DPFT" model inspect "$SRC/tests/data/safetensors_corpus/bad_overlapping_ranges.safetensors"
+expect 2 '' -- "$DPFT" model
 
 # SIGTERM during a run: exit 143, status "interrupted" recorded, metrics.json parseable.
 printf 'name: slow\nmethod:\n  name: noop\n  steps: 400\n  step_ms: 25\n' > "$T/slow.yaml"

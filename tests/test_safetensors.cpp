@@ -2,8 +2,8 @@
 // files written by an independent Python writer (and ours read by it), sharded checkpoints,
 // and the malformed-file corpus (tests/data/safetensors_corpus, made by
 // tests/data/make_safetensors_corpus.py): every bad file is an InputError naming the problem.
-#include <catch2/catch.hpp>
 #include <sys/stat.h>
+#include <catch2/catch.hpp>
 
 #include <cstdio>
 #include <cstring>
@@ -20,18 +20,11 @@ using namespace dpft;
 using namespace dpft::model;
 using Catch::Matchers::Contains;
 using nlohmann::json;
-using test::bits_of;
-using test::check_values;
-using test::shape_of;
+using namespace dpft::test;
 
 namespace {
 
-const fs::path kData = fs::path(DPFT_SOURCE_DIR) / "tests" / "data";
-
-std::vector<uint8_t> file_bytes(const fs::path& p) {
-  std::string s = read_file(p);
-  return {s.begin(), s.end()};
-}
+const fs::path kData = test::test_data_dir();
 
 void write_bytes(const fs::path& p, const std::string& s) {
   std::ofstream(p, std::ios::binary) << s;
@@ -50,7 +43,8 @@ std::vector<std::pair<std::string, torch::Tensor>> sample_tensors() {
       {"f32", bits32.view(torch::kFloat32)},
       {"f16", bits16.view(torch::kFloat16)},
       {"bf16", bits16.flip(0).contiguous().view(torch::kBFloat16)},
-      {"i64", torch::tensor({std::numeric_limits<int64_t>::min(), int64_t(0), std::numeric_limits<int64_t>::max()})},
+      {"i64", torch::tensor({std::numeric_limits<int64_t>::min(), int64_t(0),
+                             std::numeric_limits<int64_t>::max()})},
       {"i32", torch::tensor({-5, 1 << 30}, torch::kInt32).reshape({1, 2})},
       {"i16", torch::tensor({-32768, 32767}, torch::kInt16)},
       {"i8", torch::tensor({-128, 0, 127}, torch::kInt8)},
@@ -71,8 +65,8 @@ TEST_CASE("safetensors round trip is bit-exact for every dtype", "[safetensors]"
   save_safetensors(p, tensors, {{"format", "pt"}, {"note", "quote \" newline \n caf\u00e9"}});
   auto f = SafetensorsFile::open(p);
   REQUIRE(f->tensors().size() == tensors.size());
-  CHECK(f->metadata() == std::map<std::string, std::string>{{"format", "pt"},
-                                                             {"note", "quote \" newline \n caf\u00e9"}});
+  CHECK(f->metadata() == std::map<std::string, std::string>{
+                             {"format", "pt"}, {"note", "quote \" newline \n caf\u00e9"}});
   for (const auto& [name, t] : tensors) {
     INFO(name);
     const TensorInfo* info = f->find(name);
@@ -97,7 +91,9 @@ TEST_CASE("safetensors writer produces the reference implementation's bytes", "[
   // __metadata__ first, header padded with spaces to a multiple of 8, data packed.
   test::TempDir d;
   auto le64 = [](uint64_t n) { return std::string(reinterpret_cast<const char*>(&n), 8); };
-  auto f32 = [](std::vector<float> v) { return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4); };
+  auto f32 = [](std::vector<float> v) {
+    return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4);
+  };
   auto x = torch::arange(6, torch::kFloat32);
 
   save_safetensors(d.path / "a.safetensors", {{"attn.0", x.reshape({1, 2, 3})}});
@@ -111,7 +107,8 @@ TEST_CASE("safetensors writer produces the reference implementation's bytes", "[
   CHECK(read_file(d.path / "b.safetensors") == le64(72) + h + "       " + f32({0, 1, 2, 3, 4, 5}));
 
   save_safetensors(d.path / "c.safetensors", {}, {{"framework", "pt"}});
-  CHECK(read_file(d.path / "c.safetensors") == le64(40) + R"({"__metadata__":{"framework":"pt"}})" + "     ");
+  CHECK(read_file(d.path / "c.safetensors") ==
+        le64(40) + R"({"__metadata__":{"framework":"pt"}})" + "     ");
 
   save_safetensors(d.path / "e.safetensors", {});
   CHECK(read_file(d.path / "e.safetensors") == le64(8) + "{}      ");
@@ -138,7 +135,8 @@ TEST_CASE("safetensors writer aligns every tensor to its element size", "[safete
     CHECK((8 + n + t.begin) % dtype_size(t.dtype) == 0);
   }
   // Reference order: I64, F64, F32, I32, BF16, F16, I16, I8, U8, BOOL; ties by name.
-  CHECK(order == std::vector<std::string>{"y_i64", "m_f64", "c_i32", "a_bf16", "a_f16", "z_u8", "b_bool"});
+  CHECK(order ==
+        std::vector<std::string>{"y_i64", "m_f64", "c_i32", "a_bf16", "a_f16", "z_u8", "b_bool"});
   CHECK(f->tensors().back().end == raw.size() - 8 - n);  // packed, no trailing bytes
 }
 
@@ -147,7 +145,8 @@ TEST_CASE("safetensors writer rejects bad input and leaves the old file", "[safe
   fs::path p = d.path / "m.safetensors";
   save_safetensors(p, {{"w", torch::ones({2})}});
   const std::string before = read_file(p);
-  CHECK_THROWS_AS(save_safetensors(p, {{"w", torch::ones({1})}, {"w", torch::ones({1})}}), RuntimeError);
+  CHECK_THROWS_AS(save_safetensors(p, {{"w", torch::ones({1})}, {"w", torch::ones({1})}}),
+                  RuntimeError);
   CHECK_THROWS_AS(save_safetensors(p, {{"__metadata__", torch::ones({1})}}), RuntimeError);
   CHECK_THROWS_WITH(save_safetensors(p, {{"c", torch::ones({1}, torch::kComplexFloat)}}),
                     Contains("cannot be stored in safetensors"));
@@ -179,7 +178,8 @@ TEST_CASE("AtomicFileWriter without commit leaves the target untouched", "[safet
   CHECK(read_file(p) == "new");
 }
 
-TEST_CASE("safetensors files from an independent Python writer read back exactly", "[safetensors]") {
+TEST_CASE("safetensors files from an independent Python writer read back exactly",
+          "[safetensors]") {
   // tests/data/make_interop_safetensors.py (struct + json): unsorted, indented, unpadded header.
   auto f = SafetensorsFile::open(kData / "interop_python.safetensors");
   json want = json::parse(read_file(kData / "interop_python.json"));
@@ -195,9 +195,10 @@ TEST_CASE("safetensors files from an independent Python writer read back exactly
     torch::Tensor t = f->load(it.key());
     CHECK(t.sizes().vec() == shape_of(it.value()["shape"]));
     std::vector<int64_t> bits;
-    for (const auto& b : it.value()["bits"]) bits.push_back(static_cast<int64_t>(b.get<uint64_t>()));
-    CHECK(bits_of(t) == bits);                   // bit-exact (F16/BF16 NaN payloads included)
-    check_values(t, it.value()["values"]);       // and decoded as the right dtype
+    for (const auto& b : it.value()["bits"])
+      bits.push_back(static_cast<int64_t>(b.get<uint64_t>()));
+    CHECK(bits_of(t) == bits);              // bit-exact (F16/BF16 NaN payloads included)
+    check_values(t, it.value()["values"]);  // and decoded as the right dtype
   }
   CHECK(n == f->tensors().size());
 }
@@ -211,8 +212,8 @@ TEST_CASE("safetensors files we write are read by the independent Python reader"
   fs::path p = d.path / "ours.safetensors";
   auto tensors = sample_tensors();
   save_safetensors(p, tensors, {{"k", "v"}});
-  std::string cmd = "/usr/bin/python3 " + (kData / "make_interop_safetensors.py").string() + " --read " +
-                    p.string() + " > " + (d.path / "out.json").string();
+  std::string cmd = "/usr/bin/python3 " + (kData / "make_interop_safetensors.py").string() +
+                    " --read " + p.string() + " > " + (d.path / "out.json").string();
   REQUIRE(std::system(cmd.c_str()) == 0);
   json got = json::parse(read_file(d.path / "out.json"));
   CHECK(got["__metadata__"] == json{{"k", "v"}});
@@ -302,7 +303,8 @@ TEST_CASE("sharded safetensors checkpoints are read through the index", "[safete
   auto a = torch::arange(6, torch::kFloat32).reshape({2, 3});
   auto b = torch::tensor({1, 2, 3}, torch::kInt64);
   auto c = torch::ones({2}, torch::kBFloat16);
-  save_safetensors(d.path / "model-00001-of-00002.safetensors", {{"a", a}, {"b", b}}, {{"format", "pt"}});
+  save_safetensors(d.path / "model-00001-of-00002.safetensors", {{"a", a}, {"b", b}},
+                   {{"format", "pt"}});
   save_safetensors(d.path / "model-00002-of-00002.safetensors", {{"c", c}});
   auto index = [&](const std::string& weight_map) {
     write_bytes(d.path / "model.safetensors.index.json",
@@ -329,11 +331,14 @@ TEST_CASE("sharded safetensors checkpoints are read through the index", "[safete
     CHECK_THROWS_AS(TensorStore::open_dir(d.path), InputError);
   };
   expect_error(R"({"a": "model-00001-of-00002.safetensors", "b": "model-00001-of-00002.safetensors",
-                   "c": "missing.safetensors"})", "does not exist");
+                   "c": "missing.safetensors"})",
+               "does not exist");
   expect_error(R"({"a": "model-00001-of-00002.safetensors", "b": "model-00001-of-00002.safetensors",
-                   "c": "model-00001-of-00002.safetensors"})", "which has no such tensor");
-  expect_error(R"({"a": "model-00001-of-00002.safetensors", "c": "model-00002-of-00002.safetensors"})",
-               "holds 'b', which weight_map does not list");
+                   "c": "model-00001-of-00002.safetensors"})",
+               "which has no such tensor");
+  expect_error(
+      R"({"a": "model-00001-of-00002.safetensors", "c": "model-00002-of-00002.safetensors"})",
+      "holds 'b', which weight_map does not list");
   expect_error(R"({"a": "model-00001-of-00002.safetensors", "a": "model-00002-of-00002.safetensors",
                    "b": "model-00001-of-00002.safetensors", "c": "model-00002-of-00002.safetensors"})",
                "duplicate key 'a'");
@@ -346,7 +351,8 @@ TEST_CASE("sharded safetensors checkpoints are read through the index", "[safete
   // The same tensor in two shards.
   save_safetensors(d.path / "model-00002-of-00002.safetensors", {{"c", c}, {"a", a}});
   expect_error(R"({"a": "model-00001-of-00002.safetensors", "b": "model-00001-of-00002.safetensors",
-                   "c": "model-00002-of-00002.safetensors"})", "'a' is in two shards");
+                   "c": "model-00002-of-00002.safetensors"})",
+               "'a' is in two shards");
 
   // A single model.safetensors wins; an empty directory is an error.
   save_safetensors(d.path / "model.safetensors", {{"only", b}});

@@ -1,8 +1,8 @@
 // PyTorch zip checkpoints (torch.save) and `dpft model inspect`. Expected contents come from
 // Python's own zipfile + pickle machinery (tests/data/make_torch_zip_fixtures.py) and from
 // LibTorch's writer (torch::pickle_save), never from the reader under test.
-#include <catch2/catch.hpp>
 #include <torch/serialize.h>
+#include <catch2/catch.hpp>
 
 #include <set>
 
@@ -18,22 +18,16 @@ using namespace dpft;
 using namespace dpft::model;
 using Catch::Matchers::Contains;
 using nlohmann::json;
-using test::bits_of;
-using test::check_values;
-using test::shape_of;
+using namespace dpft::test;
 
 namespace {
-const fs::path kData = fs::path(DPFT_SOURCE_DIR) / "tests" / "data";
+const fs::path kData = test::test_data_dir();
 
 fs::path roberta_bin() {
   fs::path d = test::shared_data_dir();
   return d.empty() ? fs::path() : d / "lora_adapter_roberta_mnli" / "roberta_base_lora_mnli.bin";
 }
 
-std::vector<uint8_t> file_bytes(const fs::path& p) {
-  std::string s = read_file(p);
-  return {s.begin(), s.end()};
-}
 }  // namespace
 
 TEST_CASE("crc32 matches the standard check value", "[safetensors][torch_zip]") {
@@ -63,7 +57,8 @@ TEST_CASE("torch zip corpus: state dicts read exactly, malformed archives are In
       ++bad;
       for (int via_bytes = 0; via_bytes < 2; ++via_bytes) {
         try {
-          auto f = via_bytes ? TorchZipFile::from_bytes(file_bytes(p), p.string()) : TorchZipFile::open(p);
+          auto f = via_bytes ? TorchZipFile::from_bytes(file_bytes(p), p.string())
+                             : TorchZipFile::open(p);
           for (const auto& t : f->tensors()) f->load(t.name);
           FAIL("no error for " << it.key());
         } catch (const InputError& e) {
@@ -201,7 +196,8 @@ TEST_CASE("dpft model inspect: safetensors file, sharded directory, errors", "[s
   save_safetensors(d.path / "model-1.safetensors",
                    {{"emb", torch::zeros({10, 4})}, {"bias", torch::zeros({4}, torch::kBFloat16)}},
                    {{"format", "pt"}});
-  save_safetensors(d.path / "model-2.safetensors", {{"head", torch::zeros({4, 2}, torch::kFloat16)}});
+  save_safetensors(d.path / "model-2.safetensors",
+                   {{"head", torch::zeros({4, 2}, torch::kFloat16)}});
   std::string out;
   REQUIRE(test::cli({"model", "inspect", (d.path / "model-1.safetensors").string(), "--json"}, &out) == 0);
   json j = json::parse(out);
@@ -213,8 +209,9 @@ TEST_CASE("dpft model inspect: safetensors file, sharded directory, errors", "[s
   CHECK(j["tensors"][0] == json{{"name", "bias"}, {"dtype", "BF16"}, {"shape", {4}}, {"numel", 4}});
   CHECK(j["tensors"][1]["shape"] == json{10, 4});
 
-  write_file_atomic(d.path / "model.safetensors.index.json",
-                    R"({"metadata": {"total_size": 184}, "weight_map": {"emb": "model-1.safetensors",
+  write_file_atomic(
+      d.path / "model.safetensors.index.json",
+      R"({"metadata": {"total_size": 184}, "weight_map": {"emb": "model-1.safetensors",
                         "bias": "model-1.safetensors", "head": "model-2.safetensors"}})");
   REQUIRE(test::cli({"model", "inspect", d.path.string(), "--json"}, &out) == 0);
   j = json::parse(out);
@@ -237,6 +234,7 @@ TEST_CASE("dpft model inspect: safetensors file, sharded directory, errors", "[s
   CHECK(test::cli({"model", "inspect"}) == 2);
 
   // A legacy (pre-zip) torch.save pickle gets a hint instead of a bare safetensors error.
-  write_file_atomic(d.path / "legacy.bin", std::string("\x80\x02\x8a\x0a", 4) + std::string(40, 'x'));
+  write_file_atomic(d.path / "legacy.bin",
+                    std::string("\x80\x02\x8a\x0a", 4) + std::string(40, 'x'));
   CHECK_THROWS_WITH(inspect_checkpoint(d.path / "legacy.bin"), Contains("legacy torch.save"));
 }

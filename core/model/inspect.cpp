@@ -39,7 +39,8 @@ CheckpointSummary inspect_checkpoint(const fs::path& path) {
   CheckpointSummary s;
   s.path = path;
   std::error_code ec;
-  if (!fs::exists(path, ec)) throw InputError(fmt::format("{}: no such file or directory", path.string()));
+  if (!fs::exists(path, ec))
+    throw InputError(fmt::format("{}: no such file or directory", path.string()));
   if (!fs::is_directory(path, ec) && TorchZipFile::looks_like_zip(path)) {
     auto z = TorchZipFile::open(path);
     s.format = "pytorch-zip";
@@ -57,12 +58,15 @@ CheckpointSummary inspect_checkpoint(const fs::path& path) {
     std::ifstream in(path, std::ios::binary);
     char head[3] = {};
     if (in.read(head, 3) && head[0] == '\x80' && head[1] == '\x02' && head[2] == '\x8a')
-      throw InputError(std::string(e.what()) + " (the file looks like a legacy torch.save pickle, "
-                       "which dpft does not read: re-save it with PyTorch >= 1.6 or as safetensors)");
+      throw InputError(
+          std::string(e.what()) +
+          " (the file looks like a legacy torch.save pickle, "
+          "which dpft does not read: re-save it with PyTorch >= 1.6 or as safetensors)");
     throw;
   }
-  s.format = store.files().size() == 1 && store.source() == store.files()[0] ? "safetensors"
-                                                                              : "safetensors-sharded";
+  s.format = store.files().size() == 1 && store.source() == store.files()[0]
+                 ? "safetensors"
+                 : "safetensors-sharded";
   s.files = store.files();
   s.metadata = store.metadata();
   for (const auto& name : store.names()) {
@@ -113,7 +117,8 @@ std::string to_text(const CheckpointSummary& s) {
   for (const auto& t : s.tensors)
     out += fmt::format("{:<{}}  {:<5} {}{}\n", t.name, w, t.dtype, shape_text(t.shape),
                        t.device.empty() ? "" : "  (" + t.device + ")");
-  for (const auto& [name, type] : s.skipped) out += fmt::format("not a tensor: {} ({})\n", name, type);
+  for (const auto& [name, type] : s.skipped)
+    out += fmt::format("not a tensor: {} ({})\n", name, type);
   return out;
 }
 

@@ -21,8 +21,8 @@ namespace {
 using json = nlohmann::json;
 
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;  // as the reference implementation
-constexpr size_t kMaxArrayLen = 64;                 // no header array (shape, offsets) is longer
-constexpr size_t kMaxNesting = 3;                   // {name: {"shape": [..]}}
+constexpr size_t kMaxArrayLen = 64;                // no header array (shape, offsets) is longer
+constexpr size_t kMaxNesting = 3;                  // {name: {"shape": [..]}}
 
 struct DTypeRow {
   DType dtype;
@@ -32,11 +32,11 @@ struct DTypeRow {
   int rank;  // the reference writer's alignment order (larger first)
 };
 const DTypeRow kDTypes[] = {
-    {DType::F64, "F64", 8, torch::kFloat64, 8},  {DType::F32, "F32", 4, torch::kFloat32, 7},
-    {DType::F16, "F16", 2, torch::kFloat16, 4},  {DType::BF16, "BF16", 2, torch::kBFloat16, 5},
-    {DType::I64, "I64", 8, torch::kInt64, 9},    {DType::I32, "I32", 4, torch::kInt32, 6},
-    {DType::I16, "I16", 2, torch::kInt16, 3},    {DType::I8, "I8", 1, torch::kInt8, 2},
-    {DType::U8, "U8", 1, torch::kUInt8, 1},      {DType::BOOL, "BOOL", 1, torch::kBool, 0},
+    {DType::F64, "F64", 8, torch::kFloat64, 8}, {DType::F32, "F32", 4, torch::kFloat32, 7},
+    {DType::F16, "F16", 2, torch::kFloat16, 4}, {DType::BF16, "BF16", 2, torch::kBFloat16, 5},
+    {DType::I64, "I64", 8, torch::kInt64, 9},   {DType::I32, "I32", 4, torch::kInt32, 6},
+    {DType::I16, "I16", 2, torch::kInt16, 3},   {DType::I8, "I8", 1, torch::kInt8, 2},
+    {DType::U8, "U8", 1, torch::kUInt8, 1},     {DType::BOOL, "BOOL", 1, torch::kBool, 0},
 };
 
 const DTypeRow& row(DType d) {
@@ -81,7 +81,8 @@ json parse_header_json(const char* begin, const char* end) {
   auto on_value_in_parent = [&]() {
     if (stack.empty() || stack.back().is_object) return;
     if (++stack.back().count > kMaxArrayLen)
-      throw HeaderAbort{fmt::format("{}: an array has more than {} elements", where(), kMaxArrayLen)};
+      throw HeaderAbort{
+          fmt::format("{}: an array has more than {} elements", where(), kMaxArrayLen)};
   };
   json::parser_callback_t cb = [&](int /*depth*/, json::parse_event_t ev, json& parsed) -> bool {
     switch (ev) {
@@ -104,8 +105,10 @@ json parse_header_json(const char* begin, const char* end) {
         std::string k = parsed.get<std::string>();
         if (!stack.empty() && !stack.back().keys.insert(k).second) {
           if (stack.size() == 1)
-            throw HeaderAbort{fmt::format("duplicate entry '{}' (JSON parsers silently keep only "
-                                          "one of two equal keys)", k)};
+            throw HeaderAbort{
+                fmt::format("duplicate entry '{}' (JSON parsers silently keep only "
+                            "one of two equal keys)",
+                            k)};
           throw HeaderAbort{fmt::format("{}: duplicate key '{}'", where(), k)};
         }
         pending_key = k;
@@ -120,7 +123,9 @@ json parse_header_json(const char* begin, const char* end) {
   return json::parse(begin, end, cb, /*allow_exceptions=*/true, /*ignore_comments=*/false);
 }
 
-const char* json_type(const json& j) { return j.type_name(); }
+const char* json_type(const json& j) {
+  return j.type_name();
+}
 
 uint64_t read_u64_le(const uint8_t* p) {
   uint64_t v = 0;
@@ -131,9 +136,15 @@ uint64_t read_u64_le(const uint8_t* p) {
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
-std::string dtype_name(DType d) { return row(d).name; }
-size_t dtype_size(DType d) { return row(d).size; }
-torch::ScalarType to_torch(DType d) { return row(d).torch_type; }
+std::string dtype_name(DType d) {
+  return row(d).name;
+}
+size_t dtype_size(DType d) {
+  return row(d).size;
+}
+torch::ScalarType to_torch(DType d) {
+  return row(d).torch_type;
+}
 
 DType from_torch(torch::ScalarType t) {
   for (const auto& r : kDTypes)
@@ -146,6 +157,13 @@ std::optional<DType> dtype_from_name(const std::string& name) {
   for (const auto& r : kDTypes)
     if (name == r.name) return r.dtype;
   return std::nullopt;
+}
+
+InputError no_such_tensor(const std::string& where, const std::string& name,
+                          const std::vector<std::string>& names) {
+  auto near = closest_match(name, names);
+  return InputError(fmt::format("{}: no tensor '{}' ({} tensors{})", where, name, names.size(),
+                                near ? fmt::format("; did you mean '{}'?", *near) : ""));
 }
 
 int64_t TensorInfo::numel() const {
@@ -178,15 +196,21 @@ void SafetensorsFile::parse(const std::string& what) {
   const uint8_t* data = file_.data();
   const size_t size = file_.size();
   if (size < 8)
-    throw InputError(fmt::format("{}: not a safetensors file: {} bytes, shorter than the 8-byte "
-                                 "header length", what, size));
+    throw InputError(
+        fmt::format("{}: not a safetensors file: {} bytes, shorter than the 8-byte "
+                    "header length",
+                    what, size));
   const uint64_t n = read_u64_le(data);
   if (n > kMaxHeaderBytes)
-    throw InputError(fmt::format("{}: header length {} exceeds the {} byte limit (corrupt file or "
-                                 "not safetensors)", what, n, kMaxHeaderBytes));
+    throw InputError(
+        fmt::format("{}: header length {} exceeds the {} byte limit (corrupt file or "
+                    "not safetensors)",
+                    what, n, kMaxHeaderBytes));
   if (n > size - 8)
-    throw InputError(fmt::format("{}: header length {} runs past the end of the file ({} bytes "
-                                 "after the length field); truncated file?", what, n, size - 8));
+    throw InputError(
+        fmt::format("{}: header length {} runs past the end of the file ({} bytes "
+                    "after the length field); truncated file?",
+                    what, n, size - 8));
   data_start_ = 8 + static_cast<size_t>(n);
   const uint64_t data_size = size - data_start_;
   const char* h = reinterpret_cast<const char*>(data + 8);
@@ -204,7 +228,8 @@ void SafetensorsFile::parse(const std::string& what) {
     throw InputError(fmt::format("{}: header is not valid JSON: {}", what, e.what()));
   }
   if (!root.is_object())
-    throw InputError(fmt::format("{}: header must be a JSON object, got {}", what, json_type(root)));
+    throw InputError(
+        fmt::format("{}: header must be a JSON object, got {}", what, json_type(root)));
 
   std::vector<TensorInfo> infos;
   for (auto it = root.begin(); it != root.end(); ++it) {
@@ -265,7 +290,8 @@ void SafetensorsFile::parse(const std::string& what) {
     }
     uint64_t nbytes = 0;
     if (__builtin_mul_overflow(count, static_cast<uint64_t>(dtype_size(t.dtype)), &nbytes))
-      throw bad(fmt::format("shape {} of {} overflows the byte count", sh.dump(), dt.get<std::string>()));
+      throw bad(
+          fmt::format("shape {} of {} overflows the byte count", sh.dump(), dt.get<std::string>()));
 
     const json& off = v["data_offsets"];
     if (!off.is_array() || off.size() != 2)
@@ -278,12 +304,14 @@ void SafetensorsFile::parse(const std::string& what) {
     if (t.begin > t.end)
       throw bad(fmt::format("data_offsets [{}, {}]: begin > end", t.begin, t.end));
     if (t.end > data_size)
-      throw bad(fmt::format("data_offsets [{}, {}] run past the data section ({} bytes); "
-                            "truncated file?", t.begin, t.end, data_size));
+      throw bad(
+          fmt::format("data_offsets [{}, {}] run past the data section ({} bytes); "
+                      "truncated file?",
+                      t.begin, t.end, data_size));
     if (t.end - t.begin != nbytes)
-      throw bad(fmt::format("data_offsets [{}, {}] hold {} bytes but {} shape {} needs {}",
-                            t.begin, t.end, t.end - t.begin, dtype_name(t.dtype),
-                            shape_str(t.shape), nbytes));
+      throw bad(fmt::format("data_offsets [{}, {}] hold {} bytes but {} shape {} needs {}", t.begin,
+                            t.end, t.end - t.begin, dtype_name(t.dtype), shape_str(t.shape),
+                            nbytes));
     infos.push_back(std::move(t));
   }
 
@@ -313,10 +341,7 @@ torch::Tensor SafetensorsFile::load(const std::string& name) const {
   if (!t) {
     std::vector<std::string> names;
     for (const auto& i : tensors_) names.push_back(i.name);
-    auto near = closest_match(name, names);
-    throw InputError(fmt::format("{}: no tensor '{}' ({} tensors{})", path_.string(), name,
-                                 tensors_.size(),
-                                 near ? fmt::format("; did you mean '{}'?", *near) : ""));
+    throw no_such_tensor(path_.string(), name, names);
   }
   torch::Tensor out = torch::empty(t->shape, torch::TensorOptions().dtype(to_torch(t->dtype)));
   const uint8_t* src = file_.data() + data_start_ + t->begin;
@@ -324,8 +349,10 @@ torch::Tensor SafetensorsFile::load(const std::string& name) const {
   if (t->dtype == DType::BOOL) {  // torch assumes bool bytes are 0 or 1
     for (size_t i = 0; i < nbytes; ++i)
       if (src[i] > 1)
-        throw InputError(fmt::format("{}: tensor '{}': BOOL element {} has byte value {} (must be "
-                                     "0 or 1)", path_.string(), name, i, src[i]));
+        throw InputError(
+            fmt::format("{}: tensor '{}': BOOL element {} has byte value {} (must be "
+                        "0 or 1)",
+                        path_.string(), name, i, src[i]));
   }
   if (nbytes) std::memcpy(out.data_ptr(), src, nbytes);  // memcpy: source may be unaligned
   return out;
@@ -338,8 +365,10 @@ namespace {
 json parse_json_no_duplicates(const std::string& text, const std::string& what) {
   std::vector<std::set<std::string>> keys;
   json::parser_callback_t cb = [&](int, json::parse_event_t ev, json& parsed) -> bool {
-    if (ev == json::parse_event_t::object_start) keys.emplace_back();
-    else if (ev == json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
+    if (ev == json::parse_event_t::object_start)
+      keys.emplace_back();
+    else if (ev == json::parse_event_t::object_end && !keys.empty())
+      keys.pop_back();
     else if (ev == json::parse_event_t::key && !keys.empty()) {
       std::string k = parsed.get<std::string>();
       if (!keys.back().insert(k).second) throw HeaderAbort{fmt::format("duplicate key '{}'", k)};
@@ -367,21 +396,24 @@ TensorStore TensorStore::open_dir(const fs::path& dir) {
   const fs::path index = dir / "model.safetensors.index.json";
   if (fs::exists(single, ec)) return open_file(single);
   if (!fs::exists(index, ec))
-    throw InputError(fmt::format("{}: no model.safetensors or model.safetensors.index.json",
-                                 dir.string()));
+    throw InputError(
+        fmt::format("{}: no model.safetensors or model.safetensors.index.json", dir.string()));
 
   TensorStore s;
   s.source_ = index;
   json j = parse_json_no_duplicates(read_file(index), index.string());
   if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
-    throw InputError(fmt::format("{}: must be an object with a \"weight_map\" object "
-                                 "{{tensor name: shard file}}", index.string()));
+    throw InputError(
+        fmt::format("{}: must be an object with a \"weight_map\" object "
+                    "{{tensor name: shard file}}",
+                    index.string()));
   if (j.contains("metadata") && j["metadata"].is_object())
     for (auto m = j["metadata"].begin(); m != j["metadata"].end(); ++m)
-      s.metadata_[m.key()] = m.value().is_string() ? m.value().get<std::string>() : m.value().dump();
+      s.metadata_[m.key()] =
+          m.value().is_string() ? m.value().get<std::string>() : m.value().dump();
 
   std::map<std::string, std::shared_ptr<SafetensorsFile>> shards;  // file name -> file
-  std::map<std::string, std::string> claimed;                        // tensor -> shard (by map)
+  std::map<std::string, std::string> claimed;                      // tensor -> shard (by map)
   const json& wm = j["weight_map"];
   for (auto it = wm.begin(); it != wm.end(); ++it) {
     const std::string& name = it.key();
@@ -390,7 +422,8 @@ TensorStore TensorStore::open_dir(const fs::path& dir) {
                                    index.string(), name, it.value().dump()));
     std::string shard = it.value().get<std::string>();
     fs::path rel(shard);
-    if (shard.empty() || rel.is_absolute() || rel.has_parent_path() || shard == "." || shard == "..")
+    if (shard.empty() || rel.is_absolute() || rel.has_parent_path() || shard == "." ||
+        shard == "..")
       throw InputError(fmt::format("{}: weight_map['{}'] = '{}' must be a file name in {}",
                                    index.string(), name, shard, dir.string()));
     auto sit = shards.find(shard);
@@ -444,16 +477,13 @@ std::vector<std::string> TensorStore::names() const {
   return v;
 }
 
-bool TensorStore::contains(const std::string& name) const { return where_.count(name) > 0; }
+bool TensorStore::contains(const std::string& name) const {
+  return where_.count(name) > 0;
+}
 
 const std::shared_ptr<SafetensorsFile>& TensorStore::file_of(const std::string& name) const {
   auto it = where_.find(name);
-  if (it == where_.end()) {
-    auto near = closest_match(name, names());
-    throw InputError(fmt::format("{}: no tensor '{}' ({} tensors{})", source_.string(), name,
-                                 where_.size(),
-                                 near ? fmt::format("; did you mean '{}'?", *near) : ""));
-  }
+  if (it == where_.end()) throw no_such_tensor(source_.string(), name, names());
   return it->second;
 }
 
@@ -461,7 +491,9 @@ const TensorInfo& TensorStore::info(const std::string& name) const {
   return *file_of(name)->find(name);
 }
 
-torch::Tensor TensorStore::load(const std::string& name) const { return file_of(name)->load(name); }
+torch::Tensor TensorStore::load(const std::string& name) const {
+  return file_of(name)->load(name);
+}
 
 // ---------------------------------------------------------------------------------------------
 void save_safetensors(const fs::path& path,
@@ -478,9 +510,11 @@ void save_safetensors(const fs::path& path,
     if (name == "__metadata__")
       throw RuntimeError(fmt::format("cannot save {}: '__metadata__' is reserved", path.string()));
     if (!seen.insert(name).second)
-      throw RuntimeError(fmt::format("cannot save {}: tensor name '{}' given twice", path.string(), name));
+      throw RuntimeError(
+          fmt::format("cannot save {}: tensor name '{}' given twice", path.string(), name));
     if (!t.defined())
-      throw RuntimeError(fmt::format("cannot save {}: tensor '{}' is undefined", path.string(), name));
+      throw RuntimeError(
+          fmt::format("cannot save {}: tensor '{}' is undefined", path.string(), name));
     items.push_back({name, from_torch(t.scalar_type()), t.detach().to(torch::kCPU).contiguous()});
   }
   // The reference writer's order: larger dtypes first (so every tensor starts at a multiple of
@@ -528,7 +562,8 @@ void save_safetensors(const fs::path& path,
   w.write(len, 8);
   w.write(header.data(), header.size());
   for (const auto& it : items)
-    if (it.t.numel()) w.write(it.t.data_ptr(), static_cast<size_t>(it.t.numel()) * dtype_size(it.dtype));
+    if (it.t.numel())
+      w.write(it.t.data_ptr(), static_cast<size_t>(it.t.numel()) * dtype_size(it.dtype));
   w.commit();
 }
 

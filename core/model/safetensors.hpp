@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "core/util/error.hpp"
 #include "core/util/mapped_file.hpp"
 
 namespace dpft::model {
@@ -30,11 +31,15 @@ namespace fs = std::filesystem;
 
 enum class DType { F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL };
 
-std::string dtype_name(DType d);         // "F32", ...
-size_t dtype_size(DType d);              // bytes per element
+std::string dtype_name(DType d);  // "F32", ...
+size_t dtype_size(DType d);       // bytes per element
 torch::ScalarType to_torch(DType d);
-DType from_torch(torch::ScalarType t);   // throws RuntimeError for unsupported types
+DType from_torch(torch::ScalarType t);  // throws RuntimeError for unsupported types
 std::optional<DType> dtype_from_name(const std::string& name);  // "F32" -> F32; nullopt if unknown
+
+// The InputError for a tensor name that `where` does not hold, with a "did you mean" from `names`.
+InputError no_such_tensor(const std::string& where, const std::string& name,
+                          const std::vector<std::string>& names);
 
 struct TensorInfo {
   std::string name;
@@ -50,11 +55,12 @@ class SafetensorsFile {
   // Validates the whole header; throws InputError naming `path` on any problem.
   static std::shared_ptr<SafetensorsFile> open(const fs::path& path);
   // Same checks on an in-memory buffer (for fuzzing); `what` names it in errors.
-  static std::shared_ptr<SafetensorsFile> from_bytes(std::vector<uint8_t> bytes, const std::string& what);
+  static std::shared_ptr<SafetensorsFile> from_bytes(std::vector<uint8_t> bytes,
+                                                     const std::string& what);
   ~SafetensorsFile();
 
   const std::vector<TensorInfo>& tensors() const { return tensors_; }  // by data offset
-  const TensorInfo* find(const std::string& name) const;              // nullptr if absent
+  const TensorInfo* find(const std::string& name) const;               // nullptr if absent
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const fs::path& path() const { return path_; }
   // A copy of the tensor as a contiguous CPU tensor of its stored dtype.
@@ -64,8 +70,8 @@ class SafetensorsFile {
   SafetensorsFile() = default;
   void parse(const std::string& what);
   fs::path path_;
-  MappedFile file_;                 // whole file (mapped, or owned bytes)
-  size_t data_start_ = 0;           // 8 + header length
+  MappedFile file_;        // whole file (mapped, or owned bytes)
+  size_t data_start_ = 0;  // 8 + header length
   std::vector<TensorInfo> tensors_;
   std::map<std::string, size_t> index_;
   std::map<std::string, std::string> metadata_;
@@ -82,10 +88,10 @@ class TensorStore {
   static TensorStore open_dir(const fs::path& dir);
   static TensorStore open_file(const fs::path& file);
   static TensorStore open(const fs::path& path);  // open_dir for a directory, else open_file
-  std::vector<std::string> names() const;  // sorted
+  std::vector<std::string> names() const;         // sorted
   bool contains(const std::string& name) const;
   const TensorInfo& info(const std::string& name) const;  // throws InputError if absent
-  torch::Tensor load(const std::string& name) const;  // stored dtype, CPU
+  torch::Tensor load(const std::string& name) const;      // stored dtype, CPU
   // The file's __metadata__, or for a sharded checkpoint the index's "metadata" (non-string
   // values as JSON text).
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
@@ -106,7 +112,8 @@ class TensorStore {
 // name (so each tensor's data is aligned to its element size), packed without gaps; compact
 // header JSON with __metadata__ first (keys sorted), padded with spaces to a multiple of 8.
 // Throws RuntimeError for duplicate or reserved names and unsupported dtypes.
-void save_safetensors(const fs::path& path, const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
+void save_safetensors(const fs::path& path,
+                      const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
 }  // namespace dpft::model

@@ -34,7 +34,7 @@ struct TorchZipTensor {
   int64_t storage_offset = 0;  // in elements
   std::string storage_key;     // record <prefix>/data/<key>
   int64_t storage_numel = 0;
-  std::string device;          // where it was saved from ("cpu", "cuda:0"); loads go to CPU
+  std::string device;  // where it was saved from ("cpu", "cuda:0"); loads go to CPU
   int64_t numel() const;
 };
 
@@ -43,7 +43,8 @@ class TorchZipFile {
   // True if the file starts with a zip local-file signature ("PK\3\4").
   static bool looks_like_zip(const fs::path& path);
   static std::shared_ptr<TorchZipFile> open(const fs::path& path);
-  static std::shared_ptr<TorchZipFile> from_bytes(std::vector<uint8_t> bytes, const std::string& what);
+  static std::shared_ptr<TorchZipFile> from_bytes(std::vector<uint8_t> bytes,
+                                                  const std::string& what);
 
   const std::vector<TorchZipTensor>& tensors() const { return tensors_; }  // pickle order
   const TorchZipTensor* find(const std::string& name) const;

@@ -8,14 +8,14 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
 
 namespace dpft {
 
 MappedFile MappedFile::open(const std::filesystem::path& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw InputError(fmt::format("cannot open {}: {}", path.string(), std::strerror(errno)));
+  if (fd < 0)
+    throw InputError(fmt::format("cannot open {}: {}", path.string(), std::strerror(errno)));
   struct stat st {};
   const bool have_stat = ::fstat(fd, &st) == 0;
   if (have_stat && S_ISDIR(st.st_mode)) {
@@ -31,13 +31,23 @@ MappedFile MappedFile::open(const std::filesystem::path& path) {
       f.size_ = static_cast<size_t>(st.st_size);
     }
   }
-  ::close(fd);  // a mapping stays valid after close
-  if (!f.map_) {
-    std::string s = read_file(path);
-    f.owned_.assign(s.begin(), s.end());
+  if (!f.map_) {  // read from the same descriptor: a pipe cannot be opened twice
+    uint8_t buf[1 << 16];
+    while (true) {
+      ssize_t r = ::read(fd, buf, sizeof buf);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) {
+        int e = errno;
+        ::close(fd);
+        throw InputError(fmt::format("cannot read {}: {}", path.string(), std::strerror(e)));
+      }
+      if (r == 0) break;
+      f.owned_.insert(f.owned_.end(), buf, buf + r);
+    }
     f.data_ = f.owned_.data();
     f.size_ = f.owned_.size();
   }
+  ::close(fd);  // a mapping stays valid after close
   return f;
 }
 
@@ -57,9 +67,13 @@ void MappedFile::reset() {
   owned_.clear();
 }
 
-MappedFile::~MappedFile() { reset(); }
+MappedFile::~MappedFile() {
+  reset();
+}
 
-MappedFile::MappedFile(MappedFile&& o) noexcept { *this = std::move(o); }
+MappedFile::MappedFile(MappedFile&& o) noexcept {
+  *this = std::move(o);
+}
 
 MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
   if (this != &o) {

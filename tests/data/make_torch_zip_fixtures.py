@@ -258,6 +258,8 @@ def state_dict_case():
     root["step"] = 1200
     root["lr"] = 0.001
     root["name"] = "roberta"
+    # As nn.Module.state_dict(): an attribute on the OrderedDict, pickled as BUILD after SETITEMS.
+    root._metadata = collections.OrderedDict([("", {"version": 1}), ("encoder", {"version": 1})])
     storages = [s_f32, s_f16, s_bf16, s_f64, s_i64, s_i32, s_i16, s_i8, s_u8, s_bool]
     expected = collections.OrderedDict()
 
@@ -312,7 +314,8 @@ def write_corpus():
     bad("bad_no_data_pkl.pt", zip_bytes([("archive/version", b"3\n")]), "not a torch.save checkpoint")
     comp = io.BytesIO()
     with zipfile.ZipFile(comp, "w", zipfile.ZIP_DEFLATED) as z:
-        z.writestr("archive/data.pkl", pickle_bytes(root))
+        z.writestr(zipfile.ZipInfo("archive/data.pkl", date_time=(1980, 1, 1, 0, 0, 0)), pickle_bytes(root),
+                   compress_type=zipfile.ZIP_DEFLATED)  # fixed time: the file is reproducible
     bad("bad_compressed.pt", comp.getvalue(), "is compressed (method 8)")
     p = bytearray(good)
     i = p.index(b"encoder.weight")

@@ -11,7 +11,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
-    auto f = dpft::model::SafetensorsFile::from_bytes(std::vector<uint8_t>(data, data + size), "fuzz");
+    auto f =
+        dpft::model::SafetensorsFile::from_bytes(std::vector<uint8_t>(data, data + size), "fuzz");
     for (const auto& t : f->tensors()) {
       if (f->find(t.name) != &t) __builtin_trap();
       torch::Tensor x = f->load(t.name);
