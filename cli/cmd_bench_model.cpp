@@ -45,6 +45,7 @@ int bench_decode(const std::string& arch, const std::string& preset, int64_t voc
   c.max_position = std::max<int64_t>(c.max_position, 1024);
   model::CausalLM m = model::make_causal_lm(c, 0);
   m->eval();
+  BlasThreadsGuard blas(1);  // as generate() decodes
   decode_ms(*m, 16, 4, true);  // warm-up
   double at32 = decode_ms(*m, 32, steps, true), at512 = decode_ms(*m, 512, steps, true);
   double cached256 = decode_ms(*m, 256, steps, true), recompute256 = decode_ms(*m, 256, steps, false);

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/util/error.hpp"
+#include "core/util/system.hpp"
 
 namespace dpft::generate {
 
@@ -80,6 +81,7 @@ std::vector<Generation> generate(model::CausalLMImpl& model, const std::vector<s
   seen = seen.to(dev);
 
   torch::NoGradGuard ng;
+  BlasThreadsGuard blas(1);  // decoding is small-matrix work: see core/util/system.hpp
   bool was_training = model.is_training();
   model.eval();
   auto gen = at::detail::createCPUGenerator(o.seed);

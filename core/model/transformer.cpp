@@ -13,6 +13,8 @@ namespace dpft::model {
 void KVCache::select_rows(const torch::Tensor& rows) {
   for (auto& t : k) t = t.index_select(0, rows);
   for (auto& t : v) t = t.index_select(0, rows);
+  kbuf.clear();  // rebuilt on the next append
+  vbuf.clear();
 }
 
 NormImpl::NormImpl(int64_t dim, double e, bool r) : eps(e), rms(r) {
@@ -92,14 +94,29 @@ std::pair<torch::Tensor, torch::Tensor> cache_kv(KVCache* cache, size_t layer, t
   if (cache->k.size() <= layer) {
     cache->k.resize(layer + 1);
     cache->v.resize(layer + 1);
+    cache->kbuf.resize(layer + 1);
+    cache->vbuf.resize(layer + 1);
   }
-  if (cache->k[layer].defined()) {
-    k = torch::cat({cache->k[layer], k}, 2);
-    v = torch::cat({cache->v[layer], v}, 2);
+  int64_t len = cache->k[layer].defined() ? cache->k[layer].size(2) : 0, T = k.size(2);
+  torch::Tensor& kb = cache->kbuf[layer];
+  torch::Tensor& vb = cache->vbuf[layer];
+  if (!kb.defined() || kb.size(2) < len + T || kb.size(0) != k.size(0)) {
+    // Grow geometrically so that appending one token is amortised O(1) copies, not O(S).
+    int64_t cap = std::max<int64_t>(2 * (len + T), 64);
+    torch::Tensor nk = torch::empty({k.size(0), k.size(1), cap, k.size(3)}, k.options());
+    torch::Tensor nv = torch::empty({v.size(0), v.size(1), cap, v.size(3)}, v.options());
+    if (len > 0) {
+      nk.slice(2, 0, len).copy_(cache->k[layer]);
+      nv.slice(2, 0, len).copy_(cache->v[layer]);
+    }
+    kb = nk;
+    vb = nv;
   }
-  cache->k[layer] = k;
-  cache->v[layer] = v;
-  return {k, v};
+  kb.slice(2, len, len + T).copy_(k);
+  vb.slice(2, len, len + T).copy_(v);
+  cache->k[layer] = kb.slice(2, 0, len + T);
+  cache->v[layer] = vb.slice(2, 0, len + T);
+  return {cache->k[layer], cache->v[layer]};
 }
 
 }  // namespace detail

@@ -25,9 +25,10 @@ namespace dpft::model {
 
 // Per-layer key/value cache for incremental decoding. k[l], v[l]: (B, H_kv, S_past, head_dim).
 struct KVCache {
-  std::vector<torch::Tensor> k, v;
+  std::vector<torch::Tensor> k, v;        // views of the first length() slots of kbuf / vbuf
+  std::vector<torch::Tensor> kbuf, vbuf;  // preallocated storage, grown geometrically
   int64_t length() const { return k.empty() || !k[0].defined() ? 0 : k[0].size(2); }
-  void reset() { k.clear(), v.clear(); }
+  void reset() { k.clear(), v.clear(), kbuf.clear(), vbuf.clear(); }
   // Keep only batch rows `rows` (int64 (B',)), e.g. when finished sequences are dropped.
   void select_rows(const torch::Tensor& rows);
 };

@@ -63,6 +63,17 @@ void warn_if_slow_blas() {
                  b.library.empty() ? "unknown" : b.library);
 }
 
+int blas_threads() {
+  using GetFn = int (*)();
+  auto fn = reinterpret_cast<GetFn>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  return fn ? fn() : 0;
+}
+
+void set_blas_threads(int n) {
+  using SetFn = void (*)(int);
+  if (auto fn = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) fn(n);
+}
+
 std::string host_name() {
   char buf[256] = {0};
   if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";

@@ -21,6 +21,17 @@ BlasInfo blas_info();
 // Logs a loud warning when LibTorch's BLAS is not OpenBLAS (reference BLAS is ~20x slower).
 void warn_if_slow_blas();
 
+// OpenBLAS's own thread pool (separate from LibTorch's OpenMP threads). Small matrix products
+// (KV-cached decoding) run several times slower when both pools compete for the cores, so
+// decoding runs with one BLAS thread. No-ops (returning 0) when the BLAS is not OpenBLAS.
+int blas_threads();
+void set_blas_threads(int n);
+struct BlasThreadsGuard {  // sets n for its lifetime, then restores
+  explicit BlasThreadsGuard(int n) : saved(blas_threads()) { if (saved > 0) set_blas_threads(n); }
+  ~BlasThreadsGuard() { if (saved > 0) set_blas_threads(saved); }
+  int saved;
+};
+
 std::string host_name();
 double peak_rss_mb();                 // ru_maxrss of this process, MiB
 std::string iso_time_now();           // 2026-11-21T05:30:12Z (UTC)
