@@ -1,0 +1,204 @@
+#include "data/table.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <random>
+
+#include "core/util/atomic_file.hpp"
+#include "core/util/error.hpp"
+#include "core/util/strings.hpp"
+
+namespace dpft::data {
+
+size_t Table::column(const std::string& name) const {
+  for (size_t i = 0; i < columns.size(); ++i)
+    if (columns[i] == name) return i;
+  auto m = closest_match(name, columns);
+  throw InputError(fmt::format("{}: no column '{}'; columns are: {}{}", source, name, join(columns, ", "),
+                               m ? fmt::format(" (did you mean '{}'?)", *m) : ""));
+}
+
+namespace {
+
+std::string lower_ext(const std::filesystem::path& p) {
+  std::string e = p.extension().string();
+  std::transform(e.begin(), e.end(), e.begin(), [](unsigned char c) { return std::tolower(c); });
+  return e;
+}
+
+// RFC 4180 records, each with the line it starts on.
+void parse_csv(const std::string& text, Table& t) {
+  std::vector<std::string> rec;
+  std::string field;
+  int64_t line = 1, rec_line = 1;
+  bool in_quotes = false, field_started = false, any = false;
+  size_t i = 0, n = text.size();
+  if (n >= 3 && text.compare(0, 3, "\xEF\xBB\xBF") == 0) i = 3;  // UTF-8 BOM
+  auto end_record = [&]() {
+    rec.push_back(field);
+    field.clear();
+    if (t.columns.empty()) {
+      t.columns = rec;
+    } else if (!(rec.size() == 1 && rec[0].empty())) {  // skip blank lines
+      if (rec.size() != t.columns.size())
+        throw InputError(fmt::format("{}:{}: {} fields, but the header has {}", t.source, rec_line, rec.size(),
+                                     t.columns.size()));
+      t.rows.push_back(rec);
+      t.line.push_back(rec_line);
+    }
+    rec.clear();
+    field_started = any = false;
+  };
+  for (; i < n; ++i) {
+    char c = text[i];
+    if (in_quotes) {
+      if (c == '"') {
+        if (i + 1 < n && text[i + 1] == '"') {
+          field += '"';
+          ++i;
+        } else {
+          in_quotes = false;
+        }
+      } else {
+        if (c == '\n') ++line;
+        field += c;
+      }
+      continue;
+    }
+    if (c == '"' && !field_started) {
+      in_quotes = field_started = any = true;
+    } else if (c == ',') {
+      rec.push_back(field);
+      field.clear();
+      field_started = false;
+      any = true;
+    } else if (c == '\r' && i + 1 < n && text[i + 1] == '\n') {
+      continue;
+    } else if (c == '\n') {
+      end_record();
+      ++line;
+      rec_line = line;
+    } else {  // includes a quote inside an unquoted field: literal, as Python's csv reads it
+      field += c;
+      field_started = any = true;
+    }
+  }
+  if (in_quotes) throw InputError(fmt::format("{}:{}: unterminated quoted field", t.source, rec_line));
+  if (any || !field.empty() || !rec.empty()) end_record();
+}
+
+void parse_tsv(const std::string& text, Table& t) {
+  size_t pos = 0;
+  int64_t line = 0;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    std::string l = text.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+    pos = nl == std::string::npos ? text.size() : nl + 1;
+    ++line;
+    if (!l.empty() && l.back() == '\r') l.pop_back();
+    if (l.empty()) continue;
+    std::vector<std::string> f;
+    size_t s = 0;
+    while (true) {
+      size_t tab = l.find('\t', s);
+      f.push_back(l.substr(s, tab == std::string::npos ? std::string::npos : tab - s));
+      if (tab == std::string::npos) break;
+      s = tab + 1;
+    }
+    if (t.columns.empty()) {
+      t.columns = f;
+      continue;
+    }
+    if (f.size() != t.columns.size())
+      throw InputError(fmt::format("{}:{}: {} fields, but the header has {}", t.source, line, f.size(), t.columns.size()));
+    t.rows.push_back(std::move(f));
+    t.line.push_back(line);
+  }
+}
+
+void parse_jsonl(const std::string& text, Table& t) {
+  size_t pos = 0;
+  int64_t line = 0;
+  std::map<std::string, size_t> index;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    std::string l = text.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+    pos = nl == std::string::npos ? text.size() : nl + 1;
+    ++line;
+    if (l.find_first_not_of(" \t\r") == std::string::npos) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(l);
+    } catch (const nlohmann::json::parse_error& e) {
+      throw InputError(fmt::format("{}:{}: invalid JSON: {}", t.source, line, e.what()));
+    }
+    if (!j.is_object()) throw InputError(fmt::format("{}:{}: expected a JSON object per line", t.source, line));
+    if (t.columns.empty())
+      for (auto it = j.begin(); it != j.end(); ++it) {
+        index[it.key()] = t.columns.size();
+        t.columns.push_back(it.key());
+      }
+    std::vector<std::string> row(t.columns.size());
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      auto f = index.find(it.key());
+      if (f == index.end()) continue;  // keys absent from the first row are ignored
+      row[f->second] = it->is_string() ? it->get<std::string>() : it->dump();
+    }
+    t.rows.push_back(std::move(row));
+    t.line.push_back(line);
+  }
+}
+
+}  // namespace
+
+Table read_table(const std::filesystem::path& path, const std::string& format) {
+  std::string fmt_ = format;
+  if (fmt_ == "auto") {
+    std::string e = lower_ext(path);
+    fmt_ = e == ".csv" ? "csv" : e == ".tsv" ? "tsv" : (e == ".jsonl" || e == ".json") ? "jsonl" : "";
+    if (fmt_.empty())
+      throw ConfigError(fmt::format("{}: cannot tell the format from the extension '{}'; set format: csv, tsv or jsonl",
+                                    path.string(), e));
+  }
+  if (!std::filesystem::exists(path)) throw InputError(fmt::format("data file '{}' not found", path.string()));
+  Table t;
+  t.source = path.string();
+  std::string text = read_file(path);
+  if (fmt_ == "csv") parse_csv(text, t);
+  else if (fmt_ == "tsv") parse_tsv(text, t);
+  else if (fmt_ == "jsonl") parse_jsonl(text, t);
+  else throw ConfigError(fmt::format("data format '{}': use auto, csv, tsv or jsonl", fmt_));
+  if (t.columns.empty()) throw InputError(fmt::format("{}: empty file (no header or rows)", t.source));
+  return t;
+}
+
+std::vector<Example> examples(const Table& t, const std::string& text_column, const std::string& label_column) {
+  size_t tc = t.column(text_column);
+  std::optional<size_t> lc;
+  if (!label_column.empty()) lc = t.column(label_column);
+  std::vector<Example> out;
+  out.reserve(t.rows.size());
+  for (size_t i = 0; i < t.rows.size(); ++i)
+    out.push_back({static_cast<int64_t>(i), t.rows[i][tc], lc ? t.rows[i][*lc] : ""});
+  return out;
+}
+
+std::vector<Example> subsample(const std::vector<Example>& all, int64_t k, uint64_t seed) {
+  if (k <= 0 || k >= static_cast<int64_t>(all.size())) return all;
+  std::vector<size_t> idx(all.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  std::mt19937_64 rng(seed);
+  for (size_t i = idx.size() - 1; i > 0; --i) {  // Fisher-Yates with our own draws (portable)
+    size_t j = static_cast<size_t>(rng() % (i + 1));
+    std::swap(idx[i], idx[j]);
+  }
+  idx.resize(static_cast<size_t>(k));
+  std::sort(idx.begin(), idx.end());
+  std::vector<Example> out;
+  for (size_t i : idx) out.push_back(all[i]);
+  return out;
+}
+
+}  // namespace dpft::data

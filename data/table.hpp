@@ -1,0 +1,42 @@
+// Reading tabular text data sets: CSV (RFC 4180: quoted fields with embedded commas, quotes
+// and newlines), TSV (GLUE style: tab-separated, first line a header, no quoting) and JSONL
+// (one JSON object per line). Every row becomes named string fields; errors name the file and
+// line. Used by the engine to load private training / evaluation text (and labels).
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace dpft::data {
+
+struct Table {
+  std::string source;                      // path, for messages
+  std::vector<std::string> columns;        // header order (JSONL: keys of the first row)
+  std::vector<std::vector<std::string>> rows;  // rows[i][c] = value of columns[c]
+  std::vector<int64_t> line;               // 1-based line where each row starts
+  // Index of `name`; InputError listing the columns if absent.
+  size_t column(const std::string& name) const;
+};
+
+// format: "auto" (from the extension: .csv, .tsv, .jsonl / .json), "csv", "tsv", "jsonl".
+// Throws InputError (exit 3) for a missing file, a malformed row (naming file:line) or a
+// row whose field count differs from the header's.
+Table read_table(const std::filesystem::path& path, const std::string& format = "auto");
+
+// A labelled or unlabelled text example with its row index in the file.
+struct Example {
+  int64_t index = 0;   // row number in the file (0-based), stable under subsampling
+  std::string text;
+  std::string label;   // "" when unlabelled
+};
+
+// The text (and optional label) column of a table; empty texts are kept (callers decide).
+std::vector<Example> examples(const Table& t, const std::string& text_column, const std::string& label_column = "");
+
+// A deterministic subsample of k of the n examples (all if k == 0 or k >= n), chosen by a
+// seeded shuffle and returned in file order.
+std::vector<Example> subsample(const std::vector<Example>& all, int64_t k, uint64_t seed);
+
+}  // namespace dpft::data
