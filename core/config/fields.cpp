@@ -35,8 +35,7 @@ std::string leaf(const std::string& path) {
 std::string suggestion_for(const std::string& unknown, const std::set<std::string>& known) {
   // Same block first (typo), then the same leaf name elsewhere (wrong block).
   std::string parent = unknown.substr(0, unknown.size() - leaf(unknown).size());
-  std::vector<std::string> siblings, leaves;
-  std::vector<std::string> all(known.begin(), known.end());
+  std::vector<std::string> siblings;
   for (const auto& k : known)
     if (k.compare(0, parent.size(), parent) == 0 && k.find('.', parent.size()) == std::string::npos)
       siblings.push_back(k);
