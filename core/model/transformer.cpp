@@ -182,4 +182,11 @@ std::pair<torch::Tensor, torch::Tensor> per_token_loss(const torch::Tensor& logi
   return {nll.view({B, T - 1}), mask.view({B, T - 1})};
 }
 
+std::pair<torch::Tensor, torch::Tensor> per_sample_loss(const torch::Tensor& logits, const torch::Tensor& labels,
+                                                        int64_t ignore_index) {
+  auto [loss, mask] = per_token_loss(logits, labels, ignore_index);
+  torch::Tensor tokens = mask.sum(1);  // (B) int64
+  return {loss.sum(1) / tokens.clamp_min(1).to(loss.scalar_type()), tokens};
+}
+
 }  // namespace dpft::model

@@ -92,6 +92,12 @@ std::vector<std::pair<std::string, torch::Tensor>> export_weights(CausalLM& mode
 std::pair<torch::Tensor, torch::Tensor> per_token_loss(const torch::Tensor& logits, const torch::Tensor& labels,
                                                        int64_t ignore_index = -100);
 
+// Each sample's mean next-token cross-entropy over its scored positions (the PE-SGD paper's
+// per-sample loss; 0 for a sample with no scored token). logits (B, T, V), labels (B, T) ->
+// loss (B), tokens (B) int64 (scored positions per sample).
+std::pair<torch::Tensor, torch::Tensor> per_sample_loss(const torch::Tensor& logits, const torch::Tensor& labels,
+                                                        int64_t ignore_index = -100);
+
 // Shared building blocks (used by gpt2.cpp and llama.cpp).
 namespace detail {
 // Additive attention bias (B, 1, T, S): 0 where query t may see key s (causal: s <= S - T + t,
