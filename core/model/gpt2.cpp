@@ -93,7 +93,7 @@ class GPT2Impl : public CausalLMImpl {
       x = x + m;
     }
     x = body->ln_f(x);
-    return lm_head ? lm_head(x) : torch::matmul(x, body->wte->weight.t());
+    return lm_head ? lm_head(x) : body->wte->project(x);
   }
 
   std::vector<std::pair<std::string, Linear>> linears() override {

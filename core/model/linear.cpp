@@ -14,17 +14,16 @@ LinearImpl::LinearImpl(int64_t in, int64_t out, bool with_bias) : in_features(in
 }
 
 torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
-  if (capture) {
-    capture->input = x.detach();
-  }
   torch::Tensor y = torch::nn::functional::linear(x, weight, bias.defined() ? bias : torch::Tensor());
   if (has_lora() && !merged_) {
     torch::Tensor xd = (lora_dropout_ > 0 && is_training()) ? torch::dropout(x, lora_dropout_, true) : x;
     y = y + lora_scale_ * torch::matmul(torch::matmul(xd, lora_A.t()), lora_B.t());
+    if (capture && xd.data_ptr() != x.data_ptr()) capture->aux = xd.detach();
   }
-  if (capture && y.requires_grad()) {
-    LinearCapture* c = capture;
-    y.register_hook([c](torch::Tensor g) { c->grad_output = g.detach(); });
+  if (capture) {
+    capture->input = x.detach();
+    capture->output = y;
+    ++capture->calls;
   }
   return y;
 }

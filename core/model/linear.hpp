@@ -3,19 +3,16 @@
 // Hu et al. 2021, Eq. 3).
 //   weight: (out, in)   bias: (out) or undefined   lora_A: (r, in)   lora_B: (out, r)
 // GPT-2's Conv1D stores its weight as (in, out): loaders transpose it (see gpt2.cpp).
-// Capture: when `capture` is set, forward() records the input activation and, via a tensor
-// hook, the gradient of the output, which per-sample gradient code (core/grad) consumes.
+// Capture: when `capture` is set, forward() records its input (and the dropped-out input LoRA
+// saw) and its output, which the per-sample gradient engine (core/grad) consumes.
 #pragma once
 #include <torch/torch.h>
 
 #include <string>
 
-namespace dpft::model {
+#include "core/model/capture.hpp"
 
-struct LinearCapture {
-  torch::Tensor input;        // x: (B, T, in), as seen by the layer (before LoRA dropout)
-  torch::Tensor grad_output;  // dL/dy: (B, T, out)
-};
+namespace dpft::model {
 
 class LinearImpl : public torch::nn::Module {
  public:
@@ -37,7 +34,7 @@ class LinearImpl : public torch::nn::Module {
 
   int64_t in_features, out_features;
   torch::Tensor weight, bias, lora_A, lora_B;
-  LinearCapture* capture = nullptr;
+  Capture* capture = nullptr;
 
  private:
   double lora_scale_ = 0, lora_dropout_ = 0;

@@ -119,7 +119,7 @@ class LlamaImpl : public CausalLMImpl {
       x = x + L->mlp->down_proj(torch::silu(L->mlp->gate_proj(h)) * L->mlp->up_proj(h));
     }
     x = body->norm(x);
-    return lm_head ? lm_head(x) : torch::matmul(x, body->embed_tokens->weight.t());
+    return lm_head ? lm_head(x) : body->embed_tokens->project(x);
   }
 
   std::vector<std::pair<std::string, Linear>> linears() override {

@@ -23,18 +23,47 @@ NormImpl::NormImpl(int64_t dim, double e, bool r) : eps(e), rms(r) {
 }
 
 torch::Tensor NormImpl::forward(const torch::Tensor& x) {
-  if (!rms) return torch::layer_norm(x, {x.size(-1)}, weight, bias, eps);
-  // RMSNorm (Zhang & Sennrich 2019), computed in fp32 as HF's LlamaRMSNorm does.
-  torch::Tensor xf = x.to(torch::kFloat32);
-  torch::Tensor y = xf * torch::rsqrt(xf.pow(2).mean(-1, true) + eps);
-  return weight * y.to(x.scalar_type());
+  torch::Tensor out;
+  if (!rms) {
+    out = torch::layer_norm(x, {x.size(-1)}, weight, bias, eps);
+    if (capture) capture->aux = torch::layer_norm(x.detach(), {x.size(-1)}, {}, {}, eps);
+  } else {
+    // RMSNorm (Zhang & Sennrich 2019), computed in fp32 as HF's LlamaRMSNorm does.
+    torch::Tensor xf = x.to(torch::kFloat32);
+    torch::Tensor y = (xf * torch::rsqrt(xf.pow(2).mean(-1, true) + eps)).to(x.scalar_type());
+    out = weight * y;
+    if (capture) capture->aux = y.detach();
+  }
+  if (capture) {
+    capture->output = out;
+    ++capture->calls;
+  }
+  return out;
 }
 
 EmbeddingImpl::EmbeddingImpl(int64_t num, int64_t dim) {
   weight = register_parameter("weight", torch::randn({num, dim}) * 0.02);
 }
 
-torch::Tensor EmbeddingImpl::forward(const torch::Tensor& ids) { return torch::embedding(weight, ids); }
+torch::Tensor EmbeddingImpl::forward(const torch::Tensor& ids) {
+  torch::Tensor out = torch::embedding(weight, ids);
+  if (capture) {
+    capture->input = ids;
+    capture->output = out;
+    ++capture->calls;
+  }
+  return out;
+}
+
+torch::Tensor EmbeddingImpl::project(const torch::Tensor& x) {
+  torch::Tensor out = torch::matmul(x, weight.t());
+  if (head_capture) {
+    head_capture->input = x.detach();
+    head_capture->output = out;
+    ++head_capture->calls;
+  }
+  return out;
+}
 
 std::vector<std::string> CausalLMImpl::checkpoint_names() {
   std::vector<std::string> out;

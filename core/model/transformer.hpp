@@ -40,6 +40,7 @@ class NormImpl : public torch::nn::Module {  // LayerNorm (weight, bias) or RMSN
   torch::Tensor weight, bias;
   double eps;
   bool rms;
+  Capture* capture = nullptr;  // see capture.hpp
 };
 TORCH_MODULE(Norm);
 
@@ -47,7 +48,11 @@ class EmbeddingImpl : public torch::nn::Module {
  public:
   EmbeddingImpl(int64_t num, int64_t dim);
   torch::Tensor forward(const torch::Tensor& ids);  // (B, T) -> (B, T, dim)
-  torch::Tensor weight;                             // (num, dim)
+  // The tied output head: x (B, T, dim) -> logits x W^T (B, T, num).
+  torch::Tensor project(const torch::Tensor& x);
+  torch::Tensor weight;                 // (num, dim)
+  Capture* capture = nullptr;           // lookup (see capture.hpp)
+  Capture* head_capture = nullptr;      // project()
 };
 TORCH_MODULE(Embedding);
 
