@@ -7,12 +7,17 @@
 
 namespace dpft {
 
-std::unique_ptr<Method> make_noop_method();  // methods/noop.cpp
+std::unique_ptr<Method> make_noop_method();    // methods/noop.cpp
+std::unique_ptr<Method> make_sgd_method();     // methods/sgd.cpp
+std::unique_ptr<Method> make_dp_sgd_method();  // methods/dp_sgd.cpp
 
 const std::vector<MethodInfo>& method_registry() {
   static const std::vector<MethodInfo> registry = {
       {"noop", "no training: records the resolved config, ticks optional empty steps, writes metrics",
        make_noop_method},
+      {"sgd", "non-private fine-tuning (or clip-only with clip: true); also pretraining", make_sgd_method},
+      {"dp-sgd", "DP-SGD / DP-AdamW: Poisson sampling, per-sample clipping, Gaussian noise (Abadi et al. 2016)",
+       make_dp_sgd_method},
   };
   return registry;
 }

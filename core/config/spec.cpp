@@ -183,6 +183,8 @@ Spec parse_spec(const YAML::Node& root) {
     o.get("dir", s.output.dir);
     if (s.output.dir.empty()) throw ConfigError("output.dir: must not be empty (default: runs)");
     o.get("checkpoint_every", s.output.checkpoint_every, Range::at_least(0));
+    o.get("save_model", s.output.save_model);
+    o.get_choice("save_dtype", s.output.save_dtype, {"float32", "float16", "bfloat16"});
     o.finish();
   }
   {
@@ -257,6 +259,8 @@ YAML::Node spec_to_yaml(const Spec& s) {
   n["eval"]["per_sample"] = s.eval.per_sample;
   n["output"]["dir"] = s.output.dir;
   n["output"]["checkpoint_every"] = s.output.checkpoint_every;
+  n["output"]["save_model"] = s.output.save_model;
+  n["output"]["save_dtype"] = s.output.save_dtype;
   return n;
 }
 

@@ -80,6 +80,8 @@ struct EvalSpec {
 struct OutputSpec {
   std::string dir = "runs";     // runs go to <dir>/<name>/<run-id>/
   int64_t checkpoint_every = 0;  // steps between checkpoints (0 = none)
+  bool save_model = true;        // save the trained adapter (LoRA) or model (full) in the run dir
+  std::string save_dtype = "float32";  // dtype of a saved full model: float32 | float16 | bfloat16
 };
 
 struct MethodSpec {

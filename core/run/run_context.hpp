@@ -12,6 +12,7 @@ struct RunContext {
   const Spec& spec;
   RunDir& dir;
   privacy::PrivacyLedger& ledger;
+  bool resume = false;  // continue from <dir>/checkpoint when present
 };
 
 }  // namespace dpft

@@ -40,6 +40,18 @@ RunDir RunDir::create(const std::string& out_root, const Spec& spec) {
   return d;
 }
 
+RunDir RunDir::open(const fs::path& dir) {
+  if (!fs::exists(dir / "config.resolved.yaml"))
+    throw InputError(fmt::format("{} is not a dpft run directory (no config.resolved.yaml); pass the directory "
+                                 "`dpft run` printed",
+                                 dir.string()));
+  RunDir d;
+  d.path_ = dir;
+  d.run_id_ = dir.filename().string();
+  d.events_ = JsonlWriter(d.path_ / "metrics.jsonl");
+  return d;
+}
+
 void RunDir::event(const std::string& kind, nlohmann::json fields) {
   nlohmann::json e = {{"event", kind}, {"time", iso_time_now()}};
   if (fields.is_object()) e.update(fields);

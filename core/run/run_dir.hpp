@@ -23,6 +23,8 @@ class RunDir {
  public:
   // Creates a fresh directory <out_root>/<spec.name>/<YYYYmmdd-HHMMSS>-s<seed>[-N] (never reuses one).
   static RunDir create(const std::string& out_root, const Spec& spec);
+  // An existing run directory (for --resume); InputError if it is not one.
+  static RunDir open(const fs::path& dir);
 
   const fs::path& path() const { return path_; }
   const std::string& run_id() const { return run_id_; }

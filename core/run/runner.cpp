@@ -6,6 +6,7 @@
 
 #include "core/run/run_context.hpp"
 #include "core/run/run_dir.hpp"
+#include "core/train/setup.hpp"
 #include "core/util/error.hpp"
 #include "core/util/log.hpp"
 #include "core/util/signals.hpp"
@@ -57,9 +58,13 @@ RunResult run_experiment(const Spec& spec, const RunOptions& opts) {
   DPFT_CHECK(spec.method.impl != nullptr, "spec has no configured method");
   // Refuse a plan over budget before anything is created or released.
   privacy::PrivacyLedger ledger(ledger_options(spec));
-  ledger.check_plan(spec.method.impl->planned_releases(spec, PlanInputs{}));
-  RunDir dir = RunDir::create(opts.out_dir.empty() ? spec.output.dir : opts.out_dir, spec);
-  write_file_atomic(dir.file("config.resolved.yaml"), spec_to_yaml_string(spec));
+  const bool resume = !opts.resume_dir.empty();
+  PlanInputs plan_in;
+  plan_in.dataset_size = train::count_train_examples(spec);
+  if (!resume) ledger.check_plan(spec.method.impl->planned_releases(spec, plan_in));
+  RunDir dir = resume ? RunDir::open(opts.resume_dir)
+                      : RunDir::create(opts.out_dir.empty() ? spec.output.dir : opts.out_dir, spec);
+  if (!resume) write_file_atomic(dir.file("config.resolved.yaml"), spec_to_yaml_string(spec));
   add_log_file(dir.file("log.txt"));
   struct LogGuard {
     ~LogGuard() { remove_log_files(); }
@@ -67,6 +72,7 @@ RunResult run_experiment(const Spec& spec, const RunOptions& opts) {
 
   nlohmann::json manifest = base_manifest(spec, opts.command_line);
   manifest["start_time"] = iso_time_now();
+  if (resume) manifest["resumed"] = true;
   manifest["status"] = "running";
   dir.write_manifest(manifest);
   spdlog::info("run {} -> {}", spec.name, dir.path().string());
@@ -76,7 +82,11 @@ RunResult run_experiment(const Spec& spec, const RunOptions& opts) {
   auto finish = [&](const std::string& status, int exit_code, const std::string& error) {
     double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     metrics["status"] = status;
-    metrics["privacy"] = ledger.to_json();
+    nlohmann::json priv = ledger.to_json();  // the ledger's numbers, plus the method's settings
+    if (metrics.contains("privacy") && metrics["privacy"].is_object())
+      for (auto& [k, v] : metrics["privacy"].items())
+        if (!priv.contains(k)) priv[k] = v;
+    metrics["privacy"] = priv;
     metrics["timing"]["total_s"] = total;
     metrics["memory"]["peak_rss_mb"] = peak_rss_mb();
     if (!error.empty()) metrics["error"] = error;
@@ -92,7 +102,7 @@ RunResult run_experiment(const Spec& spec, const RunOptions& opts) {
   metrics["privacy"] = ledger.to_json();
   dir.write_metrics(metrics);  // a run killed outright still leaves a parseable metrics.json
   dir.event("start", {{"method", spec.method.name}, {"seed", spec.seed}});
-  RunContext ctx{spec, dir, ledger};
+  RunContext ctx{spec, dir, ledger, resume};
   try {
     nlohmann::json block = spec.method.impl->run(ctx);
     if (block.is_object()) metrics.update(block);

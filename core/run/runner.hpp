@@ -11,6 +11,7 @@ namespace dpft {
 struct RunOptions {
   std::string out_dir;        // overrides spec.output.dir when non-empty (--out)
   std::string command_line;   // recorded in manifest.json
+  std::string resume_dir;     // continue this run (its config.resolved.yaml is the spec)
 };
 
 struct RunResult {

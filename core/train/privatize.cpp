@@ -1,0 +1,66 @@
+#include "core/train/privatize.hpp"
+
+#include <chrono>
+#include <cmath>
+
+namespace dpft::train {
+
+namespace {
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+torch::Tensor clip_weights(const torch::Tensor& norms, double C, const std::string& clipping) {
+  if (clipping == "normalize") return C / (norms + kNormalizeGamma);
+  if (!std::isfinite(C)) return torch::ones_like(norms);
+  // min(1, C / ||g||), with ||g|| = 0 -> 1
+  return torch::where(norms > C, C / norms.clamp_min(1e-30), torch::ones_like(norms));
+}
+
+std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const data::LmDataset& ds,
+                                       const std::vector<int64_t>& rows, int64_t micro_batch, int64_t pad_id,
+                                       const DpSettings& dp, BatchStats* stats) {
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<torch::Tensor> sum;
+  for (auto& p : psg.params()) sum.push_back(torch::zeros_like(p.param));
+  double loss = 0, norm_sum = 0;
+  int64_t clipped = 0;
+  for (size_t i = 0; i < rows.size(); i += static_cast<size_t>(micro_batch)) {
+    std::vector<int64_t> chunk(rows.begin() + i, rows.begin() + std::min(rows.size(), i + micro_batch));
+    data::LmBatch b = data::collate(ds, chunk, pad_id);
+    torch::Tensor losses = psg.compute(b.input_ids, b.attention_mask, b.labels);
+    torch::Tensor norms = psg.sq_norms().sqrt();
+    std::vector<torch::Tensor> part = psg.weighted_sum(clip_weights(norms, dp.clip_norm, dp.clipping));
+    for (size_t k = 0; k < sum.size(); ++k) sum[k] += part[k];
+    loss += losses.sum().item<double>();
+    norm_sum += norms.sum().item<double>();
+    clipped += (norms > dp.clip_norm).sum().item<int64_t>();
+  }
+  psg.release();
+  if (stats) {
+    double n = static_cast<double>(std::max<size_t>(rows.size(), 1));
+    stats->batch_size = static_cast<int64_t>(rows.size());
+    stats->loss = loss / n;
+    stats->grad_norm_mean = norm_sum / n;
+    stats->clipped_fraction = static_cast<double>(clipped) / n;
+    stats->grad_seconds += since(t0);
+  }
+  return sum;
+}
+
+double noise_and_scale(std::vector<torch::Tensor>& grads, const DpSettings& dp, privacy::NoiseSource& noise,
+                       int64_t realized_batch, BatchStats* stats) {
+  auto t0 = std::chrono::steady_clock::now();
+  if (dp.sigma > 0) {
+    double std = dp.sigma * dp.clip_norm;
+    for (auto& g : grads) g.add_(noise.normal(g.sizes(), std, torch::kFloat32).to(g.scalar_type()));
+  }
+  double div = dp.divisor == "realized" ? static_cast<double>(std::max<int64_t>(realized_batch, 1))
+                                        : dp.expected_batch();
+  for (auto& g : grads) g.div_(div);
+  if (stats) stats->noise_seconds += since(t0);
+  return div;
+}
+
+}  // namespace dpft::train

@@ -1,0 +1,306 @@
+#include "core/train/trainer.hpp"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <sstream>
+
+#include "core/eval/lm_eval.hpp"
+#include "core/model/checkpoint.hpp"
+#include "core/model/safetensors.hpp"
+#include "core/privacy/sampler.hpp"
+#include "core/train/optimizer.hpp"
+#include "core/train/schedule.hpp"
+#include "core/util/atomic_file.hpp"
+#include "core/util/error.hpp"
+#include "core/util/progress.hpp"
+#include "core/util/seed.hpp"
+#include "core/util/signals.hpp"
+
+namespace dpft::train {
+
+namespace fs = std::filesystem;
+using torch::Tensor;
+
+namespace {
+
+// Epochs of fixed-size batches without replacement (non-private runs). State: the generator
+// at the start of the current epoch, and the position in it.
+class ShuffleSampler {
+ public:
+  ShuffleSampler(int64_t n, int64_t batch, uint64_t seed) : n_(n), batch_(std::max<int64_t>(1, batch)), rng_(seed) {
+    new_epoch();
+  }
+  std::vector<int64_t> next() {
+    if (pos_ >= n_) new_epoch();
+    int64_t end = std::min(n_, pos_ + batch_);
+    std::vector<int64_t> rows(perm_.begin() + pos_, perm_.begin() + end);
+    pos_ = end;
+    std::sort(rows.begin(), rows.end());
+    return rows;
+  }
+  std::string state() const {
+    std::ostringstream os;
+    os << pos_ << " " << epoch_start_;
+    return os.str();
+  }
+  void set_state(const std::string& s) {
+    std::istringstream is(s);
+    int64_t pos = 0;
+    is >> pos >> rng_;
+    DPFT_CHECK_AS(InputError, !is.fail(), "checkpoint: malformed shuffle sampler state");
+    new_epoch();
+    pos_ = pos;
+  }
+
+ private:
+  int64_t n_, batch_, pos_ = 0;
+  std::mt19937_64 rng_;
+  std::string epoch_start_;
+  std::vector<int64_t> perm_;
+  void new_epoch() {
+    std::ostringstream os;
+    os << rng_;
+    epoch_start_ = os.str();
+    perm_.resize(static_cast<size_t>(n_));
+    for (int64_t i = 0; i < n_; ++i) perm_[static_cast<size_t>(i)] = i;
+    for (int64_t i = n_ - 1; i > 0; --i) {  // Fisher-Yates with an unbiased bounded draw
+      std::uniform_int_distribution<int64_t> d(0, i);
+      std::swap(perm_[static_cast<size_t>(i)], perm_[static_cast<size_t>(d(rng_))]);
+    }
+    pos_ = 0;
+  }
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+}  // namespace
+
+struct Trainer::State {
+  RunContext& ctx;
+  TrainInputs& in;
+  LoopOptions opts;
+  privacy::NoiseSource* noise;
+  std::vector<std::string> names;
+  std::vector<Tensor> params;
+  std::unique_ptr<Optimizer> opt;
+  ScheduleOptions sched;
+  std::unique_ptr<privacy::PoissonSampler> poisson;
+  std::unique_ptr<ShuffleSampler> shuffle;
+  int64_t step = 0;
+  nlohmann::json history = nlohmann::json::array(), eval_history = nlohmann::json::array();
+  nlohmann::json eval_base, eval_final;
+  std::vector<double> step_seconds;
+  double grad_seconds = 0, eval_seconds = 0;
+  State(RunContext& c, TrainInputs& i) : ctx(c), in(i) {}
+  fs::path ckpt_dir() const { return ctx.dir.path() / "checkpoint"; }
+};
+
+Trainer::Trainer(RunContext& ctx, TrainInputs& in, LoopOptions opts, privacy::NoiseSource* noise)
+    : s_(std::make_unique<State>(ctx, in)) {
+  s_->opts = std::move(opts);
+  s_->noise = noise;
+  for (auto& [name, t] : model::trainable_parameters(in.model)) s_->names.push_back(name), s_->params.push_back(t);
+  const TrainSpec& tr = ctx.spec.train;
+  OptimizerOptions oo;
+  oo.kind = tr.optimizer;
+  oo.weight_decay = tr.weight_decay;
+  oo.momentum = tr.momentum;
+  s_->opt = std::make_unique<Optimizer>(s_->params, oo);
+  s_->sched = ScheduleOptions{tr.schedule, tr.lr, tr.warmup_ratio, tr.steps};
+  uint64_t seed = static_cast<uint64_t>(ctx.spec.seed);
+  int64_t n = in.train.size();
+  DPFT_CHECK_AS(InputError, n > 0, "the training set has no usable examples ({})", ctx.spec.data.train.path);
+  if (s_->opts.sampling == "poisson")
+    s_->poisson = std::make_unique<privacy::PoissonSampler>(n, s_->opts.q, derive_seed(seed, "sampler"));
+  else
+    s_->shuffle = std::make_unique<ShuffleSampler>(n, s_->opts.batch_size, derive_seed(seed, "sampler"));
+  torch::manual_seed(derive_seed(seed, "dropout"));
+}
+
+Trainer::~Trainer() = default;
+
+std::vector<Tensor> Trainer::params() const { return s_->params; }
+
+nlohmann::json Trainer::evaluate(const std::string& tag, int64_t step, bool per_sample) {
+  if (s_->in.eval.size() == 0) return nullptr;
+  auto t0 = std::chrono::steady_clock::now();
+  const Spec& spec = s_->ctx.spec;
+  eval::LmEvalResult r = eval::evaluate_lm(s_->in.model, s_->in.eval, 2 * spec.train.micro_batch_size,
+                                           spec.eval.max_samples, s_->in.pad_id);
+  s_->eval_seconds += seconds_since(t0);
+  if (per_sample && spec.eval.per_sample) eval::append_per_sample(s_->ctx.dir.file("per_sample.jsonl"), tag, r);
+  nlohmann::json j = r.to_json();
+  j["step"] = step;
+  s_->ctx.dir.event("eval", {{"model", tag}, {"step", step}, {"loss", r.loss}, {"accuracy", r.accuracy}});
+  spdlog::info("eval {} (step {}): loss {:.4f}, accuracy {:.4f}, perplexity {:.2f}", tag, step, r.loss, r.accuracy,
+               r.perplexity);
+  return j;
+}
+
+void Trainer::save_checkpoint() {
+  State& s = *s_;
+  fs::path dir = s.ckpt_dir(), tmp = dir.string() + ".tmp", old = dir.string() + ".old";
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (size_t i = 0; i < s.params.size(); ++i) tensors.emplace_back("param." + s.names[i], s.params[i].detach());
+  for (auto& [k, v] : s.opt->state()) tensors.emplace_back("opt." + k, v);
+  tensors.emplace_back("rng.torch_cpu", at::detail::getDefaultCPUGenerator().get_state());
+  model::save_safetensors(tmp / "state.safetensors", tensors);
+  nlohmann::json j = {{"step", s.step},
+                      {"sampler", s.poisson ? s.poisson->state() : s.shuffle->state()},
+                      {"noise", s.noise ? s.noise->state() : ""},
+                      {"ledger", s.ctx.ledger.to_json()},
+                      {"history", s.history},
+                      {"eval_history", s.eval_history},
+                      {"eval_base", s.eval_base},
+                      {"step_seconds", s.step_seconds},
+                      {"grad_seconds", s.grad_seconds},
+                      {"eval_seconds", s.eval_seconds}};
+  write_file_atomic(tmp / "state.json", j.dump(1));
+  fs::remove_all(old);
+  if (fs::exists(dir)) fs::rename(dir, old);
+  fs::rename(tmp, dir);
+  fs::remove_all(old);
+  s.ctx.dir.event("checkpoint", {{"step", s.step}});
+}
+
+bool Trainer::load_checkpoint() {
+  State& s = *s_;
+  fs::path dir = s.ckpt_dir();
+  if (!fs::exists(dir / "state.json") && fs::exists(dir.string() + ".old")) dir = dir.string() + ".old";
+  if (!fs::exists(dir / "state.json")) return false;
+  nlohmann::json j = nlohmann::json::parse(read_file(dir / "state.json"));
+  auto st = model::SafetensorsFile::open(dir / "state.safetensors");
+  {
+    torch::NoGradGuard ng;
+    for (size_t i = 0; i < s.params.size(); ++i) {
+      Tensor t = st->load("param." + s.names[i]);
+      DPFT_CHECK_AS(InputError, t.sizes() == s.params[i].sizes(), "checkpoint: parameter {} has shape {}, model {}",
+                    s.names[i], fmt::format("{}", t.sizes()), fmt::format("{}", s.params[i].sizes()));
+      s.params[i].copy_(t);
+    }
+  }
+  std::vector<std::pair<std::string, Tensor>> opt_state;
+  for (const auto& info : st->tensors())
+    if (info.name.rfind("opt.", 0) == 0) opt_state.emplace_back(info.name.substr(4), st->load(info.name));
+  s.opt->load_state(opt_state);
+  at::detail::getDefaultCPUGenerator().set_state(st->load("rng.torch_cpu"));
+  s.step = j.at("step").get<int64_t>();
+  if (s.poisson) s.poisson->set_state(j.at("sampler").get<std::string>());
+  else s.shuffle->set_state(j.at("sampler").get<std::string>());
+  if (s.noise) s.noise->set_state(j.at("noise").get<std::string>());
+  s.ctx.ledger = privacy::PrivacyLedger::from_json(j.at("ledger"));
+  s.history = j.at("history");
+  s.eval_history = j.at("eval_history");
+  s.eval_base = j.at("eval_base");
+  s.step_seconds = j.at("step_seconds").get<std::vector<double>>();
+  s.grad_seconds = j.at("grad_seconds").get<double>();
+  s.eval_seconds = j.at("eval_seconds").get<double>();
+  spdlog::info("resumed from {} at step {}", dir.string(), s.step);
+  s.ctx.dir.event("resume", {{"step", s.step}});
+  return true;
+}
+
+nlohmann::json Trainer::run(const GradientFn& gradient) {
+  State& s = *s_;
+  const Spec& spec = s.ctx.spec;
+  const int64_t T = spec.train.steps;
+  bool resumed = s.ctx.resume && load_checkpoint();
+  if (s.ctx.resume && !resumed) spdlog::warn("no checkpoint in {}; starting from step 0", s.ckpt_dir().string());
+  if (!resumed) {
+    if (s.opts.release) {  // the real plan, now that the data set's size is known
+      privacy::Release plan = *s.opts.release;
+      plan.count = T;
+      s.ctx.ledger.check_plan({plan});
+    }
+    s.eval_base = evaluate("base", 0, true);
+  }
+  Progress progress("train", T);
+  progress.update(s.step);
+  while (s.step < T && !interrupted()) {
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<int64_t> rows = s.poisson ? s.poisson->next() : s.shuffle->next();
+    BatchStats st;
+    std::vector<Tensor> grads = gradient(rows, st);
+    double lr = lr_at(s.sched, s.step);
+    s.opt->step(grads, lr);
+    if (s.opts.release) s.ctx.ledger.record(*s.opts.release);
+    ++s.step;
+    double secs = seconds_since(t0);
+    s.step_seconds.push_back(secs);
+    s.grad_seconds += st.grad_seconds;
+    nlohmann::json h = {{"step", s.step},       {"loss", st.loss},
+                        {"batch_size", st.batch_size}, {"lr", lr},
+                        {"grad_norm_mean", st.grad_norm_mean}, {"clipped_fraction", st.clipped_fraction}};
+    s.history.push_back(h);
+    nlohmann::json ev = h;
+    ev["seconds"] = secs;
+    s.ctx.dir.event("step", ev);
+    progress.update(s.step, fmt::format("loss {:.4f} |B| {}", st.loss, st.batch_size));
+    if (spec.eval.every > 0 && s.step % spec.eval.every == 0 && s.step < T)
+      s.eval_history.push_back(evaluate("step", s.step, false));
+    if (spec.output.checkpoint_every > 0 && s.step % spec.output.checkpoint_every == 0 && s.step < T)
+      save_checkpoint();
+  }
+  progress.finish();
+  nlohmann::json out;
+  if (s.step < T) {  // interrupted: keep everything needed to resume
+    save_checkpoint();
+    spdlog::warn("stopped at step {} of {}; resume with: dpft run --resume {}", s.step, T, s.ctx.dir.path().string());
+  } else {
+    s.eval_final = evaluate("final", s.step, true);
+    if (spec.output.save_model) {
+      torch::Dtype dt = spec.output.save_dtype == "float16"    ? torch::kFloat16
+                        : spec.output.save_dtype == "bfloat16" ? torch::kBFloat16
+                                                               : torch::kFloat32;
+      if (s.in.peft.kind == "lora") {
+        model::save_adapter(s.in.model, s.in.peft, s.ctx.dir.file("adapter"), s.in.model_dir.string());
+      } else {
+        model::save_checkpoint(s.in.model, s.ctx.dir.file("model"), false, dt);
+        model::copy_tokenizer_files(s.in.model_dir, s.ctx.dir.file("model"));
+      }
+    }
+    fs::remove_all(s.ckpt_dir());
+  }
+  double train_s = 0;
+  for (double x : s.step_seconds) train_s += x;
+  out["train"] = {{"steps_done", s.step},
+                  {"steps", T},
+                  {"optimizer", spec.train.optimizer},
+                  {"lr", spec.train.lr},
+                  {"schedule", spec.train.schedule},
+                  {"sampling", s.opts.sampling},
+                  {"dataset_size", s.in.train.size()},
+                  {"eval_size", s.in.eval.size()},
+                  {"trainable_parameters", model::count_parameters(s.in.model, true)},
+                  {"method", s.opts.method_info}};
+  out["eval"] = {{"base", s.eval_base}, {"final", s.eval_final}, {"history", s.eval_history}};
+  out["history"] = s.history;
+  out["timing"] = {{"train_s", train_s},
+                   {"median_step_s", median(s.step_seconds)},
+                   {"per_sample_grad_s", s.grad_seconds},
+                   {"per_sample_grad_share", train_s > 0 ? s.grad_seconds / train_s : 0.0},
+                   {"eval_s", s.eval_seconds}};
+  if (!s.eval_base.is_null() && !s.eval_final.is_null())
+    spdlog::info("eval loss {:.4f} -> {:.4f}, accuracy {:.4f} -> {:.4f}", s.eval_base["loss"].get<double>(),
+                 s.eval_final["loss"].get<double>(), s.eval_base["accuracy"].get<double>(),
+                 s.eval_final["accuracy"].get<double>());
+  return out;
+}
+
+}  // namespace dpft::train

@@ -1,0 +1,57 @@
+// The training loop every gradient method runs in (sgd, dp-sgd, and the projection methods):
+//   base eval -> for step in [0, T): rows = sampler.next(); grads = method's gradient(rows);
+//   optimizer step at the scheduled lr; ledger.record(release); periodic eval / checkpoint
+//   -> final eval, per_sample.jsonl, adapter / model saved.
+// The method supplies only the gradient of a logical batch (and its per-step DP release). The
+// trainer owns every stream of randomness it checkpoints: the batch sampler (Poisson, or
+// epoch shuffling for non-private runs), the method's noise source, and LibTorch's global CPU
+// generator (LoRA dropout). A checkpoint (<run>/checkpoint/) holds the trainable parameters,
+// optimizer state, step, those RNG states, the ledger and the history, so that a resumed run
+// ends with exactly the numbers of an uninterrupted one (CPU).
+#pragma once
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/privacy/noise.hpp"
+#include "core/run/run_context.hpp"
+#include "core/train/privatize.hpp"
+#include "core/train/setup.hpp"
+
+namespace dpft::train {
+
+struct LoopOptions {
+  std::string sampling = "poisson";  // poisson (rate q) | shuffle (epochs of batch_size rows)
+  double q = 1;                      // Poisson rate
+  int64_t batch_size = 1;            // shuffle batch size
+  std::optional<privacy::Release> release;  // recorded once per step (nullopt: nothing released)
+  nlohmann::json method_info;        // stored under metrics["train"]["method"]
+};
+
+// Gradient of one logical batch: one tensor per trainable parameter (trainable_parameters()
+// order). Fills stats (batch size and loss at least).
+using GradientFn = std::function<std::vector<torch::Tensor>(const std::vector<int64_t>& rows, BatchStats& stats)>;
+
+class Trainer {
+ public:
+  Trainer(RunContext& ctx, TrainInputs& in, LoopOptions opts, privacy::NoiseSource* noise);
+  ~Trainer();
+  // Runs (or, with ctx.resume, continues) the loop; returns the metrics blocks
+  // ("train", "eval", "history", "timing").
+  nlohmann::json run(const GradientFn& gradient);
+
+  std::vector<torch::Tensor> params() const;  // trainable, in order
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+  void save_checkpoint();
+  bool load_checkpoint();
+  nlohmann::json evaluate(const std::string& tag, int64_t step, bool per_sample);
+};
+
+}  // namespace dpft::train

@@ -1,0 +1,97 @@
+// Method `sgd`: non-private fine-tuning (the upper bound, and pretraining). The gradient of a
+// batch is the mean of the per-sample losses' gradients by ordinary autograd, or, with
+// `clip: true`, the mean of per-sample gradients clipped to privacy.clip_norm (clip-only, no
+// noise). Batches are epochs of shuffled rows (`sampling: shuffle`) or Poisson draws at rate
+// q = batch_size / N (`sampling: poisson`, DP-SGD's batches). Nothing private is released: the
+// ledger records a non-private release, so eps is reported as inf.
+#include "core/config/fields.hpp"
+#include "core/config/spec.hpp"
+#include "core/run/run_context.hpp"
+#include "core/train/trainer.hpp"
+#include "methods/method.hpp"
+
+namespace dpft {
+
+namespace {
+
+class SgdMethod : public Method {
+ public:
+  std::string name() const override { return "sgd"; }
+
+  void configure(Fields& f) override {
+    f.get_choice("sampling", sampling_, {"shuffle", "poisson"});
+    f.get("clip", clip_);
+  }
+
+  YAML::Node options_yaml() const override {
+    YAML::Node n;
+    n["sampling"] = sampling_;  // shuffle (epochs of batch_size rows) | poisson (rate batch_size / N)
+    n["clip"] = clip_;          // clip per-sample gradients to privacy.clip_norm (no noise)
+    return n;
+  }
+
+  nlohmann::json run(RunContext& ctx) override {
+    const Spec& spec = ctx.spec;
+    train::TrainInputs in = train::load_train_inputs(spec);
+    const int64_t n = in.train.size();
+    train::DpSettings dp;  // clip-only settings: no noise, divisor = realised batch size
+    dp.sigma = 0;
+    dp.q = std::min(1.0, static_cast<double>(spec.train.batch_size) / static_cast<double>(std::max<int64_t>(n, 1)));
+    dp.clip_norm = spec.privacy.clip_norm;
+    dp.clipping = spec.privacy.clipping;
+    dp.divisor = "realized";
+    dp.dataset_size = n;
+    dp.steps = spec.train.steps;
+    dp.sigma_source = "non-private";
+    train::LoopOptions lo;
+    lo.sampling = sampling_;
+    lo.q = dp.q;
+    lo.batch_size = spec.train.batch_size;
+    lo.release = dp.release();
+    lo.method_info = {{"sampling", sampling_}, {"clip", clip_}};
+    train::Trainer trainer(ctx, in, lo, nullptr);
+    std::unique_ptr<grad::PerSampleGrads> psg;
+    if (clip_) psg = std::make_unique<grad::PerSampleGrads>(in.model);
+    std::vector<torch::Tensor> params = trainer.params();
+    in.model->train();
+    auto gradient = [&](const std::vector<int64_t>& rows, train::BatchStats& st) {
+      double denom = static_cast<double>(std::max<size_t>(rows.size(), 1));
+      if (psg) {
+        auto g = train::clipped_sum(*psg, in.train, rows, spec.train.micro_batch_size, in.pad_id, dp, &st);
+        for (auto& t : g) t.div_(denom);
+        return g;
+      }
+      auto t0 = std::chrono::steady_clock::now();
+      for (auto& p : params) p.mutable_grad() = torch::Tensor();
+      double loss = 0;
+      for (size_t i = 0; i < rows.size(); i += static_cast<size_t>(spec.train.micro_batch_size)) {
+        std::vector<int64_t> chunk(rows.begin() + i,
+                                   rows.begin() + std::min(rows.size(), i + spec.train.micro_batch_size));
+        data::LmBatch b = data::collate(in.train, chunk, in.pad_id);
+        torch::Tensor losses = model::per_sample_loss(in.model->forward(b.input_ids, b.attention_mask), b.labels).first;
+        (losses.sum() / denom).backward();
+        loss += losses.sum().item<double>();
+      }
+      std::vector<torch::Tensor> g;
+      for (auto& p : params) g.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
+      for (auto& p : params) p.mutable_grad() = torch::Tensor();
+      st.batch_size = static_cast<int64_t>(rows.size());
+      st.loss = loss / denom;
+      st.grad_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      return g;
+    };
+    nlohmann::json out = trainer.run(gradient);
+    out["privacy"] = dp.to_json();
+    return out;
+  }
+
+ private:
+  std::string sampling_ = "shuffle";
+  bool clip_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Method> make_sgd_method() { return std::make_unique<SgdMethod>(); }
+
+}  // namespace dpft
