@@ -1,5 +1,6 @@
 #include "core/privacy/sampler.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
