@@ -1,0 +1,67 @@
+// The Gaussian noise source for DP releases: i.i.d. N(0, std^2) tensors (the Gaussian
+// mechanism, Dwork & Roth 2014 "The Algorithmic Foundations of Differential Privacy", Def. A.1 /
+// Thm. A.1; in DP-SGD, Abadi et al. 2016 Alg. 1 line "Add noise": std = sigma * C).
+//
+// Seeded mode (privacy.secure_noise false): a dedicated torch CPU generator
+// (at::CPUGeneratorImpl, an MT19937) created from the seed, so the noise never depends on or
+// disturbs torch's global RNG. Samples are torch's own normal_ (Box-Muller on float uniforms).
+// Reproducible for a seed with the same LibTorch build on CPUs with the same vector
+// capability (torch picks an AVX2 kernel at run time whose rounding differs from the scalar
+// one). The generator keeps only 32 bits of seed: it is seeded with (seed ^ (seed >> 32)) mod
+// 2^32 so that seeds differing only in their high half still give different streams.
+// state() is the generator's get_state() bytes in hex; set_state() continues exactly.
+//
+// Secure mode (privacy.secure_noise true): not reproducible, nothing to checkpoint.
+//  * Randomness: every bit comes from the kernel CSPRNG through getrandom(2) (flags 0: blocks
+//    only until the pool is first initialised; EINTR and short reads are retried); no
+//    user-space generator whose state could be recovered. RuntimeError if getrandom fails.
+//  * Floating-point attacks: a textbook sampler maps ~2^53 uniforms to a sparse, structured set
+//    of doubles, so the noisy output can reveal which input was used (Mironov 2012, "On
+//    Significance of the Least Significant Bits for Differential Privacy", for Laplace; Jin
+//    et al. 2022, "Are We There Yet? Timing and Floating-Point Attacks on Differential Privacy
+//    Systems", Sec. IV, for Gaussians and DP-SGD). We use the mitigation of Holohan & Braghin
+//    2021, "Secure Random Sampling in Differential Privacy" (ESORICS), Sec. 5, in the
+//    parameters Opacus's secure_mode uses (opacus/optimizers/optimizer.py, _generate_noise):
+//    each output is (Z_1 + Z_2 + Z_3 + Z_4) / 2 with Z_k i.i.d. N(0, 1), i.e. 2n = 4 draws for
+//    n = 2, which raises an attacker's search from ~2^53 to ~2^159 candidate draws. Each Z_k is
+//    the cosine (or sine) output of its own Box-Muller pair (Box & Muller 1958):
+//    Z = sqrt(-2 ln u1) cos(2 pi u2), u1 in (0, 1], u2 in [0, 1) on the 2^-53 grid from 64
+//    CSPRNG bits each. The sibling sine outputs go to the *next* output element, never into the
+//    same sum (cos t + sin t = sqrt(2) cos(t - pi/4) would collapse two draws into one:
+//    Holohan & Braghin, footnote 2). Arithmetic is in double; rounding to `dtype` is last.
+//    Cost per output: 32 bytes from getrandom, 2 log, 2 sqrt, 2 sincos (see docs/privacy.md
+//    for measured throughput). This is a mitigation, not a proof of exact DP in floating point.
+#pragma once
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+namespace dpft::privacy {
+
+class NoiseSource {
+ public:
+  NoiseSource(uint64_t seed, bool secure);
+
+  // i.i.d. N(0, std^2) CPU tensor of `shape` (any rank; numel may be 0) and floating `dtype`.
+  // std must be finite and >= 0 (0 gives zeros and draws nothing). Thread-safe.
+  torch::Tensor normal(at::IntArrayRef shape, double std, torch::Dtype dtype = torch::kFloat32);
+  bool secure() const { return secure_; }
+
+  // Seeded mode: the generator state as lowercase hex; secure mode: "" (nothing to restore).
+  std::string state() const;
+  // Restores state(). InputError if the text is not such a state, or its mode differs (a
+  // non-empty state given to a secure source, or "" to a seeded one).
+  void set_state(const std::string& s);
+
+  // Fills `bytes` bytes at `out` from getrandom(2). RuntimeError if the OS refuses.
+  static void os_random(void* out, size_t bytes);
+
+ private:
+  bool secure_;
+  mutable at::Generator gen_;  // seeded mode only (mutable: locking its mutex in state())
+  mutable std::mutex mutex_;   // serialises state()/set_state() against normal()
+};
+
+}  // namespace dpft::privacy
