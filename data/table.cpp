@@ -89,8 +89,9 @@ void parse_csv(const std::string& text, Table& t) {
   if (any || !field.empty() || !rec.empty()) end_record();
 }
 
-void parse_tsv(const std::string& text, Table& t) {
-  size_t pos = 0;
+// Calls f(line, number) for each '\n'-separated line (1-based numbers), a trailing '\r' cut.
+template <class F>
+void for_each_line(const std::string& text, size_t pos, F f) {
   int64_t line = 0;
   while (pos < text.size()) {
     size_t nl = text.find('\n', pos);
@@ -98,7 +99,13 @@ void parse_tsv(const std::string& text, Table& t) {
     pos = nl == std::string::npos ? text.size() : nl + 1;
     ++line;
     if (!l.empty() && l.back() == '\r') l.pop_back();
-    if (l.empty()) continue;
+    f(std::move(l), line);
+  }
+}
+
+void parse_tsv(const std::string& text, Table& t) {
+  for_each_line(text, 0, [&](std::string l, int64_t line) {
+    if (l.empty()) return;
     std::vector<std::string> f;
     size_t s = 0;
     while (true) {
@@ -109,25 +116,19 @@ void parse_tsv(const std::string& text, Table& t) {
     }
     if (t.columns.empty()) {
       t.columns = f;
-      continue;
+      return;
     }
     if (f.size() != t.columns.size())
       throw InputError(fmt::format("{}:{}: {} fields, but the header has {}", t.source, line, f.size(), t.columns.size()));
     t.rows.push_back(std::move(f));
     t.line.push_back(line);
-  }
+  });
 }
 
 void parse_jsonl(const std::string& text, Table& t) {
-  size_t pos = 0;
-  int64_t line = 0;
   std::map<std::string, size_t> index;
-  while (pos < text.size()) {
-    size_t nl = text.find('\n', pos);
-    std::string l = text.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
-    pos = nl == std::string::npos ? text.size() : nl + 1;
-    ++line;
-    if (l.find_first_not_of(" \t\r") == std::string::npos) continue;
+  for_each_line(text, 0, [&](std::string l, int64_t line) {
+    if (l.find_first_not_of(" \t\r") == std::string::npos) return;
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(l);
@@ -148,7 +149,18 @@ void parse_jsonl(const std::string& text, Table& t) {
     }
     t.rows.push_back(std::move(row));
     t.line.push_back(line);
-  }
+  });
+}
+
+// One row per line with a non-whitespace character.
+void parse_text(const std::string& text, Table& t) {
+  t.columns = {"text"};
+  size_t bom = text.size() >= 3 && text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0;
+  for_each_line(text, bom, [&](std::string l, int64_t line) {
+    if (l.find_first_not_of(" \t\r\v\f") == std::string::npos) return;
+    t.rows.push_back({std::move(l)});
+    t.line.push_back(line);
+  });
 }
 
 }  // namespace
@@ -157,10 +169,15 @@ Table read_table(const std::filesystem::path& path, const std::string& format) {
   std::string fmt_ = format;
   if (fmt_ == "auto") {
     std::string e = lower_ext(path);
-    fmt_ = e == ".csv" ? "csv" : e == ".tsv" ? "tsv" : (e == ".jsonl" || e == ".json") ? "jsonl" : "";
+    fmt_ = e == ".csv"                      ? "csv"
+           : e == ".tsv"                    ? "tsv"
+           : (e == ".jsonl" || e == ".json") ? "jsonl"
+           : e == ".txt"                    ? "text"
+                                            : "";
     if (fmt_.empty())
-      throw ConfigError(fmt::format("{}: cannot tell the format from the extension '{}'; set format: csv, tsv or jsonl",
-                                    path.string(), e));
+      throw ConfigError(fmt::format(
+          "{}: cannot tell the format from the extension '{}'; set format: csv, tsv, jsonl or text", path.string(),
+          e));
   }
   if (!std::filesystem::exists(path)) throw InputError(fmt::format("data file '{}' not found", path.string()));
   Table t;
@@ -169,19 +186,24 @@ Table read_table(const std::filesystem::path& path, const std::string& format) {
   if (fmt_ == "csv") parse_csv(text, t);
   else if (fmt_ == "tsv") parse_tsv(text, t);
   else if (fmt_ == "jsonl") parse_jsonl(text, t);
-  else throw ConfigError(fmt::format("data format '{}': use auto, csv, tsv or jsonl", fmt_));
+  else if (fmt_ == "text") parse_text(text, t);
+  else throw ConfigError(fmt::format("data format '{}': use auto, csv, tsv, jsonl or text", fmt_));
   if (t.columns.empty()) throw InputError(fmt::format("{}: empty file (no header or rows)", t.source));
   return t;
 }
 
-std::vector<Example> examples(const Table& t, const std::string& text_column, const std::string& label_column) {
+std::vector<Example> examples(const Table& t, const std::string& text_column, const std::string& label_column,
+                              const std::string& prompt_column) {
   size_t tc = t.column(text_column);
-  std::optional<size_t> lc;
+  std::optional<size_t> lc, pc;
   if (!label_column.empty()) lc = t.column(label_column);
+  if (!prompt_column.empty()) pc = t.column(prompt_column);
   std::vector<Example> out;
   out.reserve(t.rows.size());
-  for (size_t i = 0; i < t.rows.size(); ++i)
-    out.push_back({static_cast<int64_t>(i), t.rows[i][tc], lc ? t.rows[i][*lc] : ""});
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    out.push_back({static_cast<int64_t>(i), t.rows[i][tc], lc ? t.rows[i][*lc] : "", std::nullopt});
+    if (pc) out.back().prompt = t.rows[i][*pc];
+  }
   return out;
 }
 

@@ -1,11 +1,13 @@
 // Reading tabular text data sets: CSV (RFC 4180: quoted fields with embedded commas, quotes
-// and newlines), TSV (GLUE style: tab-separated, first line a header, no quoting) and JSONL
-// (one JSON object per line). Every row becomes named string fields; errors name the file and
-// line. Used by the engine to load private training / evaluation text (and labels).
+// and newlines), TSV (GLUE style: tab-separated, first line a header, no quoting), JSONL
+// (one JSON object per line) and plain text (one example per line that has a non-whitespace
+// character, in one column named `text`). Every row becomes named string fields; errors name
+// the file and line. Used by the engine to load private training / evaluation text (and labels).
 #pragma once
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,20 +22,25 @@ struct Table {
   size_t column(const std::string& name) const;
 };
 
-// format: "auto" (from the extension: .csv, .tsv, .jsonl / .json), "csv", "tsv", "jsonl".
+// format: "auto" (from the extension: .csv, .tsv, .jsonl / .json, .txt), "csv", "tsv", "jsonl",
+// "text". Text lines keep their spaces (wikitext lines start with one); a trailing '\r' is cut.
 // Throws InputError (exit 3) for a missing file, a malformed row (naming file:line) or a
 // row whose field count differs from the header's.
 Table read_table(const std::filesystem::path& path, const std::string& format = "auto");
 
-// A labelled or unlabelled text example with its row index in the file.
+// A labelled or unlabelled text example with its row index in the file. With a prompt it is a
+// prompt/response pair: `prompt` is the prompt, `text` the response.
 struct Example {
   int64_t index = 0;   // row number in the file (0-based), stable under subsampling
   std::string text;
   std::string label;   // "" when unlabelled
+  std::optional<std::string> prompt;  // set for prompt/response pairs
 };
 
-// The text (and optional label) column of a table; empty texts are kept (callers decide).
-std::vector<Example> examples(const Table& t, const std::string& text_column, const std::string& label_column = "");
+// The text (and optional label and prompt) columns of a table; empty texts are kept (callers
+// decide).
+std::vector<Example> examples(const Table& t, const std::string& text_column, const std::string& label_column = "",
+                              const std::string& prompt_column = "");
 
 // A deterministic subsample of k of the n examples (all if k == 0 or k >= n), chosen by a
 // seeded shuffle and returned in file order.

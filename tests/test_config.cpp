@@ -191,3 +191,52 @@ TEST_CASE("name and device are validated", "[config]") {
   CHECK_THAT(config_error("device: gpu\n"), Contains("device: 'gpu' is not a device"));
   CHECK(parse("device: cuda:1\n").device == "cuda:1");
 }
+
+TEST_CASE("data keys: text format, pairs, train_extra, packing, loss_on, chat_format", "[config]") {
+  Spec s = parse(
+      "data:\n  train: {path: a.csv, prompt_column: q}\n  train_extra:\n    - {path: w.txt, format: text}\n"
+      "    - {path: b.jsonl, text_column: body, num_samples: 5}\n  packing: true\n  add_eos: false\n"
+      "  loss_on: all\n  chat_format: qwen2.5\n");
+  CHECK(s.data.train.prompt_column == "q");
+  REQUIRE(s.data.train_extra.size() == 2);
+  CHECK(s.data.train_extra[0].format == "text");
+  CHECK(s.data.train_extra[1].text_column == "body");
+  CHECK(s.data.train_extra[1].num_samples == 5);
+  CHECK(s.data.packing);
+  CHECK_FALSE(s.data.add_eos);
+  CHECK(s.data.chat_format == "qwen2.5");
+  Spec def = parse("");
+  CHECK(def.data.train_extra.empty());
+  CHECK_FALSE(def.data.packing);
+  CHECK(def.data.add_eos);
+  CHECK(def.data.loss_on == "all");
+  CHECK(def.data.chat_format == "none");
+  CHECK(def.data.train.prompt_column.empty());
+  // round trip keeps every new key, the list included
+  std::string once = spec_to_yaml_string(s);
+  CHECK(spec_to_yaml_string(parse_spec(YAML::Load(once))) == once);
+  CHECK(spec_to_yaml_string(parse_spec(YAML::Load(spec_to_yaml_string(def)))) == spec_to_yaml_string(def));
+  CHECK(config_hash(s) != config_hash(def));
+}
+
+TEST_CASE("data keys: errors name the key and what is allowed", "[config]") {
+  CHECK_THAT(config_error("data:\n  loss_on: prompt\n"),
+             Contains("data.loss_on: 'prompt' is not allowed; use one of: all, response"));
+  CHECK_THAT(config_error("data:\n  chat_format: vicuna\n"),
+             Contains("data.chat_format: 'vicuna' is not allowed; use one of: none, auto, plain, chatml, qwen2.5, "
+                      "llama3"));
+  CHECK_THAT(config_error("data:\n  train: {format: txt}\n"), Contains("data.train.format: 'txt' is not allowed"));
+  std::string msg = config_error("data:\n  loss_on: response\n");
+  CHECK_THAT(msg, Contains("data.loss_on: 'response'"));
+  CHECK_THAT(msg, Contains("data.train has no prompt_column"));
+  CHECK_THAT(config_error("data:\n  loss_on: response\n  train: {prompt_column: q}\n  train_extra: [{path: x.txt}]\n"),
+             Contains("data.train_extra[0] has no prompt_column"));
+  CHECK(parse("data:\n  loss_on: response\n  train: {prompt_column: q}\n").data.loss_on == "response");
+  std::string unk = config_error("data:\n  train_extra:\n    - {path: a.txt, text_colum: t}\n");
+  CHECK_THAT(unk, Contains("unknown key `data.train_extra[0].text_colum` (did you mean "
+                           "`data.train_extra[0].text_column`?)"));
+  CHECK_THAT(config_error("data:\n  train_extra: {path: a.txt}\n"),
+             Contains("data.train_extra: expected a list of dataset blocks"));
+  CHECK_THAT(config_error("data:\n  train_extra: [3]\n"), Contains("data.train_extra[0]: expected a mapping"));
+  CHECK_THAT(config_error("data:\n  packing: sometimes\n"), Contains("data.packing: expected true or false"));
+}

@@ -36,7 +36,7 @@ TEST_CASE("CSV/TSV/JSONL errors name the file and line", "[data]") {
   CHECK_THROWS_WITH(read_table(d.write("e.jsonl", "{\"text\": \"a\"}\n{oops\n")), Contains("e.jsonl:2: invalid JSON"));
   CHECK_THROWS_WITH(read_table(d.write("f.jsonl", "[1, 2]\n")), Contains("f.jsonl:1: expected a JSON object"));
   CHECK_THROWS_AS(read_table(d.path / "missing.csv"), InputError);
-  CHECK_THROWS_AS(read_table(d.write("g.txt", "x")), ConfigError);
+  CHECK_THROWS_AS(read_table(d.write("g.dat", "x")), ConfigError);
   CHECK_THROWS_AS(read_table(d.write("h.csv", "")), InputError);
   Table t = read_table(d.write("i.csv", "text,label\nx,1\n"));
   CHECK_THROWS_WITH(examples(t, "txt"), Contains("no column 'txt'; columns are: text, label (did you mean 'text'?)"));
@@ -56,7 +56,7 @@ TEST_CASE("TSV and JSONL rows", "[data]") {
 
 TEST_CASE("subsampling is deterministic, seeded, in file order", "[data]") {
   std::vector<Example> all;
-  for (int i = 0; i < 100; ++i) all.push_back({i, std::to_string(i), ""});
+  for (int i = 0; i < 100; ++i) all.push_back({i, std::to_string(i), "", {}});
   auto a = subsample(all, 10, 7), b = subsample(all, 10, 7), c = subsample(all, 10, 8);
   REQUIRE(a.size() == 10);
   std::vector<int64_t> ia, ib, ic;

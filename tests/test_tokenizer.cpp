@@ -29,20 +29,6 @@ using test::cli;
 
 namespace {
 
-// ../shared/data/<sub>, or "" (with a WARN) when absent: the caller then returns (skips).
-fs::path data_dir(const std::string& sub) {
-  fs::path root = test::shared_data_dir();
-  if (root.empty() || !fs::exists(root / sub)) {
-    WARN("skipped: ../shared/data/" << sub << " is absent");
-    return {};
-  }
-  return root / sub;
-}
-
-#define SHARED_DATA_OR_SKIP(var, sub) \
-  fs::path var = data_dir(sub);       \
-  if (var.empty()) return
-
 // Each vocabulary is loaded at most once per process.
 const Tokenizer& cached(const std::string& key, const std::function<Tokenizer()>& load) {
   static std::map<std::string, std::unique_ptr<Tokenizer>> cache;

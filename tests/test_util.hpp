@@ -1,7 +1,9 @@
 // Helpers shared by the Catch2 tests: temporary directories, files, captured stdout, the CLI
-// run in-process.
+// run in-process, the shared data folder (skipping when it is absent).
 #pragma once
 #include <unistd.h>
+
+#include <catch2/catch.hpp>
 
 #include <cstdlib>
 #include <filesystem>
@@ -61,4 +63,19 @@ inline fs::path shared_data_dir() {
   return fs::exists(p) ? fs::canonical(p) : fs::path();
 }
 
+// ../shared/data/<sub>, or "" (with a WARN) when absent: the caller then returns (skips).
+inline fs::path shared_data_subdir(const std::string& sub) {
+  fs::path root = shared_data_dir();
+  if (root.empty() || !fs::exists(root / sub)) {
+    WARN("skipped: ../shared/data/" << sub << " is absent");
+    return {};
+  }
+  return root / sub;
+}
+
 }  // namespace dpft::test
+
+// Declares `var` = ../shared/data/<sub> or returns from the test (skipped, with a WARN).
+#define SHARED_DATA_OR_SKIP(var, sub)                                   \
+  std::filesystem::path var = ::dpft::test::shared_data_subdir(sub); \
+  if (var.empty()) return

@@ -8,6 +8,7 @@
 
 #include "core/config/fields.hpp"
 #include "core/util/error.hpp"
+#include "core/util/strings.hpp"
 #include "methods/method.hpp"
 #include "methods/registry.hpp"
 
@@ -17,8 +18,9 @@ namespace {
 
 void parse_dataset(Fields f, DatasetSpec& d) {
   f.get("path", d.path);
-  f.get_choice("format", d.format, {"auto", "csv", "tsv", "jsonl"});
+  f.get_choice("format", d.format, {"auto", "csv", "tsv", "jsonl", "text"});
   f.get("text_column", d.text_column);
+  f.get("prompt_column", d.prompt_column);
   f.get("label_column", d.label_column);
   f.get("num_samples", d.num_samples, Range::at_least(0));
   f.finish();
@@ -29,6 +31,7 @@ YAML::Node dataset_yaml(const DatasetSpec& d) {
   n["path"] = d.path;
   n["format"] = d.format;
   n["text_column"] = d.text_column;
+  n["prompt_column"] = d.prompt_column;
   n["label_column"] = d.label_column;
   n["num_samples"] = d.num_samples;
   return n;
@@ -130,9 +133,37 @@ Spec parse_spec(const YAML::Node& root) {
   }
   {
     Fields d = top.child("data");
-    parse_dataset(d.child("train"), s.data.train);
-    parse_dataset(d.child("eval"), s.data.eval);
-    d.get("max_length", s.data.max_length, Range::at_least(2));
+    DataSpec& da = s.data;
+    parse_dataset(d.child("train"), da.train);
+    YAML::Node extra = d.raw("train_extra");
+    if (extra && !extra.IsNull()) {
+      if (!extra.IsSequence())
+        throw ConfigError(fmt::format("{}: expected a list of dataset blocks (each with path, format, "
+                                      "text_column, ...), got a {}", d.key_path("train_extra"),
+                                      extra.IsMap() ? "mapping" : "value"));
+      for (size_t i = 0; i < extra.size(); ++i) {
+        da.train_extra.emplace_back();
+        parse_dataset(Fields(extra[i], fmt::format("{}[{}]", d.key_path("train_extra"), i), d.registry()),
+                      da.train_extra.back());
+      }
+    }
+    parse_dataset(d.child("eval"), da.eval);
+    d.get("max_length", da.max_length, Range::at_least(2));
+    d.get("packing", da.packing);
+    d.get("add_eos", da.add_eos);
+    d.get_choice("loss_on", da.loss_on, {"all", "response"});
+    d.get_choice("chat_format", da.chat_format, {"none", "auto", "plain", "chatml", "qwen2.5", "llama3"});
+    if (da.loss_on == "response") {
+      std::vector<std::string> missing;
+      if (da.train.prompt_column.empty()) missing.push_back("data.train");
+      for (size_t i = 0; i < da.train_extra.size(); ++i)
+        if (da.train_extra[i].prompt_column.empty()) missing.push_back(fmt::format("data.train_extra[{}]", i));
+      if (!da.eval.path.empty() && da.eval.prompt_column.empty()) missing.push_back("data.eval");
+      if (!missing.empty())
+        throw ConfigError(fmt::format("data.loss_on: 'response' scores only the response of prompt/response "
+                                      "pairs, but {} has no prompt_column; set {}.prompt_column or use "
+                                      "loss_on: all", join(missing, ", "), missing[0]));
+    }
     d.finish();
   }
   {
@@ -221,8 +252,15 @@ YAML::Node spec_to_yaml(const Spec& s) {
   m["peft"]["targets"] = s.model.peft.targets;
   n["model"] = m;
   n["data"]["train"] = dataset_yaml(s.data.train);
+  YAML::Node extra(YAML::NodeType::Sequence);
+  for (const DatasetSpec& e : s.data.train_extra) extra.push_back(dataset_yaml(e));
+  n["data"]["train_extra"] = extra;
   n["data"]["eval"] = dataset_yaml(s.data.eval);
   n["data"]["max_length"] = s.data.max_length;
+  n["data"]["packing"] = s.data.packing;
+  n["data"]["add_eos"] = s.data.add_eos;
+  n["data"]["loss_on"] = s.data.loss_on;
+  n["data"]["chat_format"] = s.data.chat_format;
   YAML::Node p;
   p["epsilon"] = opt(s.privacy.epsilon);
   p["delta"] = num(s.privacy.delta);

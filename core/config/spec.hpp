@@ -31,17 +31,23 @@ struct ModelSpec {
 };
 
 struct DatasetSpec {
-  std::string path;                 // CSV / TSV / JSONL file; "" = none
-  std::string format = "auto";      // auto (from extension) | csv | tsv | jsonl
-  std::string text_column = "text";  // column (or JSON key) holding the text
+  std::string path;                 // CSV / TSV / JSONL / plain text file; "" = none
+  std::string format = "auto";      // auto (from extension) | csv | tsv | jsonl | text
+  std::string text_column = "text";  // column (or JSON key) holding the text (the response of a pair)
+  std::string prompt_column;        // set: examples are prompt/response pairs ("" = plain text)
   std::string label_column;         // optional label column ("" = unlabelled)
   int64_t num_samples = 0;          // deterministic seeded subsample; 0 = all rows
 };
 
 struct DataSpec {
-  DatasetSpec train;       // the private training set
-  DatasetSpec eval;        // held-out evaluation set
-  int max_length = 128;    // tokens per example after truncation
+  DatasetSpec train;                    // the private training set
+  std::vector<DatasetSpec> train_extra;  // more training sets, appended to train (public corpora)
+  DatasetSpec eval;                     // held-out evaluation set
+  int max_length = 128;                 // tokens per example after truncation (block size if packed)
+  bool packing = false;                 // concatenate documents (each + eos), cut into max_length blocks
+  bool add_eos = true;                  // append eos to each unpacked example when it fits
+  std::string loss_on = "all";          // all | response (score only response tokens; needs prompt_column)
+  std::string chat_format = "none";     // none | auto | plain | chatml | qwen2.5 | llama3 (pairs as chats)
 };
 
 struct PrivacySpec {

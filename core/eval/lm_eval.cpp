@@ -1,0 +1,184 @@
+// Language-model and classification evaluation (see lm_eval.hpp).
+#include "core/eval/lm_eval.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include "core/util/atomic_file.hpp"
+#include "core/util/error.hpp"
+
+namespace dpft::eval {
+
+namespace {
+
+// model->eval() for the guard's lifetime; the previous mode comes back even on an exception.
+struct EvalMode {
+  model::CausalLM& m;
+  bool was_training;
+  explicit EvalMode(model::CausalLM& model) : m(model), was_training(model->is_training()) { m->eval(); }
+  ~EvalMode() { m->train(was_training); }
+};
+
+torch::Device device_of(model::CausalLM& m) {
+  for (const auto& p : m->parameters()) return p.device();
+  return torch::kCPU;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void check_micro_batch(int64_t micro_batch) {
+  if (micro_batch < 1)
+    throw ConfigError(fmt::format("evaluation micro batch: {} rows; it must be at least 1 "
+                                  "(train.micro_batch_size)", micro_batch));
+}
+
+}  // namespace
+
+nlohmann::json LmEvalResult::to_json() const {
+  return {{"loss", loss},       {"accuracy", accuracy}, {"perplexity", perplexity},
+          {"samples", samples}, {"tokens", tokens},     {"seconds", seconds}};
+}
+
+LmEvalResult evaluate_lm(model::CausalLM& model, const data::LmDataset& ds, int64_t micro_batch, int64_t max_samples,
+                         int64_t pad_id) {
+  check_micro_batch(micro_batch);
+  auto t0 = std::chrono::steady_clock::now();
+  torch::NoGradGuard no_grad;
+  EvalMode mode(model);
+  torch::Device dev = device_of(model);
+  const int64_t n = max_samples > 0 ? std::min(max_samples, ds.size()) : ds.size();
+  LmEvalResult r;
+  r.per_sample.reserve(static_cast<size_t>(n));
+  double total_nll = 0, loss_sum = 0;
+  int64_t correct = 0, with_tokens = 0;
+  for (int64_t start = 0; start < n; start += micro_batch) {
+    std::vector<int64_t> rows;
+    for (int64_t i = start; i < std::min(n, start + micro_batch); ++i) rows.push_back(i);
+    data::LmBatch b = data::collate(ds, rows, pad_id);
+    torch::Tensor ids = b.input_ids.to(dev), mask = b.attention_mask.to(dev), labels = b.labels.to(dev);
+    torch::Tensor logits = model->forward(ids, mask);  // (B, T, V)
+    auto [loss, tokens] = model::per_sample_loss(logits, labels);  // (B), (B)
+    const int64_t T = logits.size(1);
+    torch::Tensor target = labels.slice(1, 1, T);                                    // (B, T-1)
+    torch::Tensor hit = (logits.slice(1, 0, T - 1).argmax(-1) == target) & (target != -100);
+    torch::Tensor right = hit.sum(1);                                                // (B)
+    loss = loss.to(torch::kCPU, torch::kFloat64);
+    tokens = tokens.to(torch::kCPU, torch::kInt64);
+    right = right.to(torch::kCPU, torch::kInt64);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      SampleScore s{b.index[i], loss[i].item<double>(), tokens[i].item<int64_t>(), right[i].item<int64_t>()};
+      total_nll += s.loss * static_cast<double>(s.tokens);
+      r.tokens += s.tokens;
+      correct += s.correct;
+      if (s.tokens > 0) loss_sum += s.loss, ++with_tokens;
+      r.per_sample.push_back(s);
+    }
+  }
+  r.samples = n;
+  r.loss = with_tokens > 0 ? loss_sum / static_cast<double>(with_tokens) : 0.0;
+  r.accuracy = r.tokens > 0 ? static_cast<double>(correct) / static_cast<double>(r.tokens) : 0.0;
+  r.perplexity = r.tokens > 0 ? std::exp(total_nll / static_cast<double>(r.tokens)) : 0.0;
+  r.seconds = seconds_since(t0);
+  return r;
+}
+
+void append_per_sample(const std::filesystem::path& file, const std::string& tag, const LmEvalResult& r) {
+  JsonlWriter w(file);
+  for (const SampleScore& s : r.per_sample)
+    w.write({{"model", tag},
+             {"index", s.index},
+             {"loss", s.loss},
+             {"tokens", s.tokens},
+             {"accuracy", s.tokens > 0 ? static_cast<double>(s.correct) / static_cast<double>(s.tokens) : 0.0}});
+}
+
+nlohmann::json ClassEvalResult::to_json() const {
+  return {{"accuracy", accuracy}, {"samples", samples}, {"correct", correct}, {"seconds", seconds}};
+}
+
+std::vector<int32_t> candidate_ids(const tok::Tokenizer& tok, const std::string& text, const std::string& label,
+                                   int64_t max_length, size_t& first_label) {
+  std::vector<int32_t> ids;
+  if (tok.add_bos() && tok.bos_id()) ids.push_back(*tok.bos_id());
+  std::vector<int32_t> nl = tok.encode("\n"), lab = tok.encode(label);
+  if (lab.empty()) throw InputError("classification: a candidate label is empty; every label needs some text");
+  int64_t budget = max_length - static_cast<int64_t>(ids.size() + nl.size() + lab.size());
+  if (budget < 0)
+    throw InputError(fmt::format("classification: label '{}' needs {} tokens, more than max_length {} allows; "
+                                 "raise data.max_length",
+                                 label, ids.size() + nl.size() + lab.size(), max_length));
+  if (budget > 0) {
+    tok::EncodeOptions eo;
+    eo.max_length = static_cast<size_t>(budget);
+    std::vector<int32_t> t = tok.encode(text, eo);
+    ids.insert(ids.end(), t.begin(), t.end());
+  }
+  ids.insert(ids.end(), nl.begin(), nl.end());
+  first_label = ids.size();
+  ids.insert(ids.end(), lab.begin(), lab.end());
+  return ids;
+}
+
+ClassEvalResult evaluate_classification(model::CausalLM& model, const std::vector<data::Example>& examples,
+                                        const tok::Tokenizer& tok, const std::vector<std::string>& labels,
+                                        int64_t micro_batch, int64_t max_length, int64_t max_samples,
+                                        int64_t pad_id) {
+  check_micro_batch(micro_batch);
+  if (labels.empty()) throw ConfigError("classification: the label set is empty; give at least one label");
+  auto t0 = std::chrono::steady_clock::now();
+  const int64_t n = max_samples > 0 ? std::min<int64_t>(max_samples, examples.size()) : examples.size();
+  const int64_t C = static_cast<int64_t>(labels.size());
+  // Every (example, label) pair is one row whose only scored ids are the label's.
+  data::LmDataset rows;
+  std::vector<int64_t> truth(static_cast<size_t>(n), -1);
+  for (int64_t i = 0; i < n; ++i) {
+    const data::Example& e = examples[i];
+    for (int64_t c = 0; c < C; ++c) {
+      if (labels[c] == e.label) truth[i] = c;
+      data::TokenizedExample t;
+      size_t first = 0;
+      t.index = i * C + c;
+      t.ids = candidate_ids(tok, e.text, labels[c], max_length, first);
+      t.scored.assign(t.ids.size(), 0);
+      std::fill(t.scored.begin() + first, t.scored.end(), 1);
+      rows.items.push_back(std::move(t));
+    }
+    if (truth[i] < 0)
+      throw InputError(fmt::format("classification: example {} has label '{}', which is not in the label set",
+                                   e.index, e.label));
+  }
+  torch::NoGradGuard no_grad;
+  EvalMode mode(model);
+  torch::Device dev = device_of(model);
+  std::vector<double> nll(rows.items.size());
+  for (int64_t start = 0; start < rows.size(); start += micro_batch) {
+    std::vector<int64_t> idx;
+    for (int64_t i = start; i < std::min(rows.size(), start + micro_batch); ++i) idx.push_back(i);
+    data::LmBatch b = data::collate(rows, idx, pad_id);
+    torch::Tensor logits = model->forward(b.input_ids.to(dev), b.attention_mask.to(dev));  // (B, T, V)
+    torch::Tensor sum = model::per_token_loss(logits, b.labels.to(dev)).first.sum(1);      // (B)
+    sum = sum.to(torch::kCPU, torch::kFloat64);
+    for (size_t k = 0; k < idx.size(); ++k) nll[idx[k]] = sum[k].item<double>();
+  }
+  ClassEvalResult r;
+  r.samples = n;
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<double> s(nll.begin() + i * C, nll.begin() + (i + 1) * C);
+    int64_t best = 0;
+    for (int64_t c = 1; c < C; ++c)
+      if (s[c] < s[best]) best = c;
+    r.predicted.push_back(best);
+    r.scores.push_back(std::move(s));
+    if (best == truth[i]) ++r.correct;
+  }
+  r.accuracy = n > 0 ? static_cast<double>(r.correct) / static_cast<double>(n) : 0.0;
+  r.seconds = seconds_since(t0);
+  return r;
+}
+
+}  // namespace dpft::eval

@@ -1,0 +1,75 @@
+// Language-model evaluation with the PE-SGD paper's definitions:
+//   eval loss   = mean over samples of each sample's mean token cross-entropy
+//                 (model::per_sample_loss over the sample's scored tokens);
+//   accuracy    = next-token argmax accuracy, micro-averaged over all scored tokens;
+//   perplexity  = exp(total token NLL / total scored tokens) (token-weighted, as wikitext
+//                 perplexity is reported).
+// Samples with no scored token (none in an LmDataset built by data/lm_dataset) count in
+// `samples` but not in the loss mean.
+// Classification accuracy for labelled text: each candidate label is scored as a continuation
+// of the text (text + "\n" + label) and the label with the lowest summed NLL is predicted.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/model/transformer.hpp"
+#include "core/tokenizer/tokenizer.hpp"
+#include "data/lm_dataset.hpp"
+#include "data/table.hpp"
+
+namespace dpft::eval {
+
+struct SampleScore {
+  int64_t index;    // TokenizedExample::index
+  double loss;      // mean token NLL over the sample's scored tokens (0 if none)
+  int64_t tokens;   // scored tokens
+  int64_t correct;  // scored tokens whose argmax prediction is right
+};
+
+struct LmEvalResult {
+  double loss = 0, accuracy = 0, perplexity = 0;
+  int64_t samples = 0, tokens = 0;
+  double seconds = 0;
+  std::vector<SampleScore> per_sample;  // in data set order
+  nlohmann::json to_json() const;       // without per_sample
+};
+
+// Evaluates under NoGradGuard and model->eval(), restoring the previous train/eval mode;
+// batches of micro_batch rows (on the model's device); max_samples > 0: the first max_samples
+// items only. pad_id: data::pad_id_for(tokenizer). ConfigError for micro_batch < 1.
+LmEvalResult evaluate_lm(model::CausalLM& model, const data::LmDataset& ds, int64_t micro_batch, int64_t max_samples,
+                         int64_t pad_id);
+
+// Appends one JSON line per sample: {"model": tag, "index", "loss", "tokens", "accuracy"} via
+// JsonlWriter (accuracy = correct / tokens, 0 for a sample without tokens).
+void append_per_sample(const std::filesystem::path& file, const std::string& tag, const LmEvalResult& r);
+
+struct ClassEvalResult {
+  double accuracy = 0;
+  int64_t samples = 0, correct = 0;
+  double seconds = 0;
+  std::vector<int64_t> predicted;            // per sample: index into the label set
+  std::vector<std::vector<double>> scores;   // per sample, per label: summed NLL of the label's tokens
+  nlohmann::json to_json() const;            // accuracy, samples, correct, seconds
+};
+
+// The ids of one candidate: [bos] + encode(text) cut so that everything fits max_length,
+// + encode("\n") + encode(label); `first_label` is the position of the label's first id.
+// InputError when the label alone (with "\n" and bos) does not fit max_length.
+std::vector<int32_t> candidate_ids(const tok::Tokenizer& tok, const std::string& text, const std::string& label,
+                                   int64_t max_length, size_t& first_label);
+
+// For each example (max_samples > 0: the first max_samples), scores every label of `labels`
+// as a continuation of its text and predicts the one with the lowest summed NLL (ties: the
+// first). Each example's label must be in `labels` (InputError otherwise). Same mode handling
+// as evaluate_lm; micro_batch rows per forward pass.
+ClassEvalResult evaluate_classification(model::CausalLM& model, const std::vector<data::Example>& examples,
+                                        const tok::Tokenizer& tok, const std::vector<std::string>& labels,
+                                        int64_t micro_batch, int64_t max_length, int64_t max_samples,
+                                        int64_t pad_id);
+
+}  // namespace dpft::eval

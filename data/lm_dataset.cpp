@@ -1,0 +1,221 @@
+// Language-model data: tokenization, packing and collation (see lm_dataset.hpp).
+#include "data/lm_dataset.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <optional>
+
+#include "core/tokenizer/chat.hpp"
+#include "core/util/error.hpp"
+
+namespace dpft::data {
+
+int64_t LmDataset::num_tokens() const {
+  int64_t n = 0;
+  for (const auto& it : items) n += static_cast<int64_t>(it.ids.size());
+  return n;
+}
+
+LmDataOptions lm_data_options(const DataSpec& d) {
+  LmDataOptions o;
+  o.max_length = d.max_length;
+  o.add_eos = d.add_eos;
+  o.packing = d.packing;
+  o.response_only = d.loss_on == "response";
+  o.chat_format = d.chat_format;
+  return o;
+}
+
+namespace {
+
+// One example's ids before truncation / eos. `content`: ids that came from the texts (packing
+// skips documents without any).
+struct Doc {
+  std::vector<int32_t> ids;
+  std::vector<uint8_t> scored;
+  size_t content = 0;
+};
+
+void append(Doc& doc, const std::vector<int32_t>& ids, uint8_t scored) {
+  doc.ids.insert(doc.ids.end(), ids.begin(), ids.end());
+  doc.scored.resize(doc.ids.size(), scored);
+  doc.content += ids.size();
+}
+
+// cap > 0: each text is encoded to at most `cap` ids (the caller truncates the whole anyway).
+Doc encode_example(const Example& e, const tok::Tokenizer& tok, const std::optional<tok::ChatFormat>& chat,
+                   bool response_only, size_t cap) {
+  Doc doc;
+  if (e.prompt && chat) {
+    tok::ChatPrompt p = tok::render_chat(tok, {{"user", *e.prompt}, {"assistant", e.text}}, false, *chat);
+    tok::ChatEncoding enc = tok::encode_chat(tok, p);
+    doc.ids = std::move(enc.ids);
+    doc.scored = response_only ? std::move(enc.response_mask) : std::vector<uint8_t>(doc.ids.size(), 1);
+    doc.content = doc.ids.size();
+    return doc;
+  }
+  if (tok.add_bos() && tok.bos_id()) {
+    doc.ids.push_back(*tok.bos_id());
+    doc.scored.push_back(0);
+  }
+  tok::EncodeOptions eo;
+  eo.max_length = cap;
+  if (e.prompt) append(doc, tok.encode(*e.prompt, eo), response_only ? 0 : 1);
+  append(doc, tok.encode(e.text, eo), 1);
+  return doc;
+}
+
+// A sequence is usable when it has >= 2 ids and some scored id after position 0.
+bool usable(const std::vector<int32_t>& ids, const std::vector<uint8_t>& scored) {
+  if (ids.size() < 2) return false;
+  return std::any_of(scored.begin() + 1, scored.end(), [](uint8_t s) { return s != 0; });
+}
+
+std::optional<tok::ChatFormat> chat_format_of(const std::string& name, const tok::Tokenizer& tok) {
+  if (name == "none") return std::nullopt;
+  if (name == "auto") return tok.chat_format();
+  return tok::parse_chat_format(name);  // ConfigError listing the formats
+}
+
+}  // namespace
+
+LmDataset build_lm_dataset(const std::vector<Example>& examples, const tok::Tokenizer& tok, const LmDataOptions& o) {
+  if (o.max_length < 2)
+    throw ConfigError(fmt::format("data.max_length: {} is too small; at least 2 tokens are needed", o.max_length));
+  std::optional<tok::ChatFormat> chat = chat_format_of(o.chat_format, tok);
+  const size_t L = static_cast<size_t>(o.max_length);
+  LmDataset ds;
+  if (!o.packing) {
+    ds.items.reserve(examples.size());
+    for (const Example& e : examples) {
+      Doc doc = encode_example(e, tok, chat, o.response_only, L);
+      if (doc.ids.size() > L) {
+        doc.ids.resize(L);
+        doc.scored.resize(L);
+      }
+      if (o.add_eos && !(e.prompt && chat) && tok.eos_id() && doc.ids.size() < L) {
+        doc.ids.push_back(*tok.eos_id());
+        doc.scored.push_back(1);
+      }
+      if (!usable(doc.ids, doc.scored)) {
+        ++ds.dropped;
+        continue;
+      }
+      ds.items.push_back({e.index, std::move(doc.ids), std::move(doc.scored), e.label});
+    }
+    if (ds.dropped > 0)
+      spdlog::warn("{} of {} examples dropped: fewer than 2 tokens (empty text) or no scored token within "
+                   "max_length {} (loss_on: {})",
+                   ds.dropped, examples.size(), o.max_length, o.response_only ? "response" : "all");
+    return ds;
+  }
+
+  if (!tok.eos_id())
+    throw InputError(fmt::format("{}: data.packing needs an eos token to separate documents, and this tokenizer "
+                                 "has none; set data.packing: false",
+                                 tok.source()));
+  std::vector<int32_t> ids;
+  std::vector<uint8_t> scored;
+  int64_t empty_docs = 0;
+  for (const Example& e : examples) {
+    Doc doc = encode_example(e, tok, chat, o.response_only, 0);
+    if (doc.content == 0) {
+      ++empty_docs;
+      continue;
+    }
+    ids.insert(ids.end(), doc.ids.begin(), doc.ids.end());
+    scored.insert(scored.end(), doc.scored.begin(), doc.scored.end());
+    ids.push_back(*tok.eos_id());
+    scored.push_back(1);
+  }
+  size_t blocks = ids.size() / L;
+  for (size_t k = 0; k < blocks; ++k) {
+    TokenizedExample t;
+    t.index = static_cast<int64_t>(k);
+    t.ids.assign(ids.begin() + k * L, ids.begin() + (k + 1) * L);
+    t.scored.assign(scored.begin() + k * L, scored.begin() + (k + 1) * L);
+    if (!usable(t.ids, t.scored)) {
+      ++ds.dropped;
+      continue;
+    }
+    ds.items.push_back(std::move(t));
+  }
+  if (empty_docs > 0) spdlog::warn("packing: {} of {} documents are empty and were skipped", empty_docs, examples.size());
+  if (ds.dropped > 0) spdlog::warn("packing: {} of {} blocks have no scored token and were dropped", ds.dropped, blocks);
+  spdlog::debug("packing: {} tokens into {} blocks of {} ({} tokens in the dropped tail)", ids.size(), blocks, L,
+                ids.size() - blocks * L);
+  return ds;
+}
+
+std::vector<Example> read_examples(const DatasetSpec& d, const std::string& key) {
+  if (d.path.empty())
+    throw ConfigError(fmt::format("{}.path: not set; name a CSV, TSV, JSONL or text file", key));
+  if (!std::filesystem::exists(d.path))
+    throw InputError(fmt::format("{}.path: data file '{}' not found (paths are relative to the working directory)",
+                                 key, d.path));
+  try {
+    Table t = read_table(d.path, d.format);
+    return examples(t, d.text_column, d.label_column, d.prompt_column);
+  } catch (const ConfigError& e) {
+    throw ConfigError(fmt::format("{}: {}", key, e.what()));
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", key, e.what()));
+  }
+}
+
+LmDataset load_lm_dataset(const DatasetSpec& d, const std::vector<DatasetSpec>& extra, const DataSpec& data,
+                          const tok::Tokenizer& tok, uint64_t seed) {
+  bool is_eval = &d == &data.eval || (&d != &data.train && d.path == data.eval.path && d.path != data.train.path);
+  std::vector<Example> all = read_examples(d, is_eval ? "data.eval" : "data.train");
+  int64_t offset = static_cast<int64_t>(all.size());
+  for (size_t i = 0; i < extra.size(); ++i) {
+    std::vector<Example> more = read_examples(extra[i], fmt::format("data.train_extra[{}]", i));
+    int64_t rows = static_cast<int64_t>(more.size());
+    for (Example& e : more) e.index += offset;
+    more = subsample(more, extra[i].num_samples, seed + 1 + i);
+    all.insert(all.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+    offset += rows;
+  }
+  all = subsample(all, d.num_samples, seed);
+  return build_lm_dataset(all, tok, lm_data_options(data));
+}
+
+LmBatch collate(const LmDataset& ds, const std::vector<int64_t>& rows, int64_t pad_id) {
+  const int64_t B = static_cast<int64_t>(rows.size());
+  int64_t T = 1;
+  for (int64_t r : rows) {
+    DPFT_CHECK(r >= 0 && r < ds.size(), "collate: row {} is outside the data set (size {})", r, ds.size());
+    DPFT_CHECK(ds.items[r].scored.size() == ds.items[r].ids.size(), "collate: row {} has {} ids but {} scored flags",
+               r, ds.items[r].ids.size(), ds.items[r].scored.size());
+    T = std::max<int64_t>(T, static_cast<int64_t>(ds.items[r].ids.size()));
+  }
+  LmBatch b;
+  b.input_ids = torch::full({B, T}, pad_id, torch::kInt64);
+  b.attention_mask = torch::zeros({B, T}, torch::kInt64);
+  b.labels = torch::full({B, T}, -100, torch::kInt64);
+  auto ids = b.input_ids.accessor<int64_t, 2>();
+  auto mask = b.attention_mask.accessor<int64_t, 2>();
+  auto labels = b.labels.accessor<int64_t, 2>();
+  for (int64_t i = 0; i < B; ++i) {
+    const TokenizedExample& ex = ds.items[rows[i]];
+    for (size_t t = 0; t < ex.ids.size(); ++t) {
+      ids[i][t] = ex.ids[t];
+      mask[i][t] = 1;
+      if (ex.scored[t]) labels[i][t] = ex.ids[t];
+    }
+    b.index.push_back(ex.index);
+  }
+  return b;
+}
+
+int64_t pad_id_for(const tok::Tokenizer& tok) {
+  if (tok.pad_id()) return *tok.pad_id();
+  if (tok.eos_id()) return *tok.eos_id();
+  throw InputError(fmt::format("{}: the tokenizer has neither a pad nor an eos token to pad batches with",
+                               tok.source()));
+}
+
+}  // namespace dpft::data

@@ -1,0 +1,93 @@
+// Language-model data: examples (data/table.hpp) turned into token-id sequences with a per-id
+// "scored" flag (which ids are prediction targets), optionally packed into fixed-length blocks,
+// and collated into right-padded (B, T) batches with labels for model::per_token_loss.
+//
+// One example becomes (max_length caps every sequence):
+//   plain text          [bos] + encode(text) [+ eos]            all ids scored except bos
+//   pair, chat none     [bos] + encode(prompt) + encode(response) [+ eos]
+//                       loss_on=response: only the response ids (and its eos) are scored
+//   pair, chat format   encode_chat(render_chat({user: prompt}, {assistant: response}))
+//                       (the format's own markers; no extra bos/eos); loss_on=response:
+//                       only the response tokens and its end-of-turn marker are scored
+// bos is added where the tokenizer adds it (Tokenizer::add_bos). eos (add_eos) is appended to
+// an unpacked example only when it fits: a truncated example ends without one.
+//
+// Dropped (with one spdlog warning giving the count): examples with fewer than 2 ids (an
+// empty text: nothing to predict) and examples without any scored id after the first
+// position (e.g. a prompt that fills max_length under loss_on=response). Position 0 is never a
+// target: per_token_loss scores labels[t + 1] from position t.
+//
+// Packing (pretraining): each document's ids ([bos] + content + eos, where eos is required)
+// are concatenated in example order and cut into blocks of exactly max_length ids; the last
+// partial block is dropped. Documents with no content ids are skipped. Block k has index k.
+#pragma once
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/config/spec.hpp"
+#include "core/tokenizer/tokenizer.hpp"
+#include "data/table.hpp"
+
+namespace dpft::data {
+
+struct TokenizedExample {
+  int64_t index = 0;            // example index (row in file order across train + train_extra; block number when packed)
+  std::vector<int32_t> ids;     // token ids, at most max_length
+  std::vector<uint8_t> scored;  // per id: 1 = this id is a prediction target (label), 0 = not
+                                // (prompt / control tokens when loss_on=response; bos)
+  std::string label;            // class label text ("" if unlabelled)
+};
+
+struct LmDataset {
+  std::vector<TokenizedExample> items;
+  int64_t size() const { return static_cast<int64_t>(items.size()); }
+  int64_t num_tokens() const;  // total ids
+  int64_t dropped = 0;         // examples dropped while building (see the file comment)
+};
+
+struct LmDataOptions {
+  int64_t max_length = 128;
+  bool add_eos = true;
+  bool packing = false;
+  bool response_only = false;  // loss_on == response
+  std::string chat_format = "none";  // none | auto (the tokenizer's) | plain | chatml | qwen2.5 | llama3
+};
+
+LmDataOptions lm_data_options(const DataSpec& d);
+
+// Tokenize examples (truncating to max_length, bos where the tokenizer adds it), or pack them.
+// ConfigError for max_length < 2 or an unknown chat format; InputError when packing with a
+// tokenizer that has no eos.
+LmDataset build_lm_dataset(const std::vector<Example>& examples, const tok::Tokenizer& tok, const LmDataOptions& o);
+
+// The examples of one dataset block (read, columns picked), not subsampled. `key` names the
+// spec block in messages (e.g. "data.train"): InputError if the file is missing, ConfigError
+// if the block has no path.
+std::vector<Example> read_examples(const DatasetSpec& d, const std::string& key);
+
+// Read + subsample (DatasetSpec.num_samples, seeded by `seed`) + tokenize one data set; with
+// `extra` (train_extra) appended before subsampling/packing: each extra block is first
+// subsampled by its own num_samples (seed + 1 + i), then the concatenation by d.num_samples.
+// Example indices continue across files (file k's rows start after all rows of files < k).
+// InputError if a file is missing; names the spec key.
+LmDataset load_lm_dataset(const DatasetSpec& d, const std::vector<DatasetSpec>& extra, const DataSpec& data,
+                          const tok::Tokenizer& tok, uint64_t seed);
+
+struct LmBatch {
+  torch::Tensor input_ids;       // (B, T) int64, right-padded with pad_id, T = longest row
+  torch::Tensor attention_mask;  // (B, T) int64, 1 = token
+  torch::Tensor labels;          // (B, T) int64 = input_ids where scored, -100 at padding and unscored ids
+  std::vector<int64_t> index;    // TokenizedExample::index per row
+};
+
+// rows: positions in ds.items (may be empty: returns B = 0 tensors of shape (0, 1)). pad_id:
+// tokenizer pad else eos (pad_id_for). RuntimeError for a row out of range.
+LmBatch collate(const LmDataset& ds, const std::vector<int64_t>& rows, int64_t pad_id);
+
+// The tokenizer's pad id, else its eos id; InputError naming the tokenizer if it has neither.
+int64_t pad_id_for(const tok::Tokenizer& tok);
+
+}  // namespace dpft::data
