@@ -54,8 +54,8 @@ struct ClassEvalResult {
   int64_t samples = 0, correct = 0;
   double seconds = 0;
   std::vector<int64_t> predicted;  // per sample: index into the label set
-  std::vector<std::vector<double>>
-      scores;                      // per sample, per label: summed NLL of the label's tokens
+  // Per sample, per label: summed NLL of the label's tokens.
+  std::vector<std::vector<double>> scores;
   nlohmann::json to_json() const;  // accuracy, samples, correct, seconds
 };
 
