@@ -46,14 +46,16 @@ void append(Doc& doc, const std::vector<int32_t>& ids, uint8_t scored) {
 }
 
 // cap > 0: each text is encoded to at most `cap` ids (the caller truncates the whole anyway).
-Doc encode_example(const Example& e, const tok::Tokenizer& tok, const std::optional<tok::ChatFormat>& chat,
-                   bool response_only, size_t cap) {
+Doc encode_example(const Example& e, const tok::Tokenizer& tok,
+                   const std::optional<tok::ChatFormat>& chat, bool response_only, size_t cap) {
   Doc doc;
   if (e.prompt && chat) {
-    tok::ChatPrompt p = tok::render_chat(tok, {{"user", *e.prompt}, {"assistant", e.text}}, false, *chat);
+    tok::ChatPrompt p =
+        tok::render_chat(tok, {{"user", *e.prompt}, {"assistant", e.text}}, false, *chat);
     tok::ChatEncoding enc = tok::encode_chat(tok, p);
     doc.ids = std::move(enc.ids);
-    doc.scored = response_only ? std::move(enc.response_mask) : std::vector<uint8_t>(doc.ids.size(), 1);
+    doc.scored =
+        response_only ? std::move(enc.response_mask) : std::vector<uint8_t>(doc.ids.size(), 1);
     doc.content = doc.ids.size();
     return doc;
   }
@@ -82,9 +84,11 @@ std::optional<tok::ChatFormat> chat_format_of(const std::string& name, const tok
 
 }  // namespace
 
-LmDataset build_lm_dataset(const std::vector<Example>& examples, const tok::Tokenizer& tok, const LmDataOptions& o) {
+LmDataset build_lm_dataset(const std::vector<Example>& examples, const tok::Tokenizer& tok,
+                           const LmDataOptions& o) {
   if (o.max_length < 2)
-    throw ConfigError(fmt::format("data.max_length: {} is too small; at least 2 tokens are needed", o.max_length));
+    throw ConfigError(fmt::format("data.max_length: {} is too small; at least 2 tokens are needed",
+                                  o.max_length));
   std::optional<tok::ChatFormat> chat = chat_format_of(o.chat_format, tok);
   const size_t L = static_cast<size_t>(o.max_length);
   LmDataset ds;
@@ -107,16 +111,18 @@ LmDataset build_lm_dataset(const std::vector<Example>& examples, const tok::Toke
       ds.items.push_back({e.index, std::move(doc.ids), std::move(doc.scored), e.label});
     }
     if (ds.dropped > 0)
-      spdlog::warn("{} of {} examples dropped: fewer than 2 tokens (empty text) or no scored token within "
-                   "max_length {} (loss_on: {})",
-                   ds.dropped, examples.size(), o.max_length, o.response_only ? "response" : "all");
+      spdlog::warn(
+          "{} of {} examples dropped: fewer than 2 tokens (empty text) or no scored token within "
+          "max_length {} (loss_on: {})",
+          ds.dropped, examples.size(), o.max_length, o.response_only ? "response" : "all");
     return ds;
   }
 
   if (!tok.eos_id())
-    throw InputError(fmt::format("{}: data.packing needs an eos token to separate documents, and this tokenizer "
-                                 "has none; set data.packing: false",
-                                 tok.source()));
+    throw InputError(
+        fmt::format("{}: data.packing needs an eos token to separate documents, and this tokenizer "
+                    "has none; set data.packing: false",
+                    tok.source()));
   std::vector<int32_t> ids;
   std::vector<uint8_t> scored;
   int64_t empty_docs = 0;
@@ -143,10 +149,14 @@ LmDataset build_lm_dataset(const std::vector<Example>& examples, const tok::Toke
     }
     ds.items.push_back(std::move(t));
   }
-  if (empty_docs > 0) spdlog::warn("packing: {} of {} documents are empty and were skipped", empty_docs, examples.size());
-  if (ds.dropped > 0) spdlog::warn("packing: {} of {} blocks have no scored token and were dropped", ds.dropped, blocks);
-  spdlog::debug("packing: {} tokens into {} blocks of {} ({} tokens in the dropped tail)", ids.size(), blocks, L,
-                ids.size() - blocks * L);
+  if (empty_docs > 0)
+    spdlog::warn("packing: {} of {} documents are empty and were skipped", empty_docs,
+                 examples.size());
+  if (ds.dropped > 0)
+    spdlog::warn("packing: {} of {} blocks have no scored token and were dropped", ds.dropped,
+                 blocks);
+  spdlog::debug("packing: {} tokens into {} blocks of {} ({} tokens in the dropped tail)",
+                ids.size(), blocks, L, ids.size() - blocks * L);
   return ds;
 }
 
@@ -154,8 +164,9 @@ std::vector<Example> read_examples(const DatasetSpec& d, const std::string& key)
   if (d.path.empty())
     throw ConfigError(fmt::format("{}.path: not set; name a CSV, TSV, JSONL or text file", key));
   if (!std::filesystem::exists(d.path))
-    throw InputError(fmt::format("{}.path: data file '{}' not found (paths are relative to the working directory)",
-                                 key, d.path));
+    throw InputError(fmt::format(
+        "{}.path: data file '{}' not found (paths are relative to the working directory)", key,
+        d.path));
   try {
     Table t = read_table(d.path, d.format);
     return examples(t, d.text_column, d.label_column, d.prompt_column);
@@ -166,9 +177,10 @@ std::vector<Example> read_examples(const DatasetSpec& d, const std::string& key)
   }
 }
 
-LmDataset load_lm_dataset(const DatasetSpec& d, const std::vector<DatasetSpec>& extra, const DataSpec& data,
-                          const tok::Tokenizer& tok, uint64_t seed) {
-  bool is_eval = &d == &data.eval || (&d != &data.train && d.path == data.eval.path && d.path != data.train.path);
+LmDataset load_lm_dataset(const DatasetSpec& d, const std::vector<DatasetSpec>& extra,
+                          const DataSpec& data, const tok::Tokenizer& tok, uint64_t seed) {
+  bool is_eval = &d == &data.eval ||
+                 (&d != &data.train && d.path == data.eval.path && d.path != data.train.path);
   std::vector<Example> all = read_examples(d, is_eval ? "data.eval" : "data.train");
   int64_t offset = static_cast<int64_t>(all.size());
   for (size_t i = 0; i < extra.size(); ++i) {
@@ -176,7 +188,8 @@ LmDataset load_lm_dataset(const DatasetSpec& d, const std::vector<DatasetSpec>& 
     int64_t rows = static_cast<int64_t>(more.size());
     for (Example& e : more) e.index += offset;
     more = subsample(more, extra[i].num_samples, seed + 1 + i);
-    all.insert(all.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+    all.insert(all.end(), std::make_move_iterator(more.begin()),
+               std::make_move_iterator(more.end()));
     offset += rows;
   }
   all = subsample(all, d.num_samples, seed);
@@ -187,9 +200,11 @@ LmBatch collate(const LmDataset& ds, const std::vector<int64_t>& rows, int64_t p
   const int64_t B = static_cast<int64_t>(rows.size());
   int64_t T = 1;
   for (int64_t r : rows) {
-    DPFT_CHECK(r >= 0 && r < ds.size(), "collate: row {} is outside the data set (size {})", r, ds.size());
-    DPFT_CHECK(ds.items[r].scored.size() == ds.items[r].ids.size(), "collate: row {} has {} ids but {} scored flags",
-               r, ds.items[r].ids.size(), ds.items[r].scored.size());
+    DPFT_CHECK(r >= 0 && r < ds.size(), "collate: row {} is outside the data set (size {})", r,
+               ds.size());
+    DPFT_CHECK(ds.items[r].scored.size() == ds.items[r].ids.size(),
+               "collate: row {} has {} ids but {} scored flags", r, ds.items[r].ids.size(),
+               ds.items[r].scored.size());
     T = std::max<int64_t>(T, static_cast<int64_t>(ds.items[r].ids.size()));
   }
   LmBatch b;
@@ -214,8 +229,8 @@ LmBatch collate(const LmDataset& ds, const std::vector<int64_t>& rows, int64_t p
 int64_t pad_id_for(const tok::Tokenizer& tok) {
   if (tok.pad_id()) return *tok.pad_id();
   if (tok.eos_id()) return *tok.eos_id();
-  throw InputError(fmt::format("{}: the tokenizer has neither a pad nor an eos token to pad batches with",
-                               tok.source()));
+  throw InputError(fmt::format(
+      "{}: the tokenizer has neither a pad nor an eos token to pad batches with", tok.source()));
 }
 
 }  // namespace dpft::data

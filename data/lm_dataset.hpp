@@ -34,7 +34,8 @@
 namespace dpft::data {
 
 struct TokenizedExample {
-  int64_t index = 0;            // example index (row in file order across train + train_extra; block number when packed)
+  // Example index: row in file order across train + train_extra; block number when packed.
+  int64_t index = 0;
   std::vector<int32_t> ids;     // token ids, at most max_length
   std::vector<uint8_t> scored;  // per id: 1 = this id is a prediction target (label), 0 = not
                                 // (prompt / control tokens when loss_on=response; bos)
@@ -53,7 +54,8 @@ struct LmDataOptions {
   bool add_eos = true;
   bool packing = false;
   bool response_only = false;  // loss_on == response
-  std::string chat_format = "none";  // none | auto (the tokenizer's) | plain | chatml | qwen2.5 | llama3
+  // none | auto (the tokenizer's) | plain | chatml | qwen2.5 | llama3
+  std::string chat_format = "none";
 };
 
 LmDataOptions lm_data_options(const DataSpec& d);
@@ -61,7 +63,8 @@ LmDataOptions lm_data_options(const DataSpec& d);
 // Tokenize examples (truncating to max_length, bos where the tokenizer adds it), or pack them.
 // ConfigError for max_length < 2 or an unknown chat format; InputError when packing with a
 // tokenizer that has no eos.
-LmDataset build_lm_dataset(const std::vector<Example>& examples, const tok::Tokenizer& tok, const LmDataOptions& o);
+LmDataset build_lm_dataset(const std::vector<Example>& examples, const tok::Tokenizer& tok,
+                           const LmDataOptions& o);
 
 // The examples of one dataset block (read, columns picked), not subsampled. `key` names the
 // spec block in messages (e.g. "data.train"): InputError if the file is missing, ConfigError
@@ -73,14 +76,14 @@ std::vector<Example> read_examples(const DatasetSpec& d, const std::string& key)
 // subsampled by its own num_samples (seed + 1 + i), then the concatenation by d.num_samples.
 // Example indices continue across files (file k's rows start after all rows of files < k).
 // InputError if a file is missing; names the spec key.
-LmDataset load_lm_dataset(const DatasetSpec& d, const std::vector<DatasetSpec>& extra, const DataSpec& data,
-                          const tok::Tokenizer& tok, uint64_t seed);
+LmDataset load_lm_dataset(const DatasetSpec& d, const std::vector<DatasetSpec>& extra,
+                          const DataSpec& data, const tok::Tokenizer& tok, uint64_t seed);
 
 struct LmBatch {
   torch::Tensor input_ids;       // (B, T) int64, right-padded with pad_id, T = longest row
   torch::Tensor attention_mask;  // (B, T) int64, 1 = token
-  torch::Tensor labels;          // (B, T) int64 = input_ids where scored, -100 at padding and unscored ids
-  std::vector<int64_t> index;    // TokenizedExample::index per row
+  torch::Tensor labels;  // (B, T) int64 = input_ids where scored, -100 at padding and unscored ids
+  std::vector<int64_t> index;  // TokenizedExample::index per row
 };
 
 // rows: positions in ds.items (may be empty: returns B = 0 tensors of shape (0, 1)). pad_id:

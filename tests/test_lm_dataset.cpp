@@ -57,7 +57,8 @@ TEST_CASE("text format: one example per non-blank line, .txt detected", "[data]"
   CHECK(read_table(lm / "wikitext-2_valid.txt").rows.size() == 2461);
 }
 
-TEST_CASE("PubMed with GPT-2: truncation to max_length, eos when it fits, all ids scored", "[data]") {
+TEST_CASE("PubMed with GPT-2: truncation to max_length, eos when it fits, all ids scored",
+          "[data]") {
   SHARED_DATA_OR_SKIP(g, "gpt2_tokenizer");
   SHARED_DATA_OR_SKIP(pm, "pe_sgd_text/pubmed");
   const tok::Tokenizer& tk = gpt2(g);
@@ -86,7 +87,8 @@ TEST_CASE("PubMed with GPT-2: truncation to max_length, eos when it fits, all id
   CHECK(with_eos < 200);  // some abstracts are longer than 256 tokens: both branches are covered
   o.add_eos = false;
   LmDataset no_eos = build_lm_dataset(ex, tk, o);
-  CHECK(no_eos.items[0].ids == Ids(ds.items[0].ids.begin(), ds.items[0].ids.end() - (ds.items[0].ids.back() == eos)));
+  CHECK(no_eos.items[0].ids ==
+        Ids(ds.items[0].ids.begin(), ds.items[0].ids.end() - (ds.items[0].ids.back() == eos)));
 }
 
 TEST_CASE("packing: documents + eos concatenated, cut into full blocks, tail dropped", "[data]") {
@@ -145,7 +147,8 @@ TEST_CASE("prompt/response pairs, chat_format none: response mask and truncation
   CHECK(ds.items[0].ids == cat(cat(p, r), {eos}));
   CHECK(ds.items[0].scored == flags({{p.size(), 0}, {r.size() + 1, 1}}));
   o.response_only = false;
-  CHECK(build_lm_dataset({e}, tk, o).items[0].scored == std::vector<uint8_t>(p.size() + r.size() + 1, 1));
+  CHECK(build_lm_dataset({e}, tk, o).items[0].scored ==
+        std::vector<uint8_t>(p.size() + r.size() + 1, 1));
   // truncated inside the response: no eos, the kept response ids are scored
   o.response_only = true;
   o.max_length = static_cast<int64_t>(p.size() + 2);
@@ -160,10 +163,12 @@ TEST_CASE("prompt/response pairs, chat_format none: response mask and truncation
   CHECK(none.dropped == 1);
 }
 
-TEST_CASE("prompt/response pairs, chatml with the Qwen tokenizer: only the answer is scored", "[data]") {
+TEST_CASE("prompt/response pairs, chatml with the Qwen tokenizer: only the answer is scored",
+          "[data]") {
   SHARED_DATA_OR_SKIP(q, "qwen_tokenizer");
   const tok::Tokenizer& tk = qwen2(q);
-  Example e{0, "Differential privacy bounds what one record can change.", "", std::string("What is DP?")};
+  Example e{0, "Differential privacy bounds what one record can change.", "",
+            std::string("What is DP?")};
   const int32_t im_end = 151645;
   REQUIRE(tk.token_to_id("<|im_end|>") == im_end);
   tok::EncodeOptions special;
@@ -176,16 +181,20 @@ TEST_CASE("prompt/response pairs, chatml with the Qwen tokenizer: only the answe
   o.response_only = true;
   LmDataset ds = build_lm_dataset({e}, tk, o);
   REQUIRE(ds.size() == 1);
-  CHECK(ds.items[0].ids == cat(cat(head, answer), tail));  // no extra eos: the format closes the turn
+  CHECK(ds.items[0].ids ==
+        cat(cat(head, answer), tail));  // no extra eos: the format closes the turn
   CHECK(ds.items[0].scored == flags({{head.size(), 0}, {answer.size(), 1}, {tail.size(), 0}}));
   o.response_only = false;
-  CHECK(build_lm_dataset({e}, tk, o).items[0].scored == std::vector<uint8_t>(ds.items[0].ids.size(), 1));
+  CHECK(build_lm_dataset({e}, tk, o).items[0].scored ==
+        std::vector<uint8_t>(ds.items[0].ids.size(), 1));
   // a plain example in the same set is not rendered as a chat
   Example plain{1, "just text", "", std::nullopt};
-  CHECK(build_lm_dataset({plain}, tk, o).items[0].ids == cat(tk.encode("just text"), {*tk.eos_id()}));
+  CHECK(build_lm_dataset({plain}, tk, o).items[0].ids ==
+        cat(tk.encode("just text"), {*tk.eos_id()}));
   // auto = the tokenizer's format: Qwen2 is qwen2.5, which adds its default system message
   o.chat_format = "auto";
-  Ids sys = tk.encode(std::string("<|im_start|>system\n") + tok::kQwen25DefaultSystem + "<|im_end|>\n", special);
+  Ids sys = tk.encode(
+      std::string("<|im_start|>system\n") + tok::kQwen25DefaultSystem + "<|im_end|>\n", special);
   LmDataset a = build_lm_dataset({e}, tk, o);
   REQUIRE(a.items[0].ids.size() == sys.size() + ds.items[0].ids.size());
   CHECK(Ids(a.items[0].ids.begin(), a.items[0].ids.begin() + sys.size()) == sys);
@@ -194,14 +203,16 @@ TEST_CASE("prompt/response pairs, chatml with the Qwen tokenizer: only the answe
   CHECK_THROWS_AS(build_lm_dataset({e}, tk, o), ConfigError);
 }
 
-TEST_CASE("load_lm_dataset: train + train_extra indices, subsampling, errors name the key", "[data]") {
+TEST_CASE("load_lm_dataset: train + train_extra indices, subsampling, errors name the key",
+          "[data]") {
   SHARED_DATA_OR_SKIP(g, "gpt2_tokenizer");
   const tok::Tokenizer& tk = gpt2(g);
   test::TempDir d;
-  Spec s = parse_spec(YAML::Load(fmt::format(
-      "data:\n  train: {{path: {0}/a.csv, label_column: y}}\n  train_extra:\n    - {{path: {0}/b.txt}}\n"
-      "  max_length: 16\n",
-      d.path.string())));
+  Spec s =
+      parse_spec(YAML::Load(fmt::format("data:\n  train: {{path: {0}/a.csv, label_column: y}}\n  "
+                                        "train_extra:\n    - {{path: {0}/b.txt}}\n"
+                                        "  max_length: 16\n",
+                                        d.path.string())));
   d.write("a.csv", "text,y\nalpha one,p\nbeta two,n\ngamma three,p\n");
   d.write("b.txt", "delta four\n\nepsilon five\n");
   LmDataset ds = load_lm_dataset(s.data.train, s.data.train_extra, s.data, tk, 0);
@@ -221,7 +232,8 @@ TEST_CASE("load_lm_dataset: train + train_extra indices, subsampling, errors nam
   CHECK_THROWS_WITH(load_lm_dataset(s.data.train, s.data.train_extra, s.data, tk, 0),
                     Contains("data.train_extra[0].path: data file"));
   CHECK_THROWS_AS(load_lm_dataset(s.data.train, s.data.train_extra, s.data, tk, 0), InputError);
-  CHECK_THROWS_WITH(load_lm_dataset(s.data.eval, {}, s.data, tk, 0), Contains("data.eval.path: not set"));
+  CHECK_THROWS_WITH(load_lm_dataset(s.data.eval, {}, s.data, tk, 0),
+                    Contains("data.eval.path: not set"));
   DatasetSpec wrong_column;
   wrong_column.path = (d.path / "a.csv").string();
   wrong_column.text_column = "txt";
@@ -230,8 +242,9 @@ TEST_CASE("load_lm_dataset: train + train_extra indices, subsampling, errors nam
 }
 
 TEST_CASE("lm_data_options follows the data spec", "[data]") {
-  Spec s = parse_spec(YAML::Load("data:\n  train: {prompt_column: q}\n  max_length: 64\n  packing: true\n"
-                                 "  add_eos: false\n  loss_on: response\n  chat_format: chatml\n"));
+  Spec s = parse_spec(
+      YAML::Load("data:\n  train: {prompt_column: q}\n  max_length: 64\n  packing: true\n"
+                 "  add_eos: false\n  loss_on: response\n  chat_format: chatml\n"));
   LmDataOptions o = lm_data_options(s.data);
   CHECK(o.max_length == 64);
   CHECK(o.packing);
@@ -246,15 +259,19 @@ TEST_CASE("lm_data_options follows the data spec", "[data]") {
   CHECK(def.chat_format == "none");
 }
 
-TEST_CASE("collate: right padding, attention mask, labels -100 at padding and unscored ids", "[data]") {
+TEST_CASE("collate: right padding, attention mask, labels -100 at padding and unscored ids",
+          "[data]") {
   LmDataset ds;
   ds.items.push_back({10, {5, 6, 7}, {0, 1, 1}, ""});
   ds.items.push_back({11, {1, 2, 3, 4, 8}, {1, 1, 0, 1, 1}, ""});
   LmBatch b = collate(ds, {1, 0}, 99);
   CHECK(b.index == std::vector<int64_t>{11, 10});
-  CHECK(torch::equal(b.input_ids, torch::tensor({{1, 2, 3, 4, 8}, {5, 6, 7, 99, 99}}, torch::kInt64)));
-  CHECK(torch::equal(b.attention_mask, torch::tensor({{1, 1, 1, 1, 1}, {1, 1, 1, 0, 0}}, torch::kInt64)));
-  CHECK(torch::equal(b.labels, torch::tensor({{1, 2, -100, 4, 8}, {-100, 6, 7, -100, -100}}, torch::kInt64)));
+  CHECK(torch::equal(b.input_ids,
+                     torch::tensor({{1, 2, 3, 4, 8}, {5, 6, 7, 99, 99}}, torch::kInt64)));
+  CHECK(torch::equal(b.attention_mask,
+                     torch::tensor({{1, 1, 1, 1, 1}, {1, 1, 1, 0, 0}}, torch::kInt64)));
+  CHECK(torch::equal(b.labels,
+                     torch::tensor({{1, 2, -100, 4, 8}, {-100, 6, 7, -100, -100}}, torch::kInt64)));
   LmBatch one = collate(ds, {0}, 99);
   CHECK(one.input_ids.sizes() == torch::IntArrayRef({1, 3}));
   LmBatch empty = collate(ds, {}, 99);

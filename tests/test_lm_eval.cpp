@@ -47,7 +47,8 @@ struct Direct {
 Direct direct(model::CausalLM& m, const data::TokenizedExample& t) {
   torch::NoGradGuard ng;
   std::vector<int64_t> v(t.ids.begin(), t.ids.end());
-  torch::Tensor logits = m->forward(torch::tensor(v, torch::kInt64).unsqueeze(0), torch::Tensor())[0];  // (T, V)
+  torch::Tensor logits =
+      m->forward(torch::tensor(v, torch::kInt64).unsqueeze(0), torch::Tensor())[0];  // (T, V)
   torch::Tensor logp = torch::log_softmax(logits.to(torch::kFloat64), -1);
   Direct d;
   for (size_t p = 0; p + 1 < t.ids.size(); ++p) {
@@ -62,7 +63,8 @@ Direct direct(model::CausalLM& m, const data::TokenizedExample& t) {
 
 }  // namespace
 
-TEST_CASE("evaluate_lm: loss, accuracy, perplexity as defined, against a direct computation", "[eval]") {
+TEST_CASE("evaluate_lm: loss, accuracy, perplexity as defined, against a direct computation",
+          "[eval]") {
   model::CausalLM m = model::make_causal_lm(test::tiny_config("gpt2"), 3);
   data::LmDataset ds = random_dataset(9, 61, 5);
   m->train();
@@ -106,7 +108,8 @@ TEST_CASE("evaluate_lm: a sample's loss is the same alone and batched with longe
     model::CausalLM m = model::make_causal_lm(test::tiny_config(type), 4);
     data::LmDataset ds;
     ds.items.push_back({0, {3, 9, 14}, {1, 1, 1}, ""});
-    ds.items.push_back({1, {5, 6, 7, 8, 9, 10, 11, 12, 13, 14}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, ""});
+    ds.items.push_back(
+        {1, {5, 6, 7, 8, 9, 10, 11, 12, 13, 14}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, ""});
     ds.items.push_back({2, {20, 21, 22, 23, 24, 25, 26}, {0, 0, 0, 1, 1, 1, 1}, ""});
     eval::LmEvalResult batched = eval::evaluate_lm(m, ds, 3, 0, 60);
     for (int64_t k = 0; k < 3; ++k) {
@@ -166,11 +169,12 @@ TEST_CASE("evaluate_classification: argmin of per-candidate summed NLL; accuracy
   size.vocab = 50257;
   model::CausalLM m = model::make_causal_lm(test::tiny_config("gpt2", size), 7);
   std::vector<std::string> labels = {"positive", "negative", "neutral"};
-  std::vector<data::Example> ex = {{0, "a great film", "positive", {}},
-                                   {1, "dull and slow", "negative", {}},
-                                   {2, "it was a movie with some scenes", "neutral", {}},
-                                   {3, "", "positive", {}},
-                                   {4, "wonderful acting throughout the whole story", "negative", {}}};
+  std::vector<data::Example> ex = {
+      {0, "a great film", "positive", {}},
+      {1, "dull and slow", "negative", {}},
+      {2, "it was a movie with some scenes", "neutral", {}},
+      {3, "", "positive", {}},
+      {4, "wonderful acting throughout the whole story", "negative", {}}};
   eval::ClassEvalResult r = eval::evaluate_classification(m, ex, tk, labels, 4, 32, 0, 50256);
   REQUIRE(r.samples == 5);
   REQUIRE(r.predicted.size() == 5);
@@ -188,13 +192,15 @@ TEST_CASE("evaluate_classification: argmin of per-candidate summed NLL; accuracy
     }
     int64_t best = std::min_element(nll.begin(), nll.end()) - nll.begin();
     INFO("example " << i);
-    for (size_t c = 0; c < labels.size(); ++c) CHECK(r.scores[i][c] == Approx(nll[c]).epsilon(1e-5));
+    for (size_t c = 0; c < labels.size(); ++c)
+      CHECK(r.scores[i][c] == Approx(nll[c]).epsilon(1e-5));
     CHECK(r.predicted[i] == best);
     correct += labels[best] == ex[i].label;
   }
   CHECK(r.correct == correct);
   CHECK(r.accuracy == Approx(correct / 5.0));
   CHECK(r.to_json().at("samples") == 5);
+  CHECK(eval::label_set(ex) == std::vector<std::string>{"negative", "neutral", "positive"});
   // truncation keeps the label whole
   size_t first = 0;
   std::vector<int32_t> cut = eval::candidate_ids(tk, std::string(400, 'x'), "negative", 12, first);

@@ -1,7 +1,7 @@
 // Gaussian noise source: moments (mean, variance, kurtosis, tail mass, neighbour correlation)
 // of both modes against N(0, std^2), seeded determinism and independence from torch's global
 // RNG, state round trips, secure mode never repeating, and the throughput benchmark
-// ([.noise-bench], hidden: dpft_tests "[.noise-bench]").
+// ([noise-bench], hidden and [slow]: dpft_tests "[noise-bench]").
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -131,7 +131,7 @@ TEST_CASE("noise: std 0 gives zeros, bad std or dtype is refused", "[noise]") {
   }
 }
 
-TEST_CASE("noise throughput", "[.noise-bench]") {
+TEST_CASE("noise throughput", "[.][slow][noise-bench]") {
   const int64_t n = 1 << 24;
   for (bool secure : {false, true}) {
     NoiseSource s(1, secure);

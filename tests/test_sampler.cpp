@@ -74,7 +74,7 @@ TEST_CASE("Poisson sampler: empty batches occur with probability (1 - q)^n", "[s
   CHECK(std::fabs(empty / double(K) - p) <= 4 * std::sqrt(p * (1 - p) / K));
 }
 
-TEST_CASE("Poisson sampler follows its documented stream; q = 1 takes everything", "[sampler]") {
+TEST_CASE("Poisson sampler follows its documented stream, and q = 1 takes everything", "[sampler]") {
   // sampler.hpp: one mt19937_64 output per index, u = (x >> 11) 2^-53, include iff u < q.
   std::mt19937_64 ref(123);
   PoissonSampler s(500, 0.1, 123);
@@ -117,7 +117,7 @@ TEST_CASE("Poisson sampler: deterministic per seed, state round trip continues e
   CHECK(fresh.draws() == 1);
 }
 
-TEST_CASE("Poisson sampler rejects q outside (0, 1] and empty data", "[sampler]") {
+TEST_CASE("Poisson sampler rejects q <= 0, q > 1 and empty data", "[sampler]") {
   CHECK_THROWS_AS(PoissonSampler(10, 0.0, 1), ConfigError);
   CHECK_THROWS_WITH(PoissonSampler(10, 1.5, 1), Contains("privacy.sampling_rate = 1.5"));
   CHECK_THROWS_AS(PoissonSampler(10, std::nan(""), 1), ConfigError);

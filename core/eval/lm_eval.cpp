@@ -5,7 +5,7 @@
 
 #include <chrono>
 #include <cmath>
-#include <limits>
+#include <set>
 
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
@@ -18,7 +18,9 @@ namespace {
 struct EvalMode {
   model::CausalLM& m;
   bool was_training;
-  explicit EvalMode(model::CausalLM& model) : m(model), was_training(model->is_training()) { m->eval(); }
+  explicit EvalMode(model::CausalLM& model) : m(model), was_training(model->is_training()) {
+    m->eval();
+  }
   ~EvalMode() { m->train(was_training); }
 };
 
@@ -33,8 +35,10 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 void check_micro_batch(int64_t micro_batch) {
   if (micro_batch < 1)
-    throw ConfigError(fmt::format("evaluation micro batch: {} rows; it must be at least 1 "
-                                  "(train.micro_batch_size)", micro_batch));
+    throw ConfigError(
+        fmt::format("evaluation micro batch: {} rows; it must be at least 1 "
+                    "(train.micro_batch_size)",
+                    micro_batch));
 }
 
 }  // namespace
@@ -44,8 +48,8 @@ nlohmann::json LmEvalResult::to_json() const {
           {"samples", samples}, {"tokens", tokens},     {"seconds", seconds}};
 }
 
-LmEvalResult evaluate_lm(model::CausalLM& model, const data::LmDataset& ds, int64_t micro_batch, int64_t max_samples,
-                         int64_t pad_id) {
+LmEvalResult evaluate_lm(model::CausalLM& model, const data::LmDataset& ds, int64_t micro_batch,
+                         int64_t max_samples, int64_t pad_id) {
   check_micro_batch(micro_batch);
   auto t0 = std::chrono::steady_clock::now();
   torch::NoGradGuard no_grad;
@@ -60,18 +64,20 @@ LmEvalResult evaluate_lm(model::CausalLM& model, const data::LmDataset& ds, int6
     std::vector<int64_t> rows;
     for (int64_t i = start; i < std::min(n, start + micro_batch); ++i) rows.push_back(i);
     data::LmBatch b = data::collate(ds, rows, pad_id);
-    torch::Tensor ids = b.input_ids.to(dev), mask = b.attention_mask.to(dev), labels = b.labels.to(dev);
-    torch::Tensor logits = model->forward(ids, mask);  // (B, T, V)
+    torch::Tensor ids = b.input_ids.to(dev), mask = b.attention_mask.to(dev),
+                  labels = b.labels.to(dev);
+    torch::Tensor logits = model->forward(ids, mask);              // (B, T, V)
     auto [loss, tokens] = model::per_sample_loss(logits, labels);  // (B), (B)
     const int64_t T = logits.size(1);
-    torch::Tensor target = labels.slice(1, 1, T);                                    // (B, T-1)
+    torch::Tensor target = labels.slice(1, 1, T);  // (B, T-1)
     torch::Tensor hit = (logits.slice(1, 0, T - 1).argmax(-1) == target) & (target != -100);
-    torch::Tensor right = hit.sum(1);                                                // (B)
+    torch::Tensor right = hit.sum(1);  // (B)
     loss = loss.to(torch::kCPU, torch::kFloat64);
     tokens = tokens.to(torch::kCPU, torch::kInt64);
     right = right.to(torch::kCPU, torch::kInt64);
     for (size_t i = 0; i < rows.size(); ++i) {
-      SampleScore s{b.index[i], loss[i].item<double>(), tokens[i].item<int64_t>(), right[i].item<int64_t>()};
+      SampleScore s{b.index[i], loss[i].item<double>(), tokens[i].item<int64_t>(),
+                    right[i].item<int64_t>()};
       total_nll += s.loss * static_cast<double>(s.tokens);
       r.tokens += s.tokens;
       correct += s.correct;
@@ -87,31 +93,44 @@ LmEvalResult evaluate_lm(model::CausalLM& model, const data::LmDataset& ds, int6
   return r;
 }
 
-void append_per_sample(const std::filesystem::path& file, const std::string& tag, const LmEvalResult& r) {
+void append_per_sample(const std::filesystem::path& file, const std::string& tag,
+                       const LmEvalResult& r) {
   JsonlWriter w(file);
   for (const SampleScore& s : r.per_sample)
-    w.write({{"model", tag},
-             {"index", s.index},
-             {"loss", s.loss},
-             {"tokens", s.tokens},
-             {"accuracy", s.tokens > 0 ? static_cast<double>(s.correct) / static_cast<double>(s.tokens) : 0.0}});
+    w.write(
+        {{"model", tag},
+         {"index", s.index},
+         {"loss", s.loss},
+         {"tokens", s.tokens},
+         {"accuracy",
+          s.tokens > 0 ? static_cast<double>(s.correct) / static_cast<double>(s.tokens) : 0.0}});
 }
 
 nlohmann::json ClassEvalResult::to_json() const {
   return {{"accuracy", accuracy}, {"samples", samples}, {"correct", correct}, {"seconds", seconds}};
 }
 
-std::vector<int32_t> candidate_ids(const tok::Tokenizer& tok, const std::string& text, const std::string& label,
-                                   int64_t max_length, size_t& first_label) {
+std::vector<std::string> label_set(const std::vector<data::Example>& examples) {
+  std::set<std::string> s;
+  for (const data::Example& e : examples)
+    if (!e.label.empty()) s.insert(e.label);
+  return {s.begin(), s.end()};
+}
+
+std::vector<int32_t> candidate_ids(const tok::Tokenizer& tok, const std::string& text,
+                                   const std::string& label, int64_t max_length,
+                                   size_t& first_label) {
   std::vector<int32_t> ids;
   if (tok.add_bos() && tok.bos_id()) ids.push_back(*tok.bos_id());
   std::vector<int32_t> nl = tok.encode("\n"), lab = tok.encode(label);
-  if (lab.empty()) throw InputError("classification: a candidate label is empty; every label needs some text");
+  if (lab.empty())
+    throw InputError("classification: a candidate label is empty; every label needs some text");
   int64_t budget = max_length - static_cast<int64_t>(ids.size() + nl.size() + lab.size());
   if (budget < 0)
-    throw InputError(fmt::format("classification: label '{}' needs {} tokens, more than max_length {} allows; "
-                                 "raise data.max_length",
-                                 label, ids.size() + nl.size() + lab.size(), max_length));
+    throw InputError(
+        fmt::format("classification: label '{}' needs {} tokens, more than max_length {} allows; "
+                    "raise data.max_length",
+                    label, ids.size() + nl.size() + lab.size(), max_length));
   if (budget > 0) {
     tok::EncodeOptions eo;
     eo.max_length = static_cast<size_t>(budget);
@@ -124,14 +143,17 @@ std::vector<int32_t> candidate_ids(const tok::Tokenizer& tok, const std::string&
   return ids;
 }
 
-ClassEvalResult evaluate_classification(model::CausalLM& model, const std::vector<data::Example>& examples,
-                                        const tok::Tokenizer& tok, const std::vector<std::string>& labels,
-                                        int64_t micro_batch, int64_t max_length, int64_t max_samples,
-                                        int64_t pad_id) {
+ClassEvalResult evaluate_classification(model::CausalLM& model,
+                                        const std::vector<data::Example>& examples,
+                                        const tok::Tokenizer& tok,
+                                        const std::vector<std::string>& labels, int64_t micro_batch,
+                                        int64_t max_length, int64_t max_samples, int64_t pad_id) {
   check_micro_batch(micro_batch);
-  if (labels.empty()) throw ConfigError("classification: the label set is empty; give at least one label");
+  if (labels.empty())
+    throw ConfigError("classification: the label set is empty; give at least one label");
   auto t0 = std::chrono::steady_clock::now();
-  const int64_t n = max_samples > 0 ? std::min<int64_t>(max_samples, examples.size()) : examples.size();
+  const int64_t n =
+      max_samples > 0 ? std::min<int64_t>(max_samples, examples.size()) : examples.size();
   const int64_t C = static_cast<int64_t>(labels.size());
   // Every (example, label) pair is one row whose only scored ids are the label's.
   data::LmDataset rows;
@@ -149,8 +171,9 @@ ClassEvalResult evaluate_classification(model::CausalLM& model, const std::vecto
       rows.items.push_back(std::move(t));
     }
     if (truth[i] < 0)
-      throw InputError(fmt::format("classification: example {} has label '{}', which is not in the label set",
-                                   e.index, e.label));
+      throw InputError(
+          fmt::format("classification: example {} has label '{}', which is not in the label set",
+                      e.index, e.label));
   }
   torch::NoGradGuard no_grad;
   EvalMode mode(model);
@@ -160,8 +183,9 @@ ClassEvalResult evaluate_classification(model::CausalLM& model, const std::vecto
     std::vector<int64_t> idx;
     for (int64_t i = start; i < std::min(rows.size(), start + micro_batch); ++i) idx.push_back(i);
     data::LmBatch b = data::collate(rows, idx, pad_id);
-    torch::Tensor logits = model->forward(b.input_ids.to(dev), b.attention_mask.to(dev));  // (B, T, V)
-    torch::Tensor sum = model::per_token_loss(logits, b.labels.to(dev)).first.sum(1);      // (B)
+    torch::Tensor logits =
+        model->forward(b.input_ids.to(dev), b.attention_mask.to(dev));                 // (B, T, V)
+    torch::Tensor sum = model::per_token_loss(logits, b.labels.to(dev)).first.sum(1);  // (B)
     sum = sum.to(torch::kCPU, torch::kFloat64);
     for (size_t k = 0; k < idx.size(); ++k) nll[idx[k]] = sum[k].item<double>();
   }

@@ -41,35 +41,42 @@ struct LmEvalResult {
 // Evaluates under NoGradGuard and model->eval(), restoring the previous train/eval mode;
 // batches of micro_batch rows (on the model's device); max_samples > 0: the first max_samples
 // items only. pad_id: data::pad_id_for(tokenizer). ConfigError for micro_batch < 1.
-LmEvalResult evaluate_lm(model::CausalLM& model, const data::LmDataset& ds, int64_t micro_batch, int64_t max_samples,
-                         int64_t pad_id);
+LmEvalResult evaluate_lm(model::CausalLM& model, const data::LmDataset& ds, int64_t micro_batch,
+                         int64_t max_samples, int64_t pad_id);
 
 // Appends one JSON line per sample: {"model": tag, "index", "loss", "tokens", "accuracy"} via
 // JsonlWriter (accuracy = correct / tokens, 0 for a sample without tokens).
-void append_per_sample(const std::filesystem::path& file, const std::string& tag, const LmEvalResult& r);
+void append_per_sample(const std::filesystem::path& file, const std::string& tag,
+                       const LmEvalResult& r);
 
 struct ClassEvalResult {
   double accuracy = 0;
   int64_t samples = 0, correct = 0;
   double seconds = 0;
-  std::vector<int64_t> predicted;            // per sample: index into the label set
-  std::vector<std::vector<double>> scores;   // per sample, per label: summed NLL of the label's tokens
-  nlohmann::json to_json() const;            // accuracy, samples, correct, seconds
+  std::vector<int64_t> predicted;  // per sample: index into the label set
+  // Per sample, per label: summed NLL of the label's tokens.
+  std::vector<std::vector<double>> scores;
+  nlohmann::json to_json() const;  // accuracy, samples, correct, seconds
 };
+
+// The distinct non-empty labels of `examples`, sorted: the candidate set for classification.
+std::vector<std::string> label_set(const std::vector<data::Example>& examples);
 
 // The ids of one candidate: [bos] + encode(text) cut so that everything fits max_length,
 // + encode("\n") + encode(label); `first_label` is the position of the label's first id.
 // InputError when the label alone (with "\n" and bos) does not fit max_length.
-std::vector<int32_t> candidate_ids(const tok::Tokenizer& tok, const std::string& text, const std::string& label,
-                                   int64_t max_length, size_t& first_label);
+std::vector<int32_t> candidate_ids(const tok::Tokenizer& tok, const std::string& text,
+                                   const std::string& label, int64_t max_length,
+                                   size_t& first_label);
 
 // For each example (max_samples > 0: the first max_samples), scores every label of `labels`
 // as a continuation of its text and predicts the one with the lowest summed NLL (ties: the
 // first). Each example's label must be in `labels` (InputError otherwise). Same mode handling
 // as evaluate_lm; micro_batch rows per forward pass.
-ClassEvalResult evaluate_classification(model::CausalLM& model, const std::vector<data::Example>& examples,
-                                        const tok::Tokenizer& tok, const std::vector<std::string>& labels,
-                                        int64_t micro_batch, int64_t max_length, int64_t max_samples,
-                                        int64_t pad_id);
+ClassEvalResult evaluate_classification(model::CausalLM& model,
+                                        const std::vector<data::Example>& examples,
+                                        const tok::Tokenizer& tok,
+                                        const std::vector<std::string>& labels, int64_t micro_batch,
+                                        int64_t max_length, int64_t max_samples, int64_t pad_id);
 
 }  // namespace dpft::eval
