@@ -55,7 +55,7 @@ void register_init(CLI::App* model, CliContext& ctx) {
   auto o = std::make_shared<Opts>();
   CLI::App* sub = model->add_subcommand("init", "write a random-init HF-format checkpoint (config, weights, tokenizer)");
   sub->add_option("--arch", o->arch, "gpt2 | llama | qwen2")->required();
-  sub->add_option("--preset", o->preset, "tiny | small | gpt2-124m | qwen2.5-3b (docs/models.md)")->required();
+  sub->add_option("--preset", o->preset, "tiny | mini | small | gpt2-124m | qwen2.5-3b (docs/models.md)")->required();
   sub->add_option("--tokenizer", o->tokenizer, "tokenizer directory (its vocabulary sets vocab_size)")->required();
   sub->add_option("--out", o->out, "output directory")->required();
   sub->add_option("--seed", o->seed, "initialisation seed")->capture_default_str();

@@ -16,6 +16,7 @@ void register_run(CLI::App& app, CliContext& ctx) {
     std::string spec, out, resume;
     std::vector<std::string> sets;
     bool dry_run = false;
+    int64_t stop_after = 0;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("run", "run an experiment spec");
@@ -24,6 +25,9 @@ void register_run(CLI::App& app, CliContext& ctx) {
                   "continue the run in this directory from its last checkpoint (its config.resolved.yaml is the spec)");
   sub->add_option("--set", o->sets, "override a spec value: key.path=value (repeatable)")->take_all();
   sub->add_option("--out", o->out, "output root (overrides output.dir)");
+  sub->add_option("--stop-after", o->stop_after,
+                  "stop after this many steps (writing a checkpoint; continue with --resume), e.g. for time-limited jobs")
+      ->check(CLI::NonNegativeNumber);
   sub->add_flag("--dry-run", o->dry_run, "validate and print the resolved spec; write nothing");
   sub->callback([o, &ctx] {
     ctx.action = [o, &ctx] {
@@ -47,6 +51,7 @@ void register_run(CLI::App& app, CliContext& ctx) {
       ro.out_dir = o->out;
       ro.command_line = ctx.command_line;
       ro.resume_dir = o->resume;
+      ro.stop_after = o->stop_after;
       RunResult r = run_experiment(spec, ro);
       std::cout << r.run_dir << "\n";
       return r.exit_code;

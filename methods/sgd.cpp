@@ -47,7 +47,8 @@ class SgdMethod : public Method {
     lo.sampling = sampling_;
     lo.q = dp.q;
     lo.batch_size = spec.train.batch_size;
-    lo.release = dp.release();
+    lo.release = dp.release();  // non-private: eps = inf, whatever privacy.epsilon says
+    lo.check_budget = false;
     lo.method_info = {{"sampling", sampling_}, {"clip", clip_}};
     train::Trainer trainer(ctx, in, lo, nullptr);
     std::unique_ptr<grad::PerSampleGrads> psg;

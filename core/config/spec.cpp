@@ -176,7 +176,7 @@ Spec parse_spec(const YAML::Node& root) {
     p.get("eps_error", pr.eps_error, Range::open(0, 1));
     p.get("noise_multiplier", pr.noise_multiplier, Range::at_least(0));
     p.get("sampling_rate", pr.sampling_rate, Range{0, 1, true, false});
-    p.get("clip_norm", pr.clip_norm, Range::above(0));
+    p.get("clip_norm", pr.clip_norm, Range{0, std::numeric_limits<double>::infinity(), true, false});  // inf: no clipping
     p.get_choice("clipping", pr.clipping, {"clip", "normalize"});
     p.get_choice("noise_divisor", pr.noise_divisor, {"expected", "realized"});
     p.get("secure_noise", pr.secure_noise);

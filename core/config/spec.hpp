@@ -58,7 +58,7 @@ struct PrivacySpec {
   double eps_error = 0.01;                  // PRV accountant's epsilon discretisation error
   std::optional<double> noise_multiplier;   // sigma; when set, epsilon is computed, not targeted
   std::optional<double> sampling_rate;      // Poisson rate q; null = train.batch_size / N
-  double clip_norm = 1.0;                   // per-sample clipping bound C
+  double clip_norm = 1.0;                   // per-sample clipping bound C (inf = none; only without noise)
   std::string clipping = "clip";            // clip | normalize (Bu et al. automatic clipping)
   std::string noise_divisor = "expected";   // expected (q*N) | realized (actual batch size)
   bool secure_noise = false;                // draw noise from the OS CSPRNG (getrandom)

@@ -8,7 +8,7 @@
 namespace dpft::model {
 
 const std::vector<std::string>& preset_names() {
-  static const std::vector<std::string> n = {"tiny", "small", "gpt2-124m", "qwen2.5-3b"};
+  static const std::vector<std::string> n = {"tiny", "mini", "small", "gpt2-124m", "qwen2.5-3b"};
   return n;
 }
 
@@ -33,6 +33,7 @@ ModelConfig preset_config(const std::string& arch, const std::string& preset, in
     c.max_position = pos;
   };
   if (preset == "tiny") set(64, 2, 4, 2, 256, 256);
+  else if (preset == "mini") set(128, 4, 4, 4, 512, 512);
   else if (preset == "small") set(256, 4, 4, 2, 1024, 512);
   else if (preset == "gpt2-124m") {
     if (!gpt2) throw ConfigError("--preset gpt2-124m exists only for --arch gpt2");

@@ -102,7 +102,7 @@ RunResult run_experiment(const Spec& spec, const RunOptions& opts) {
   metrics["privacy"] = ledger.to_json();
   dir.write_metrics(metrics);  // a run killed outright still leaves a parseable metrics.json
   dir.event("start", {{"method", spec.method.name}, {"seed", spec.seed}});
-  RunContext ctx{spec, dir, ledger, resume};
+  RunContext ctx{spec, dir, ledger, resume, opts.stop_after};
   try {
     nlohmann::json block = spec.method.impl->run(ctx);
     if (block.is_object()) metrics.update(block);
@@ -119,6 +119,9 @@ RunResult run_experiment(const Spec& spec, const RunOptions& opts) {
     r.status = "interrupted";
     r.exit_code = interrupt_exit_code();
     spdlog::warn("interrupted by signal {}; partial results saved in {}", interrupt_signal(), r.run_dir);
+  } else if (ctx.stopped) {
+    r.status = "stopped";
+    spdlog::info("stopped after {} steps as asked; continue with: dpft run --resume {}", opts.stop_after, r.run_dir);
   } else {
     r.status = "ok";
   }

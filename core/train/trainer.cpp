@@ -19,6 +19,7 @@
 #include "core/util/error.hpp"
 #include "core/util/progress.hpp"
 #include "core/util/seed.hpp"
+#include "core/util/shape.hpp"
 #include "core/util/signals.hpp"
 
 namespace dpft::train {
@@ -144,6 +145,7 @@ nlohmann::json Trainer::evaluate(const std::string& tag, int64_t step, bool per_
   s_->eval_seconds += seconds_since(t0);
   if (per_sample && spec.eval.per_sample) eval::append_per_sample(s_->ctx.dir.file("per_sample.jsonl"), tag, r);
   nlohmann::json j = r.to_json();
+  j.erase("seconds");  // timing lives in the timing block, so eval blocks are reproducible
   j["step"] = step;
   s_->ctx.dir.event("eval", {{"model", tag}, {"step", step}, {"loss", r.loss}, {"accuracy", r.accuracy}});
   spdlog::info("eval {} (step {}): loss {:.4f}, accuracy {:.4f}, perplexity {:.2f}", tag, step, r.loss, r.accuracy,
@@ -191,7 +193,7 @@ bool Trainer::load_checkpoint() {
     for (size_t i = 0; i < s.params.size(); ++i) {
       Tensor t = st->load("param." + s.names[i]);
       DPFT_CHECK_AS(InputError, t.sizes() == s.params[i].sizes(), "checkpoint: parameter {} has shape {}, model {}",
-                    s.names[i], fmt::format("{}", t.sizes()), fmt::format("{}", s.params[i].sizes()));
+                    s.names[i], shape_str(t.sizes()), shape_str(s.params[i].sizes()));
       s.params[i].copy_(t);
     }
   }
@@ -199,7 +201,10 @@ bool Trainer::load_checkpoint() {
   for (const auto& info : st->tensors())
     if (info.name.rfind("opt.", 0) == 0) opt_state.emplace_back(info.name.substr(4), st->load(info.name));
   s.opt->load_state(opt_state);
-  at::detail::getDefaultCPUGenerator().set_state(st->load("rng.torch_cpu"));
+  {
+    at::Generator g = at::detail::getDefaultCPUGenerator();
+    g.set_state(st->load("rng.torch_cpu"));
+  }
   s.step = j.at("step").get<int64_t>();
   if (s.poisson) s.poisson->set_state(j.at("sampler").get<std::string>());
   else s.shuffle->set_state(j.at("sampler").get<std::string>());
@@ -223,7 +228,7 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
   bool resumed = s.ctx.resume && load_checkpoint();
   if (s.ctx.resume && !resumed) spdlog::warn("no checkpoint in {}; starting from step 0", s.ckpt_dir().string());
   if (!resumed) {
-    if (s.opts.release) {  // the real plan, now that the data set's size is known
+    if (s.opts.release && s.opts.check_budget) {  // the real plan, now that the data set's size is known
       privacy::Release plan = *s.opts.release;
       plan.count = T;
       s.ctx.ledger.check_plan({plan});
@@ -232,7 +237,12 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
   }
   Progress progress("train", T);
   progress.update(s.step);
+  const int64_t first = s.step;
   while (s.step < T && !interrupted()) {
+    if (s.ctx.stop_after > 0 && s.step - first >= s.ctx.stop_after) {
+      s.ctx.stopped = true;
+      break;
+    }
     auto t0 = std::chrono::steady_clock::now();
     std::vector<int64_t> rows = s.poisson ? s.poisson->next() : s.shuffle->next();
     BatchStats st;

@@ -29,6 +29,7 @@ struct LoopOptions {
   double q = 1;                      // Poisson rate
   int64_t batch_size = 1;            // shuffle batch size
   std::optional<privacy::Release> release;  // recorded once per step (nullopt: nothing released)
+  bool check_budget = true;          // refuse to start if T releases exceed privacy.epsilon
   nlohmann::json method_info;        // stored under metrics["train"]["method"]
 };
 
