@@ -119,6 +119,7 @@ int bench_tokenizer(const TokenizerBench& b) {
 }  // namespace
 
 void register_bench_model(CLI::App* bench, CliContext& ctx);  // cli/cmd_bench_model.cpp
+void register_bench_train(CLI::App* bench, CliContext& ctx);  // cli/cmd_bench_train.cpp
 
 void register_bench(CLI::App& app, CliContext& ctx) {
   auto reps = std::make_shared<int>(5);
@@ -145,6 +146,7 @@ void register_bench(CLI::App& app, CliContext& ctx) {
   tk->add_flag("--json", tb->json, "one JSON object");
   tk->callback([tb, &ctx] { ctx.action = [tb] { return bench_tokenizer(*tb); }; });
   register_bench_model(sub, ctx);
+  register_bench_train(sub, ctx);
 }
 
 }  // namespace dpft

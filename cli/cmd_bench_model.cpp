@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "cli/app.hpp"
+#include "cli/bench_common.hpp"
 #include "core/model/presets.hpp"
 #include "core/model/transformer.hpp"
 #include "core/util/system.hpp"
@@ -60,12 +61,7 @@ int bench_decode(const std::string& arch, const std::string& preset, int64_t voc
 
 int bench_forward(const std::string& arch, const std::string& preset, int64_t vocab, int64_t batch, int64_t seq, int reps) {
   torch::NoGradGuard ng;
-  // sgemm rate: 1024^3 fp32 matmul
-  torch::Tensor a = torch::randn({1024, 1024}), b = torch::randn({1024, 1024});
-  torch::mm(a, b);
-  auto t0 = Clock::now();
-  for (int i = 0; i < 5; ++i) torch::mm(a, b);
-  double gemm_gflops = 5 * 2.0 * 1024 * 1024 * 1024 / secs(t0) / 1e9;
+  double gemm_gflops = sgemm_gflops();
 
   model::ModelConfig c = model::preset_config(arch, preset, vocab);
   model::CausalLM m = model::make_causal_lm(c, 0);
@@ -73,15 +69,11 @@ int bench_forward(const std::string& arch, const std::string& preset, int64_t vo
   seq = std::min(seq, c.max_position);
   torch::Tensor ids = torch::randint(vocab, {batch, seq}, torch::kInt64);
   m->forward(ids, torch::Tensor());
-  t0 = Clock::now();
+  auto t0 = Clock::now();
   for (int i = 0; i < reps; ++i) m->forward(ids, torch::Tensor());
   double s = secs(t0) / reps;
   double tokens = static_cast<double>(batch * seq);
-  // matmul FLOPs per token: 2 x (linear weights + lm_head) + attention (2 x 2 x seq/2 x d per layer)
-  int64_t lin = 0;
-  for (auto& [n, l] : m->linears()) lin += l->weight.numel();
-  double flops_tok = 2.0 * (lin + (c.tie_word_embeddings ? c.vocab_size * c.hidden_size : 0)) +
-                     4.0 * c.num_layers * (seq / 2.0) * c.num_heads * c.head_dim;
+  double flops_tok = forward_flops_per_token(m, seq);
   std::cout << fmt::format("forward {} {} (vocab {}), batch {} x {} tokens, {} threads\n", arch, preset, vocab, batch, seq,
                            torch_threads())
             << fmt::format("  {:.0f} tokens/s ({:.1f} ms per batch), {:.1f} GFLOP/s of matmul work\n", tokens / s, 1000 * s,
@@ -92,6 +84,27 @@ int bench_forward(const std::string& arch, const std::string& preset, int64_t vo
 }
 
 }  // namespace
+
+double sgemm_gflops() {
+  torch::NoGradGuard ng;
+  torch::Tensor a = torch::randn({1024, 1024}), b = torch::randn({1024, 1024});
+  torch::mm(a, b);
+  double best = 0;
+  for (int i = 0; i < 5; ++i) {
+    auto t0 = Clock::now();
+    torch::mm(a, b);
+    best = std::max(best, 2.0 * 1024 * 1024 * 1024 / secs(t0) / 1e9);
+  }
+  return best;
+}
+
+double forward_flops_per_token(model::CausalLM& m, int64_t seq) {
+  const model::ModelConfig& c = m->config();
+  int64_t lin = 0;
+  for (auto& [n, l] : m->linears()) lin += l->weight.numel();
+  return 2.0 * static_cast<double>(lin + (c.tie_word_embeddings ? c.vocab_size * c.hidden_size : 0)) +
+         4.0 * static_cast<double>(c.num_layers) * (static_cast<double>(seq) / 2.0) * c.num_heads * c.head_dim;
+}
 
 void register_bench_model(CLI::App* bench, CliContext& ctx) {
   struct Opts {

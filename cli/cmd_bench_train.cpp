@@ -1,0 +1,194 @@
+// `dpft bench train`: the cost of privacy per training step, measured in one process on one
+// fixed batch of random tokens: a non-private step (forward + autograd backward of the mean
+// loss) and a DP-SGD step (per-sample gradients, clipping, the clipped sum, noise), interleaved
+// over --reps repetitions (medians reported, so machine noise hits both alike). Peak memory of
+// each kind is measured in a child process of its own (`--only np|dp`), since peak RSS is per
+// process. Results belong in docs/BENCHMARKS.md.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "cli/app.hpp"
+#include "cli/bench_common.hpp"
+#include "core/model/peft.hpp"
+#include "core/model/presets.hpp"
+#include "core/train/privatize.hpp"
+#include "core/util/error.hpp"
+#include "core/util/system.hpp"
+
+namespace dpft {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct TrainBench {
+  std::string arch = "gpt2", preset = "small", peft = "lora", grad_mode = "auto", only;
+  std::vector<std::string> targets;
+  int64_t vocab = 50257, batch = 32, seq = 128, micro = 0, r = 8;
+  int reps = 5;
+  bool json = false;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Runs this executable with `args`; returns the JSON object it prints last.
+nlohmann::json run_child(const std::string& args) {
+  std::string cmd = "/proc/self/exe " + args;
+  std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
+  DPFT_CHECK(p != nullptr, "cannot start {}", cmd);
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (size_t n = fread(buf.data(), 1, buf.size(), p.get())) out.append(buf.data(), n);
+  auto start = out.rfind("\n{");
+  return nlohmann::json::parse(start == std::string::npos ? out : out.substr(start + 1));
+}
+
+int bench_train(const TrainBench& b) {
+  model::ModelConfig c = model::preset_config(b.arch, b.preset, b.vocab);
+  model::CausalLM m = model::make_causal_lm(c, 0);
+  model::PeftOptions po;
+  po.kind = b.peft;
+  po.r = b.r;
+  po.targets = !b.targets.empty()                ? b.targets
+               : b.peft == "full"               ? std::vector<std::string>{"all"}
+               : b.arch == "gpt2"               ? std::vector<std::string>{"c_attn"}
+                                                : std::vector<std::string>{"q_proj", "v_proj"};
+  model::apply_peft(m, po, 1);
+  m->train();
+  const int64_t seq = std::min(b.seq, c.max_position), micro = b.micro > 0 ? b.micro : b.batch;
+  // One fixed batch: random tokens, all scored.
+  data::LmDataset ds;
+  torch::manual_seed(0);
+  torch::Tensor ids = torch::randint(c.vocab_size, {b.batch, seq}, torch::kInt64);
+  for (int64_t i = 0; i < b.batch; ++i) {
+    data::TokenizedExample e;
+    e.index = i;
+    auto acc = ids[i].accessor<int64_t, 1>();
+    for (int64_t t = 0; t < seq; ++t) e.ids.push_back(static_cast<int32_t>(acc[t]));
+    e.scored.assign(static_cast<size_t>(seq), 1);
+    ds.items.push_back(std::move(e));
+  }
+  std::vector<int64_t> rows(static_cast<size_t>(b.batch));
+  for (int64_t i = 0; i < b.batch; ++i) rows[static_cast<size_t>(i)] = i;
+  auto params = model::trainable_parameters(m);
+
+  auto np_step = [&] {
+    auto t0 = Clock::now();
+    for (auto& [n, p] : params) p.mutable_grad() = torch::Tensor();
+    for (int64_t i = 0; i < b.batch; i += micro) {
+      std::vector<int64_t> chunk(rows.begin() + i, rows.begin() + std::min(b.batch, i + micro));
+      data::LmBatch mb = data::collate(ds, chunk, 0);
+      auto losses = model::per_sample_loss(m->forward(mb.input_ids, mb.attention_mask), mb.labels).first;
+      (losses.sum() / static_cast<double>(b.batch)).backward();
+    }
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  grad::GradOptions go;
+  go.mode = b.grad_mode;
+  grad::PerSampleGrads psg(m, go);
+  train::DpSettings dp;
+  dp.sigma = 1;
+  dp.q = 0.01;
+  dp.dataset_size = b.batch * 100;
+  privacy::NoiseSource noise(0, false);
+  double psg_share = 0;
+  auto dp_step = [&] {
+    auto t0 = Clock::now();
+    train::BatchStats st;
+    auto g = train::clipped_sum(psg, ds, rows, micro, 0, dp, &st);
+    train::noise_and_scale(g, dp, noise, b.batch, &st);
+    double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    psg_share = st.grad_seconds / s;
+    return s;
+  };
+
+  if (!b.only.empty()) {  // memory child: warm-up + reps of one kind, then peak RSS
+    DPFT_CHECK_AS(ConfigError, b.only == "np" || b.only == "dp", "--only: np or dp, got '{}'", b.only);
+    for (int i = 0; i <= b.reps; ++i) b.only == "np" ? np_step() : dp_step();
+    std::cout << nlohmann::json{{"only", b.only}, {"peak_rss_mb", peak_rss_mb()}}.dump() << "\n";
+    return 0;
+  }
+  np_step(), dp_step();  // warm-up
+  std::vector<double> tn, td;
+  for (int i = 0; i < b.reps; ++i) tn.push_back(np_step()), td.push_back(dp_step());
+  double n = median(tn), d = median(td);
+  double tokens = static_cast<double>(b.batch * seq);
+  double fwd = forward_flops_per_token(m, seq) * tokens;
+  // Backward: activation gradients (= forward) always; weight gradients (= forward's share of
+  // the trainable matrices) only for full fine-tuning.
+  double np_flops = fwd * (b.peft == "full" ? 3.0 : 2.0);
+  double gemm = sgemm_gflops();
+  std::string common = fmt::format("bench train --arch {} --preset {} --vocab {} --batch {} --seq {} --micro {} "
+                                   "--peft {} --r {} --grad-mode {} --reps {} --threads {} --quiet",
+                                   b.arch, b.preset, b.vocab, b.batch, seq, micro, b.peft, b.r, b.grad_mode,
+                                   std::max(1, b.reps / 2), torch_threads());
+  for (auto& t : b.targets) common += " --targets " + t;
+  nlohmann::json mem_np = run_child(common + " --only np"), mem_dp = run_child(common + " --only dp");
+  nlohmann::json out = {
+      {"model", fmt::format("{} {} (vocab {})", b.arch, b.preset, c.vocab_size)},
+      {"peft", b.peft},
+      {"trainable_parameters", model::count_parameters(m, true)},
+      {"batch", b.batch},
+      {"seq", seq},
+      {"micro_batch", micro},
+      {"threads", torch_threads()},
+      {"grad_mode", b.grad_mode},
+      {"nonprivate_step_s", n},
+      {"dp_step_s", d},
+      {"time_ratio", d / n},
+      {"per_sample_grad_share_of_dp_step", psg_share},
+      {"nonprivate_gflops", np_flops / n / 1e9},
+      {"sgemm_gflops", gemm},
+      {"nonprivate_peak_rss_mb", mem_np["peak_rss_mb"]},
+      {"dp_peak_rss_mb", mem_dp["peak_rss_mb"]},
+      {"memory_ratio", mem_dp["peak_rss_mb"].get<double>() / mem_np["peak_rss_mb"].get<double>()}};
+  if (b.json) {
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("train step, {} {} (vocab {}), {} fine-tuning ({} trainable), batch {} x {} tokens, "
+                           "micro-batch {}, {} threads\n",
+                           b.arch, b.preset, c.vocab_size, b.peft, model::count_parameters(m, true), b.batch, seq,
+                           micro, torch_threads())
+            << fmt::format("  non-private: {:8.3f} s/step  ({:.1f} GFLOP/s model FLOPs; sgemm {:.1f} GFLOP/s -> {:.0f}%)\n",
+                           n, np_flops / n / 1e9, gemm, 100 * np_flops / n / 1e9 / gemm)
+            << fmt::format("  DP-SGD:      {:8.3f} s/step  ratio {:.2f}x\n", d, d / n)
+            << fmt::format("  peak RSS:    non-private {:.0f} MB, DP-SGD {:.0f} MB, ratio {:.2f}x\n",
+                           mem_np["peak_rss_mb"].get<double>(), mem_dp["peak_rss_mb"].get<double>(),
+                           out["memory_ratio"].get<double>());
+  return 0;
+}
+
+}  // namespace
+
+void register_bench_train(CLI::App* bench, CliContext& ctx) {
+  auto o = std::make_shared<TrainBench>();
+  CLI::App* s = bench->add_subcommand("train", "DP-SGD step time and memory vs a non-private step (one process)");
+  s->add_option("--arch", o->arch, "gpt2 | llama | qwen2")->capture_default_str();
+  s->add_option("--preset", o->preset, "model preset (docs/models.md)")->capture_default_str();
+  s->add_option("--vocab", o->vocab, "vocabulary size")->capture_default_str();
+  s->add_option("--batch", o->batch, "sequences per logical batch")->capture_default_str();
+  s->add_option("--seq", o->seq, "tokens per sequence")->capture_default_str();
+  s->add_option("--micro", o->micro, "physical micro-batch (0 = the whole batch)")->capture_default_str();
+  s->add_option("--peft", o->peft, "lora | full")->capture_default_str();
+  s->add_option("--r", o->r, "LoRA rank")->capture_default_str();
+  s->add_option("--targets", o->targets, "modules to train (default: c_attn / q_proj,v_proj for LoRA, all for full)");
+  s->add_option("--grad-mode", o->grad_mode, "per-sample norms: auto | materialize | ghost")->capture_default_str();
+  s->add_option("--reps", o->reps, "timed repetitions of each step (medians reported)")->capture_default_str();
+  s->add_option("--only", o->only, "internal: run one kind (np | dp) and print its peak RSS");
+  s->add_flag("--json", o->json, "print JSON");
+  s->callback([o, &ctx] { ctx.action = [o] { return bench_train(*o); }; });
+}
+
+}  // namespace dpft
