@@ -74,7 +74,8 @@ int bench_train(const TrainBench& b) {
   for (int64_t i = 0; i < b.batch; ++i) {
     data::TokenizedExample e;
     e.index = i;
-    auto acc = ids[i].accessor<int64_t, 1>();
+    torch::Tensor row = ids[i].contiguous();
+    auto acc = row.accessor<int64_t, 1>();
     for (int64_t t = 0; t < seq; ++t) e.ids.push_back(static_cast<int32_t>(acc[t]));
     e.scored.assign(static_cast<size_t>(seq), 1);
     ds.items.push_back(std::move(e));

@@ -1,23 +1,14 @@
-// dpft entry point: allocator settings, signal handlers, then the CLI (cli/app.cpp).
-#include <malloc.h>
-
-#include <cstdlib>
-#include <cstring>
-
+// dpft entry point: signal handlers, then the CLI (cli/app.cpp).
+//
+// Allocator note (docs/BENCHMARKS.md): glibc serves the large per-step logit / activation
+// tensors with fresh mmaps, which costs page faults (sys time ~ user time in training).
+// Keeping freed memory in the heap (mallopt M_MMAP_MAX 0 + a high trim threshold) made steps
+// 1.3x faster but let the resident size grow without bound (an OOM kill after ~600 pretraining
+// steps), so dpft keeps glibc's defaults.
 #include "cli/app.hpp"
 #include "core/util/signals.hpp"
 
 int main(int argc, char** argv) {
-  // Training allocates and frees activation / logit tensors of hundreds of MB every step. glibc
-  // serves blocks above 32 MB with fresh mmaps, so each step paid for page faults on all of them
-  // (sys time ~ user time). Keeping freed memory in the heap instead made a pretraining step 1.5x
-  // faster (docs/BENCHMARKS.md). DPFT_MALLOC=system keeps glibc's defaults.
-  const char* m = std::getenv("DPFT_MALLOC");
-  if (!m || std::strcmp(m, "system") != 0) {
-    mallopt(M_MMAP_MAX, 0);
-    mallopt(M_TRIM_THRESHOLD, 2147483647);
-    mallopt(M_TOP_PAD, 256 << 20);
-  }
   dpft::install_signal_handlers();
   return dpft::run_cli(argc, argv);
 }

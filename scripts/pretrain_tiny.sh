@@ -2,7 +2,8 @@
 # Rebuild the embedded default model, models/tiny-gpt2, from scratch: a random-init GPT-2
 # `mini` (d 128, 4 layers, GPT-2 tokenizer; dpft model init), pretrained with method sgd on the
 # public text of ../shared/data (experiments/pretrain/tiny_gpt2.yaml), exported in fp16 with
-# its tokenizer and a PROVENANCE.md. About 30 minutes on a 2-core CPU.
+# its tokenizer and a PROVENANCE.md. About 20 minutes on a 2-core CPU. Run it with a copy of the
+# binary (DPFT=/tmp/dpft) if you rebuild meanwhile: relinking build/dpft kills a running process.
 # Env: DPFT (default build/dpft), OUT (default build/pretrain), extra args go to `dpft run`.
 set -euo pipefail
 cd "$(dirname "$0")/.."

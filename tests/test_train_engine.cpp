@@ -232,3 +232,20 @@ TEST_CASE("a run stopped after step k and resumed ends with the numbers of an un
   CHECK(!fs::exists(fs::path(dir) / "checkpoint"));
   CHECK(fs::exists(fs::path(dir) / "adapter" / "adapter_model.safetensors"));
 }
+
+TEST_CASE("labelled eval data adds classification accuracy to the base and final evaluations", "[train-engine]") {
+  Fixture f;
+  if (!make_fixture(f)) return;
+  fs::path yelp = test::shared_data_subdir("yelp_augpe");
+  if (yelp.empty()) return;
+  std::string out = (f.tmp.path / "runs").string();
+  auto m = run_metrics(f, out,
+                       {"--set", "method.name=sgd", "--set", "train.steps=1", "--set",
+                        "data.eval.path=" + (yelp / "dev.csv").string(), "--set", "data.eval.label_column=label2"});
+  for (const char* k : {"base", "final"}) {
+    CAPTURE(k);
+    const auto& c = m["eval"][k]["classification"];
+    CHECK(c["samples"] == 8);
+    CHECK(c["correct"].get<int64_t>() == static_cast<int64_t>(std::lround(c["accuracy"].get<double>() * 8)));
+  }
+}

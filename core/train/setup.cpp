@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 
+#include "core/eval/lm_eval.hpp"
 #include "core/model/checkpoint.hpp"
 #include "core/tokenizer/load.hpp"
 #include "core/util/error.hpp"
@@ -65,8 +66,17 @@ TrainInputs load_train_inputs(const Spec& spec) {
   DPFT_CHECK_AS(ConfigError, !spec.data.train.path.empty(), "data.train.path: no private training set given");
   in.train = data::load_lm_dataset(spec.data.train, spec.data.train_extra, spec.data, *in.tok,
                                    derive_seed(spec.seed, "data"));
-  if (!spec.data.eval.path.empty())
-    in.eval = data::load_lm_dataset(spec.data.eval, {}, spec.data, *in.tok, derive_seed(spec.seed, "eval-data"));
+  if (!spec.data.eval.path.empty()) {
+    uint64_t eval_seed = derive_seed(spec.seed, "eval-data");
+    in.eval = data::load_lm_dataset(spec.data.eval, {}, spec.data, *in.tok, eval_seed);
+    if (!spec.data.eval.label_column.empty()) {
+      in.eval_examples =
+          data::subsample(data::read_examples(spec.data.eval, "data.eval"), spec.data.eval.num_samples, eval_seed);
+      in.labels = eval::label_set(in.eval_examples);
+      DPFT_CHECK_AS(InputError, in.labels.size() >= 2, "data.eval.label_column '{}': need at least 2 distinct labels, found {}",
+                    spec.data.eval.label_column, in.labels.size());
+    }
+  }
   spdlog::info("model {} ({} trainable of {} parameters, peft {}); train {} examples ({} tokens), eval {}",
                in.model_dir.string(), model::count_parameters(in.model, true), model::count_parameters(in.model, false),
                in.peft.kind, in.train.size(), in.train.num_tokens(), in.eval.size());

@@ -22,6 +22,10 @@ struct TrainInputs {
   model::CausalLM model;
   std::shared_ptr<tok::Tokenizer> tok;
   data::LmDataset train, eval;  // eval empty when data.eval.path is ""
+  // With data.eval.label_column: the labelled eval examples (same subsample as `eval`) and the
+  // candidate labels, for classification accuracy by label likelihood (core/eval/lm_eval.hpp).
+  std::vector<data::Example> eval_examples;
+  std::vector<std::string> labels;
   int64_t pad_id = 0;
   model::PeftOptions peft;
 };

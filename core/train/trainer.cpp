@@ -142,14 +142,22 @@ nlohmann::json Trainer::evaluate(const std::string& tag, int64_t step, bool per_
   const Spec& spec = s_->ctx.spec;
   eval::LmEvalResult r = eval::evaluate_lm(s_->in.model, s_->in.eval, 2 * spec.train.micro_batch_size,
                                            spec.eval.max_samples, s_->in.pad_id);
-  s_->eval_seconds += seconds_since(t0);
   if (per_sample && spec.eval.per_sample) eval::append_per_sample(s_->ctx.dir.file("per_sample.jsonl"), tag, r);
   nlohmann::json j = r.to_json();
   j.erase("seconds");  // timing lives in the timing block, so eval blocks are reproducible
   j["step"] = step;
+  if (per_sample && !s_->in.labels.empty()) {  // base and final: classification by label likelihood
+    eval::ClassEvalResult c = eval::evaluate_classification(
+        s_->in.model, s_->in.eval_examples, *s_->in.tok, s_->in.labels, 2 * spec.train.micro_batch_size,
+        spec.data.max_length, spec.eval.max_samples, s_->in.pad_id);
+    j["classification"] = c.to_json();
+    j["classification"].erase("seconds");
+    spdlog::info("eval {}: classification accuracy {:.4f} over {} labels", tag, c.accuracy, s_->in.labels.size());
+  }
   s_->ctx.dir.event("eval", {{"model", tag}, {"step", step}, {"loss", r.loss}, {"accuracy", r.accuracy}});
   spdlog::info("eval {} (step {}): loss {:.4f}, accuracy {:.4f}, perplexity {:.2f}", tag, step, r.loss, r.accuracy,
                r.perplexity);
+  s_->eval_seconds += seconds_since(t0);
   return j;
 }
 
