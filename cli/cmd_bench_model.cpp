@@ -19,7 +19,9 @@ namespace dpft {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double secs(Clock::time_point a) { return std::chrono::duration<double>(Clock::now() - a).count(); }
+double secs(Clock::time_point a) {
+  return std::chrono::duration<double>(Clock::now() - a).count();
+}
 
 // ms per generated token, decoding `steps` tokens after a `prefix`-token prompt.
 double decode_ms(model::CausalLMImpl& m, int64_t prefix, int64_t steps, bool cached) {
@@ -46,20 +48,25 @@ int bench_decode(const std::string& arch, const std::string& preset, int64_t voc
   c.max_position = std::max<int64_t>(c.max_position, 1024);
   model::CausalLM m = model::make_causal_lm(c, 0);
   m->eval();
-  BlasThreadsGuard blas(1);  // as generate() decodes
+  BlasThreadsGuard blas(1);    // as generate() decodes
   decode_ms(*m, 16, 4, true);  // warm-up
   double at32 = decode_ms(*m, 32, steps, true), at512 = decode_ms(*m, 512, steps, true);
-  double cached256 = decode_ms(*m, 256, steps, true), recompute256 = decode_ms(*m, 256, steps, false);
-  std::cout << fmt::format("decode {} {} (vocab {}), {} threads, {} steps each\n", arch, preset, vocab, torch_threads(), steps)
+  double cached256 = decode_ms(*m, 256, steps, true),
+         recompute256 = decode_ms(*m, 256, steps, false);
+  std::cout << fmt::format("decode {} {} (vocab {}), {} threads, {} steps each\n", arch, preset,
+                           vocab, torch_threads(), steps)
             << fmt::format("  cached, position 32:   {:8.3f} ms/token\n", at32)
-            << fmt::format("  cached, position 512:  {:8.3f} ms/token   (ratio 512/32: {:.2f})\n", at512, at512 / at32)
+            << fmt::format("  cached, position 512:  {:8.3f} ms/token   (ratio 512/32: {:.2f})\n",
+                           at512, at512 / at32)
             << fmt::format("  cached, position 256:  {:8.3f} ms/token\n", cached256)
-            << fmt::format("  recompute, pos. 256:   {:8.3f} ms/token   (speed-up of the cache: {:.1f}x)\n", recompute256,
-                           recompute256 / cached256);
+            << fmt::format(
+                   "  recompute, pos. 256:   {:8.3f} ms/token   (speed-up of the cache: {:.1f}x)\n",
+                   recompute256, recompute256 / cached256);
   return 0;
 }
 
-int bench_forward(const std::string& arch, const std::string& preset, int64_t vocab, int64_t batch, int64_t seq, int reps) {
+int bench_forward(const std::string& arch, const std::string& preset, int64_t vocab, int64_t batch,
+                  int64_t seq, int reps) {
   torch::NoGradGuard ng;
   double gemm_gflops = sgemm_gflops();
 
@@ -74,12 +81,13 @@ int bench_forward(const std::string& arch, const std::string& preset, int64_t vo
   double s = secs(t0) / reps;
   double tokens = static_cast<double>(batch * seq);
   double flops_tok = forward_flops_per_token(m, seq);
-  std::cout << fmt::format("forward {} {} (vocab {}), batch {} x {} tokens, {} threads\n", arch, preset, vocab, batch, seq,
-                           torch_threads())
-            << fmt::format("  {:.0f} tokens/s ({:.1f} ms per batch), {:.1f} GFLOP/s of matmul work\n", tokens / s, 1000 * s,
-                           flops_tok * tokens / s / 1e9)
-            << fmt::format("  sgemm 1024^3: {:.1f} GFLOP/s  -> model at {:.0f}% of sgemm rate\n", gemm_gflops,
-                           100 * flops_tok * tokens / s / 1e9 / gemm_gflops);
+  std::cout << fmt::format("forward {} {} (vocab {}), batch {} x {} tokens, {} threads\n", arch,
+                           preset, vocab, batch, seq, torch_threads())
+            << fmt::format(
+                   "  {:.0f} tokens/s ({:.1f} ms per batch), {:.1f} GFLOP/s of matmul work\n",
+                   tokens / s, 1000 * s, flops_tok * tokens / s / 1e9)
+            << fmt::format("  sgemm 1024^3: {:.1f} GFLOP/s  -> model at {:.0f}% of sgemm rate\n",
+                           gemm_gflops, 100 * flops_tok * tokens / s / 1e9 / gemm_gflops);
   return 0;
 }
 
@@ -102,8 +110,10 @@ double forward_flops_per_token(model::CausalLM& m, int64_t seq) {
   const model::ModelConfig& c = m->config();
   int64_t lin = 0;
   for (auto& [n, l] : m->linears()) lin += l->weight.numel();
-  return 2.0 * static_cast<double>(lin + (c.tie_word_embeddings ? c.vocab_size * c.hidden_size : 0)) +
-         4.0 * static_cast<double>(c.num_layers) * (static_cast<double>(seq) / 2.0) * c.num_heads * c.head_dim;
+  return 2.0 *
+             static_cast<double>(lin + (c.tie_word_embeddings ? c.vocab_size * c.hidden_size : 0)) +
+         4.0 * static_cast<double>(c.num_layers) * (static_cast<double>(seq) / 2.0) * c.num_heads *
+             c.head_dim;
 }
 
 void register_bench_model(CLI::App* bench, CliContext& ctx) {
@@ -113,13 +123,17 @@ void register_bench_model(CLI::App* bench, CliContext& ctx) {
     int reps = 3;
   };
   auto o = std::make_shared<Opts>();
-  CLI::App* dec = bench->add_subcommand("decode", "KV-cache decoding speed: flat in position, vs recomputing");
+  CLI::App* dec =
+      bench->add_subcommand("decode", "KV-cache decoding speed: flat in position, vs recomputing");
   dec->add_option("--arch", o->arch, "gpt2 | llama | qwen2")->capture_default_str();
   dec->add_option("--preset", o->preset, "model preset")->capture_default_str();
   dec->add_option("--vocab", o->vocab, "vocabulary size")->capture_default_str();
   dec->add_option("--steps", o->steps, "tokens timed per case")->capture_default_str();
-  dec->callback([o, &ctx] { ctx.action = [o] { return bench_decode(o->arch, o->preset, o->vocab, o->steps); }; });
-  CLI::App* fwd = bench->add_subcommand("forward", "forward throughput of a preset next to the sgemm rate");
+  dec->callback([o, &ctx] {
+    ctx.action = [o] { return bench_decode(o->arch, o->preset, o->vocab, o->steps); };
+  });
+  CLI::App* fwd =
+      bench->add_subcommand("forward", "forward throughput of a preset next to the sgemm rate");
   fwd->add_option("--arch", o->arch, "gpt2 | llama | qwen2")->capture_default_str();
   fwd->add_option("--preset", o->preset, "model preset (try small)")->capture_default_str();
   fwd->add_option("--vocab", o->vocab, "vocabulary size")->capture_default_str();
@@ -127,7 +141,9 @@ void register_bench_model(CLI::App* bench, CliContext& ctx) {
   fwd->add_option("--seq", o->seq, "tokens per sequence")->capture_default_str();
   fwd->add_option("--reps", o->reps, "timed repetitions")->capture_default_str();
   fwd->callback([o, &ctx] {
-    ctx.action = [o] { return bench_forward(o->arch, o->preset, o->vocab, o->batch, o->seq, o->reps); };
+    ctx.action = [o] {
+      return bench_forward(o->arch, o->preset, o->vocab, o->batch, o->seq, o->reps);
+    };
   });
 }
 

@@ -4,8 +4,8 @@
 // over --reps repetitions (medians reported, so machine noise hits both alike). Peak memory of
 // each kind is measured in a child process of its own (`--only np|dp`), since peak RSS is per
 // process. Results belong in docs/BENCHMARKS.md.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -60,10 +60,10 @@ int bench_train(const TrainBench& b) {
   model::PeftOptions po;
   po.kind = b.peft;
   po.r = b.r;
-  po.targets = !b.targets.empty()                ? b.targets
-               : b.peft == "full"               ? std::vector<std::string>{"all"}
-               : b.arch == "gpt2"               ? std::vector<std::string>{"c_attn"}
-                                                : std::vector<std::string>{"q_proj", "v_proj"};
+  po.targets = !b.targets.empty() ? b.targets
+               : b.peft == "full" ? std::vector<std::string>{"all"}
+               : b.arch == "gpt2" ? std::vector<std::string>{"c_attn"}
+                                  : std::vector<std::string>{"q_proj", "v_proj"};
   model::apply_peft(m, po, 1);
   m->train();
   const int64_t seq = std::min(b.seq, c.max_position), micro = b.micro > 0 ? b.micro : b.batch;
@@ -90,7 +90,8 @@ int bench_train(const TrainBench& b) {
     for (int64_t i = 0; i < b.batch; i += micro) {
       std::vector<int64_t> chunk(rows.begin() + i, rows.begin() + std::min(b.batch, i + micro));
       data::LmBatch mb = data::collate(ds, chunk, 0);
-      auto losses = model::per_sample_loss(m->forward(mb.input_ids, mb.attention_mask), mb.labels).first;
+      auto losses =
+          model::per_sample_loss(m->forward(mb.input_ids, mb.attention_mask), mb.labels).first;
       (losses.sum() / static_cast<double>(b.batch)).backward();
     }
     return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -115,7 +116,8 @@ int bench_train(const TrainBench& b) {
   };
 
   if (!b.only.empty()) {  // memory child: warm-up + reps of one kind, then peak RSS
-    DPFT_CHECK_AS(ConfigError, b.only == "np" || b.only == "dp", "--only: np or dp, got '{}'", b.only);
+    DPFT_CHECK_AS(ConfigError, b.only == "np" || b.only == "dp", "--only: np or dp, got '{}'",
+                  b.only);
     for (int i = 0; i <= b.reps; ++i) b.only == "np" ? np_step() : dp_step();
     std::cout << nlohmann::json{{"only", b.only}, {"peak_rss_mb", peak_rss_mb()}}.dump() << "\n";
     return 0;
@@ -130,12 +132,14 @@ int bench_train(const TrainBench& b) {
   // the trainable matrices) only for full fine-tuning.
   double np_flops = fwd * (b.peft == "full" ? 3.0 : 2.0);
   double gemm = sgemm_gflops();
-  std::string common = fmt::format("bench train --arch {} --preset {} --vocab {} --batch {} --seq {} --micro {} "
-                                   "--peft {} --r {} --grad-mode {} --reps {} --threads {} --quiet",
-                                   b.arch, b.preset, b.vocab, b.batch, seq, micro, b.peft, b.r, b.grad_mode,
-                                   std::max(1, b.reps / 2), torch_threads());
+  std::string common = fmt::format(
+      "bench train --arch {} --preset {} --vocab {} --batch {} --seq {} --micro {} "
+      "--peft {} --r {} --grad-mode {} --reps {} --threads {} --quiet",
+      b.arch, b.preset, b.vocab, b.batch, seq, micro, b.peft, b.r, b.grad_mode,
+      std::max(1, b.reps / 2), torch_threads());
   for (auto& t : b.targets) common += " --targets " + t;
-  nlohmann::json mem_np = run_child(common + " --only np"), mem_dp = run_child(common + " --only dp");
+  nlohmann::json mem_np = run_child(common + " --only np"),
+                 mem_dp = run_child(common + " --only dp");
   nlohmann::json out = {
       {"model", fmt::format("{} {} (vocab {})", b.arch, b.preset, c.vocab_size)},
       {"peft", b.peft},
@@ -158,16 +162,20 @@ int bench_train(const TrainBench& b) {
     std::cout << out.dump(2) << "\n";
     return 0;
   }
-  std::cout << fmt::format("train step, {} {} (vocab {}), {} fine-tuning ({} trainable), batch {} x {} tokens, "
-                           "micro-batch {}, {} threads\n",
-                           b.arch, b.preset, c.vocab_size, b.peft, model::count_parameters(m, true), b.batch, seq,
-                           micro, torch_threads())
-            << fmt::format("  non-private: {:8.3f} s/step  ({:.1f} GFLOP/s model FLOPs; sgemm {:.1f} GFLOP/s -> {:.0f}%)\n",
-                           n, np_flops / n / 1e9, gemm, 100 * np_flops / n / 1e9 / gemm)
-            << fmt::format("  DP-SGD:      {:8.3f} s/step  ratio {:.2f}x\n", d, d / n)
-            << fmt::format("  peak RSS:    non-private {:.0f} MB, DP-SGD {:.0f} MB, ratio {:.2f}x\n",
-                           mem_np["peak_rss_mb"].get<double>(), mem_dp["peak_rss_mb"].get<double>(),
-                           out["memory_ratio"].get<double>());
+  std::cout
+      << fmt::format(
+             "train step, {} {} (vocab {}), {} fine-tuning ({} trainable), batch {} x {} tokens, "
+             "micro-batch {}, {} threads\n",
+             b.arch, b.preset, c.vocab_size, b.peft, model::count_parameters(m, true), b.batch, seq,
+             micro, torch_threads())
+      << fmt::format(
+             "  non-private: {:8.3f} s/step  ({:.1f} GFLOP/s model FLOPs; sgemm {:.1f} GFLOP/s -> "
+             "{:.0f}%)\n",
+             n, np_flops / n / 1e9, gemm, 100 * np_flops / n / 1e9 / gemm)
+      << fmt::format("  DP-SGD:      {:8.3f} s/step  ratio {:.2f}x\n", d, d / n)
+      << fmt::format("  peak RSS:    non-private {:.0f} MB, DP-SGD {:.0f} MB, ratio {:.2f}x\n",
+                     mem_np["peak_rss_mb"].get<double>(), mem_dp["peak_rss_mb"].get<double>(),
+                     out["memory_ratio"].get<double>());
   return 0;
 }
 
@@ -175,18 +183,23 @@ int bench_train(const TrainBench& b) {
 
 void register_bench_train(CLI::App* bench, CliContext& ctx) {
   auto o = std::make_shared<TrainBench>();
-  CLI::App* s = bench->add_subcommand("train", "DP-SGD step time and memory vs a non-private step (one process)");
+  CLI::App* s = bench->add_subcommand(
+      "train", "DP-SGD step time and memory vs a non-private step (one process)");
   s->add_option("--arch", o->arch, "gpt2 | llama | qwen2")->capture_default_str();
   s->add_option("--preset", o->preset, "model preset (docs/models.md)")->capture_default_str();
   s->add_option("--vocab", o->vocab, "vocabulary size")->capture_default_str();
   s->add_option("--batch", o->batch, "sequences per logical batch")->capture_default_str();
   s->add_option("--seq", o->seq, "tokens per sequence")->capture_default_str();
-  s->add_option("--micro", o->micro, "physical micro-batch (0 = the whole batch)")->capture_default_str();
+  s->add_option("--micro", o->micro, "physical micro-batch (0 = the whole batch)")
+      ->capture_default_str();
   s->add_option("--peft", o->peft, "lora | full")->capture_default_str();
   s->add_option("--r", o->r, "LoRA rank")->capture_default_str();
-  s->add_option("--targets", o->targets, "modules to train (default: c_attn / q_proj,v_proj for LoRA, all for full)");
-  s->add_option("--grad-mode", o->grad_mode, "per-sample norms: auto | materialize | ghost")->capture_default_str();
-  s->add_option("--reps", o->reps, "timed repetitions of each step (medians reported)")->capture_default_str();
+  s->add_option("--targets", o->targets,
+                "modules to train (default: c_attn / q_proj,v_proj for LoRA, all for full)");
+  s->add_option("--grad-mode", o->grad_mode, "per-sample norms: auto | materialize | ghost")
+      ->capture_default_str();
+  s->add_option("--reps", o->reps, "timed repetitions of each step (medians reported)")
+      ->capture_default_str();
   s->add_option("--only", o->only, "internal: run one kind (np | dp) and print its peak RSS");
   s->add_flag("--json", o->json, "print JSON");
   s->callback([o, &ctx] { ctx.action = [o] { return bench_train(*o); }; });

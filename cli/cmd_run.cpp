@@ -22,18 +22,22 @@ void register_run(CLI::App& app, CliContext& ctx) {
   CLI::App* sub = app.add_subcommand("run", "run an experiment spec");
   sub->add_option("spec", o->spec, "experiment spec (YAML)");
   sub->add_option("--resume", o->resume,
-                  "continue the run in this directory from its last checkpoint (its config.resolved.yaml is the spec)");
-  sub->add_option("--set", o->sets, "override a spec value: key.path=value (repeatable)")->take_all();
+                  "continue the run in this directory from its last checkpoint (its "
+                  "config.resolved.yaml is the spec)");
+  sub->add_option("--set", o->sets, "override a spec value: key.path=value (repeatable)")
+      ->take_all();
   sub->add_option("--out", o->out, "output root (overrides output.dir)");
   sub->add_option("--stop-after", o->stop_after,
-                  "stop after this many steps (writing a checkpoint; continue with --resume), e.g. for time-limited jobs")
+                  "stop after this many steps (writing a checkpoint; continue with --resume), e.g. "
+                  "for time-limited jobs")
       ->check(CLI::NonNegativeNumber);
   sub->add_flag("--dry-run", o->dry_run, "validate and print the resolved spec; write nothing");
   sub->callback([o, &ctx] {
     ctx.action = [o, &ctx] {
       if (!o->resume.empty()) {
         if (!o->spec.empty() || !o->sets.empty())
-          throw ConfigError("--resume takes the run's own config.resolved.yaml; give no spec and no --set");
+          throw ConfigError(
+              "--resume takes the run's own config.resolved.yaml; give no spec and no --set");
         o->spec = (std::filesystem::path(o->resume) / "config.resolved.yaml").string();
         if (!std::filesystem::exists(o->spec))
           throw InputError(o->resume + " is not a dpft run directory (no config.resolved.yaml)");
@@ -43,8 +47,8 @@ void register_run(CLI::App& app, CliContext& ctx) {
       Spec spec = load_spec(o->spec, o->sets);
       if (o->dry_run) {
         std::cout << spec_to_yaml_string(spec);
-        std::cout << "# dry run: method " << spec.method.name << ", config hash " << config_hash(spec)
-                  << "; nothing written\n";
+        std::cout << "# dry run: method " << spec.method.name << ", config hash "
+                  << config_hash(spec) << "; nothing written\n";
         return 0;
       }
       RunOptions ro;

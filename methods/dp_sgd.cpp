@@ -26,11 +26,13 @@ class DpSgdMethod : public Method {
   YAML::Node options_yaml() const override {
     YAML::Node n;
     n["grad_mode"] = opts_.mode;  // per-sample norms: auto (by cost) | materialize | ghost
-    n["max_materialize_mb"] = opts_.max_materialize_mb;  // auto uses ghost norms above this block size
+    n["max_materialize_mb"] =
+        opts_.max_materialize_mb;  // auto uses ghost norms above this block size
     return n;
   }
 
-  std::vector<privacy::Release> planned_releases(const Spec& spec, const PlanInputs& in) const override {
+  std::vector<privacy::Release> planned_releases(const Spec& spec,
+                                                 const PlanInputs& in) const override {
     if (in.dataset_size <= 0) return {};
     return {train::resolve_dp(spec, in.dataset_size).release(spec.train.steps)};
   }
@@ -39,9 +41,12 @@ class DpSgdMethod : public Method {
     const Spec& spec = ctx.spec;
     train::TrainInputs in = train::load_train_inputs(spec);
     train::DpSettings dp = train::resolve_dp(spec, in.train.size());
-    spdlog::info("dp-sgd: sigma {:.4f} ({}), q {:.5f}, T {}, C {}, {} clipping, divisor {} ({:.1f})", dp.sigma,
-                 dp.sigma_source, dp.q, dp.steps, dp.clip_norm, dp.clipping, dp.divisor, dp.expected_batch());
-    privacy::NoiseSource noise(derive_seed(static_cast<uint64_t>(spec.seed), "noise"), spec.privacy.secure_noise);
+    spdlog::info(
+        "dp-sgd: sigma {:.4f} ({}), q {:.5f}, T {}, C {}, {} clipping, divisor {} ({:.1f})",
+        dp.sigma, dp.sigma_source, dp.q, dp.steps, dp.clip_norm, dp.clipping, dp.divisor,
+        dp.expected_batch());
+    privacy::NoiseSource noise(derive_seed(static_cast<uint64_t>(spec.seed), "noise"),
+                               spec.privacy.secure_noise);
     grad::PerSampleGrads psg(in.model, opts_);
     train::LoopOptions lo;
     lo.sampling = "poisson";
@@ -51,7 +56,8 @@ class DpSgdMethod : public Method {
     train::Trainer trainer(ctx, in, lo, &noise);
     in.model->train();
     auto gradient = [&](const std::vector<int64_t>& rows, train::BatchStats& st) {
-      auto g = train::clipped_sum(psg, in.train, rows, spec.train.micro_batch_size, in.pad_id, dp, &st);
+      auto g =
+          train::clipped_sum(psg, in.train, rows, spec.train.micro_batch_size, in.pad_id, dp, &st);
       train::noise_and_scale(g, dp, noise, static_cast<int64_t>(rows.size()), &st);
       return g;
     };
@@ -67,6 +73,8 @@ class DpSgdMethod : public Method {
 
 }  // namespace
 
-std::unique_ptr<Method> make_dp_sgd_method() { return std::make_unique<DpSgdMethod>(); }
+std::unique_ptr<Method> make_dp_sgd_method() {
+  return std::make_unique<DpSgdMethod>();
+}
 
 }  // namespace dpft

@@ -25,8 +25,9 @@ class SgdMethod : public Method {
 
   YAML::Node options_yaml() const override {
     YAML::Node n;
-    n["sampling"] = sampling_;  // shuffle (epochs of batch_size rows) | poisson (rate batch_size / N)
-    n["clip"] = clip_;          // clip per-sample gradients to privacy.clip_norm (no noise)
+    n["sampling"] =
+        sampling_;      // shuffle (epochs of batch_size rows) | poisson (rate batch_size / N)
+    n["clip"] = clip_;  // clip per-sample gradients to privacy.clip_norm (no noise)
     return n;
   }
 
@@ -36,7 +37,8 @@ class SgdMethod : public Method {
     const int64_t n = in.train.size();
     train::DpSettings dp;  // clip-only settings: no noise, divisor = realised batch size
     dp.sigma = 0;
-    dp.q = std::min(1.0, static_cast<double>(spec.train.batch_size) / static_cast<double>(std::max<int64_t>(n, 1)));
+    dp.q = std::min(1.0, static_cast<double>(spec.train.batch_size) /
+                             static_cast<double>(std::max<int64_t>(n, 1)));
     dp.clip_norm = spec.privacy.clip_norm;
     dp.clipping = spec.privacy.clipping;
     dp.divisor = "realized";
@@ -58,7 +60,8 @@ class SgdMethod : public Method {
     auto gradient = [&](const std::vector<int64_t>& rows, train::BatchStats& st) {
       double denom = static_cast<double>(std::max<size_t>(rows.size(), 1));
       if (psg) {
-        auto g = train::clipped_sum(*psg, in.train, rows, spec.train.micro_batch_size, in.pad_id, dp, &st);
+        auto g = train::clipped_sum(*psg, in.train, rows, spec.train.micro_batch_size, in.pad_id,
+                                    dp, &st);
         for (auto& t : g) t.div_(denom);
         return g;
       }
@@ -66,19 +69,24 @@ class SgdMethod : public Method {
       for (auto& p : params) p.mutable_grad() = torch::Tensor();
       double loss = 0;
       for (size_t i = 0; i < rows.size(); i += static_cast<size_t>(spec.train.micro_batch_size)) {
-        std::vector<int64_t> chunk(rows.begin() + i,
-                                   rows.begin() + std::min(rows.size(), i + spec.train.micro_batch_size));
+        std::vector<int64_t> chunk(
+            rows.begin() + i,
+            rows.begin() + std::min(rows.size(), i + spec.train.micro_batch_size));
         data::LmBatch b = data::collate(in.train, chunk, in.pad_id);
-        torch::Tensor losses = model::per_sample_loss(in.model->forward(b.input_ids, b.attention_mask), b.labels).first;
+        torch::Tensor losses =
+            model::per_sample_loss(in.model->forward(b.input_ids, b.attention_mask), b.labels)
+                .first;
         (losses.sum() / denom).backward();
         loss += losses.sum().item<double>();
       }
       std::vector<torch::Tensor> g;
-      for (auto& p : params) g.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
+      for (auto& p : params)
+        g.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
       for (auto& p : params) p.mutable_grad() = torch::Tensor();
       st.batch_size = static_cast<int64_t>(rows.size());
       st.loss = loss / denom;
-      st.grad_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      st.grad_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       return g;
     };
     nlohmann::json out = trainer.run(gradient);
@@ -93,6 +101,8 @@ class SgdMethod : public Method {
 
 }  // namespace
 
-std::unique_ptr<Method> make_sgd_method() { return std::make_unique<SgdMethod>(); }
+std::unique_ptr<Method> make_sgd_method() {
+  return std::make_unique<SgdMethod>();
+}
 
 }  // namespace dpft

@@ -41,9 +41,12 @@ model::CausalLM make_model(const std::string& type, const std::string& kind) {
   model::CausalLM m = model::make_causal_lm(test::tiny_config(type), 3);
   model::PeftOptions o;
   o.kind = kind;
-  if (kind == "full") o.targets = {"all"};
-  else if (type == "gpt2") o.targets = {"c_attn", "c_proj", "c_fc"};
-  else o.targets = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+  if (kind == "full")
+    o.targets = {"all"};
+  else if (type == "gpt2")
+    o.targets = {"c_attn", "c_proj", "c_fc"};
+  else
+    o.targets = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
   model::apply_peft(m, o, 4);
   torch::NoGradGuard ng;
   torch::manual_seed(5);

@@ -55,12 +55,14 @@ double rel(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-TEST_CASE("a privatised batch equals the hand computation from reference per-sample gradients", "[train-engine]") {
+TEST_CASE("a privatised batch equals the hand computation from reference per-sample gradients",
+          "[train-engine]") {
   model::CausalLM m = lora_model();
   data::LmDataset ds = random_dataset(12, m->config().vocab_size, 9);
   std::vector<int64_t> rows = {0, 2, 3, 5, 7, 8, 11};
   data::LmBatch b = data::collate(ds, rows, 0);
-  Tensor ref = grad::reference_per_sample_grads(m, b.input_ids, b.attention_mask, b.labels).first;  // (B, p)
+  Tensor ref =
+      grad::reference_per_sample_grads(m, b.input_ids, b.attention_mask, b.labels).first;  // (B, p)
   Tensor norms = ref.norm(2, 1);
   grad::PerSampleGrads psg(m);
   train::DpSettings dp;
@@ -73,7 +75,8 @@ TEST_CASE("a privatised batch equals the hand computation from reference per-sam
   dp.clipping = clipping;
   dp.divisor = divisor;
   CAPTURE(clipping, divisor);
-  Tensor w = clipping == "clip" ? torch::clamp_max(dp.clip_norm / norms, 1.0) : dp.clip_norm / (norms + 0.01);
+  Tensor w = clipping == "clip" ? torch::clamp_max(dp.clip_norm / norms, 1.0)
+                                : dp.clip_norm / (norms + 0.01);
   double div = divisor == "expected" ? 0.5 * 12 : 7.0;
   Tensor expect = torch::mv(ref.t(), w) / div;
 
@@ -94,7 +97,8 @@ TEST_CASE("a privatised batch equals the hand computation from reference per-sam
     privacy::NoiseSource noise(42, false), replay(42, false);
     train::noise_and_scale(g, dp, noise, 7, nullptr);
     std::vector<Tensor> z;
-    for (auto& p : psg.params()) z.push_back(replay.normal(p.param.sizes(), dp.sigma * dp.clip_norm));
+    for (auto& p : psg.params())
+      z.push_back(replay.normal(p.param.sizes(), dp.sigma * dp.clip_norm));
     CHECK(rel(flat(g), expect + flat(z) / div) < 1e-5);
     CHECK(flat(g).sub(expect).abs().sum().item<double>() > 0);
   }
@@ -122,13 +126,15 @@ struct Fixture {
   std::string model, train, eval, spec;
 };
 
-// A tiny random GPT-2 with the real GPT-2 tokenizer and PubMed rows; false when shared data is absent.
+// A tiny random GPT-2 with the real GPT-2 tokenizer and PubMed rows; false when shared data is
+// absent.
 bool make_fixture(Fixture& f) {
-  fs::path tok = test::shared_data_subdir("gpt2_tokenizer"), pub = test::shared_data_subdir("pe_sgd_text/pubmed");
+  fs::path tok = test::shared_data_subdir("gpt2_tokenizer"),
+           pub = test::shared_data_subdir("pe_sgd_text/pubmed");
   if (tok.empty() || pub.empty()) return false;
   f.model = (f.tmp.path / "model").string();
-  REQUIRE(test::cli({"model", "init", "--arch", "gpt2", "--preset", "tiny", "--tokenizer", tok.string(), "--out",
-                     f.model}) == 0);
+  REQUIRE(test::cli({"model", "init", "--arch", "gpt2", "--preset", "tiny", "--tokenizer",
+                     tok.string(), "--out", f.model}) == 0);
   f.train = (pub / "dev.csv").string();
   f.eval = (pub / "test.csv").string();
   f.spec = (f.tmp.path / "spec.yaml").string();
@@ -136,8 +142,9 @@ bool make_fixture(Fixture& f) {
   return true;
 }
 
-std::vector<std::string> run_args(const Fixture& f, const std::string& out, std::vector<std::string> extra) {
-  std::vector<std::string> a = {"run", f.spec,
+std::vector<std::string> run_args(const Fixture& f, const std::string& out,
+                                  std::vector<std::string> extra) {
+  std::vector<std::string> a = {"run",   f.spec,
                                 "--out", out,
                                 "--set", "model.path=" + f.model,
                                 "--set", "model.peft.targets=[c_attn, c_fc]",
@@ -168,28 +175,33 @@ nlohmann::json run_metrics(const Fixture& f, const std::string& out, std::vector
 
 }  // namespace
 
-TEST_CASE("dp-sgd with sigma 0, C inf and realised divisor equals sgd on the same Poisson batches", "[train-engine]") {
+TEST_CASE("dp-sgd with sigma 0, C inf and realised divisor equals sgd on the same Poisson batches",
+          "[train-engine]") {
   Fixture f;
   if (!make_fixture(f)) return;
   std::string out = (f.tmp.path / "runs").string();
   auto a = run_metrics(f, out, {"--set", "method.name=sgd", "--set", "method.sampling=poisson"});
-  auto b = run_metrics(f, out,
-                       {"--set", "method.name=dp-sgd", "--set", "privacy.noise_multiplier=0", "--set",
-                        "privacy.clip_norm=inf", "--set", "privacy.noise_divisor=realized"});
+  auto b =
+      run_metrics(f, out,
+                  {"--set", "method.name=dp-sgd", "--set", "privacy.noise_multiplier=0", "--set",
+                   "privacy.clip_norm=inf", "--set", "privacy.noise_divisor=realized"});
   REQUIRE(a["history"].size() == 6);
   for (size_t i = 0; i < 6; ++i) {
     CHECK(a["history"][i]["batch_size"] == b["history"][i]["batch_size"]);
-    CHECK(a["history"][i]["loss"].get<double>() == Approx(b["history"][i]["loss"].get<double>()).epsilon(1e-5));
+    CHECK(a["history"][i]["loss"].get<double>() ==
+          Approx(b["history"][i]["loss"].get<double>()).epsilon(1e-5));
   }
-  double la = a["eval"]["final"]["loss"], lb = b["eval"]["final"]["loss"], l0 = a["eval"]["base"]["loss"];
+  double la = a["eval"]["final"]["loss"], lb = b["eval"]["final"]["loss"],
+         l0 = a["eval"]["base"]["loss"];
   CHECK(la == Approx(lb).epsilon(1e-5));
   CHECK(la != l0);  // training moved the model
   CHECK(a["privacy"]["epsilon"] == "inf");
   CHECK(b["privacy"]["epsilon"] == "inf");
 }
 
-TEST_CASE("dp-sgd at epsilon inf clips without noise and reports eps inf; at eps 1 spends at most 1",
-          "[train-engine]") {
+TEST_CASE(
+    "dp-sgd at epsilon inf clips without noise and reports eps inf; at eps 1 spends at most 1",
+    "[train-engine]") {
   Fixture f;
   if (!make_fixture(f)) return;
   std::string out = (f.tmp.path / "runs").string();
@@ -204,14 +216,16 @@ TEST_CASE("dp-sgd at epsilon inf clips without noise and reports eps inf; at eps
   CHECK(one["privacy"]["sampling_rate"].get<double>() == Approx(0.25));
 }
 
-TEST_CASE("a run stopped after step k and resumed ends with the numbers of an uninterrupted run", "[train-engine]") {
+TEST_CASE("a run stopped after step k and resumed ends with the numbers of an uninterrupted run",
+          "[train-engine]") {
   Fixture f;
   if (!make_fixture(f)) return;
   std::string out = (f.tmp.path / "runs").string();
-  std::vector<std::string> spec = {"--set", "method.name=dp-sgd",        "--set", "privacy.epsilon=2",
-                                   "--set", "model.peft.dropout=0.1",    "--set", "train.warmup_ratio=0.3",
-                                   "--set", "train.schedule=cosine",     "--set", "eval.every=2",
-                                   "--set", "output.checkpoint_every=2"};
+  std::vector<std::string> spec = {
+      "--set", "method.name=dp-sgd",       "--set", "privacy.epsilon=2",
+      "--set", "model.peft.dropout=0.1",   "--set", "train.warmup_ratio=0.3",
+      "--set", "train.schedule=cosine",    "--set", "eval.every=2",
+      "--set", "output.checkpoint_every=2"};
   auto full = run_metrics(f, out, spec);
   std::string dir;
   std::vector<std::string> stop = spec;
@@ -233,19 +247,22 @@ TEST_CASE("a run stopped after step k and resumed ends with the numbers of an un
   CHECK(fs::exists(fs::path(dir) / "adapter" / "adapter_model.safetensors"));
 }
 
-TEST_CASE("labelled eval data adds classification accuracy to the base and final evaluations", "[train-engine]") {
+TEST_CASE("labelled eval data adds classification accuracy to the base and final evaluations",
+          "[train-engine]") {
   Fixture f;
   if (!make_fixture(f)) return;
   fs::path yelp = test::shared_data_subdir("yelp_augpe");
   if (yelp.empty()) return;
   std::string out = (f.tmp.path / "runs").string();
-  auto m = run_metrics(f, out,
-                       {"--set", "method.name=sgd", "--set", "train.steps=1", "--set",
-                        "data.eval.path=" + (yelp / "dev.csv").string(), "--set", "data.eval.label_column=label2"});
+  auto m = run_metrics(
+      f, out,
+      {"--set", "method.name=sgd", "--set", "train.steps=1", "--set",
+       "data.eval.path=" + (yelp / "dev.csv").string(), "--set", "data.eval.label_column=label2"});
   for (const char* k : {"base", "final"}) {
     CAPTURE(k);
     const auto& c = m["eval"][k]["classification"];
     CHECK(c["samples"] == 8);
-    CHECK(c["correct"].get<int64_t>() == static_cast<int64_t>(std::lround(c["accuracy"].get<double>() * 8)));
+    CHECK(c["correct"].get<int64_t>() ==
+          static_cast<int64_t>(std::lround(c["accuracy"].get<double>() * 8)));
   }
 }

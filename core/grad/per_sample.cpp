@@ -31,14 +31,20 @@ struct PerSampleGrads::Hooked {
 
 namespace {
 
-bool trainable(const Tensor& t) { return t.defined() && t.requires_grad(); }
+bool trainable(const Tensor& t) {
+  return t.defined() && t.requires_grad();
+}
 
 Tensor as_float(const Tensor& t) {
-  return t.scalar_type() == torch::kFloat32 || t.scalar_type() == torch::kFloat64 ? t : t.to(torch::kFloat32);
+  return t.scalar_type() == torch::kFloat32 || t.scalar_type() == torch::kFloat64
+             ? t
+             : t.to(torch::kFloat32);
 }
 
 // (B, T, k) view of an activation or gradient with any number of middle dims.
-Tensor btk(const Tensor& t, int64_t B) { return t.reshape({B, -1, t.size(-1)}); }
+Tensor btk(const Tensor& t, int64_t B) {
+  return t.reshape({B, -1, t.size(-1)});
+}
 
 // Gram of the u-side of two contributions: (B, Ti, Tj) with entry u_{b,t} . u'_{b,s}.
 Tensor u_gram(const PerSampleGrads::Contribution& a, const PerSampleGrads::Contribution& b) {
@@ -81,7 +87,8 @@ double materialize_cost(const PerSampleGrads::ParamState& s) {
 
 }  // namespace
 
-PerSampleGrads::PerSampleGrads(model::CausalLM model, GradOptions opts) : model_(std::move(model)), opts_(opts) {
+PerSampleGrads::PerSampleGrads(model::CausalLM model, GradOptions opts)
+    : model_(std::move(model)), opts_(opts) {
   DPFT_CHECK(opts_.mode == "auto" || opts_.mode == "materialize" || opts_.mode == "ghost",
              "grad mode must be auto, materialize or ghost, got '{}'", opts_.mode);
   for (auto& [name, t] : model::trainable_parameters(model_)) {
@@ -94,7 +101,9 @@ PerSampleGrads::PerSampleGrads(model::CausalLM model, GradOptions opts) : model_
     auto h = std::make_unique<Hooked>();
     h->module = m;
     if (auto* l = dynamic_cast<model::LinearImpl*>(m.get())) {
-      if (!(trainable(l->weight) || trainable(l->bias) || trainable(l->lora_A) || trainable(l->lora_B))) continue;
+      if (!(trainable(l->weight) || trainable(l->bias) || trainable(l->lora_A) ||
+            trainable(l->lora_B)))
+        continue;
       h->kind = Hooked::kLinear;
       l->capture = &h->cap;
     } else if (auto* n = dynamic_cast<model::NormImpl*>(m.get())) {
@@ -117,14 +126,17 @@ PerSampleGrads::PerSampleGrads(model::CausalLM model, GradOptions opts) : model_
     for (auto& p : h->module->parameters(false)) owned[p.unsafeGetTensorImpl()] = 1;
   for (auto& p : params_)
     DPFT_CHECK(owned.count(p.param.unsafeGetTensorImpl()),
-               "per-sample gradients: trainable parameter '{}' is not in a Linear, Norm or Embedding layer", p.name);
+               "per-sample gradients: trainable parameter '{}' is not in a Linear, Norm or "
+               "Embedding layer",
+               p.name);
 }
 
 PerSampleGrads::~PerSampleGrads() {
   for (auto& h : hooked_) {
     if (auto* l = dynamic_cast<model::LinearImpl*>(h->module.get())) l->capture = nullptr;
     if (auto* n = dynamic_cast<model::NormImpl*>(h->module.get())) n->capture = nullptr;
-    if (auto* e = dynamic_cast<model::EmbeddingImpl*>(h->module.get())) e->capture = e->head_capture = nullptr;
+    if (auto* e = dynamic_cast<model::EmbeddingImpl*>(h->module.get()))
+      e->capture = e->head_capture = nullptr;
   }
 }
 
@@ -134,7 +146,8 @@ void PerSampleGrads::release() {
   batch_ = 0;
 }
 
-Tensor PerSampleGrads::compute(const Tensor& input_ids, const Tensor& attention_mask, const Tensor& labels) {
+Tensor PerSampleGrads::compute(const Tensor& input_ids, const Tensor& attention_mask,
+                               const Tensor& labels) {
   release();
   DPFT_CHECK(input_ids.dim() == 2 && labels.sizes() == input_ids.sizes(),
              "per-sample gradients: input_ids and labels must both be (B, T), got {} and {}",
@@ -151,13 +164,18 @@ Tensor PerSampleGrads::compute(const Tensor& input_ids, const Tensor& attention_
   std::vector<model::Capture*> caps;
   for (auto& h : hooked_)
     for (model::Capture* c : {&h->cap, &h->head}) {
-      DPFT_CHECK(c->calls <= 1, "per-sample gradients: a captured layer ran {} times in one forward", c->calls);
-      if (c->calls == 1 && c->output.requires_grad()) outputs.push_back(c->output), caps.push_back(c);
+      DPFT_CHECK(c->calls <= 1,
+                 "per-sample gradients: a captured layer ran {} times in one forward", c->calls);
+      if (c->calls == 1 && c->output.requires_grad())
+        outputs.push_back(c->output), caps.push_back(c);
     }
-  DPFT_CHECK(!outputs.empty(), "per-sample gradients: no trainable layer took part in the forward pass");
-  std::vector<Tensor> grads = torch::autograd::grad({losses.sum()}, outputs, {}, false, false, true);
+  DPFT_CHECK(!outputs.empty(),
+             "per-sample gradients: no trainable layer took part in the forward pass");
+  std::vector<Tensor> grads =
+      torch::autograd::grad({losses.sum()}, outputs, {}, false, false, true);
   for (size_t i = 0; i < caps.size(); ++i) {
-    caps[i]->output = grads[i].defined() ? grads[i].detach() : torch::zeros_like(outputs[i]);  // now dL/dy
+    caps[i]->output =
+        grads[i].defined() ? grads[i].detach() : torch::zeros_like(outputs[i]);  // now dL/dy
   }
   collect();
   return losses.detach();
@@ -191,8 +209,9 @@ void PerSampleGrads::collect() {
       c.U = as_float(btk(U, B));
       c.m = c.U.size(2);
     }
-    DPFT_CHECK(c.m * c.n == p.numel(), "per-sample gradients: factor shapes {}x{} do not match a parameter of {}",
-               c.m, c.n, shape_str(p.sizes()));
+    DPFT_CHECK(c.m * c.n == p.numel(),
+               "per-sample gradients: factor shapes {}x{} do not match a parameter of {}", c.m, c.n,
+               shape_str(p.sizes()));
     s->outer.push_back(std::move(c));
   };
   for (auto& h : hooked_) {
@@ -205,8 +224,10 @@ void PerSampleGrads::collect() {
       if (l->has_lora() && !l->merged()) {
         Tensor xd = h->cap.aux.defined() ? h->cap.aux : x;
         double s = l->lora_scale();
-        if (trainable(l->lora_A)) add_outer(l->lora_A, s * torch::matmul(gy, l->lora_B.detach()), {}, xd);
-        if (trainable(l->lora_B)) add_outer(l->lora_B, s * gy, {}, torch::matmul(xd, l->lora_A.detach().t()));
+        if (trainable(l->lora_A))
+          add_outer(l->lora_A, s * torch::matmul(gy, l->lora_B.detach()), {}, xd);
+        if (trainable(l->lora_B))
+          add_outer(l->lora_B, s * gy, {}, torch::matmul(xd, l->lora_A.detach().t()));
       }
     } else if (h->kind == Hooked::kNorm && h->cap.calls == 1) {
       auto* n = static_cast<model::NormImpl*>(h->module.get());
@@ -252,12 +273,14 @@ Tensor PerSampleGrads::sq_norms() {
     bool ghost = false;
     if (!s.outer.empty() && !s.direct.defined() && opts_.mode != "materialize") {
       double mb = static_cast<double>(B) * s.outer[0].m * s.outer[0].n * 4.0 / (1 << 20);
-      ghost = opts_.mode == "ghost" || ghost_cost(s) < materialize_cost(s) || mb > opts_.max_materialize_mb;
+      ghost = opts_.mode == "ghost" || ghost_cost(s) < materialize_cost(s) ||
+              mb > opts_.max_materialize_mb;
     }
     if (ghost && !s.G.defined()) {
       Tensor sq = torch::zeros({B}, s.outer[0].V.options());
       for (size_t i = 0; i < s.outer.size(); ++i)
-        for (size_t j = i; j < s.outer.size(); ++j) sq += (i == j ? 1.0 : 2.0) * ghost_inner(s.outer[i], s.outer[j]);
+        for (size_t j = i; j < s.outer.size(); ++j)
+          sq += (i == j ? 1.0 : 2.0) * ghost_inner(s.outer[i], s.outer[j]);
       s.mode = "ghost";
       total += sq.to(torch::kFloat64);
     } else {
@@ -284,7 +307,8 @@ Tensor PerSampleGrads::matrix() {
 }
 
 std::vector<Tensor> PerSampleGrads::weighted_sum(const Tensor& w) {
-  DPFT_CHECK(w.dim() == 1 && w.size(0) == batch_, "weighted_sum: weights must be ({}), got {}", batch_, shape_str(w.sizes()));
+  DPFT_CHECK(w.dim() == 1 && w.size(0) == batch_, "weighted_sum: weights must be ({}), got {}",
+             batch_, shape_str(w.sizes()));
   std::vector<Tensor> out;
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i].param;
@@ -294,12 +318,16 @@ std::vector<Tensor> PerSampleGrads::weighted_sum(const Tensor& w) {
       acc = torch::mv(s.G.t(), w.to(s.G.scalar_type())).to(torch::kFloat32);
     } else if (batch_ > 0) {
       for (const auto& c : s.outer) {
-        Tensor wv = (c.V * w.to(c.V.scalar_type()).view({-1, 1, 1})).reshape({-1, c.n});  // (B T, n)
-        Tensor part = c.ids.defined() ? torch::zeros({c.m, c.n}, c.V.options()).index_add_(0, c.ids.reshape(-1), wv)
-                                      : torch::mm(c.U.reshape({-1, c.m}).t(), wv);
+        Tensor wv =
+            (c.V * w.to(c.V.scalar_type()).view({-1, 1, 1})).reshape({-1, c.n});  // (B T, n)
+        Tensor part =
+            c.ids.defined()
+                ? torch::zeros({c.m, c.n}, c.V.options()).index_add_(0, c.ids.reshape(-1), wv)
+                : torch::mm(c.U.reshape({-1, c.m}).t(), wv);
         acc += part.reshape(-1).to(torch::kFloat32);
       }
-      if (s.direct.defined()) acc += torch::mv(s.direct.t(), w.to(s.direct.scalar_type())).to(torch::kFloat32);
+      if (s.direct.defined())
+        acc += torch::mv(s.direct.t(), w.to(s.direct.scalar_type())).to(torch::kFloat32);
     }
     out.push_back(acc.view(p.sizes()).to(p.scalar_type()));
   }
@@ -312,14 +340,17 @@ std::vector<std::string> PerSampleGrads::last_modes() const {
   return out;
 }
 
-std::pair<Tensor, Tensor> reference_per_sample_grads(model::CausalLM& model, const Tensor& input_ids,
-                                                     const Tensor& attention_mask, const Tensor& labels) {
+std::pair<Tensor, Tensor> reference_per_sample_grads(model::CausalLM& model,
+                                                     const Tensor& input_ids,
+                                                     const Tensor& attention_mask,
+                                                     const Tensor& labels) {
   auto params = model::trainable_parameters(model);
   int64_t B = input_ids.size(0), p = 0;
   for (auto& kv : params) p += kv.second.numel();
   Tensor out = torch::zeros({B, p}), losses = torch::zeros({B});
   for (int64_t b = 0; b < B; ++b) {
-    Tensor keep = attention_mask.defined() ? attention_mask[b].nonzero().squeeze(1) : torch::arange(input_ids.size(1));
+    Tensor keep = attention_mask.defined() ? attention_mask[b].nonzero().squeeze(1)
+                                           : torch::arange(input_ids.size(1));
     Tensor ids = input_ids[b].index_select(0, keep).unsqueeze(0);
     Tensor lab = labels[b].index_select(0, keep).unsqueeze(0);
     for (auto& kv : params) kv.second.mutable_grad() = Tensor();
@@ -330,7 +361,8 @@ std::pair<Tensor, Tensor> reference_per_sample_grads(model::CausalLM& model, con
     int64_t off = 0;
     for (auto& kv : params) {
       int64_t n = kv.second.numel();
-      if (kv.second.grad().defined()) out[b].slice(0, off, off + n).copy_(kv.second.grad().reshape(-1));
+      if (kv.second.grad().defined())
+        out[b].slice(0, off, off + n).copy_(kv.second.grad().reshape(-1));
       off += n;
     }
   }

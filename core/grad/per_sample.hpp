@@ -7,7 +7,8 @@
 //   outer:  G_b = sum_t u_{b,t} v_{b,t}^T      (Linear weight: u = dL/dy, v = x; LoRA A and B;
 //                                               embedding lookup: u = onehot(id), v = dL/dy;
 //                                               tied head: u = dL/dlogits, v = hidden)
-//   direct: G_b given as a (B, numel) tensor    (biases: sum_t dL/dy; norm weights: sum_t dL/dy * xhat)
+//   direct: G_b given as a (B, numel) tensor    (biases: sum_t dL/dy; norm weights: sum_t dL/dy *
+//   xhat)
 // From these the engine forms, as the caller asks:
 //   - per-sample squared norms, per parameter either by materialising G_b (batched matmul) or
 //     by ghost norms (Li et al. 2022, "Large language models can be strong DP learners", Eq. 4):
@@ -89,9 +90,8 @@ class PerSampleGrads {
 // The reference: for each sample b, a forward and backward of loss_b alone on its unpadded
 // tokens (mask == 1), gradients read from .grad. Returns (B, p) in PerSampleGrads::params()
 // order and the per-sample losses (B). Slow; tests only.
-std::pair<torch::Tensor, torch::Tensor> reference_per_sample_grads(model::CausalLM& model,
-                                                                   const torch::Tensor& input_ids,
-                                                                   const torch::Tensor& attention_mask,
-                                                                   const torch::Tensor& labels);
+std::pair<torch::Tensor, torch::Tensor> reference_per_sample_grads(
+    model::CausalLM& model, const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+    const torch::Tensor& labels);
 
 }  // namespace dpft::grad

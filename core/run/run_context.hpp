@@ -13,8 +13,9 @@ struct RunContext {
   RunDir& dir;
   privacy::PrivacyLedger& ledger;
   bool resume = false;  // continue from <dir>/checkpoint when present
-  int64_t stop_after = 0;  // > 0: stop after this many steps of this invocation, leaving a checkpoint
-  bool stopped = false;    // set by the method when it stopped early that way (status "stopped")
+  int64_t stop_after =
+      0;                 // > 0: stop after this many steps of this invocation, leaving a checkpoint
+  bool stopped = false;  // set by the method when it stopped early that way (status "stopped")
 };
 
 }  // namespace dpft

@@ -16,8 +16,9 @@ RunDir RunDir::create(const std::string& out_root, const Spec& spec) {
   std::error_code ec;
   fs::create_directories(group, ec);
   if (ec)
-    throw RuntimeError(fmt::format("cannot create output directory {}: {} (set output.dir or --out)",
-                                   group.string(), ec.message()));
+    throw RuntimeError(
+        fmt::format("cannot create output directory {}: {} (set output.dir or --out)",
+                    group.string(), ec.message()));
   std::time_t t = std::time(nullptr);
   std::tm tm{};
   localtime_r(&t, &tm);
@@ -34,7 +35,8 @@ RunDir RunDir::create(const std::string& out_root, const Spec& spec) {
       break;
     }
     if (errno != EEXIST || i > 1000)
-      throw RuntimeError(fmt::format("cannot create run directory {}: {}", p.string(), std::strerror(errno)));
+      throw RuntimeError(
+          fmt::format("cannot create run directory {}: {}", p.string(), std::strerror(errno)));
   }
   d.events_ = JsonlWriter(d.path_ / "metrics.jsonl");
   return d;
@@ -42,9 +44,10 @@ RunDir RunDir::create(const std::string& out_root, const Spec& spec) {
 
 RunDir RunDir::open(const fs::path& dir) {
   if (!fs::exists(dir / "config.resolved.yaml"))
-    throw InputError(fmt::format("{} is not a dpft run directory (no config.resolved.yaml); pass the directory "
-                                 "`dpft run` printed",
-                                 dir.string()));
+    throw InputError(
+        fmt::format("{} is not a dpft run directory (no config.resolved.yaml); pass the directory "
+                    "`dpft run` printed",
+                    dir.string()));
   RunDir d;
   d.path_ = dir;
   d.run_id_ = dir.filename().string();

@@ -21,7 +21,8 @@ inline constexpr const char* kManifestSchema = "dpft.manifest/1";
 
 class RunDir {
  public:
-  // Creates a fresh directory <out_root>/<spec.name>/<YYYYmmdd-HHMMSS>-s<seed>[-N] (never reuses one).
+  // Creates a fresh directory <out_root>/<spec.name>/<YYYYmmdd-HHMMSS>-s<seed>[-N] (never reuses
+  // one).
   static RunDir create(const std::string& out_root, const Spec& spec);
   // An existing run directory (for --resume); InputError if it is not one.
   static RunDir open(const fs::path& dir);

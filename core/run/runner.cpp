@@ -77,7 +77,8 @@ RunResult run_experiment(const Spec& spec, const RunOptions& opts) {
   dir.write_manifest(manifest);
   spdlog::info("run {} -> {}", spec.name, dir.path().string());
 
-  nlohmann::json metrics = {{"schema", kMetricsSchema}, {"status", "running"}, {"run", identity(spec, dir)}};
+  nlohmann::json metrics = {
+      {"schema", kMetricsSchema}, {"status", "running"}, {"run", identity(spec, dir)}};
   auto t0 = std::chrono::steady_clock::now();
   auto finish = [&](const std::string& status, int exit_code, const std::string& error) {
     double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -118,10 +119,12 @@ RunResult run_experiment(const Spec& spec, const RunOptions& opts) {
   if (interrupted()) {
     r.status = "interrupted";
     r.exit_code = interrupt_exit_code();
-    spdlog::warn("interrupted by signal {}; partial results saved in {}", interrupt_signal(), r.run_dir);
+    spdlog::warn("interrupted by signal {}; partial results saved in {}", interrupt_signal(),
+                 r.run_dir);
   } else if (ctx.stopped) {
     r.status = "stopped";
-    spdlog::info("stopped after {} steps as asked; continue with: dpft run --resume {}", opts.stop_after, r.run_dir);
+    spdlog::info("stopped after {} steps as asked; continue with: dpft run --resume {}",
+                 opts.stop_after, r.run_dir);
   } else {
     r.status = "ok";
   }

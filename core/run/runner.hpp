@@ -9,16 +9,16 @@
 namespace dpft {
 
 struct RunOptions {
-  std::string out_dir;        // overrides spec.output.dir when non-empty (--out)
-  std::string command_line;   // recorded in manifest.json
-  std::string resume_dir;     // continue this run (its config.resolved.yaml is the spec)
-  int64_t stop_after = 0;     // stop (with a checkpoint) after this many steps of this invocation
+  std::string out_dir;       // overrides spec.output.dir when non-empty (--out)
+  std::string command_line;  // recorded in manifest.json
+  std::string resume_dir;    // continue this run (its config.resolved.yaml is the spec)
+  int64_t stop_after = 0;    // stop (with a checkpoint) after this many steps of this invocation
 };
 
 struct RunResult {
-  int exit_code = 0;          // 0 ok, 130/143 interrupted (failures throw)
+  int exit_code = 0;  // 0 ok, 130/143 interrupted (failures throw)
   std::string run_dir;
-  std::string status;         // ok | interrupted | stopped (--stop-after; resume later)
+  std::string status;  // ok | interrupted | stopped (--stop-after; resume later)
 };
 
 RunResult run_experiment(const Spec& spec, const RunOptions& opts);

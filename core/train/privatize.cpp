@@ -19,19 +19,21 @@ torch::Tensor clip_weights(const torch::Tensor& norms, double C, const std::stri
 }
 
 std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const data::LmDataset& ds,
-                                       const std::vector<int64_t>& rows, int64_t micro_batch, int64_t pad_id,
-                                       const DpSettings& dp, BatchStats* stats) {
+                                       const std::vector<int64_t>& rows, int64_t micro_batch,
+                                       int64_t pad_id, const DpSettings& dp, BatchStats* stats) {
   auto t0 = std::chrono::steady_clock::now();
   std::vector<torch::Tensor> sum;
   for (auto& p : psg.params()) sum.push_back(torch::zeros_like(p.param));
   double loss = 0, norm_sum = 0;
   int64_t clipped = 0;
   for (size_t i = 0; i < rows.size(); i += static_cast<size_t>(micro_batch)) {
-    std::vector<int64_t> chunk(rows.begin() + i, rows.begin() + std::min(rows.size(), i + micro_batch));
+    std::vector<int64_t> chunk(rows.begin() + i,
+                               rows.begin() + std::min(rows.size(), i + micro_batch));
     data::LmBatch b = data::collate(ds, chunk, pad_id);
     torch::Tensor losses = psg.compute(b.input_ids, b.attention_mask, b.labels);
     torch::Tensor norms = psg.sq_norms().sqrt();
-    std::vector<torch::Tensor> part = psg.weighted_sum(clip_weights(norms, dp.clip_norm, dp.clipping));
+    std::vector<torch::Tensor> part =
+        psg.weighted_sum(clip_weights(norms, dp.clip_norm, dp.clipping));
     for (size_t k = 0; k < sum.size(); ++k) sum[k] += part[k];
     loss += losses.sum().item<double>();
     norm_sum += norms.sum().item<double>();
@@ -49,8 +51,8 @@ std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const data::Lm
   return sum;
 }
 
-double noise_and_scale(std::vector<torch::Tensor>& grads, const DpSettings& dp, privacy::NoiseSource& noise,
-                       int64_t realized_batch, BatchStats* stats) {
+double noise_and_scale(std::vector<torch::Tensor>& grads, const DpSettings& dp,
+                       privacy::NoiseSource& noise, int64_t realized_batch, BatchStats* stats) {
   auto t0 = std::chrono::steady_clock::now();
   if (dp.sigma > 0) {
     double std = dp.sigma * dp.clip_norm;

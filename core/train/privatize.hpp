@@ -20,26 +20,27 @@ namespace dpft::train {
 constexpr double kNormalizeGamma = 0.01;
 
 struct BatchStats {
-  int64_t batch_size = 0;      // realised |B|
-  double loss = 0;             // mean per-sample loss over the batch (0 if empty)
-  double grad_norm_mean = 0;   // mean per-sample gradient norm (before clipping)
-  double clipped_fraction = 0; // share of samples with ||g_b|| > C
-  double grad_seconds = 0;     // forward + backward + norms + sums
+  int64_t batch_size = 0;       // realised |B|
+  double loss = 0;              // mean per-sample loss over the batch (0 if empty)
+  double grad_norm_mean = 0;    // mean per-sample gradient norm (before clipping)
+  double clipped_fraction = 0;  // share of samples with ||g_b|| > C
+  double grad_seconds = 0;      // forward + backward + norms + sums
   double noise_seconds = 0;
 };
 
 // Per-sample clipping weights w_b for norms (B): clip or normalize, as above.
-torch::Tensor clip_weights(const torch::Tensor& norms, double clip_norm, const std::string& clipping);
+torch::Tensor clip_weights(const torch::Tensor& norms, double clip_norm,
+                           const std::string& clipping);
 
 // sum_b w_b g_b over `rows` of `ds` (micro-batches of at most `micro_batch` rows), one tensor
 // per trainable parameter (PerSampleGrads::params() order).
 std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const data::LmDataset& ds,
-                                       const std::vector<int64_t>& rows, int64_t micro_batch, int64_t pad_id,
-                                       const DpSettings& dp, BatchStats* stats);
+                                       const std::vector<int64_t>& rows, int64_t micro_batch,
+                                       int64_t pad_id, const DpSettings& dp, BatchStats* stats);
 
 // In place: g += N(0, (sigma C)^2) (drawn parameter by parameter, in order), then g /= divisor
 // (q N, or max(|B|, 1) for "realized"). Returns the divisor used.
-double noise_and_scale(std::vector<torch::Tensor>& grads, const DpSettings& dp, privacy::NoiseSource& noise,
-                       int64_t realized_batch, BatchStats* stats);
+double noise_and_scale(std::vector<torch::Tensor>& grads, const DpSettings& dp,
+                       privacy::NoiseSource& noise, int64_t realized_batch, BatchStats* stats);
 
 }  // namespace dpft::train

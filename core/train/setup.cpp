@@ -20,9 +20,10 @@ namespace fs = std::filesystem;
 fs::path resolve_model_dir(const std::string& path) {
   if (!path.empty()) {
     if (!fs::is_directory(path))
-      throw InputError(fmt::format("model.path: '{}' is not a directory (expected a HF-format checkpoint: "
-                                   "config.json + model.safetensors + tokenizer files)",
-                                   path));
+      throw InputError(
+          fmt::format("model.path: '{}' is not a directory (expected a HF-format checkpoint: "
+                      "config.json + model.safetensors + tokenizer files)",
+                      path));
     return path;
   }
   std::vector<fs::path> tried;
@@ -35,8 +36,9 @@ fs::path resolve_model_dir(const std::string& path) {
     if (fs::exists(p / "config.json")) return p;
   std::string list;
   for (const auto& p : tried) list += "\n  " + p.string();
-  throw InputError("the embedded default model was not found; looked in:" + list +
-                   "\nset model.path to a checkpoint directory or DPFT_DEFAULT_MODEL to models/tiny-gpt2");
+  throw InputError(
+      "the embedded default model was not found; looked in:" + list +
+      "\nset model.path to a checkpoint directory or DPFT_DEFAULT_MODEL to models/tiny-gpt2");
 }
 
 model::PeftOptions peft_options(const Spec& spec) {
@@ -53,39 +55,45 @@ TrainInputs load_train_inputs(const Spec& spec) {
   TrainInputs in;
   in.model_dir = resolve_model_dir(spec.model.path);
   DPFT_CHECK_AS(ConfigError, spec.model.dtype == "float32" || spec.device != "cpu",
-                "model.dtype: {} training needs a GPU (device: cuda); use float32 on CPU", spec.model.dtype);
+                "model.dtype: {} training needs a GPU (device: cuda); use float32 on CPU",
+                spec.model.dtype);
   in.model = model::load_checkpoint(in.model_dir);
   in.peft = peft_options(spec);
   model::apply_peft(in.model, in.peft, derive_seed(spec.seed, "peft"));
   in.tok = std::make_shared<tok::Tokenizer>(tok::load_tokenizer(in.model_dir));
   DPFT_CHECK_AS(InputError, in.tok->vocab_size() <= in.model->config().vocab_size,
-                "tokenizer in {} has {} ids but the model only {} embeddings", in.model_dir.string(),
-                in.tok->vocab_size(), in.model->config().vocab_size);
+                "tokenizer in {} has {} ids but the model only {} embeddings",
+                in.model_dir.string(), in.tok->vocab_size(), in.model->config().vocab_size);
   auto pad = in.tok->pad_id() ? in.tok->pad_id() : in.tok->eos_id();
   in.pad_id = pad ? *pad : 0;
-  DPFT_CHECK_AS(ConfigError, !spec.data.train.path.empty(), "data.train.path: no private training set given");
+  DPFT_CHECK_AS(ConfigError, !spec.data.train.path.empty(),
+                "data.train.path: no private training set given");
   in.train = data::load_lm_dataset(spec.data.train, spec.data.train_extra, spec.data, *in.tok,
                                    derive_seed(spec.seed, "data"));
   if (!spec.data.eval.path.empty()) {
     uint64_t eval_seed = derive_seed(spec.seed, "eval-data");
     in.eval = data::load_lm_dataset(spec.data.eval, {}, spec.data, *in.tok, eval_seed);
     if (!spec.data.eval.label_column.empty()) {
-      in.eval_examples =
-          data::subsample(data::read_examples(spec.data.eval, "data.eval"), spec.data.eval.num_samples, eval_seed);
+      in.eval_examples = data::subsample(data::read_examples(spec.data.eval, "data.eval"),
+                                         spec.data.eval.num_samples, eval_seed);
       in.labels = eval::label_set(in.eval_examples);
-      DPFT_CHECK_AS(InputError, in.labels.size() >= 2, "data.eval.label_column '{}': need at least 2 distinct labels, found {}",
+      DPFT_CHECK_AS(InputError, in.labels.size() >= 2,
+                    "data.eval.label_column '{}': need at least 2 distinct labels, found {}",
                     spec.data.eval.label_column, in.labels.size());
     }
   }
-  spdlog::info("model {} ({} trainable of {} parameters, peft {}); train {} examples ({} tokens), eval {}",
-               in.model_dir.string(), model::count_parameters(in.model, true), model::count_parameters(in.model, false),
-               in.peft.kind, in.train.size(), in.train.num_tokens(), in.eval.size());
+  spdlog::info(
+      "model {} ({} trainable of {} parameters, peft {}); train {} examples ({} tokens), eval {}",
+      in.model_dir.string(), model::count_parameters(in.model, true),
+      model::count_parameters(in.model, false), in.peft.kind, in.train.size(),
+      in.train.num_tokens(), in.eval.size());
   return in;
 }
 
 int64_t count_train_examples(const Spec& spec) {
   if (spec.data.train.path.empty()) return 0;
-  int64_t n = static_cast<int64_t>(data::read_table(spec.data.train.path, spec.data.train.format).rows.size());
+  int64_t n = static_cast<int64_t>(
+      data::read_table(spec.data.train.path, spec.data.train.format).rows.size());
   for (const auto& e : spec.data.train_extra)
     n += static_cast<int64_t>(data::read_table(e.path, e.format).rows.size());
   if (spec.data.train.num_samples > 0) n = std::min(n, spec.data.train.num_samples);

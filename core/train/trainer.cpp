@@ -33,7 +33,8 @@ namespace {
 // at the start of the current epoch, and the position in it.
 class ShuffleSampler {
  public:
-  ShuffleSampler(int64_t n, int64_t batch, uint64_t seed) : n_(n), batch_(std::max<int64_t>(1, batch)), rng_(seed) {
+  ShuffleSampler(int64_t n, int64_t batch, uint64_t seed)
+      : n_(n), batch_(std::max<int64_t>(1, batch)), rng_(seed) {
     new_epoch();
   }
   std::vector<int64_t> next() {
@@ -114,7 +115,8 @@ Trainer::Trainer(RunContext& ctx, TrainInputs& in, LoopOptions opts, privacy::No
     : s_(std::make_unique<State>(ctx, in)) {
   s_->opts = std::move(opts);
   s_->noise = noise;
-  for (auto& [name, t] : model::trainable_parameters(in.model)) s_->names.push_back(name), s_->params.push_back(t);
+  for (auto& [name, t] : model::trainable_parameters(in.model))
+    s_->names.push_back(name), s_->params.push_back(t);
   const TrainSpec& tr = ctx.spec.train;
   OptimizerOptions oo;
   oo.kind = tr.optimizer;
@@ -124,39 +126,49 @@ Trainer::Trainer(RunContext& ctx, TrainInputs& in, LoopOptions opts, privacy::No
   s_->sched = ScheduleOptions{tr.schedule, tr.lr, tr.warmup_ratio, tr.steps};
   uint64_t seed = static_cast<uint64_t>(ctx.spec.seed);
   int64_t n = in.train.size();
-  DPFT_CHECK_AS(InputError, n > 0, "the training set has no usable examples ({})", ctx.spec.data.train.path);
+  DPFT_CHECK_AS(InputError, n > 0, "the training set has no usable examples ({})",
+                ctx.spec.data.train.path);
   if (s_->opts.sampling == "poisson")
-    s_->poisson = std::make_unique<privacy::PoissonSampler>(n, s_->opts.q, derive_seed(seed, "sampler"));
+    s_->poisson =
+        std::make_unique<privacy::PoissonSampler>(n, s_->opts.q, derive_seed(seed, "sampler"));
   else
-    s_->shuffle = std::make_unique<ShuffleSampler>(n, s_->opts.batch_size, derive_seed(seed, "sampler"));
+    s_->shuffle =
+        std::make_unique<ShuffleSampler>(n, s_->opts.batch_size, derive_seed(seed, "sampler"));
   torch::manual_seed(derive_seed(seed, "dropout"));
 }
 
 Trainer::~Trainer() = default;
 
-std::vector<Tensor> Trainer::params() const { return s_->params; }
+std::vector<Tensor> Trainer::params() const {
+  return s_->params;
+}
 
 nlohmann::json Trainer::evaluate(const std::string& tag, int64_t step, bool per_sample) {
   if (s_->in.eval.size() == 0) return nullptr;
   auto t0 = std::chrono::steady_clock::now();
   const Spec& spec = s_->ctx.spec;
-  eval::LmEvalResult r = eval::evaluate_lm(s_->in.model, s_->in.eval, 2 * spec.train.micro_batch_size,
-                                           spec.eval.max_samples, s_->in.pad_id);
-  if (per_sample && spec.eval.per_sample) eval::append_per_sample(s_->ctx.dir.file("per_sample.jsonl"), tag, r);
+  eval::LmEvalResult r =
+      eval::evaluate_lm(s_->in.model, s_->in.eval, 2 * spec.train.micro_batch_size,
+                        spec.eval.max_samples, s_->in.pad_id);
+  if (per_sample && spec.eval.per_sample)
+    eval::append_per_sample(s_->ctx.dir.file("per_sample.jsonl"), tag, r);
   nlohmann::json j = r.to_json();
   j.erase("seconds");  // timing lives in the timing block, so eval blocks are reproducible
   j["step"] = step;
   if (per_sample && !s_->in.labels.empty()) {  // base and final: classification by label likelihood
-    eval::ClassEvalResult c = eval::evaluate_classification(
-        s_->in.model, s_->in.eval_examples, *s_->in.tok, s_->in.labels, 2 * spec.train.micro_batch_size,
-        spec.data.max_length, spec.eval.max_samples, s_->in.pad_id);
+    eval::ClassEvalResult c =
+        eval::evaluate_classification(s_->in.model, s_->in.eval_examples, *s_->in.tok,
+                                      s_->in.labels, 2 * spec.train.micro_batch_size,
+                                      spec.data.max_length, spec.eval.max_samples, s_->in.pad_id);
     j["classification"] = c.to_json();
     j["classification"].erase("seconds");
-    spdlog::info("eval {}: classification accuracy {:.4f} over {} labels", tag, c.accuracy, s_->in.labels.size());
+    spdlog::info("eval {}: classification accuracy {:.4f} over {} labels", tag, c.accuracy,
+                 s_->in.labels.size());
   }
-  s_->ctx.dir.event("eval", {{"model", tag}, {"step", step}, {"loss", r.loss}, {"accuracy", r.accuracy}});
-  spdlog::info("eval {} (step {}): loss {:.4f}, accuracy {:.4f}, perplexity {:.2f}", tag, step, r.loss, r.accuracy,
-               r.perplexity);
+  s_->ctx.dir.event("eval",
+                    {{"model", tag}, {"step", step}, {"loss", r.loss}, {"accuracy", r.accuracy}});
+  spdlog::info("eval {} (step {}): loss {:.4f}, accuracy {:.4f}, perplexity {:.2f}", tag, step,
+               r.loss, r.accuracy, r.perplexity);
   s_->eval_seconds += seconds_since(t0);
   return j;
 }
@@ -167,7 +179,8 @@ void Trainer::save_checkpoint() {
   fs::remove_all(tmp);
   fs::create_directories(tmp);
   std::vector<std::pair<std::string, Tensor>> tensors;
-  for (size_t i = 0; i < s.params.size(); ++i) tensors.emplace_back("param." + s.names[i], s.params[i].detach());
+  for (size_t i = 0; i < s.params.size(); ++i)
+    tensors.emplace_back("param." + s.names[i], s.params[i].detach());
   for (auto& [k, v] : s.opt->state()) tensors.emplace_back("opt." + k, v);
   tensors.emplace_back("rng.torch_cpu", at::detail::getDefaultCPUGenerator().get_state());
   model::save_safetensors(tmp / "state.safetensors", tensors);
@@ -192,7 +205,8 @@ void Trainer::save_checkpoint() {
 bool Trainer::load_checkpoint() {
   State& s = *s_;
   fs::path dir = s.ckpt_dir();
-  if (!fs::exists(dir / "state.json") && fs::exists(dir.string() + ".old")) dir = dir.string() + ".old";
+  if (!fs::exists(dir / "state.json") && fs::exists(dir.string() + ".old"))
+    dir = dir.string() + ".old";
   if (!fs::exists(dir / "state.json")) return false;
   nlohmann::json j = nlohmann::json::parse(read_file(dir / "state.json"));
   auto st = model::SafetensorsFile::open(dir / "state.safetensors");
@@ -200,22 +214,26 @@ bool Trainer::load_checkpoint() {
     torch::NoGradGuard ng;
     for (size_t i = 0; i < s.params.size(); ++i) {
       Tensor t = st->load("param." + s.names[i]);
-      DPFT_CHECK_AS(InputError, t.sizes() == s.params[i].sizes(), "checkpoint: parameter {} has shape {}, model {}",
-                    s.names[i], shape_str(t.sizes()), shape_str(s.params[i].sizes()));
+      DPFT_CHECK_AS(InputError, t.sizes() == s.params[i].sizes(),
+                    "checkpoint: parameter {} has shape {}, model {}", s.names[i],
+                    shape_str(t.sizes()), shape_str(s.params[i].sizes()));
       s.params[i].copy_(t);
     }
   }
   std::vector<std::pair<std::string, Tensor>> opt_state;
   for (const auto& info : st->tensors())
-    if (info.name.rfind("opt.", 0) == 0) opt_state.emplace_back(info.name.substr(4), st->load(info.name));
+    if (info.name.rfind("opt.", 0) == 0)
+      opt_state.emplace_back(info.name.substr(4), st->load(info.name));
   s.opt->load_state(opt_state);
   {
     at::Generator g = at::detail::getDefaultCPUGenerator();
     g.set_state(st->load("rng.torch_cpu"));
   }
   s.step = j.at("step").get<int64_t>();
-  if (s.poisson) s.poisson->set_state(j.at("sampler").get<std::string>());
-  else s.shuffle->set_state(j.at("sampler").get<std::string>());
+  if (s.poisson)
+    s.poisson->set_state(j.at("sampler").get<std::string>());
+  else
+    s.shuffle->set_state(j.at("sampler").get<std::string>());
   if (s.noise) s.noise->set_state(j.at("noise").get<std::string>());
   s.ctx.ledger = privacy::PrivacyLedger::from_json(j.at("ledger"));
   s.history = j.at("history");
@@ -234,9 +252,11 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
   const Spec& spec = s.ctx.spec;
   const int64_t T = spec.train.steps;
   bool resumed = s.ctx.resume && load_checkpoint();
-  if (s.ctx.resume && !resumed) spdlog::warn("no checkpoint in {}; starting from step 0", s.ckpt_dir().string());
+  if (s.ctx.resume && !resumed)
+    spdlog::warn("no checkpoint in {}; starting from step 0", s.ckpt_dir().string());
   if (!resumed) {
-    if (s.opts.release && s.opts.check_budget) {  // the real plan, now that the data set's size is known
+    if (s.opts.release &&
+        s.opts.check_budget) {  // the real plan, now that the data set's size is known
       privacy::Release plan = *s.opts.release;
       plan.count = T;
       s.ctx.ledger.check_plan({plan});
@@ -262,9 +282,12 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
     double secs = seconds_since(t0);
     s.step_seconds.push_back(secs);
     s.grad_seconds += st.grad_seconds;
-    nlohmann::json h = {{"step", s.step},       {"loss", st.loss},
-                        {"batch_size", st.batch_size}, {"lr", lr},
-                        {"grad_norm_mean", st.grad_norm_mean}, {"clipped_fraction", st.clipped_fraction}};
+    nlohmann::json h = {{"step", s.step},
+                        {"loss", st.loss},
+                        {"batch_size", st.batch_size},
+                        {"lr", lr},
+                        {"grad_norm_mean", st.grad_norm_mean},
+                        {"clipped_fraction", st.clipped_fraction}};
     s.history.push_back(h);
     nlohmann::json ev = h;
     ev["seconds"] = secs;
@@ -272,14 +295,16 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
     progress.update(s.step, fmt::format("loss {:.4f} |B| {}", st.loss, st.batch_size));
     if (spec.eval.every > 0 && s.step % spec.eval.every == 0 && s.step < T)
       s.eval_history.push_back(evaluate("step", s.step, false));
-    if (spec.output.checkpoint_every > 0 && s.step % spec.output.checkpoint_every == 0 && s.step < T)
+    if (spec.output.checkpoint_every > 0 && s.step % spec.output.checkpoint_every == 0 &&
+        s.step < T)
       save_checkpoint();
   }
   progress.finish();
   nlohmann::json out;
   if (s.step < T) {  // interrupted: keep everything needed to resume
     save_checkpoint();
-    spdlog::warn("stopped at step {} of {}; resume with: dpft run --resume {}", s.step, T, s.ctx.dir.path().string());
+    spdlog::warn("stopped at step {} of {}; resume with: dpft run --resume {}", s.step, T,
+                 s.ctx.dir.path().string());
   } else {
     s.eval_final = evaluate("final", s.step, true);
     if (spec.output.save_model) {
@@ -287,7 +312,8 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
                         : spec.output.save_dtype == "bfloat16" ? torch::kBFloat16
                                                                : torch::kFloat32;
       if (s.in.peft.kind == "lora") {
-        model::save_adapter(s.in.model, s.in.peft, s.ctx.dir.file("adapter"), s.in.model_dir.string());
+        model::save_adapter(s.in.model, s.in.peft, s.ctx.dir.file("adapter"),
+                            s.in.model_dir.string());
       } else {
         model::save_checkpoint(s.in.model, s.ctx.dir.file("model"), false, dt);
         model::copy_tokenizer_files(s.in.model_dir, s.ctx.dir.file("model"));
@@ -315,9 +341,9 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
                    {"per_sample_grad_share", train_s > 0 ? s.grad_seconds / train_s : 0.0},
                    {"eval_s", s.eval_seconds}};
   if (!s.eval_base.is_null() && !s.eval_final.is_null())
-    spdlog::info("eval loss {:.4f} -> {:.4f}, accuracy {:.4f} -> {:.4f}", s.eval_base["loss"].get<double>(),
-                 s.eval_final["loss"].get<double>(), s.eval_base["accuracy"].get<double>(),
-                 s.eval_final["accuracy"].get<double>());
+    spdlog::info("eval loss {:.4f} -> {:.4f}, accuracy {:.4f} -> {:.4f}",
+                 s.eval_base["loss"].get<double>(), s.eval_final["loss"].get<double>(),
+                 s.eval_base["accuracy"].get<double>(), s.eval_final["accuracy"].get<double>());
   return out;
 }
 

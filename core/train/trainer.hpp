@@ -9,8 +9,8 @@
 // optimizer state, step, those RNG states, the ledger and the history, so that a resumed run
 // ends with exactly the numbers of an uninterrupted one (CPU).
 #pragma once
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include <functional>
 #include <optional>
@@ -29,13 +29,14 @@ struct LoopOptions {
   double q = 1;                      // Poisson rate
   int64_t batch_size = 1;            // shuffle batch size
   std::optional<privacy::Release> release;  // recorded once per step (nullopt: nothing released)
-  bool check_budget = true;          // refuse to start if T releases exceed privacy.epsilon
-  nlohmann::json method_info;        // stored under metrics["train"]["method"]
+  bool check_budget = true;                 // refuse to start if T releases exceed privacy.epsilon
+  nlohmann::json method_info;               // stored under metrics["train"]["method"]
 };
 
 // Gradient of one logical batch: one tensor per trainable parameter (trainable_parameters()
 // order). Fills stats (batch size and loss at least).
-using GradientFn = std::function<std::vector<torch::Tensor>(const std::vector<int64_t>& rows, BatchStats& stats)>;
+using GradientFn =
+    std::function<std::vector<torch::Tensor>(const std::vector<int64_t>& rows, BatchStats& stats)>;
 
 class Trainer {
  public:
