@@ -12,6 +12,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -44,7 +45,8 @@ double median(std::vector<double> v) {
 
 // Runs this executable with `args`; returns the JSON object it prints last.
 nlohmann::json run_child(const std::string& args) {
-  std::string cmd = "/proc/self/exe " + args;
+  // Resolved here: inside the shell popen starts, /proc/self/exe would be the shell.
+  std::string cmd = std::filesystem::read_symlink("/proc/self/exe").string() + " " + args;
   std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
   DPFT_CHECK(p != nullptr, "cannot start {}", cmd);
   std::string out;
