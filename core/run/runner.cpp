@@ -129,6 +129,11 @@ RunResult run_experiment(const Spec& spec, const RunOptions& opts) {
     r.status = "ok";
   }
   finish(r.status, r.exit_code, "");
+  if (!ledger.releases().empty()) {
+    nlohmann::json p = ledger.to_json();
+    spdlog::info("privacy: epsilon spent {} (target {}, delta {}, {} accountant)", p["epsilon"].dump(),
+                 p["target_epsilon"].dump(), spec.privacy.delta, spec.privacy.accountant);
+  }
   spdlog::info("done: {}/metrics.json", r.run_dir);
   return r;
 }
