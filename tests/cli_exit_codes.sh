@@ -57,5 +57,32 @@ sys.exit(0 if m["status"] == "running" and man["status"] == "running" else 1)
 PY
 then pass=$((pass+1)); else echo "FAIL: kill -9 left unparsable or wrong files in '$d'"; fail=$((fail+1)); fi
 
+# kill -9 during DP training, then --resume: the final numbers equal an uninterrupted run's.
+# (Embedded default model + shipped PubMed sample; small settings so each run takes seconds.)
+small=(--set data.train.num_samples=24 --set data.eval.num_samples=6 --set data.max_length=24
+       --set train.steps=8 --set privacy.sampling_rate=0.25 --set output.checkpoint_every=1
+       --set model.peft.dropout=0.1 --set output.save_model=false)
+( cd "$SRC" && "$DPFT" --quiet run experiments/quickstart.yaml --out "$T/full" "${small[@]}" > /dev/null 2>&1 )
+( cd "$SRC" && exec "$DPFT" --quiet run experiments/quickstart.yaml --out "$T/killed" "${small[@]}" > /dev/null 2>&1 ) &
+pid=$!
+for _ in $(seq 1 600); do  # until a checkpoint at step >= 3 exists (at most 60 s)
+  st=$(ls "$T"/killed/quickstart/*/checkpoint/state.json 2>/dev/null | head -1)
+  if [ -n "$st" ] && python3 -c "import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))['step'] >= 3 else 1)" "$st" 2>/dev/null; then break; fi
+  sleep 0.1
+done
+kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
+kd=$(ls -d "$T"/killed/quickstart/*/ | head -1)
+if [ ! -f "$kd/checkpoint/state.json" ]; then echo "FAIL: the killed run left no checkpoint (finished before the kill?)"; fail=$((fail+1)); fi
+( cd "$SRC" && "$DPFT" --quiet run --resume "$kd" > /dev/null 2>&1 ); rc=$?
+fm=$(ls "$T"/full/quickstart/*/metrics.json | head -1)
+if [ "$rc" = 0 ] && python3 - "$fm" "$kd/metrics.json" <<'PY'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+ok = b["status"] == "ok" and all(a[k] == b[k] for k in ("eval", "history", "privacy"))
+resumed = any(json.loads(l).get("event") == "resume" for l in open(sys.argv[2].replace("metrics.json", "metrics.jsonl")) if l.strip())
+sys.exit(0 if ok and resumed and b["privacy"]["releases"][0]["count"] == 8 else 1)
+PY
+then pass=$((pass+1)); else echo "FAIL: kill -9 + --resume (rc $rc) did not reproduce the uninterrupted run ($kd)"; fail=$((fail+1)); fi
+
 echo "cli_exit_codes: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
