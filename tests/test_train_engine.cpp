@@ -221,8 +221,10 @@ TEST_CASE("a run stopped after step k and resumed ends with the numbers of an un
   Fixture f;
   if (!make_fixture(f)) return;
   std::string out = (f.tmp.path / "runs").string();
+  auto method = GENERATE(as<std::string>{}, "dp-sgd", "sgd");  // Poisson + noise streams; shuffle sampler
+  CAPTURE(method);
   std::vector<std::string> spec = {
-      "--set", "method.name=dp-sgd",       "--set", "privacy.epsilon=2",
+      "--set", "method.name=" + method,    "--set", "privacy.epsilon=2",
       "--set", "model.peft.dropout=0.1",   "--set", "train.warmup_ratio=0.3",
       "--set", "train.schedule=cosine",    "--set", "eval.every=2",
       "--set", "output.checkpoint_every=2"};
@@ -245,6 +247,7 @@ TEST_CASE("a run stopped after step k and resumed ends with the numbers of an un
   }
   CHECK(!fs::exists(fs::path(dir) / "checkpoint"));
   CHECK(fs::exists(fs::path(dir) / "adapter" / "adapter_model.safetensors"));
+  CHECK(test::cli({"run", "--resume", dir}) == 2);  // already finished: refused
 }
 
 TEST_CASE("labelled eval data adds classification accuracy to the base and final evaluations",

@@ -7,6 +7,7 @@
 #include "core/run/run_context.hpp"
 #include "core/run/run_dir.hpp"
 #include "core/train/setup.hpp"
+#include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
 #include "core/util/log.hpp"
 #include "core/util/signals.hpp"
@@ -62,6 +63,13 @@ RunResult run_experiment(const Spec& spec, const RunOptions& opts) {
   PlanInputs plan_in;
   plan_in.dataset_size = train::count_train_examples(spec);
   if (!resume) ledger.check_plan(spec.method.impl->planned_releases(spec, plan_in));
+  if (resume) {  // a finished run has nothing to continue
+    std::filesystem::path prev = std::filesystem::path(opts.resume_dir) / "metrics.json";
+    nlohmann::json m = std::filesystem::exists(prev) ? nlohmann::json::parse(read_file(prev), nullptr, false) : nullptr;
+    if (m.is_object() && m.value("status", "") == "ok")
+      throw ConfigError(fmt::format("run {} already finished (status ok); start a new run instead of resuming it",
+                                    opts.resume_dir));
+  }
   RunDir dir = resume ? RunDir::open(opts.resume_dir)
                       : RunDir::create(opts.out_dir.empty() ? spec.output.dir : opts.out_dir, spec);
   if (!resume) write_file_atomic(dir.file("config.resolved.yaml"), spec_to_yaml_string(spec));

@@ -208,6 +208,16 @@ bool Trainer::load_checkpoint() {
   if (!fs::exists(dir / "state.json") && fs::exists(dir.string() + ".old"))
     dir = dir.string() + ".old";
   if (!fs::exists(dir / "state.json")) return false;
+  try {
+    return restore(dir);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(fmt::format("checkpoint {} is damaged ({}); remove it to restart the run from step 0",
+                                 dir.string(), e.what()));
+  }
+}
+
+bool Trainer::restore(const fs::path& dir) {
+  State& s = *s_;
   nlohmann::json j = nlohmann::json::parse(read_file(dir / "state.json"));
   auto st = model::SafetensorsFile::open(dir / "state.safetensors");
   {

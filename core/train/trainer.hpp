@@ -53,6 +53,7 @@ class Trainer {
   std::unique_ptr<State> s_;
   void save_checkpoint();
   bool load_checkpoint();
+  bool restore(const std::filesystem::path& dir);  // load_checkpoint's work; JSON errors escape
   nlohmann::json evaluate(const std::string& tag, int64_t step, bool per_sample);
 };
 
