@@ -1,6 +1,10 @@
-// Shared pieces of the model benchmarks (cmd_bench_model.cpp, cmd_bench_train.cpp).
+// Shared pieces of the benchmarks (cmd_bench_model.cpp, cmd_bench_train.cpp, cmd_bench_pe.cpp).
 #pragma once
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "core/model/transformer.hpp"
 
@@ -11,5 +15,10 @@ double sgemm_gflops();
 // Forward matmul FLOPs per token of `m` at sequence length `seq`: 2 x (linear weights + tied
 // lm_head) + attention scores and mixing (4 x seq/2 x heads x head_dim per layer).
 double forward_flops_per_token(model::CausalLM& m, int64_t seq);
+// Median (upper median for an even count); 0 for none.
+double bench_median(std::vector<double> v);
+// Runs this executable with `args` (a memory child: peak RSS is per process); returns the JSON
+// object it prints last.
+nlohmann::json run_child(const std::string& args);
 
 }  // namespace dpft

@@ -120,6 +120,7 @@ int bench_tokenizer(const TokenizerBench& b) {
 
 void register_bench_model(CLI::App* bench, CliContext& ctx);  // cli/cmd_bench_model.cpp
 void register_bench_train(CLI::App* bench, CliContext& ctx);  // cli/cmd_bench_train.cpp
+void register_bench_pe(CLI::App* bench, CliContext& ctx);     // cli/cmd_bench_pe.cpp
 
 void register_bench(CLI::App& app, CliContext& ctx) {
   auto reps = std::make_shared<int>(5);
@@ -147,6 +148,7 @@ void register_bench(CLI::App& app, CliContext& ctx) {
   tk->callback([tb, &ctx] { ctx.action = [tb] { return bench_tokenizer(*tb); }; });
   register_bench_model(sub, ctx);
   register_bench_train(sub, ctx);
+  register_bench_pe(sub, ctx);
 }
 
 }  // namespace dpft

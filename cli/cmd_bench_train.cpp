@@ -38,12 +38,13 @@ struct TrainBench {
   bool json = false;
 };
 
-double median(std::vector<double> v) {
+}  // namespace
+
+double bench_median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// Runs this executable with `args`; returns the JSON object it prints last.
 nlohmann::json run_child(const std::string& args) {
   // Resolved here: inside the shell popen starts, /proc/self/exe would be the shell.
   std::string cmd = std::filesystem::read_symlink("/proc/self/exe").string() + " " + args;
@@ -55,6 +56,8 @@ nlohmann::json run_child(const std::string& args) {
   auto start = out.rfind("\n{");
   return nlohmann::json::parse(start == std::string::npos ? out : out.substr(start + 1));
 }
+
+namespace {
 
 int bench_train(const TrainBench& b) {
   model::ModelConfig c = model::preset_config(b.arch, b.preset, b.vocab);
@@ -127,7 +130,7 @@ int bench_train(const TrainBench& b) {
   np_step(), dp_step();  // warm-up
   std::vector<double> tn, td;
   for (int i = 0; i < b.reps; ++i) tn.push_back(np_step()), td.push_back(dp_step());
-  double n = median(tn), d = median(td);
+  double n = bench_median(tn), d = bench_median(td);
   double tokens = static_cast<double>(b.batch * seq);
   double fwd = forward_flops_per_token(m, seq) * tokens;
   // Backward: activation gradients (= forward) always; weight gradients (= forward's share of

@@ -17,6 +17,7 @@ namespace {
 class DpSgdMethod : public Method {
  public:
   std::string name() const override { return "dp-sgd"; }
+  std::string label() const override { return "DP-SGD"; }
 
   void configure(Fields& f) override {
     f.get_choice("grad_mode", opts_.mode, {"auto", "materialize", "ghost"});

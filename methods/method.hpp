@@ -31,6 +31,9 @@ class Method {
  public:
   virtual ~Method() = default;
   virtual std::string name() const = 0;
+  // The label reports print for runs of this configuration (e.g. "PE-SGD-FixSample"); the
+  // spec's top-level `label` overrides it.
+  virtual std::string label() const { return name(); }
   // Read and validate the method's options (called once, during spec parsing).
   virtual void configure(Fields& options) = 0;
   // The resolved options, every key with its value (defaults included).

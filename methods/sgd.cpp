@@ -17,6 +17,7 @@ namespace {
 class SgdMethod : public Method {
  public:
   std::string name() const override { return "sgd"; }
+  std::string label() const override { return "SGD"; }
 
   void configure(Fields& f) override {
     f.get_choice("sampling", sampling_, {"shuffle", "poisson"});

@@ -9,9 +9,11 @@
 #include "core/train/privatize.hpp"
 #include "core/util/atomic_file.hpp"
 #include "model_test_util.hpp"
+#include "run_fixture.hpp"
 #include "test_util.hpp"
 
 using namespace dpft;
+using namespace dpft::test;
 using torch::Tensor;
 
 namespace {
@@ -119,61 +121,6 @@ TEST_CASE("an empty Poisson batch releases pure noise", "[train-engine]") {
   CHECK(flat(g).abs().sum().item<double>() > 0);
 }
 
-namespace {
-
-struct Fixture {
-  test::TempDir tmp;
-  std::string model, train, eval, spec;
-};
-
-// A tiny random GPT-2 with the real GPT-2 tokenizer and PubMed rows; false when shared data is
-// absent.
-bool make_fixture(Fixture& f) {
-  fs::path tok = test::shared_data_subdir("gpt2_tokenizer"),
-           pub = test::shared_data_subdir("pe_sgd_text/pubmed");
-  if (tok.empty() || pub.empty()) return false;
-  f.model = (f.tmp.path / "model").string();
-  REQUIRE(test::cli({"model", "init", "--arch", "gpt2", "--preset", "tiny", "--tokenizer",
-                     tok.string(), "--out", f.model}) == 0);
-  f.train = (pub / "dev.csv").string();
-  f.eval = (pub / "test.csv").string();
-  f.spec = (f.tmp.path / "spec.yaml").string();
-  write_file_atomic(f.spec, "name: engine-test\n");
-  return true;
-}
-
-std::vector<std::string> run_args(const Fixture& f, const std::string& out,
-                                  std::vector<std::string> extra) {
-  std::vector<std::string> a = {"run",   f.spec,
-                                "--out", out,
-                                "--set", "model.path=" + f.model,
-                                "--set", "model.peft.targets=[c_attn, c_fc]",
-                                "--set", "data.train.path=" + f.train,
-                                "--set", "data.train.num_samples=24",
-                                "--set", "data.eval.path=" + f.eval,
-                                "--set", "data.eval.num_samples=8",
-                                "--set", "data.max_length=24",
-                                "--set", "train.steps=6",
-                                "--set", "train.batch_size=6",
-                                "--set", "train.micro_batch_size=4",
-                                "--set", "train.lr=0.05",
-                                "--set", "seed=3"};
-  a.insert(a.end(), extra.begin(), extra.end());
-  return a;
-}
-
-nlohmann::json run_metrics(const Fixture& f, const std::string& out, std::vector<std::string> extra,
-                           std::string* dir = nullptr) {
-  std::string printed;
-  int rc = test::cli(run_args(f, out, std::move(extra)), &printed);
-  REQUIRE(rc == 0);
-  std::string d = printed.substr(0, printed.find_last_not_of('\n') + 1);
-  d = d.substr(d.find_last_of('\n') + 1);
-  if (dir) *dir = d;
-  return nlohmann::json::parse(read_file(fs::path(d) / "metrics.json"));
-}
-
-}  // namespace
 
 TEST_CASE("dp-sgd with sigma 0, C inf and realised divisor equals sgd on the same Poisson batches",
           "[train-engine]") {

@@ -21,6 +21,9 @@ void parse_dataset(Fields f, DatasetSpec& d) {
   f.get_choice("format", d.format, {"auto", "csv", "tsv", "jsonl", "text"});
   f.get("text_column", d.text_column);
   f.get("prompt_column", d.prompt_column);
+  f.get("prompt", d.prompt);
+  if (!d.prompt.empty() && !d.prompt_column.empty())
+    throw ConfigError(fmt::format("{}: give prompt_column or a fixed prompt, not both", f.path()));
   f.get("label_column", d.label_column);
   f.get("num_samples", d.num_samples, Range::at_least(0));
   f.finish();
@@ -32,6 +35,7 @@ YAML::Node dataset_yaml(const DatasetSpec& d) {
   n["format"] = d.format;
   n["text_column"] = d.text_column;
   n["prompt_column"] = d.prompt_column;
+  n["prompt"] = d.prompt;
   n["label_column"] = d.label_column;
   n["num_samples"] = d.num_samples;
   return n;
@@ -112,6 +116,7 @@ Spec parse_spec(const YAML::Node& root) {
   if (!std::regex_match(s.name, name_re) || s.name == "." || s.name == "..")
     throw ConfigError(fmt::format("name: '{}' must be non-empty and use only letters, digits, '-', '_', '.' "
                                   "(it becomes a directory name)", s.name));
+  top.get("label", s.label);
   top.get("seed", s.seed, Range::at_least(0));
   top.get("device", s.device);
   static const std::regex dev_re("cpu|cuda(:[0-9]+)?");
@@ -155,10 +160,11 @@ Spec parse_spec(const YAML::Node& root) {
     d.get_choice("chat_format", da.chat_format, {"none", "auto", "plain", "chatml", "qwen2.5", "llama3"});
     if (da.loss_on == "response") {
       std::vector<std::string> missing;
-      if (da.train.prompt_column.empty()) missing.push_back("data.train");
+      auto unpaired = [](const DatasetSpec& x) { return x.prompt_column.empty() && x.prompt.empty(); };
+      if (unpaired(da.train)) missing.push_back("data.train");
       for (size_t i = 0; i < da.train_extra.size(); ++i)
-        if (da.train_extra[i].prompt_column.empty()) missing.push_back(fmt::format("data.train_extra[{}]", i));
-      if (!da.eval.path.empty() && da.eval.prompt_column.empty()) missing.push_back("data.eval");
+        if (unpaired(da.train_extra[i])) missing.push_back(fmt::format("data.train_extra[{}]", i));
+      if (!da.eval.path.empty() && unpaired(da.eval)) missing.push_back("data.eval");
       if (!missing.empty())
         throw ConfigError(fmt::format("data.loss_on: 'response' scores only the response of prompt/response "
                                       "pairs, but {} has no prompt_column; set {}.prompt_column or use "
@@ -240,6 +246,7 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& override
 YAML::Node spec_to_yaml(const Spec& s) {
   YAML::Node n;
   n["name"] = s.name;
+  n["label"] = s.label;
   n["seed"] = s.seed;
   n["device"] = s.device;
   YAML::Node m;
@@ -311,6 +318,7 @@ std::string spec_to_yaml_string(const Spec& s) {
 std::string config_hash(const Spec& s) {
   YAML::Node n = spec_to_yaml(s);
   n.remove("name");
+  n.remove("label");
   n.remove("seed");
   n.remove("output");
   YAML::Emitter e;

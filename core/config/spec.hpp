@@ -35,6 +35,7 @@ struct DatasetSpec {
   std::string format = "auto";      // auto (from extension) | csv | tsv | jsonl | text
   std::string text_column = "text";  // column (or JSON key) holding the text (the response of a pair)
   std::string prompt_column;        // set: examples are prompt/response pairs ("" = plain text)
+  std::string prompt;               // one fixed prompt for every row (rows become its responses)
   std::string label_column;         // optional label column ("" = unlabelled)
   int64_t num_samples = 0;          // deterministic seeded subsample; 0 = all rows
 };
@@ -97,6 +98,7 @@ struct MethodSpec {
 
 struct Spec {
   std::string name = "experiment";  // run group name: letters, digits, '-', '_', '.'
+  std::string label;                // display label for reports ("" = the method's, e.g. PE-SGD)
   int64_t seed = 0;                 // drives sampling, noise, init, subsampling
   std::string device = "cpu";       // cpu | cuda | cuda:N
   ModelSpec model;

@@ -38,6 +38,9 @@ nlohmann::json identity(const Spec& spec, const RunDir& dir) {
   return {{"name", spec.name},
           {"run_id", dir.run_id()},
           {"method", spec.method.name},
+          {"label", !spec.label.empty()       ? spec.label
+                    : spec.method.impl ? spec.method.impl->label()
+                                       : spec.method.name},
           {"dataset", spec.data.train.path},
           {"model", spec.model.path.empty() ? "embedded-default" : spec.model.path},
           {"seed", spec.seed},

@@ -7,6 +7,7 @@
 // realised batch size. C = inf with sigma = 0 gives the plain sum (clip-only / no-clip runs).
 #pragma once
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include <vector>
 
@@ -26,6 +27,7 @@ struct BatchStats {
   double clipped_fraction = 0;  // share of samples with ||g_b|| > C
   double grad_seconds = 0;      // forward + backward + norms + sums
   double noise_seconds = 0;
+  nlohmann::json extra;  // method-specific per-step values (an object), merged into history
 };
 
 // Per-sample clipping weights w_b for norms (B): clip or normalize, as above.

@@ -194,6 +194,7 @@ void Trainer::save_checkpoint() {
                       {"step_seconds", s.step_seconds},
                       {"grad_seconds", s.grad_seconds},
                       {"eval_seconds", s.eval_seconds}};
+  if (s.opts.save_state) j["method_state"] = s.opts.save_state();
   write_file_atomic(tmp / "state.json", j.dump(1));
   fs::remove_all(old);
   if (fs::exists(dir)) fs::rename(dir, old);
@@ -252,6 +253,7 @@ bool Trainer::restore(const fs::path& dir) {
   s.step_seconds = j.at("step_seconds").get<std::vector<double>>();
   s.grad_seconds = j.at("grad_seconds").get<double>();
   s.eval_seconds = j.at("eval_seconds").get<double>();
+  if (s.opts.load_state) s.opts.load_state(j.at("method_state"));
   spdlog::info("resumed from {} at step {}", dir.string(), s.step);
   s.ctx.dir.event("resume", {{"step", s.step}});
   return true;
@@ -272,6 +274,7 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
       s.ctx.ledger.check_plan({plan});
     }
     s.eval_base = evaluate("base", 0, true);
+    if (s.opts.before_training) s.opts.before_training();
   }
   Progress progress("train", T);
   progress.update(s.step);
@@ -298,6 +301,7 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
                         {"lr", lr},
                         {"grad_norm_mean", st.grad_norm_mean},
                         {"clipped_fraction", st.clipped_fraction}};
+    if (st.extra.is_object()) h.update(st.extra);
     s.history.push_back(h);
     nlohmann::json ev = h;
     ev["seconds"] = secs;

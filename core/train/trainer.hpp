@@ -31,6 +31,13 @@ struct LoopOptions {
   std::optional<privacy::Release> release;  // recorded once per step (nullopt: nothing released)
   bool check_budget = true;                 // refuse to start if T releases exceed privacy.epsilon
   nlohmann::json method_info;               // stored under metrics["train"]["method"]
+  // Called once before step 1 of a fresh run, after the base evaluation (never on resume):
+  // e.g. PE-SGD's initial synthetic set and its non-private SFT. May train the model.
+  std::function<void()> before_training;
+  // The method's own resumable state (e.g. the synthetic set), saved in every checkpoint and
+  // handed back on --resume. Both or neither.
+  std::function<nlohmann::json()> save_state;
+  std::function<void(const nlohmann::json&)> load_state;
 };
 
 // Gradient of one logical batch: one tensor per trainable parameter (trainable_parameters()

@@ -1,0 +1,255 @@
+#include "core/project/projection.hpp"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "core/util/error.hpp"
+#include "core/util/shape.hpp"
+
+namespace dpft::project {
+
+using torch::Tensor;
+
+namespace {
+
+constexpr int64_t kChunk = 1 << 16;  // columns per float64 block of gram_f64
+
+Tensor col_norms(const Tensor& X) {  // X: (n, M) -> (M)
+  return X.numel() == 0 ? torch::zeros({X.size(1)}, X.options()) : X.norm(2, {0});
+}
+
+Tensor row_norms(const Tensor& X) {  // X: (M, p) -> (M)
+  return X.size(0) == 0 ? torch::zeros({0}, X.options()) : X.norm(2, {1});
+}
+
+void check_rows(const Tensor& Gs, const Tensor& Hs) {
+  DPFT_CHECK(Gs.dim() == 2 && Hs.dim() == 2 && Gs.size(1) == Hs.size(1),
+             "projection: G {} and H {} must be (N, p) and (M, p)", shape_str(Gs.sizes()),
+             shape_str(Hs.sizes()));
+}
+
+}  // namespace
+
+Tensor gram_f64(const Tensor& A, const Tensor& B) {
+  DPFT_CHECK(A.dim() == 2 && B.dim() == 2 && A.size(1) == B.size(1), "gram_f64: {} x {}",
+             shape_str(A.sizes()), shape_str(B.sizes()));
+  auto opts = torch::TensorOptions().dtype(torch::kFloat64).device(A.device());
+  Tensor out = torch::zeros({A.size(0), B.size(0)}, opts);
+  const int64_t p = A.size(1);
+  for (int64_t s = 0; s < p; s += kChunk) {
+    int64_t len = std::min(kChunk, p - s);
+    out.addmm_(A.narrow(1, s, len).to(torch::kFloat64),
+               B.narrow(1, s, len).to(torch::kFloat64).t());
+  }
+  return out;
+}
+
+GramSolver::GramSolver(const Tensor& Gs, double eta) : eta_(eta) {
+  DPFT_CHECK(Gs.dim() == 2, "GramSolver: G must be (N, p), got {}", shape_str(Gs.sizes()));
+  DPFT_CHECK(eta >= 0 && std::isfinite(eta), "GramSolver: eta must be finite and >= 0, got {}",
+             eta);
+  gram_ = gram_f64(Gs, Gs);
+  const int64_t n = gram_.size(0);
+  Tensor reg = gram_ + eta * torch::eye(n, gram_.options());
+  auto [L, info] = torch::linalg_cholesky_ex(reg);
+  if (info.item<int64_t>() == 0) {
+    chol_ = L;
+  } else {  // rounding made it indefinite (e.g. eta = 0 and duplicate rows): eigen-solve
+    eig_ = true;
+    auto [w, V] = torch::linalg_eigh(gram_);
+    evals_ = w.clamp_min(0) + eta;
+    DPFT_CHECK_AS(RuntimeError, evals_.min().item<double>() > 0,
+                  "projection: G^T G is singular and eta is 0; set eta > 0");
+    evecs_ = V;
+  }
+}
+
+Tensor GramSolver::solve(const Tensor& rhs) const {
+  Tensor r = rhs.to(torch::kFloat64);
+  bool vec = r.dim() == 1;
+  if (vec) r = r.unsqueeze(1);
+  DPFT_CHECK(r.size(0) == gram_.size(0), "GramSolver: rhs has {} rows, G^T G is {}", r.size(0),
+             gram_.size(0));
+  Tensor x = eig_ ? evecs_.matmul(evecs_.t().matmul(r) / evals_.unsqueeze(1))
+                  : torch::cholesky_solve(r, chol_);
+  return vec ? x.squeeze(1) : x;
+}
+
+double column_bound(const std::string& sensitivity, double C) {
+  if (sensitivity == "normalize") return 1.0;
+  DPFT_CHECK(sensitivity == "clip", "sensitivity must be normalize or clip, got {}", sensitivity);
+  DPFT_CHECK(C > 0, "clip bound must be > 0, got {}", C);
+  return C;
+}
+
+Tensor scale_columns(const Tensor& X, const std::string& sensitivity, double C) {
+  Tensor n = col_norms(X);
+  Tensor w;
+  if (sensitivity == "normalize")
+    w = torch::where(n > 0, 1.0 / n, torch::zeros_like(n));
+  else
+    w = (column_bound(sensitivity, C) / n.clamp_min(1e-300)).clamp_max(1.0);
+  return X * w.unsqueeze(0);
+}
+
+ProjectionResult pe_project(const Tensor& Gs, const Tensor& Hs, const GramSolver& solver,
+                            const std::string& placement, const NoiseOptions& o,
+                            privacy::NoiseSource& noise) {
+  check_rows(Gs, Hs);
+  const int64_t N = Gs.size(0), p = Gs.size(1);
+  const double std = o.sigma * column_bound(o.sensitivity, o.clip_norm);
+  ProjectionResult r;
+  Tensor z;  // (N) double
+  if (placement == "coefficients") {
+    Tensor Z = solver.solve(gram_f64(Gs, Hs));  // (N, M)
+    r.noised_norms = col_norms(Z).to(torch::kFloat32);
+    z = scale_columns(Z, o.sensitivity, o.clip_norm).sum(1) +
+        noise.normal({N}, std, torch::kFloat64);
+  } else if (placement == "inner_product") {
+    Tensor A = gram_f64(Gs, Hs);  // (N, M) = G^T H
+    r.noised_norms = col_norms(A).to(torch::kFloat32);
+    Tensor a = scale_columns(A, o.sensitivity, o.clip_norm).sum(1) +
+               noise.normal({N}, std, torch::kFloat64);
+    z = solver.solve(a);
+  } else if (placement == "private_gradient") {
+    r.noised_norms = row_norms(Hs);
+    Tensor h = scale_columns(Hs.t(), o.sensitivity, o.clip_norm).sum(1) +
+               noise.normal({p}, std, Hs.scalar_type());  // (p)
+    z = solver.solve(gram_f64(Gs, h.unsqueeze(0)).squeeze(1));
+  } else {
+    throw ConfigError(
+        "noise_placement must be coefficients, inner_product or private_gradient, got " +
+        placement);
+  }
+  r.z = z.to(torch::kFloat32);
+  r.direction = Gs.t().matmul(z.to(Gs.scalar_type())) / o.divisor;
+  return r;
+}
+
+ProjectionResult inpro_project(const Tensor& Gs, const Tensor& Hs, const NoiseOptions& o,
+                               privacy::NoiseSource& noise) {
+  check_rows(Gs, Hs);
+  Tensor A = gram_f64(Gs, Hs);  // (N, M)
+  ProjectionResult r;
+  r.noised_norms = col_norms(A).to(torch::kFloat32);
+  Tensor a = scale_columns(A, o.sensitivity, o.clip_norm).sum(1) +
+             noise.normal({Gs.size(0)}, o.sigma * column_bound(o.sensitivity, o.clip_norm),
+                          torch::kFloat64);
+  r.z = a.to(torch::kFloat32);
+  r.direction = Gs.t().matmul(a.to(Gs.scalar_type())) / o.divisor;
+  return r;
+}
+
+Tensor top_basis(const Tensor& Gs, int64_t k) {
+  DPFT_CHECK(k > 0, "top_basis: k must be > 0");
+  Tensor gram = gram_f64(Gs, Gs);
+  auto [w, V] = torch::linalg_eigh(gram);  // ascending
+  const int64_t n = w.size(0);
+  double top = n > 0 ? w[n - 1].item<double>() : 0;
+  std::vector<int64_t> keep;
+  for (int64_t i = n - 1; i >= 0 && static_cast<int64_t>(keep.size()) < k; --i)
+    if (w[i].item<double>() > 1e-12 * top && top > 0) keep.push_back(i);
+  if (keep.empty()) return torch::zeros({Gs.size(1), 0}, Gs.options());
+  Tensor idx = torch::tensor(keep, torch::kLong);
+  Tensor U = V.index_select(1, idx), s = w.index_select(0, idx).sqrt();  // (N, k'), (k')
+  // right singular vectors of Gs: Gs^T u_i / s_i
+  Tensor E = gram_f64(Gs.t().contiguous(), U.t().to(Gs.scalar_type()).contiguous()) / s;
+  return E.to(Gs.scalar_type());
+}
+
+Tensor power_basis(const Tensor& Gs, int64_t k, int64_t iters, uint64_t seed) {
+  DPFT_CHECK(k > 0 && iters >= 1, "power_basis: k and iters must be >= 1");
+  const int64_t N = Gs.size(0);
+  k = std::min(k, N);
+  torch::Generator gen = at::detail::createCPUGenerator(seed);
+  Tensor gram = gram_f64(Gs, Gs);  // (N, N)
+  Tensor Q = torch::randn({N, k}, gen, torch::TensorOptions().dtype(torch::kFloat64));
+  Q = std::get<0>(torch::linalg_qr(gram.matmul(Q)));
+  for (int64_t i = 1; i < iters; ++i) Q = std::get<0>(torch::linalg_qr(gram.matmul(Q)));
+  // V = Gs^T Q spans the same subspace of R^p as (Gs^T Gs)^iters Gs^T Q0; orthonormalise it.
+  Tensor V = Gs.t().matmul(Q.to(Gs.scalar_type()));  // (p, k)
+  return std::get<0>(torch::linalg_qr(V.to(torch::kFloat64))).to(Gs.scalar_type());
+}
+
+ProjectionResult pdp_project(const Tensor& E, const Tensor& Hs, const NoiseOptions& o,
+                             privacy::NoiseSource& noise) {
+  DPFT_CHECK(E.dim() == 2 && Hs.dim() == 2 && E.size(0) == Hs.size(1), "pdp_project: E {} and H {}",
+             shape_str(E.sizes()), shape_str(Hs.sizes()));
+  ProjectionResult r;
+  r.noised_norms = row_norms(Hs);
+  Tensor h = scale_columns(Hs.t(), "clip", o.clip_norm).sum(1) +
+             noise.normal({Hs.size(1)}, o.sigma * o.clip_norm, Hs.scalar_type());  // (p)
+  r.z = E.t().matmul(h);                                                           // (k)
+  r.direction = E.matmul(r.z) / o.divisor;
+  return r;
+}
+
+std::pair<double, double> gep_noise_stds(const GepOptions& g, double sigma) {
+  if (!g.residual) return {sigma * g.coef_clip, 0.0};
+  return {sigma * std::sqrt(2.0) * g.coef_clip, sigma * std::sqrt(2.0) * g.residual_clip};
+}
+
+ProjectionResult gep_project(const Tensor& E, const Tensor& Hs, const GepOptions& g,
+                             const NoiseOptions& o, privacy::NoiseSource& noise) {
+  DPFT_CHECK(E.dim() == 2 && Hs.dim() == 2 && E.size(0) == Hs.size(1), "gep_project: E {} and H {}",
+             shape_str(E.sizes()), shape_str(Hs.sizes()));
+  auto [std_c, std_r] = gep_noise_stds(g, o.sigma);
+  ProjectionResult r;
+  Tensor C = E.t().matmul(Hs.t());  // (k, M) coefficients c_j
+  r.noised_norms = col_norms(C);
+  Tensor c = scale_columns(C, "clip", g.coef_clip).sum(1) +
+             noise.normal({E.size(1)}, std_c, E.scalar_type());  // (k)
+  r.z = c;
+  r.direction = E.matmul(c);
+  if (g.residual) {
+    Tensor R = Hs.t() - E.matmul(C);  // (p, M) residuals r_j
+    Tensor res = scale_columns(R, "clip", g.residual_clip).sum(1) +
+                 noise.normal({Hs.size(1)}, std_r, Hs.scalar_type());
+    r.direction = r.direction + res;
+  }
+  r.direction = r.direction / o.divisor;
+  return r;
+}
+
+std::vector<int64_t> sample_selection(const Tensor& z, int64_t count, uint64_t seed) {
+  const int64_t N = z.numel();
+  DPFT_CHECK(count >= 0 && count <= N, "sample_selection: cannot draw {} distinct of {}", count, N);
+  Tensor a = z.to(torch::kFloat64).abs();
+  Tensor p = torch::softmax(a, 0).contiguous();  // exp(|z|) / sum, computed stably
+  std::vector<double> w(p.data_ptr<double>(), p.data_ptr<double>() + N);
+  std::mt19937_64 rng(seed);
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t j;
+    if (std::accumulate(w.begin(), w.end(), 0.0) > 0) {
+      std::discrete_distribution<int64_t> d(w.begin(), w.end());
+      j = d(rng);
+    } else {  // every remaining weight underflowed: uniform over the indices not yet drawn
+      std::vector<int64_t> rest;
+      for (int64_t k = 0; k < N; ++k)
+        if (std::find(out.begin(), out.end(), k) == out.end()) rest.push_back(k);
+      j = rest[std::uniform_int_distribution<size_t>(0, rest.size() - 1)(rng)];
+    }
+    out.push_back(j);
+    w[static_cast<size_t>(j)] = 0;  // without replacement: renormalise over the rest
+  }
+  return out;
+}
+
+torch::Tensor principal_angles_deg(const Tensor& A, const Tensor& B) {
+  if (A.size(1) == 0 || B.size(1) == 0) return torch::zeros({0}, torch::kFloat64);
+  Tensor s = torch::linalg_svdvals(A.t().to(torch::kFloat64).matmul(B.to(torch::kFloat64)));
+  return torch::rad2deg(torch::acos(s.clamp(-1.0, 1.0)));  // s descending: angles ascending
+}
+
+double subspace_overlap(const Tensor& A, const Tensor& B) {
+  if (A.size(1) == 0 || B.size(1) == 0) return 0;
+  Tensor O = A.t().to(torch::kFloat64).matmul(B.to(torch::kFloat64));
+  return O.pow(2).sum().item<double>();
+}
+
+}  // namespace dpft::project

@@ -1,0 +1,80 @@
+// Synthetic-data generation for PE-SGD (Wang et al., ICLR 2026, Alg. 1 lines 1 and 10, Alg. 3
+// SynDataGeneration; prompts of Table 4, Appendix C.2; RANDOM_API / VARIATIONAL_API as named by
+// Xie et al. 2024, Aug-PE).
+//
+//   RANDOM_API(n):          n generations from the zero-shot prompt
+//   VARIATIONAL_API(x, n):  n generations from the one-shot prompt with <sample> = x and <tone>
+//                           drawn uniformly from the prompt file's tone list
+//   SynDataGeneration(D_seed, N, L): L = inf -> N RANDOM_API samples; else (D_seed empty ->
+//                           ceil(N / L) RANDOM_API samples as seeds) each seed gets L - 1
+//                           VARIATIONAL_API variations; D = seeds + variations.
+// The generator is a model (the one being trained, or a frozen one: Alg. 2) with its own
+// tokenizer. Prompts go to the model as a user turn in its chat format (style chat: instruct
+// models, as the paper does) or as plain text (style plain: base models such as GPT-2).
+//
+// Prompt files are YAML: {zero_shot: "...", one_shot: "<sample>\n... <tone> ...", tones: [..]}.
+// experiments/prompts/ ships the paper's pubmed, biorxiv and congressional prompts.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/generate/generate.hpp"
+#include "core/model/transformer.hpp"
+#include "core/tokenizer/tokenizer.hpp"
+
+namespace dpft::synth {
+
+struct PromptSet {
+  std::string zero_shot;
+  std::string one_shot;  // contains <sample>; <tone> optional
+  std::vector<std::string> tones;
+};
+
+// InputError if the file is missing; ConfigError (naming the file and key) if zero_shot or
+// one_shot is missing/empty, one_shot lacks <sample>, or it uses <tone> with no tones.
+PromptSet load_prompts(const std::string& path);
+
+// one_shot with <sample> -> sample and <tone> -> tone (every occurrence).
+std::string variation_prompt(const PromptSet& p, const std::string& sample,
+                             const std::string& tone);
+
+struct GeneratorOptions {
+  std::string style = "plain";      // plain | chat
+  generate::GenerationOptions gen;  // do_sample, temperature, top_p, max_new_tokens, ...
+  int64_t batch_size = 32;          // prompts per generate() call
+};
+
+struct GenerationStats {
+  int64_t samples = 0, tokens = 0;
+  double seconds = 0;
+};
+
+// The two APIs of one generator model.
+class SyntheticGenerator {
+ public:
+  SyntheticGenerator(model::CausalLM model, const tok::Tokenizer& tok, PromptSet prompts,
+                     GeneratorOptions opts);
+  std::vector<std::string> random_api(int64_t n, uint64_t seed);
+  // per_seed variations of each seed, grouped by seed (seed 0's first).
+  std::vector<std::string> variational_api(const std::vector<std::string>& seeds, int64_t per_seed,
+                                           uint64_t seed);
+  const PromptSet& prompts() const { return prompts_; }
+  GenerationStats random_stats, variational_stats;  // accumulated
+
+ private:
+  model::CausalLM model_;
+  const tok::Tokenizer& tok_;
+  PromptSet prompts_;
+  GeneratorOptions opts_;
+  std::vector<std::string> run(const std::vector<std::string>& prompts, uint64_t seed,
+                               GenerationStats& stats);
+};
+
+// Alg. 3 SynDataGeneration. L = 0 means infinity. Returns N' texts: seeds first, then their
+// variations (N' = N for L = inf; |seeds| * L otherwise, i.e. ceil(N/L) * L from scratch).
+std::vector<std::string> syn_data_generation(SyntheticGenerator& g,
+                                             const std::vector<std::string>& seeds, int64_t N,
+                                             int64_t L, uint64_t seed);
+
+}  // namespace dpft::synth

@@ -1,0 +1,44 @@
+// Method `inpro`: the "InPro" baseline of the PE-SGD paper (Sec. 5.1): the biased projection
+// g = G (sum_j normalize(G^T H)_j + N(0, sigma^2 I_N)) / divisor, no (G^T G)^-1, over a fixed
+// synthetic set D (the same D as PE-SGD-FixSample for a seed).
+#include "core/config/fields.hpp"
+#include "core/config/spec.hpp"
+#include "core/project/projection_run.hpp"
+#include "core/train/dp_settings.hpp"
+#include "methods/method.hpp"
+
+namespace dpft {
+
+namespace {
+
+class InProMethod : public Method {
+ public:
+  std::string name() const override { return "inpro"; }
+  std::string label() const override { return "InPro"; }
+  void configure(Fields& f) override { so_.configure(f, /*evolution=*/false); }
+  YAML::Node options_yaml() const override { return so_.to_yaml(false); }
+  std::vector<privacy::Release> planned_releases(const Spec& spec,
+                                                 const PlanInputs& in) const override {
+    if (in.dataset_size <= 0) return {};
+    return {train::resolve_dp(spec, in.dataset_size).release(spec.train.steps)};
+  }
+  nlohmann::json run(RunContext& ctx) override {
+    nlohmann::json info = {{"name", name()}, {"label", label()}};
+    nlohmann::json priv = {
+        {"sensitivity", "normalize"}, {"sensitivity_bound", 1.0}, {"noise_space", "R^N"}};
+    return project::run_projection(ctx, so_, info, priv, [](const project::ProjectionInput& x) {
+      return project::inpro_project(x.Gs, x.Hs, {x.sigma, "normalize", 1.0, x.divisor}, x.noise);
+    });
+  }
+
+ private:
+  project::SyntheticOptions so_;
+};
+
+}  // namespace
+
+std::unique_ptr<Method> make_inpro_method() {
+  return std::make_unique<InProMethod>();
+}
+
+}  // namespace dpft

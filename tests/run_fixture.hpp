@@ -1,0 +1,67 @@
+// A training-run fixture for CLI-level tests: a tiny random GPT-2 with the real GPT-2
+// tokenizer, PubMed rows from ../shared/data, an empty spec, and `dpft run` arguments that
+// train it for 6 steps in seconds.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "core/util/atomic_file.hpp"
+#include "test_util.hpp"
+
+namespace dpft::test {
+
+struct Fixture {
+  test::TempDir tmp;
+  std::string model, train, eval, spec;
+};
+
+// A tiny random GPT-2 with the real GPT-2 tokenizer and PubMed rows; false when shared data is
+// absent.
+inline bool make_fixture(Fixture& f) {
+  fs::path tok = test::shared_data_subdir("gpt2_tokenizer"),
+           pub = test::shared_data_subdir("pe_sgd_text/pubmed");
+  if (tok.empty() || pub.empty()) return false;
+  f.model = (f.tmp.path / "model").string();
+  REQUIRE(test::cli({"model", "init", "--arch", "gpt2", "--preset", "tiny", "--tokenizer",
+                     tok.string(), "--out", f.model}) == 0);
+  f.train = (pub / "dev.csv").string();
+  f.eval = (pub / "test.csv").string();
+  f.spec = (f.tmp.path / "spec.yaml").string();
+  write_file_atomic(f.spec, "name: engine-test\n");
+  return true;
+}
+
+inline std::vector<std::string> run_args(const Fixture& f, const std::string& out,
+                                         std::vector<std::string> extra) {
+  std::vector<std::string> a = {"run",   f.spec,
+                                "--out", out,
+                                "--set", "model.path=" + f.model,
+                                "--set", "model.peft.targets=[c_attn, c_fc]",
+                                "--set", "data.train.path=" + f.train,
+                                "--set", "data.train.num_samples=24",
+                                "--set", "data.eval.path=" + f.eval,
+                                "--set", "data.eval.num_samples=8",
+                                "--set", "data.max_length=24",
+                                "--set", "train.steps=6",
+                                "--set", "train.batch_size=6",
+                                "--set", "train.micro_batch_size=4",
+                                "--set", "train.lr=0.05",
+                                "--set", "seed=3"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+inline nlohmann::json run_metrics(const Fixture& f, const std::string& out,
+                                  std::vector<std::string> extra, std::string* dir = nullptr) {
+  std::string printed;
+  int rc = test::cli(run_args(f, out, std::move(extra)), &printed);
+  REQUIRE(rc == 0);
+  std::string d = printed.substr(0, printed.find_last_not_of('\n') + 1);
+  d = d.substr(d.find_last_of('\n') + 1);
+  if (dir) *dir = d;
+  return nlohmann::json::parse(read_file(fs::path(d) / "metrics.json"));
+}
+
+}  // namespace dpft::test

@@ -1,0 +1,279 @@
+// Projection arithmetic of PE-SGD and its baselines (core/project) against slow, obvious
+// references on small random matrices: the coefficient solve, per-column normalisation and
+// clipping, each noise placement (noise replayed from the same seed), InPro, PDP-SGD and GEP
+// (bases from a full SVD), SampleSelection's distribution, and the exactness property: with
+// sigma = 0 and G spanning H the projected gradient is the mean private gradient.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <map>
+
+#include "core/project/projection.hpp"
+#include "core/util/error.hpp"
+
+using namespace dpft;
+using torch::Tensor;
+
+namespace {
+
+Tensor rnd(int64_t n, int64_t p, uint64_t seed) {
+  torch::manual_seed(seed);
+  return torch::randn({n, p});
+}
+
+double rel_err(const Tensor& a, const Tensor& b) {
+  Tensor x = a.to(torch::kFloat64), y = b.to(torch::kFloat64);
+  return (x - y).norm().item<double>() / std::max(1e-30, y.norm().item<double>());
+}
+
+// Z by an explicit inverse in float64 (the reference only; the code under test never inverts).
+Tensor ref_Z(const Tensor& Gs, const Tensor& Hs, double eta) {
+  Tensor G = Gs.to(torch::kFloat64).t(), H = Hs.to(torch::kFloat64).t();  // (p, N), (p, M)
+  Tensor A = G.t().matmul(G) + eta * torch::eye(G.size(1), torch::kFloat64);
+  return torch::inverse(A).matmul(G.t().matmul(H));
+}
+
+// Columns scaled one by one with scalar loops.
+Tensor ref_scale(const Tensor& X, const std::string& how, double C) {
+  Tensor Y = X.to(torch::kFloat64).clone();
+  for (int64_t j = 0; j < Y.size(1); ++j) {
+    double n = 0;
+    for (int64_t i = 0; i < Y.size(0); ++i) n += std::pow(Y[i][j].item<double>(), 2);
+    n = std::sqrt(n);
+    double f = how == "normalize" ? (n > 0 ? 1 / n : 0) : std::min(1.0, C / n);
+    for (int64_t i = 0; i < Y.size(0); ++i) Y[i][j] = Y[i][j].item<double>() * f;
+  }
+  return Y;
+}
+
+Tensor projector(const Tensor& E) {
+  Tensor e = E.to(torch::kFloat64);
+  return e.matmul(e.t());
+}
+
+}  // namespace
+
+TEST_CASE("GramSolver solves (G^T G + eta I) Z = G^T H like an explicit inverse", "[projection]") {
+  Tensor Gs = rnd(12, 40, 1), Hs = rnd(5, 40, 2);
+  for (double eta : {1e-6, 0.5}) {
+    project::GramSolver s(Gs, eta);
+    Tensor Z = s.solve(project::gram_f64(Gs, Hs));
+    CHECK(rel_err(Z, ref_Z(Gs, Hs, eta)) < 1e-9);
+    CHECK_FALSE(s.used_eigen_fallback());
+  }
+  // Duplicate rows and eta = 0: Cholesky fails, the eigen fallback reports the singularity.
+  Tensor dup = torch::cat({Gs, Gs.narrow(0, 0, 1)});
+  CHECK_THROWS(project::GramSolver(dup, 0.0));
+  project::GramSolver s2(dup, 1e-6);
+  Tensor x = s2.solve(project::gram_f64(dup, Hs));
+  CHECK(x.isfinite().all().item<bool>());
+}
+
+TEST_CASE("scale_columns normalises or clips each column", "[projection]") {
+  Tensor X = rnd(6, 9, 3) * torch::linspace(0.1, 3, 9).unsqueeze(0);
+  X.select(1, 4).zero_();
+  CHECK(rel_err(project::scale_columns(X, "normalize", 0), ref_scale(X, "normalize", 0)) < 1e-6);
+  CHECK(rel_err(project::scale_columns(X, "clip", 1.0), ref_scale(X, "clip", 1.0)) < 1e-6);
+  Tensor n = project::scale_columns(X, "normalize", 0).norm(2, {0});
+  CHECK(n[4].item<double>() == 0);
+  CHECK(n[0].item<double>() == Approx(1).epsilon(1e-6));
+  CHECK(project::column_bound("clip", 0.5) == 0.5);
+  CHECK(project::column_bound("normalize", 0.5) == 1.0);
+}
+
+TEST_CASE("pe_project: every noise placement matches the slow reference", "[projection]") {
+  const int64_t N = 8, M = 5, p = 30;
+  Tensor Gs = rnd(N, p, 4), Hs = rnd(M, p, 5);
+  const double eta = 1e-6, sigma = 0.7, div = 4.0;
+  project::GramSolver solver(Gs, eta);
+  Tensor G = Gs.to(torch::kFloat64).t(), H = Hs.to(torch::kFloat64).t();
+  Tensor Ainv = torch::inverse(G.t().matmul(G) + eta * torch::eye(N, torch::kFloat64));
+  for (std::string sens : {"normalize", "clip"}) {
+    const double C = 0.3, bound = sens == "clip" ? C : 1.0;
+    project::NoiseOptions o{sigma, sens, C, div};
+    SECTION("coefficients / " + sens) {
+      privacy::NoiseSource ns(9, false), ref(9, false);
+      auto r = project::pe_project(Gs, Hs, solver, "coefficients", o, ns);
+      Tensor Z = Ainv.matmul(G.t().matmul(H));
+      Tensor z = ref_scale(Z, sens, C).sum(1) + ref.normal({N}, sigma * bound, torch::kFloat64);
+      CHECK(rel_err(r.z, z) < 1e-5);
+      CHECK(rel_err(r.direction, G.matmul(z) / div) < 1e-5);
+      CHECK(rel_err(r.noised_norms, Z.norm(2, {0})) < 1e-5);
+    }
+    SECTION("inner_product / " + sens) {
+      privacy::NoiseSource ns(9, false), ref(9, false);
+      auto r = project::pe_project(Gs, Hs, solver, "inner_product", o, ns);
+      Tensor A = G.t().matmul(H);
+      Tensor a = ref_scale(A, sens, C).sum(1) + ref.normal({N}, sigma * bound, torch::kFloat64);
+      Tensor z = Ainv.matmul(a);
+      CHECK(rel_err(r.z, z) < 1e-5);
+      CHECK(rel_err(r.direction, G.matmul(z) / div) < 1e-5);
+      CHECK(rel_err(r.noised_norms, A.norm(2, {0})) < 1e-5);
+    }
+    SECTION("private_gradient / " + sens) {
+      privacy::NoiseSource ns(9, false), ref(9, false);
+      auto r = project::pe_project(Gs, Hs, solver, "private_gradient", o, ns);
+      Tensor h = ref_scale(H, sens, C).sum(1) +
+                 ref.normal({p}, sigma * bound, torch::kFloat32).to(torch::kFloat64);
+      Tensor z = Ainv.matmul(G.t().matmul(h));
+      CHECK(rel_err(r.z, z) < 1e-5);
+      CHECK(rel_err(r.direction, G.matmul(z) / div) < 1e-5);
+      CHECK(rel_err(r.noised_norms, H.norm(2, {0})) < 1e-5);
+    }
+  }
+  privacy::NoiseSource ns(1, false);
+  CHECK_THROWS_AS(project::pe_project(Gs, Hs, solver, "gradient", {}, ns), ConfigError);
+}
+
+TEST_CASE("pe_project with an empty batch releases pure noise", "[projection]") {
+  Tensor Gs = rnd(6, 20, 6), Hs = torch::zeros({0, 20});
+  project::GramSolver solver(Gs, 1e-6);
+  privacy::NoiseSource ns(3, false), ref(3, false);
+  auto r = project::pe_project(Gs, Hs, solver, "coefficients", {2.0, "normalize", 1, 16}, ns);
+  Tensor z = ref.normal({6}, 2.0, torch::kFloat64);
+  CHECK(rel_err(r.z, z) < 1e-6);
+  CHECK(r.noised_norms.numel() == 0);
+}
+
+TEST_CASE("With sigma 0 and G spanning H, the projection is the mean private gradient",
+          "[projection]") {
+  Tensor Hs = rnd(5, 50, 7);
+  Tensor Gs = torch::cat({rnd(3, 50, 8), Hs, rnd(4, 50, 9)});  // D contains the private samples
+  project::GramSolver solver(Gs, 1e-6);
+  privacy::NoiseSource ns(0, false);
+  project::NoiseOptions o{0.0, "clip", 1e30, 5.0};  // no scaling, no noise, divide by |B|
+  for (std::string placement : {"coefficients", "inner_product", "private_gradient"}) {
+    auto r = project::pe_project(Gs, Hs, solver, placement, o, ns);
+    INFO(placement);
+    CHECK(rel_err(r.direction, Hs.mean(0)) < 1e-5);
+  }
+}
+
+TEST_CASE("inpro_project: G (sum of normalised G^T H columns + noise) / divisor", "[projection]") {
+  Tensor Gs = rnd(7, 25, 10), Hs = rnd(4, 25, 11);
+  privacy::NoiseSource ns(5, false), ref(5, false);
+  auto r = project::inpro_project(Gs, Hs, {1.3, "normalize", 1, 3.0}, ns);
+  Tensor G = Gs.to(torch::kFloat64).t();
+  Tensor a = ref_scale(G.t().matmul(Hs.to(torch::kFloat64).t()), "normalize", 0).sum(1) +
+             ref.normal({7}, 1.3, torch::kFloat64);
+  CHECK(rel_err(r.direction, G.matmul(a) / 3.0) < 1e-5);
+}
+
+TEST_CASE("top_basis and power_basis span the top-k singular subspace of G", "[projection]") {
+  // G with a clear spectral gap: singular values 10, 9, ..., then 0.1.
+  const int64_t N = 10, p = 40, k = 4;
+  torch::manual_seed(12);
+  Tensor U = std::get<0>(torch::linalg_qr(torch::randn({N, N}, torch::kFloat64)));
+  Tensor V = std::get<0>(torch::linalg_qr(torch::randn({p, N}, torch::kFloat64)));
+  Tensor s = torch::tensor({10., 9., 8., 7., 0.1, 0.1, 0.1, 0.1, 0.1, 0.1}, torch::kFloat64);
+  Tensor Gs = (U * s).matmul(V.t()).to(torch::kFloat32);  // (N, p), right singular vectors V
+  Tensor P = projector(V.narrow(1, 0, k));
+  Tensor E1 = project::top_basis(Gs, k), E2 = project::power_basis(Gs, k, 30, 77);
+  CHECK(E1.size(1) == k);
+  CHECK(rel_err(projector(E1), P) < 1e-5);
+  CHECK(rel_err(projector(E2), P) < 1e-5);
+  CHECK(rel_err(E2.t().matmul(E2), torch::eye(k)) < 1e-5);  // orthonormal
+  // Rank-deficient G: only the non-zero directions come back.
+  Tensor low = torch::cat({Gs.narrow(0, 0, 2), Gs.narrow(0, 0, 2) * 2});
+  CHECK(project::top_basis(low, 5).size(1) == 2);
+}
+
+TEST_CASE("pdp_project and gep_project match loops over the samples", "[projection]") {
+  const int64_t p = 30, M = 6, k = 3;
+  Tensor E = std::get<0>(torch::linalg_qr(rnd(p, k, 13)));  // orthonormal (p, k)
+  Tensor Hs = rnd(M, p, 14) * 0.5;
+  const double sigma = 0.9, C = 1.0, div = 5.0;
+  Tensor Ed = E.to(torch::kFloat64);
+  SECTION("pdp") {
+    privacy::NoiseSource ns(2, false), ref(2, false);
+    auto r = project::pdp_project(E, Hs, {sigma, "clip", C, div}, ns);
+    Tensor h = torch::zeros({p}, torch::kFloat64);
+    for (int64_t j = 0; j < M; ++j) {
+      Tensor g = Hs[j].to(torch::kFloat64);
+      h += g * std::min(1.0, C / g.norm().item<double>());
+    }
+    h += ref.normal({p}, sigma * C, torch::kFloat32).to(torch::kFloat64);
+    CHECK(rel_err(r.direction, Ed.matmul(Ed.t().matmul(h)) / div) < 1e-5);
+  }
+  SECTION("gep with and without residual") {
+    for (bool residual : {true, false}) {
+      project::GepOptions g{1.0, 0.2, residual};
+      privacy::NoiseSource ns(4, false), ref(4, false);
+      auto r = project::gep_project(E, Hs, g, {sigma, "clip", C, div}, ns);
+      auto [sc, sr] = project::gep_noise_stds(g, sigma);
+      Tensor c = torch::zeros({k}, torch::kFloat64), res = torch::zeros({p}, torch::kFloat64);
+      for (int64_t j = 0; j < M; ++j) {
+        Tensor h = Hs[j].to(torch::kFloat64);
+        Tensor cj = Ed.t().matmul(h), rj = h - Ed.matmul(cj);
+        c += cj * std::min(1.0, g.coef_clip / cj.norm().item<double>());
+        res += rj * std::min(1.0, g.residual_clip / rj.norm().item<double>());
+      }
+      c += ref.normal({k}, sc, torch::kFloat32).to(torch::kFloat64);
+      Tensor dir = Ed.matmul(c);
+      if (residual) dir += res + ref.normal({p}, sr, torch::kFloat32).to(torch::kFloat64);
+      INFO("residual " << residual);
+      CHECK(rel_err(r.direction, dir / div) < 1e-5);
+    }
+  }
+}
+
+TEST_CASE("GEP's noise split is one Gaussian mechanism of multiplier sigma",
+          "[projection][privacy]") {
+  // Stacking [c / C1; r / C2] has l2 sensitivity sqrt(2); per-coordinate noise std there is
+  // std_c / C1 = std_r / C2, so the effective multiplier is that std / sqrt(2).
+  for (double sigma : {0.5, 1.7, 4.0}) {
+    project::GepOptions g{1.0, 0.2, true};
+    auto [sc, sr] = project::gep_noise_stds(g, sigma);
+    CHECK(sc / g.coef_clip == Approx(sr / g.residual_clip));
+    CHECK(sc / g.coef_clip / std::sqrt(2.0) == Approx(sigma));
+    g.residual = false;
+    CHECK(project::gep_noise_stds(g, sigma).first == Approx(sigma * g.coef_clip));
+  }
+}
+
+TEST_CASE("sample_selection draws distinct indices with probability softmax(|z|)",
+          "[projection][statistical]") {
+  Tensor z = torch::tensor({0.0, -1.0, 2.0, 0.5});
+  std::vector<double> w;
+  for (double v : {0.0, 1.0, 2.0, 0.5}) w.push_back(std::exp(v));
+  double W = w[0] + w[1] + w[2] + w[3];
+  // count = 2: exact inclusion probabilities of sequential sampling without replacement.
+  std::vector<double> incl(4, 0.0);
+  for (int a = 0; a < 4; ++a)
+    for (int b = 0; b < 4; ++b)
+      if (a != b) {
+        double pr = w[a] / W * w[b] / (W - w[a]);
+        incl[a] += pr, incl[b] += pr;
+      }
+  const int trials = 20000;
+  std::vector<int> hits(4, 0), first(4, 0);
+  for (int t = 0; t < trials; ++t) {
+    auto s = project::sample_selection(z, 2, 1000 + t);
+    REQUIRE(s.size() == 2);
+    REQUIRE(s[0] != s[1]);
+    ++first[s[0]];
+    for (auto i : s) ++hits[i];
+  }
+  // Chi-square goodness of fit of the first draw (3 dof; 99.9% quantile 16.27) and binomial
+  // z-scores of inclusion (|z| < 4.5).
+  double chi2 = 0;
+  for (int i = 0; i < 4; ++i) {
+    double e = trials * w[i] / W;
+    chi2 += std::pow(first[i] - e, 2) / e;
+    double sd = std::sqrt(trials * incl[i] * (1 - incl[i]));
+    CHECK(std::abs(hits[i] - trials * incl[i]) < 4.5 * sd);
+  }
+  CHECK(chi2 < 16.27);
+  CHECK(project::sample_selection(z, 4, 1).size() == 4);
+  CHECK_THROWS(project::sample_selection(z, 5, 1));
+}
+
+TEST_CASE("principal angles and overlap of subspaces", "[projection]") {
+  Tensor I = torch::eye(5, torch::kFloat64);
+  Tensor A = I.narrow(1, 0, 2), B = I.narrow(1, 1, 2);  // share e1, e0 vs e2 orthogonal
+  Tensor ang = project::principal_angles_deg(A, B);
+  CHECK(ang[0].item<double>() == Approx(0).margin(1e-6));
+  CHECK(ang[1].item<double>() == Approx(90).margin(1e-6));
+  CHECK(project::subspace_overlap(A, B) == Approx(1.0));
+  CHECK(project::subspace_overlap(A, A) == Approx(2.0));
+}
