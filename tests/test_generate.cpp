@@ -101,6 +101,15 @@ TEST_CASE("stop ids end a row early and bad options are rejected", "[generate]")
   size_t n = static_cast<size_t>(first - free_run[0].tokens.begin()) + 1;
   CHECK(stopped[0].tokens.size() == n);
   CHECK(stopped[0].finish_reason == "stop_id");
+  // min_new_tokens: the stop id cannot come before the minimum (here it was the first choice).
+  GenerationOptions mo{10};
+  mo.stop_ids = {free_run[0].tokens[0]};
+  mo.min_new_tokens = 4;
+  auto held = generate::generate(*m, {{1, 2}}, mo);
+  REQUIRE(held[0].tokens.size() >= 5);
+  for (size_t i = 0; i < 4; ++i) CHECK(held[0].tokens[i] != mo.stop_ids[0]);
+  mo.min_new_tokens = 11;
+  CHECK_THROWS_AS(generate::generate(*m, {{1, 2}}, mo), ConfigError);
   GenerationOptions bad;
   bad.temperature = 0;
   CHECK_THROWS_AS(generate::generate(*m, {{1}}, bad), ConfigError);

@@ -12,6 +12,9 @@ namespace dpft::generate {
 namespace {
 
 void validate(const GenerationOptions& o) {
+  if (o.min_new_tokens < 0 || o.min_new_tokens > o.max_new_tokens)
+    throw ConfigError(fmt::format("min_new_tokens {} must be in [0, max_new_tokens {}]", o.min_new_tokens,
+                                  o.max_new_tokens));
   if (o.max_new_tokens < 0) throw ConfigError(fmt::format("max_new_tokens {} must be >= 0", o.max_new_tokens));
   if (!(o.temperature > 0)) throw ConfigError(fmt::format("temperature {} must be > 0", o.temperature));
   if (o.top_k < 0) throw ConfigError(fmt::format("top_k {} must be >= 0", o.top_k));
@@ -90,7 +93,12 @@ std::vector<Generation> generate(model::CausalLMImpl& model, const std::vector<s
   torch::Tensor all = ids;  // (B, T0 + t)
   torch::Tensor logits = model.forward(ids, mask, o.use_cache ? &cache : nullptr);
   for (int64_t step = 0; step < o.max_new_tokens; ++step) {
-    torch::Tensor next = choose_next(logits.select(1, logits.size(1) - 1), seen, o, gen).to(torch::kCPU);
+    torch::Tensor last = logits.select(1, logits.size(1) - 1);
+    if (step < o.min_new_tokens && !o.stop_ids.empty()) {  // no stop token before the minimum
+      last = last.clone();
+      for (int64_t id : o.stop_ids) last.select(1, id).fill_(-std::numeric_limits<float>::infinity());
+    }
+    torch::Tensor next = choose_next(last, seen, o, gen).to(torch::kCPU);
     bool all_done = true;
     for (int64_t b = 0; b < B; ++b) {
       if (done[b]) continue;

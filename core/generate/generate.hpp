@@ -17,6 +17,7 @@ namespace dpft::generate {
 
 struct GenerationOptions {
   int64_t max_new_tokens = 64;
+  int64_t min_new_tokens = 0;      // stop ids are masked out before this many new tokens
   bool do_sample = false;          // false: greedy (argmax)
   double temperature = 1.0;        // > 0
   int64_t top_k = 0;               // 0 = off

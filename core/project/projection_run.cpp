@@ -112,6 +112,7 @@ std::unique_ptr<GeneratorBundle> make_generator(const Spec& spec, train::TrainIn
   go.style = so.style == "auto" ? (spec.data.chat_format == "none" ? "plain" : "chat") : so.style;
   go.gen.do_sample = true;
   go.gen.max_new_tokens = so.max_new_tokens;
+  go.gen.min_new_tokens = so.min_new_tokens;
   go.gen.temperature = so.temperature;
   go.gen.top_p = so.top_p;
   go.gen.top_k = so.top_k;
@@ -155,6 +156,9 @@ void SyntheticOptions::configure(Fields& f, bool evolution) {
   f.get("generator_model", generator_model);
   Fields g = f.child("generation");
   g.get("max_new_tokens", max_new_tokens, Range::at_least(1));
+  g.get("min_new_tokens", min_new_tokens, Range::at_least(0));
+  DPFT_CHECK_AS(ConfigError, min_new_tokens <= max_new_tokens, "{}: must be <= max_new_tokens ({})",
+                g.key_path("min_new_tokens"), max_new_tokens);
   g.get("temperature", temperature, Range::above(0));
   g.get("top_p", top_p, Range{0, 1, true, false});
   g.get("top_k", top_k, Range::at_least(0));
@@ -188,6 +192,7 @@ YAML::Node SyntheticOptions::to_yaml(bool evolution) const {
   n["generator_model"] = generator_model;
   YAML::Node g;
   g["max_new_tokens"] = max_new_tokens;
+  g["min_new_tokens"] = min_new_tokens;
   g["temperature"] = temperature;
   g["top_p"] = top_p;
   g["top_k"] = top_k;
