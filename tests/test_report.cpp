@@ -231,14 +231,18 @@ TEST_CASE("report: runs whose status is not ok are skipped and named", "[report]
   running.status = "running";
   write_run(d.path / "deep" / "running", running);
   d.write("deep/er/good/notes.txt", "not a run");
+  fs::create_directories(d.path / "garbage");
+  d.write("garbage/metrics.json", "{\"schema\": \"dpft.metr");  // not JSON
 
   auto loaded = report::load_runs({d.path});
   REQUIRE(loaded.runs.size() == 1);
   CHECK(loaded.runs[0].dir == d.path / "deep" / "er" / "good");
-  REQUIRE(loaded.skipped.size() == 2);
+  REQUIRE(loaded.skipped.size() == 3);
   CHECK(loaded.skipped[0].dir == d.path / "bad");
   CHECK_THAT(loaded.skipped[0].reason, Contains("failed"));
   CHECK(loaded.skipped[1].dir == d.path / "deep" / "running");
+  CHECK(loaded.skipped[2].dir == d.path / "garbage");
+  CHECK_THAT(loaded.skipped[2].reason, Contains("not valid JSON"));
   auto t = report::build_table("pe-sgd-table1", loaded.runs);
   CHECK(row(t.blocks[0], "DP-SGD").cells[0]->mean == Approx(2.0));  // 99 and 98 left out
 

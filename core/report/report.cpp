@@ -104,7 +104,8 @@ std::optional<RunRecord> read_run(const fs::path& dir, std::string* skip_reason)
   try {
     m = json::parse(read_file(file));
   } catch (const json::parse_error& e) {
-    throw InputError(fmt::format("{}: not valid JSON ({})", file.string(), e.what()));
+    *skip_reason = fmt::format("metrics.json is not valid JSON ({})", e.what());
+    return std::nullopt;
   }
   auto schema = string_at(m, {"schema"});
   if (schema != std::string(kMetricsSchema)) {
@@ -156,10 +157,9 @@ void check_groups(const std::vector<RunRecord>& runs) {
                      r->dir.string());
     }
     if (hashes.size() > 1)
-      spdlog::warn(
-          "{} / {} / eps {}: runs of {} different configurations (config_hash) are "
-          "pooled",
-          std::get<0>(key), std::get<1>(key), format_eps(std::get<2>(key), "csv"), hashes.size());
+      spdlog::warn("{} / {} / eps {}: runs of {} configurations (config_hash) are pooled",
+                   std::get<0>(key), std::get<1>(key), format_eps(std::get<2>(key), "csv"),
+                   hashes.size());
   }
 }
 

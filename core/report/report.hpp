@@ -46,9 +46,9 @@ struct LoadedRuns {
 };
 
 // Every directory under `dirs` (recursively, a DIR itself included) that holds a metrics.json.
-// Runs whose status is not "ok", or whose metrics.json is not dpft's, are skipped with a
-// warning. InputError if a DIR does not exist, if a metrics.json does not parse, or if no run
-// is left (the message names the DIRs).
+// Runs whose status is not "ok", or whose metrics.json does not parse or is not dpft's, are
+// skipped with a warning. InputError if a DIR does not exist or if no run is left (the message
+// names the DIRs).
 LoadedRuns load_runs(const std::vector<fs::path>& dirs);
 
 // mean and sample standard deviation (n-1; NaN when n < 2).
