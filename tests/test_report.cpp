@@ -110,7 +110,7 @@ TEST_CASE("summarize: mean and sample standard deviation (n-1)", "[report]") {
   CHECK(std::isnan(one.std));
 }
 
-TEST_CASE("report table1: grouping by label, dataset and eps; mean ± std over seeds", "[report]") {
+TEST_CASE("report table1: grouping by label, dataset and eps, mean ± std over seeds", "[report]") {
   test::TempDir d;
   // DP-SGD eps 1 on pubmed, seeds 0..2: loss 2.0, 2.2, 2.4 -> 2.2 ± 0.2 (squares 0.04+0+0.04,
   // / 2 = 0.04); accuracy 0.50, 0.52, 0.54 -> 0.52 ± 0.02.
@@ -158,7 +158,7 @@ TEST_CASE("report table1: grouping by label, dataset and eps; mean ± std over s
   CHECK_THAT(md, Contains("| DP-SGD | 1 | 4 |"));
 }
 
-TEST_CASE("report table1: eps columns numeric with inf last; sgd only in the inf column",
+TEST_CASE("report table1: eps columns numeric with inf last, sgd only in the inf column",
           "[report]") {
   test::TempDir d;
   // Directory names in an order that is neither numeric nor the wanted one.
