@@ -28,6 +28,9 @@ for f in "$SRC"/experiments/*.yaml; do expect 0 'ok:' -- "$DPFT" config validate
 expect 0 'tensors: 14, parameters: 51' -- "$DPFT" model inspect "$SRC/tests/data/torch_zip_corpus/ok_state_dict.pt"
 expect 3 "tensors 'a' [0, 8] and 'b' [4, 12] overlap" -- "$DPFT" model inspect "$SRC/tests/data/safetensors_corpus/bad_overlapping_ranges.safetensors"
 expect 2 '' -- "$DPFT" model
+mkdir -p "$T/no-runs"
+expect 3 "$T/no-runs" -- "$DPFT" report "$T/no-runs" --table pe-sgd-table1
+expect 2 'pe-sgd-table1, pe-sgd-longtail, pe-sgd-diagnostics' -- "$DPFT" report "$T/no-runs" --table nope
 
 # SIGTERM during a run: exit 143, status "interrupted" recorded, metrics.json parseable.
 printf 'name: slow\nmethod:\n  name: noop\n  steps: 400\n  step_ms: 25\n' > "$T/slow.yaml"

@@ -1,0 +1,594 @@
+// `dpft report`: loading, grouping, aggregation and rendering (core/report/report.hpp).
+#include "core/report/report.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+#include "core/run/run_dir.hpp"
+#include "core/util/atomic_file.hpp"
+#include "core/util/error.hpp"
+#include "core/util/strings.hpp"
+
+namespace dpft::report {
+
+namespace {
+
+using json = nlohmann::json;
+
+// Row order of the PE-SGD paper's tables; other labels follow alphabetically.
+const std::vector<std::string> kLabelOrder = {
+    "SGD",   "DP-SGD",           "SFT+DP-SGD", "PDP-SGD", "GEP", "GEP-NoResidual",
+    "InPro", "PE-SGD-FixSample", "PE-SGD"};
+constexpr const char* kBaseLabel = "Base Model";
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// Index in kLabelOrder (case-insensitive), or kLabelOrder.size() for another label.
+size_t label_rank(const std::string& label) {
+  for (size_t i = 0; i < kLabelOrder.size(); ++i)
+    if (lower(kLabelOrder[i]) == lower(label)) return i;
+  return kLabelOrder.size();
+}
+
+bool label_less(const std::string& a, const std::string& b) {
+  return std::make_tuple(label_rank(a), a) < std::make_tuple(label_rank(b), b);
+}
+
+// "dp-sgd" -> "DP-SGD": a known label in its canonical spelling; others unchanged.
+std::string canonical_label(const std::string& label) {
+  size_t r = label_rank(label);
+  return r < kLabelOrder.size() ? kLabelOrder[r] : label;
+}
+
+// j[k0][k1]..., or nullptr where a key is missing or a level is not an object.
+const json* find(const json& j, std::initializer_list<const char*> path) {
+  const json* cur = &j;
+  for (const char* k : path) {
+    if (!cur->is_object()) return nullptr;
+    auto it = cur->find(k);
+    if (it == cur->end()) return nullptr;
+    cur = &*it;
+  }
+  return cur;
+}
+
+std::optional<std::string> string_at(const json& j, std::initializer_list<const char*> path) {
+  const json* v = find(j, path);
+  if (v && v->is_string()) return v->get<std::string>();
+  return std::nullopt;
+}
+
+std::optional<double> number_at(const json& j, std::initializer_list<const char*> path) {
+  const json* v = find(j, path);
+  if (v && v->is_number()) return v->get<double>();
+  return std::nullopt;
+}
+
+bool is_inf_string(const json* v) {
+  return v && v->is_string() && v->get<std::string>() == "inf";
+}
+
+// The epsilon column of a run (see RunRecord::eps).
+double run_eps(const json& m) {
+  const json* spent = find(m, {"privacy", "epsilon"});
+  if (is_inf_string(spent)) return kInf;  // released without noise (sgd, eps inf)
+  const json* target = find(m, {"privacy", "target_epsilon"});
+  if (target && target->is_number()) return target->get<double>();
+  if (is_inf_string(target)) return kInf;
+  // No target (sigma given instead): the epsilon it spent, if any.
+  if (spent && spent->is_number()) return spent->get<double>();
+  return kInf;
+}
+
+std::string dataset_name(const json& m) {
+  if (auto n = string_at(m, {"run", "dataset_name"}); n && !n->empty()) return *n;
+  fs::path p = string_at(m, {"run", "dataset"}).value_or("");
+  if (p.empty()) return "-";
+  std::string dir = p.parent_path().filename().string();
+  return dir.empty() ? p.stem().string() : dir;
+}
+
+std::optional<RunRecord> read_run(const fs::path& dir, std::string* skip_reason) {
+  fs::path file = dir / "metrics.json";
+  json m;
+  try {
+    m = json::parse(read_file(file));
+  } catch (const json::parse_error& e) {
+    *skip_reason = fmt::format("metrics.json is not valid JSON ({})", e.what());
+    return std::nullopt;
+  }
+  auto schema = string_at(m, {"schema"});
+  if (schema != std::string(kMetricsSchema)) {
+    *skip_reason = fmt::format("not a dpft metrics.json (schema '{}', want '{}')",
+                               schema.value_or(""), kMetricsSchema);
+    return std::nullopt;
+  }
+  auto status = string_at(m, {"status"}).value_or("");
+  if (status != "ok") {
+    *skip_reason = fmt::format("status '{}'", status);
+    return std::nullopt;
+  }
+  RunRecord r;
+  r.dir = dir;
+  auto label = string_at(m, {"run", "label"});
+  if (!label || label->empty()) label = string_at(m, {"run", "method"});
+  r.label = canonical_label(label.value_or("?"));
+  r.dataset = dataset_name(m);
+  r.eps = run_eps(m);
+  if (const json* s = find(m, {"run", "seed"}); s && s->is_number_integer())
+    r.seed = s->get<int64_t>();
+  r.config_hash = string_at(m, {"run", "config_hash"}).value_or("");
+  r.metrics = std::move(m);
+  return r;
+}
+
+using ColKey = std::pair<std::string, double>;  // (dataset, eps)
+
+// The raw values of one block: label -> column -> one value per run.
+struct Collected {
+  std::string key, title;
+  std::map<std::string, std::map<ColKey, std::vector<double>>> by_label;
+  std::map<std::string, std::vector<double>> base_by_dataset;  // table 1 only
+};
+
+// Warn about groups that pool different configurations or repeat a seed: their std would
+// not be a spread over seeds of one configuration.
+void check_groups(const std::vector<RunRecord>& runs) {
+  std::map<std::tuple<std::string, std::string, double>, std::vector<const RunRecord*>> groups;
+  for (const auto& r : runs) groups[{r.label, r.dataset, r.eps}].push_back(&r);
+  for (const auto& [key, members] : groups) {
+    std::set<std::string> hashes;
+    std::set<int64_t> seeds;
+    for (const RunRecord* r : members) {
+      hashes.insert(r->config_hash);
+      if (!seeds.insert(r->seed).second)
+        spdlog::warn("{} / {} / eps {}: seed {} appears more than once (e.g. {})", std::get<0>(key),
+                     std::get<1>(key), format_eps(std::get<2>(key), "csv"), r->seed,
+                     r->dir.string());
+    }
+    if (hashes.size() > 1)
+      spdlog::warn("{} / {} / eps {}: runs of {} configurations (config_hash) are pooled",
+                   std::get<0>(key), std::get<1>(key), format_eps(std::get<2>(key), "csv"),
+                   hashes.size());
+  }
+}
+
+Table assemble(const std::string& caption, const std::vector<Collected>& blocks) {
+  std::set<ColKey> keys;  // datasets alphabetically, then eps ascending (inf is largest)
+  for (const auto& b : blocks)
+    for (const auto& [label, cols] : b.by_label)
+      for (const auto& [k, v] : cols) keys.insert(k);
+  Table t;
+  t.caption = caption;
+  for (const auto& [ds, eps] : keys) t.columns.push_back({ds, eps});
+  for (const auto& b : blocks) {
+    Block out;
+    out.key = b.key;
+    out.title = b.title;
+    if (!b.base_by_dataset.empty()) {
+      Row base{kBaseLabel, {}, true};
+      for (const auto& c : t.columns) {
+        auto it = b.base_by_dataset.find(c.dataset);
+        base.cells.push_back(it == b.base_by_dataset.end() ? std::nullopt
+                                                           : std::optional(summarize(it->second)));
+      }
+      out.rows.push_back(base);
+    }
+    std::vector<std::string> labels;
+    for (const auto& [label, cols] : b.by_label) labels.push_back(label);
+    std::sort(labels.begin(), labels.end(), label_less);
+    for (const auto& label : labels) {
+      Row row{label, {}, false};
+      const auto& cols = b.by_label.at(label);
+      for (const auto& c : t.columns) {
+        auto it = cols.find({c.dataset, c.eps});
+        row.cells.push_back(it == cols.end() ? std::nullopt : std::optional(summarize(it->second)));
+      }
+      out.rows.push_back(row);
+    }
+    t.blocks.push_back(out);
+  }
+  return t;
+}
+
+std::string no_runs_error(const std::string& table, const std::string& what) {
+  return fmt::format("report {}: no run has {}", table, what);
+}
+
+Table table1(const std::vector<RunRecord>& runs) {
+  Collected loss{"loss", "Next Token Prediction Loss (↓)", {}, {}};
+  Collected acc{"accuracy", "Next Token Prediction Accuracy (↑)", {}, {}};
+  for (const auto& r : runs) {
+    auto fl = number_at(r.metrics, {"eval", "final", "loss"});
+    if (!fl) {
+      spdlog::warn("skipped {}: eval.final.loss is missing or null (no eval set, or NaN)",
+                   r.dir.string());
+      continue;
+    }
+    ColKey k{r.dataset, r.eps};
+    loss.by_label[r.label][k].push_back(*fl);
+    if (auto fa = number_at(r.metrics, {"eval", "final", "accuracy"}))
+      acc.by_label[r.label][k].push_back(*fa);
+    if (auto bl = number_at(r.metrics, {"eval", "base", "loss"}))
+      loss.base_by_dataset[r.dataset].push_back(*bl);
+    if (auto ba = number_at(r.metrics, {"eval", "base", "accuracy"}))
+      acc.base_by_dataset[r.dataset].push_back(*ba);
+  }
+  if (loss.by_label.empty()) throw InputError(no_runs_error("pe-sgd-table1", "eval results"));
+  std::vector<Collected> blocks = {loss};
+  if (!acc.by_label.empty()) blocks.push_back(acc);
+  return assemble("Performance of the trained model (mean ± std over seeds)", blocks);
+}
+
+Table longtail(const std::vector<RunRecord>& runs) {
+  Collected d{"delta_loss_top10pct",
+              "Loss change (final - base) of the 10% samples with the highest base loss (↓)",
+              {},
+              {}};
+  for (const auto& r : runs) {
+    double delta;
+    try {
+      delta = longtail_delta(r.dir);
+    } catch (const InputError& e) {
+      spdlog::warn("skipped {}: {}", r.dir.string(), e.what());
+      continue;
+    }
+    d.by_label[r.label][{r.dataset, r.eps}].push_back(delta);
+  }
+  if (d.by_label.empty())
+    throw InputError(no_runs_error("pe-sgd-longtail", "a usable per_sample.jsonl"));
+  return assemble("Average loss change of the top 10% samples with the largest base-model loss",
+                  {d});
+}
+
+// Diagnostics keys in the paper's order, with their tables' titles; others follow by name.
+const std::vector<std::pair<std::string, std::string>> kDiagnostics = {
+    {"norm_std_over_mean", "STD / Mean of column norms (↓)"},
+    {"norm_min_over_max", "Min / Max of column norms (↑)"},
+    {"overlap_g_h", "Overlap of synthetic and private gradient subspaces (↑)"},
+    {"cosine_mean", "cosine_mean"},
+    {"l2_mean", "l2_mean"},
+    {"principal_angle_mean_deg", "principal_angle_mean_deg"}};
+
+Table diagnostics(const std::vector<RunRecord>& runs) {
+  std::map<std::string, Collected> by_key;
+  for (const auto& r : runs) {
+    const json* d = find(r.metrics, {"diagnostics"});
+    if (!d || !d->is_object()) continue;  // only projection methods have diagnostics
+    for (const auto& [key, v] : d->items())
+      if (v.is_number())
+        by_key[key].by_label[r.label][{r.dataset, r.eps}].push_back(v.get<double>());
+  }
+  if (by_key.empty()) throw InputError(no_runs_error("pe-sgd-diagnostics", "a diagnostics block"));
+  std::vector<Collected> blocks;
+  for (const auto& [key, title] : kDiagnostics) {
+    auto it = by_key.find(key);
+    if (it == by_key.end()) continue;
+    it->second.key = key;
+    it->second.title = title == key ? key : key + ": " + title;
+    blocks.push_back(it->second);
+    by_key.erase(it);
+  }
+  for (auto& [key, c] : by_key) {
+    c.key = c.title = key;
+    blocks.push_back(c);
+  }
+  return assemble("Projection diagnostics (mean over steps; mean ± std over seeds)", blocks);
+}
+
+}  // namespace
+
+LoadedRuns load_runs(const std::vector<fs::path>& dirs) {
+  std::vector<std::string> names;
+  for (const auto& d : dirs) names.push_back(d.string());
+  // canonical path -> the path as found (relative DIRs stay relative in messages)
+  std::map<fs::path, fs::path> found;
+  for (const auto& d : dirs) {
+    if (!fs::is_directory(d))
+      throw InputError(fmt::format("dpft report: {} is not a directory", d.string()));
+    for (const auto& e :
+         fs::recursive_directory_iterator(d, fs::directory_options::skip_permission_denied)) {
+      if (e.path().filename() == "metrics.json" && e.is_regular_file())
+        found.emplace(fs::canonical(e.path().parent_path()), e.path().parent_path());
+    }
+  }
+  std::vector<fs::path> run_dirs;
+  for (const auto& [canon, p] : found) run_dirs.push_back(p);
+  std::sort(run_dirs.begin(), run_dirs.end());
+
+  LoadedRuns out;
+  for (const auto& dir : run_dirs) {
+    std::string reason;
+    if (auto r = read_run(dir, &reason)) {
+      out.runs.push_back(std::move(*r));
+    } else {
+      spdlog::warn("skipped {}: {}", dir.string(), reason);
+      out.skipped.push_back({dir, reason});
+    }
+  }
+  if (out.runs.empty())
+    throw InputError(
+        fmt::format("dpft report: no finished run (metrics.json with status ok) "
+                    "under {}{}",
+                    join(names, ", "),
+                    out.skipped.empty() ? "" : fmt::format(" ({} skipped)", out.skipped.size())));
+  return out;
+}
+
+Stat summarize(const std::vector<double>& xs) {
+  Stat s;
+  s.n = static_cast<int>(xs.size());
+  if (xs.empty()) return s;
+  double sum = 0;
+  for (double x : xs) sum += x;
+  s.mean = sum / s.n;
+  if (s.n < 2) {
+    s.std = std::nan("");
+    return s;
+  }
+  double ss = 0;
+  for (double x : xs) ss += (x - s.mean) * (x - s.mean);
+  s.std = std::sqrt(ss / (s.n - 1));
+  return s;
+}
+
+const std::vector<std::string>& table_names() {
+  static const std::vector<std::string> names = {"pe-sgd-table1", "pe-sgd-longtail",
+                                                 "pe-sgd-diagnostics"};
+  return names;
+}
+
+const std::vector<std::string>& format_names() {
+  static const std::vector<std::string> names = {"md", "csv", "latex"};
+  return names;
+}
+
+namespace {
+void check_member(const char* flag, const std::string& value,
+                  const std::vector<std::string>& names) {
+  if (std::find(names.begin(), names.end(), value) == names.end())
+    throw ConfigError(
+        fmt::format("{}: unknown value '{}'; valid: {}", flag, value, join(names, ", ")));
+}
+}  // namespace
+
+void check_names(const std::string& table, const std::string& format) {
+  check_member("--table", table, table_names());
+  check_member("--format", format, format_names());
+}
+
+Table build_table(const std::string& name, const std::vector<RunRecord>& runs) {
+  check_member("--table", name, table_names());
+  check_groups(runs);
+  if (name == "pe-sgd-table1") return table1(runs);
+  if (name == "pe-sgd-longtail") return longtail(runs);
+  return diagnostics(runs);
+}
+
+double longtail_delta(const fs::path& run_dir) {
+  fs::path file = run_dir / "per_sample.jsonl";
+  if (!fs::exists(file)) throw InputError(fmt::format("{} does not exist", file.string()));
+  std::map<int64_t, double> base, fin;  // index -> loss; the last line wins
+  for (const auto& line : read_jsonl(file)) {
+    auto model = string_at(line, {"model"});
+    auto loss = number_at(line, {"loss"});
+    const json* index = find(line, {"index"});
+    if (!model || !loss || !index || !index->is_number_integer())
+      throw InputError(
+          fmt::format("{}: a line lacks model, index or loss: {}", file.string(), line.dump()));
+    if (*model == "base") base[index->get<int64_t>()] = *loss;
+    if (*model == "final") fin[index->get<int64_t>()] = *loss;
+  }
+  if (base.empty()) throw InputError(fmt::format("{} has no base-model losses", file.string()));
+  // Highest base loss first; stable_sort keeps ascending index among ties.
+  std::vector<std::pair<int64_t, double>> order(base.begin(), base.end());
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  size_t k = (order.size() + 9) / 10;  // ceil(10% of the samples)
+  double sum = 0;
+  for (size_t i = 0; i < k; ++i) {
+    auto it = fin.find(order[i].first);
+    if (it == fin.end())
+      throw InputError(
+          fmt::format("{}: no final-model loss for index {}", file.string(), order[i].first));
+    sum += it->second - order[i].second;
+  }
+  return sum / static_cast<double>(k);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rendering
+
+std::string format_eps(double eps, const std::string& format) {
+  if (std::isinf(eps)) return format == "md" ? "∞" : format == "latex" ? "$\\infty$" : "inf";
+  return fmt::format("{}", eps);
+}
+
+namespace {
+
+// "2.1197 ± 0.0004"; one run: "2.1197 (n=1)"; the base row: the mean alone.
+std::string cell_text(const std::optional<Stat>& s, bool mean_only, const std::string& pm) {
+  if (!s) return "-";
+  if (mean_only) return fmt::format("{:.4f}", s->mean);
+  if (s->n == 1) return fmt::format("{:.4f} (n=1)", s->mean);
+  return fmt::format("{:.4f}{}{:.4f}", s->mean, pm, s->std);
+}
+
+// True when the data cells (not the base row) do not all have the same number of runs.
+bool counts_differ(const Table& t) {
+  std::set<int> counts;
+  for (const auto& b : t.blocks)
+    for (const auto& r : b.rows)
+      if (!r.mean_only)
+        for (const auto& c : r.cells)
+          if (c) counts.insert(c->n);
+  return counts.size() > 1;
+}
+
+std::string md_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+std::string latex_escape(std::string s) {
+  std::string out;
+  for (char c : s) {
+    if (std::string("&%$#_{}").find(c) != std::string::npos) out += '\\';
+    out += c;
+  }
+  // The direction arrows and ± of the titles.
+  for (auto [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"↓", "$\\downarrow$"}, {"↑", "$\\uparrow$"}, {"±", "$\\pm$"}}) {
+    for (size_t p; (p = out.find(from)) != std::string::npos;) out.replace(p, from.size(), to);
+  }
+  return out;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+using CellFn = std::string (*)(const std::optional<Stat>&, bool);
+
+std::string md_cell(const std::optional<Stat>& s, bool mean_only) {
+  return cell_text(s, mean_only, " ± ");
+}
+std::string latex_cell(const std::optional<Stat>& s, bool mean_only) {
+  return cell_text(s, mean_only, " $\\pm$ ");
+}
+std::string count_cell(const std::optional<Stat>& s, bool) {
+  return s ? std::to_string(s->n) : "-";
+}
+
+void render_md_body(std::ostringstream& o, const Table& t, CellFn cell, bool skip_base) {
+  o << "| Method |";
+  for (const auto& c : t.columns)
+    o << " " << md_escape(c.dataset) << " ε=" << format_eps(c.eps, "md") << " |";
+  o << "\n|---|";
+  for (size_t i = 0; i < t.columns.size(); ++i) o << "---|";
+  o << "\n";
+  for (const auto& b : t.blocks) {
+    o << "| **" << md_escape(b.title) << "** |";
+    for (size_t i = 0; i < t.columns.size(); ++i) o << " |";
+    o << "\n";
+    for (const auto& r : b.rows) {
+      if (skip_base && r.mean_only) continue;
+      o << "| " << md_escape(r.label) << " |";
+      for (const auto& c : r.cells) o << " " << cell(c, r.mean_only) << " |";
+      o << "\n";
+    }
+  }
+}
+
+std::string render_md(const Table& t) {
+  std::ostringstream o;
+  o << "**" << t.caption << "**\n\n";
+  render_md_body(o, t, md_cell, false);
+  if (counts_differ(t)) {
+    o << "\nRuns per cell:\n\n";
+    render_md_body(o, t, count_cell, true);
+  }
+  return o.str();
+}
+
+std::string render_csv(const Table& t) {
+  std::ostringstream o;
+  o << "metric,method";
+  for (const auto& c : t.columns) {
+    std::string col = c.dataset + " eps=" + format_eps(c.eps, "csv");
+    for (const char* what : {" mean", " std", " n"}) o << "," << csv_field(col + what);
+  }
+  o << "\n";
+  for (const auto& b : t.blocks)
+    for (const auto& r : b.rows) {
+      o << csv_field(b.key) << "," << csv_field(r.label);
+      for (const auto& c : r.cells) {
+        if (!c) {
+          o << ",,,";
+          continue;
+        }
+        o << "," << fmt::format("{}", c->mean) << ",";
+        if (c->n > 1 && !r.mean_only) o << fmt::format("{}", c->std);
+        o << "," << c->n;
+      }
+      o << "\n";
+    }
+  return o.str();
+}
+
+void render_latex_body(std::ostringstream& o, const Table& t, CellFn cell, bool skip_base) {
+  const size_t ncols = t.columns.size() + 1;
+  o << "\\begin{tabular}{l" << std::string(t.columns.size(), 'c') << "}\n\\toprule\n";
+  // Header: datasets spanning their eps columns, then the eps values.
+  o << "Method";
+  for (size_t i = 0; i < t.columns.size();) {
+    size_t j = i;
+    while (j < t.columns.size() && t.columns[j].dataset == t.columns[i].dataset) ++j;
+    o << " & \\multicolumn{" << (j - i) << "}{c}{" << latex_escape(t.columns[i].dataset) << "}";
+    i = j;
+  }
+  o << " \\\\\n";
+  for (const auto& c : t.columns)
+    o << " & $\\epsilon = " << (std::isinf(c.eps) ? "\\infty" : format_eps(c.eps, "latex")) << "$";
+  o << " \\\\\n";
+  for (const auto& b : t.blocks) {
+    o << "\\midrule\n\\multicolumn{" << ncols << "}{c}{" << latex_escape(b.title)
+      << "} \\\\\n\\midrule\n";
+    for (const auto& r : b.rows) {
+      if (skip_base && r.mean_only) continue;
+      o << latex_escape(r.label);
+      for (size_t i = 0; i < r.cells.size();) {
+        size_t j = i + 1;
+        if (r.mean_only)  // one value per dataset: span its eps columns, as the paper does
+          while (j < r.cells.size() && t.columns[j].dataset == t.columns[i].dataset) ++j;
+        std::string text = cell(r.cells[i], r.mean_only);
+        if (j - i > 1)
+          o << " & \\multicolumn{" << (j - i) << "}{c}{" << text << "}";
+        else
+          o << " & " << text;
+        i = j;
+      }
+      o << " \\\\\n";
+    }
+  }
+  o << "\\bottomrule\n\\end{tabular}\n";
+}
+
+std::string render_latex(const Table& t) {
+  std::ostringstream o;
+  o << "% " << t.caption << " (dpft report; needs \\usepackage{booktabs})\n";
+  render_latex_body(o, t, latex_cell, false);
+  if (counts_differ(t)) {
+    o << "% Runs per cell:\n";
+    render_latex_body(o, t, count_cell, true);
+  }
+  return o.str();
+}
+
+}  // namespace
+
+std::string render(const Table& table, const std::string& format) {
+  check_member("--format", format, format_names());
+  if (format == "csv") return render_csv(table);
+  if (format == "latex") return render_latex(table);
+  return render_md(table);
+}
+
+}  // namespace dpft::report

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Sweep `dpft run` over spec files x epsilons x seeds, one predictable directory per combination:
+#   OUT/<spec-stem>/eps<E>/s<S>/<name>/<run-id>/     (dpft run SPEC --out OUT/<stem>/eps<E>/s<S>)
+# A combination whose directory already holds a metrics.json with status "ok" is skipped, so a
+# crashed or interrupted sweep is restarted with the same command. Non-private specs (method
+# `sgd`, found with `dpft run --dry-run`, or listed in --no-eps-for) run once per seed, without
+# the epsilon override, in OUT/<stem>/noeps/s<S>. A failed run is reported and the sweep goes
+# on; the exit status is 1 if any run failed (2 for bad arguments or specs; 130/143 when a run
+# was interrupted by SIGINT/SIGTERM, which stops the sweep).
+#
+# Usage: scripts/sweep.sh --specs "a.yaml b.yaml" --seeds "0 1 2" --eps "1 inf" --out runs/sweep
+#          [--dpft build/dpft] [--no-eps-for "sgd.yaml"] [--dry-run] [-- extra dpft run args]
+set -uo pipefail
+
+usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; }
+die() { echo "sweep: $*" >&2; exit 2; }
+
+SPECS="" SEEDS="" EPS="" OUT="" DPFT="build/dpft" NO_EPS_FOR="" DRY=0 EXTRA=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --specs) SPECS="${2-}"; shift 2 || die "--specs needs a value" ;;
+    --seeds) SEEDS="${2-}"; shift 2 || die "--seeds needs a value" ;;
+    --eps) EPS="${2-}"; shift 2 || die "--eps needs a value" ;;
+    --out) OUT="${2-}"; shift 2 || die "--out needs a value" ;;
+    --dpft) DPFT="${2-}"; shift 2 || die "--dpft needs a value" ;;
+    --no-eps-for) NO_EPS_FOR="${2-}"; shift 2 || die "--no-eps-for needs a value" ;;
+    --dry-run) DRY=1; shift ;;
+    -h | --help) usage; exit 0 ;;
+    --) shift; EXTRA=("$@"); break ;;
+    *) die "unknown argument '$1' (see --help)" ;;
+  esac
+done
+[ -n "$SPECS" ] || die "--specs is required"
+[ -n "$SEEDS" ] || die "--seeds is required"
+[ -n "$EPS" ] || die "--eps is required"
+[ -n "$OUT" ] || die "--out is required"
+[ -x "$DPFT" ] || die "--dpft $DPFT is not an executable (build it with scripts/build.sh)"
+
+read -r -a spec_list <<<"$SPECS"
+read -r -a seed_list <<<"$SEEDS"
+read -r -a eps_list <<<"$EPS"
+read -r -a no_eps_list <<<"$NO_EPS_FOR"
+
+stem() { local b; b=$(basename "$1"); b="${b%.yaml}"; echo "${b%.yml}"; }
+
+# A spec runs without the epsilon override if --no-eps-for names it (path or file name) or its
+# method is sgd (non-private: it would spend eps = inf whatever the override).
+declare -A no_eps seen_stem
+for spec in "${spec_list[@]}"; do
+  [ -f "$spec" ] || die "spec $spec does not exist"
+  s=$(stem "$spec")
+  [ -z "${seen_stem[$s]-}" ] || die "specs ${seen_stem[$s]} and $spec share the name '$s'"
+  seen_stem[$s]="$spec"
+  for n in "${no_eps_list[@]}"; do
+    [ "$n" = "$spec" ] || [ "$n" = "$(basename "$spec")" ] && no_eps[$spec]=1
+  done
+  dry=$("$DPFT" --quiet run "$spec" --dry-run "${EXTRA[@]}" 2>&1) ||
+    die "spec $spec is invalid: $(tail -n 1 <<<"$dry")"
+  method=$(sed -n 's/^# dry run: method \([^,]*\),.*/\1/p' <<<"$dry")
+  [ "$method" = sgd ] && no_eps[$spec]=1
+  # Every epsilon must be accepted by every private spec: find out now, not hours later.
+  if [ -z "${no_eps[$spec]-}" ]; then
+    for e in "${eps_list[@]}"; do
+      out=$("$DPFT" --quiet run "$spec" --dry-run --set privacy.epsilon="$e" "${EXTRA[@]}" 2>&1) ||
+        die "spec $spec does not accept privacy.epsilon=$e: $(tail -n 1 <<<"$out") (list it in --no-eps-for?)"
+    done
+  fi
+done
+
+# The combinations: spec|eps|seed ("-" = no epsilon override).
+combos=()
+for spec in "${spec_list[@]}"; do
+  if [ -n "${no_eps[$spec]-}" ]; then eps_for=("-"); else eps_for=("${eps_list[@]}"); fi
+  for e in "${eps_for[@]}"; do
+    for s in "${seed_list[@]}"; do combos+=("$spec|$e|$s"); done
+  done
+done
+total=${#combos[@]}
+
+# The run directory under $1 whose metrics.json says status "ok", if any.
+finished_run() {
+  local m
+  while IFS= read -r m; do
+    if python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1])).get("status") != "ok")' \
+      "$m" 2>/dev/null; then
+      dirname "$m"
+      return 0
+    fi
+  done < <(find "$1" -name metrics.json 2>/dev/null | sort)
+  return 1
+}
+
+i=0 ran=0 skipped=0 failed=0
+for c in "${combos[@]}"; do
+  IFS='|' read -r spec e s <<<"$c"
+  i=$((i + 1))
+  if [ "$e" = "-" ]; then
+    dir="$OUT/$(stem "$spec")/noeps/s$s"
+    args=(run "$spec" --set seed="$s" --out "$dir" "${EXTRA[@]}")
+  else
+    dir="$OUT/$(stem "$spec")/eps$e/s$s"
+    args=(run "$spec" --set seed="$s" --set privacy.epsilon="$e" --out "$dir" "${EXTRA[@]}")
+  fi
+  tag="[$i/$total] $(stem "$spec") eps=$([ "$e" = - ] && echo none || echo "$e") seed=$s"
+  if done_dir=$(finished_run "$dir"); then
+    echo "$tag: skipped (done: $done_dir)"
+    skipped=$((skipped + 1))
+    continue
+  fi
+  if [ "$DRY" = 1 ]; then
+    echo "$tag: would run: $DPFT ${args[*]}"
+    continue
+  fi
+  mkdir -p "$dir"
+  t0=$(date +%s.%N)
+  "$DPFT" "${args[@]}" >"$dir/sweep.log" 2>&1
+  rc=$?
+  secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  if [ "$rc" = 0 ]; then
+    echo "$tag: ran (${secs}s) -> $(finished_run "$dir" || echo "$dir (no ok metrics.json?)")"
+    ran=$((ran + 1))
+  else
+    echo "$tag: FAILED (exit $rc, ${secs}s; log: $dir/sweep.log)"
+    failed=$((failed + 1))
+    if [ "$rc" = 130 ] || [ "$rc" = 143 ]; then
+      echo "sweep: interrupted; rerun the same command to continue" >&2
+      exit "$rc"
+    fi
+  fi
+done
+echo "sweep: $total combinations: $ran ran, $skipped skipped, $failed failed"
+[ "$failed" = 0 ] || exit 1

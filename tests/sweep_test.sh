@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# scripts/sweep.sh: the dry-run listing, one run per seed for sgd specs, skipping combinations
+# whose directory holds an ok run, going on after a failed run (exit 1), rejecting an epsilon a
+# spec does not accept (exit 2). Runs the noop method, so it takes seconds.
+# Usage: sweep_test.sh PATH/TO/dpft SOURCE_DIR
+set -u
+DPFT="$1"; SRC="$2"
+SWEEP="$SRC/scripts/sweep.sh"
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+fail=0; pass=0
+check() {  # check DESCRIPTION COMMAND...: passes when the command succeeds
+  local what="$1"; shift
+  if "$@"; then pass=$((pass + 1)); else echo "FAIL: $what"; fail=$((fail + 1)); fi
+}
+has() { grep -qF -- "$2" <<<"$1"; }
+
+printf 'name: a\nmethod:\n  name: noop\n' > "$T/a.yaml"
+printf 'name: b\nmethod: {name: sgd}\n' > "$T/b.yaml"
+printf 'name: c\nmethod:\n  name: noop\n' > "$T/c.yaml"
+
+# Dry run: 2 eps x 2 seeds for a, 2 seeds (no eps override) for the sgd spec b and for c, which
+# --no-eps-for names.
+out=$(bash "$SWEEP" --dpft "$DPFT" --specs "$T/a.yaml $T/b.yaml $T/c.yaml" --seeds "0 1" \
+      --eps "1 inf" --no-eps-for c.yaml --out "$T/out" --dry-run 2>&1); rc=$?
+check "dry run exits 0 (rc $rc)" [ "$rc" = 0 ]
+check "dry run lists 8 combinations" [ "$(grep -c 'would run' <<<"$out")" = 8 ]
+check "a eps 1 seed 0 command" has "$out" "[1/8] a eps=1 seed=0: would run: $DPFT run $T/a.yaml --set seed=0 --set privacy.epsilon=1 --out $T/out/a/eps1/s0"
+check "a eps inf seed 1 directory" has "$out" "[4/8] a eps=inf seed=1: would run: $DPFT run $T/a.yaml --set seed=1 --set privacy.epsilon=inf --out $T/out/a/epsinf/s1"
+check "sgd spec once per seed, no eps" has "$out" "[5/8] b eps=none seed=0: would run: $DPFT run $T/b.yaml --set seed=0 --out $T/out/b/noeps/s0"
+check "--no-eps-for spec" has "$out" "[8/8] c eps=none seed=1: would run: $DPFT run $T/c.yaml --set seed=1 --out $T/out/c/noeps/s1"
+check "dry run writes nothing" [ ! -e "$T/out" ]
+
+# A fake finished run is skipped; a failed one is not.
+mkdir -p "$T/out/a/eps1/s0/a/run1" "$T/out/a/eps1/s1/a/run1"
+printf '{\n    "schema": "dpft.metrics/1",\n    "status": "ok"\n}\n' > "$T/out/a/eps1/s0/a/run1/metrics.json"
+printf '{\n    "schema": "dpft.metrics/1",\n    "status": "failed"\n}\n' > "$T/out/a/eps1/s1/a/run1/metrics.json"
+out=$(bash "$SWEEP" --dpft "$DPFT" --specs "$T/a.yaml" --seeds "0 1" --eps "1" --out "$T/out" --dry-run 2>&1)
+check "ok run skipped" has "$out" "[1/2] a eps=1 seed=0: skipped (done: $T/out/a/eps1/s0/a/run1)"
+check "failed run redone" has "$out" "[2/2] a eps=1 seed=1: would run"
+
+# Real runs through a wrapper that fails seed 1: the sweep goes on and exits 1.
+printf '#!/usr/bin/env bash\nfor a in "$@"; do [ "$a" = seed=1 ] && [[ "$*" != *--dry-run* ]] && { echo boom >&2; exit 4; }; done\nexec "%s" "$@"\n' "$DPFT" > "$T/dpft-flaky"
+chmod +x "$T/dpft-flaky"
+out=$(bash "$SWEEP" --dpft "$T/dpft-flaky" --specs "$T/a.yaml $T/b.yaml" --seeds "0 1 2" --eps "1" \
+      --out "$T/real" -- --set method.name=noop 2>&1); rc=$?
+check "a failed run makes the sweep exit 1 (rc $rc)" [ "$rc" = 1 ]
+check "failed run reported" has "$out" "a eps=1 seed=1: FAILED (exit 4"
+check "runs after the failure" has "$out" "[3/6] a eps=1 seed=2: ran ("
+check "summary" has "$out" "sweep: 6 combinations: 4 ran, 0 skipped, 2 failed"
+check "ok metrics.json in the predictable directory" \
+  python3 -c 'import json,glob,sys; f=glob.glob(sys.argv[1]+"/real/a/eps1/s2/a/*/metrics.json"); sys.exit(not (len(f)==1 and json.load(open(f[0]))["status"]=="ok"))' "$T"
+# Restarted with the real binary: the finished runs are skipped, the failed ones run.
+out=$(bash "$SWEEP" --dpft "$DPFT" --specs "$T/a.yaml $T/b.yaml" --seeds "0 1 2" --eps "1" \
+      --out "$T/real" -- --set method.name=noop 2>&1); rc=$?
+check "restart exits 0 (rc $rc)" [ "$rc" = 0 ]
+check "restart skips 4, runs 2" has "$out" "sweep: 6 combinations: 2 ran, 4 skipped, 0 failed"
+
+# An epsilon a spec rejects stops the sweep before anything runs.
+out=$(bash "$SWEEP" --dpft "$DPFT" --specs "$T/a.yaml" --seeds "0" --eps "0" --out "$T/bad" 2>&1); rc=$?
+check "rejected eps exits 2 (rc $rc)" [ "$rc" = 2 ]
+check "rejected eps named" has "$out" "does not accept privacy.epsilon=0"
+check "nothing run" [ ! -e "$T/bad" ]
+out=$(bash "$SWEEP" --dpft "$DPFT" --specs "$T/a.yaml" --seeds "0" --out "$T/bad" 2>&1); rc=$?
+check "missing --eps exits 2 (rc $rc)" [ "$rc" = 2 ]
+
+echo "sweep_test: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,397 @@
+// `dpft report`: hand-written run directories (metrics.json, per_sample.jsonl) with expected
+// means and sample standard deviations worked out by hand in the comments; grouping, eps order,
+// the base row, the long-tail selection, skipped runs, rendering and errors.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "core/report/report.hpp"
+#include "core/util/atomic_file.hpp"
+#include "core/util/error.hpp"
+#include "test_util.hpp"
+
+using namespace dpft;
+using Catch::Matchers::Contains;
+using json = nlohmann::json;
+
+namespace {
+
+// One fake run; the fields are what metrics.json carries (docs/outputs.md).
+struct FakeRun {
+  std::string label;  // "" = no run.label (the report then uses the method)
+  std::string method = "dp-sgd";
+  std::string dataset = "../shared/data/pe_sgd_text/pubmed/dev.csv";
+  std::string dataset_name;  // run.dataset_name when set
+  json target_eps = 1.0;
+  json spent_eps = 0.98;
+  int seed = 0;
+  double base_loss = 3.0, base_acc = 0.5;
+  double final_loss = 2.0, final_acc = 0.6;
+  std::string status = "ok";
+  json diagnostics;              // null: none
+  std::vector<json> per_sample;  // lines of per_sample.jsonl; empty: no file
+};
+
+void write_run(const fs::path& dir, const FakeRun& r) {
+  fs::create_directories(dir);
+  json run = {{"name", "x"},        {"run_id", dir.filename().string()},
+              {"method", r.method}, {"dataset", r.dataset},
+              {"seed", r.seed},     {"config_hash", "hash-" + r.label + r.method}};
+  if (!r.label.empty()) run["label"] = r.label;
+  if (!r.dataset_name.empty()) run["dataset_name"] = r.dataset_name;
+  json m = {{"schema", "dpft.metrics/1"},
+            {"status", r.status},
+            {"run", run},
+            {"privacy", {{"target_epsilon", r.target_eps}, {"epsilon", r.spent_eps}}},
+            {"eval",
+             {{"base", {{"loss", r.base_loss}, {"accuracy", r.base_acc}}},
+              {"final", {{"loss", r.final_loss}, {"accuracy", r.final_acc}}}}}};
+  if (!r.diagnostics.is_null()) m["diagnostics"] = r.diagnostics;
+  write_json_atomic(dir / "metrics.json", m);
+  if (!r.per_sample.empty()) {
+    std::string text;
+    for (const auto& l : r.per_sample) text += l.dump() + "\n";
+    write_file_atomic(dir / "per_sample.jsonl", text);
+  }
+}
+
+FakeRun dp(const std::string& label, json eps, int seed, double final_loss) {
+  FakeRun r;
+  r.label = label;
+  r.target_eps = eps;
+  r.spent_eps = eps.is_string() ? json("inf") : json(eps.get<double>() * 0.98);
+  r.seed = seed;
+  r.final_loss = final_loss;
+  return r;
+}
+
+json sample(const std::string& model, int index, double loss) {
+  return {{"model", model}, {"index", index}, {"loss", loss}, {"tokens", 10}, {"accuracy", 0.5}};
+}
+
+const report::Row& row(const report::Block& b, const std::string& label) {
+  for (const auto& r : b.rows)
+    if (r.label == label) return r;
+  static const report::Row none;
+  FAIL("no row " << label);
+  return none;
+}
+
+// Splits one CSV line without quoted fields.
+std::vector<std::string> csv_split(const std::string& line) {
+  std::vector<std::string> out(1);
+  for (char c : line) {
+    if (c == ',')
+      out.emplace_back();
+    else
+      out.back().push_back(c);
+  }
+  return out;
+}
+
+std::vector<std::string> lines(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("summarize: mean and sample standard deviation (n-1)", "[report]") {
+  // {1, 2, 4}: mean 7/3; squared deviations 16/9 + 1/9 + 25/9 = 42/9; / (n-1) = 7/3.
+  auto s = report::summarize({1, 2, 4});
+  CHECK(s.n == 3);
+  CHECK(s.mean == Approx(7.0 / 3));
+  CHECK(s.std == Approx(std::sqrt(7.0 / 3)));
+  auto one = report::summarize({5});
+  CHECK(one.n == 1);
+  CHECK(one.mean == 5);
+  CHECK(std::isnan(one.std));
+}
+
+TEST_CASE("report table1: grouping by label, dataset and eps, mean ± std over seeds", "[report]") {
+  test::TempDir d;
+  // DP-SGD eps 1 on pubmed, seeds 0..2: loss 2.0, 2.2, 2.4 -> 2.2 ± 0.2 (squares 0.04+0+0.04,
+  // / 2 = 0.04); accuracy 0.50, 0.52, 0.54 -> 0.52 ± 0.02.
+  for (int s = 0; s < 3; ++s) {
+    FakeRun r = dp("DP-SGD", 1.0, s, 2.0 + 0.2 * s);
+    r.final_acc = 0.50 + 0.02 * s;
+    write_run(d.path / "a" / ("s" + std::to_string(s)), r);
+  }
+  // The same label on another dataset (bioRxiv) is another column, not the same cell.
+  FakeRun b = dp("DP-SGD", 1.0, 0, 1.5);
+  b.dataset = "data/bioRxiv/train.csv";
+  b.base_loss = 2.5;
+  write_run(d.path / "b", b);
+  // run.dataset_name overrides the directory name: this run joins the pubmed cell.
+  FakeRun n = dp("DP-SGD", 1.0, 3, 2.2);
+  n.final_acc = 0.52;
+  n.dataset = "elsewhere/train.csv";
+  n.dataset_name = "pubmed";
+  write_run(d.path / "c", n);
+
+  auto loaded = report::load_runs({d.path});
+  REQUIRE(loaded.runs.size() == 5);
+  auto t = report::build_table("pe-sgd-table1", loaded.runs);
+  REQUIRE(t.columns.size() == 2);
+  CHECK(t.columns[0].dataset == "bioRxiv");
+  CHECK(t.columns[1].dataset == "pubmed");
+  REQUIRE(t.blocks.size() == 2);
+  const auto& loss = row(t.blocks[0], "DP-SGD");
+  REQUIRE(loss.cells[1]);
+  // pubmed: seeds 0..3 with losses 2.0, 2.2, 2.4, 2.2 -> mean 2.2; squares 0.04+0+0.04+0 = 0.08,
+  // / 3 -> std sqrt(0.08/3) = 0.163299...
+  CHECK(loss.cells[1]->n == 4);
+  CHECK(loss.cells[1]->mean == Approx(2.2));
+  CHECK(loss.cells[1]->std == Approx(0.1632993162));
+  CHECK(loss.cells[0]->n == 1);
+  CHECK(loss.cells[0]->mean == Approx(1.5));
+  const auto& acc = row(t.blocks[1], "DP-SGD");
+  CHECK(acc.cells[1]->mean == Approx(0.52));
+  // accuracies 0.50, 0.52, 0.54, 0.52: squares 4e-4 + 0 + 4e-4 + 0 = 8e-4, / 3
+  CHECK(acc.cells[1]->std == Approx(std::sqrt(8e-4 / 3)));
+  std::string md = report::render(t, "md");
+  CHECK_THAT(md, Contains("| DP-SGD | 1.5000 (n=1) | 2.2000 ± 0.1633 |"));
+  // Counts differ (1 and 4): a runs-per-cell table follows.
+  CHECK_THAT(md, Contains("Runs per cell"));
+  CHECK_THAT(md, Contains("| DP-SGD | 1 | 4 |"));
+}
+
+TEST_CASE("report table1: eps columns numeric with inf last, sgd only in the inf column",
+          "[report]") {
+  test::TempDir d;
+  // Directory names in an order that is neither numeric nor the wanted one.
+  write_run(d.path / "r1", dp("DP-SGD", 10.0, 0, 2.10));
+  write_run(d.path / "r2", dp("DP-SGD", "inf", 0, 2.00));
+  write_run(d.path / "r3", dp("DP-SGD", 8.0, 0, 2.20));
+  write_run(d.path / "r4", dp("DP-SGD", 1.0, 0, 2.40));
+  FakeRun sgd;  // non-private: spec epsilon left at its default 8, spent inf
+  sgd.method = "sgd";
+  sgd.target_eps = 8.0;
+  sgd.spent_eps = "inf";
+  sgd.final_loss = 1.9;
+  write_run(d.path / "r5", sgd);
+  FakeRun none = sgd;  // no target epsilon at all (null) -> inf as well
+  none.label = "Other";
+  none.target_eps = nullptr;
+  write_run(d.path / "r6", none);
+
+  auto t = report::build_table("pe-sgd-table1", report::load_runs({d.path}).runs);
+  REQUIRE(t.columns.size() == 4);
+  CHECK(t.columns[0].eps == 1);
+  CHECK(t.columns[1].eps == 8);
+  CHECK(t.columns[2].eps == 10);
+  CHECK(std::isinf(t.columns[3].eps));
+  const auto& s = row(t.blocks[0], "SGD");  // label from the method, canonical spelling
+  CHECK_FALSE(s.cells[0]);
+  CHECK_FALSE(s.cells[1]);
+  CHECK_FALSE(s.cells[2]);
+  REQUIRE(s.cells[3]);
+  CHECK(s.cells[3]->mean == Approx(1.9));
+  CHECK(row(t.blocks[0], "Other").cells[3]);
+
+  CHECK_THAT(report::render(t, "md"),
+             Contains("| Method | pubmed ε=1 | pubmed ε=8 | pubmed ε=10 | pubmed ε=∞ |"));
+  CHECK_THAT(report::render(t, "csv"), Contains("pubmed eps=10 n,pubmed eps=inf mean"));
+  CHECK_THAT(report::render(t, "latex"),
+             Contains("& $\\epsilon = 10$ & $\\epsilon = \\infty$ \\\\"));
+}
+
+TEST_CASE("report table1: base model row first, then the paper's method order", "[report]") {
+  test::TempDir d;
+  // Base loss 3.0 in six runs and 3.3 in two: mean (18 + 6.6) / 8 = 3.075.
+  const std::vector<std::string> labels = {"Zeta",  "PE-SGD",           "GEP",
+                                           "Alpha", "PE-SGD-FixSample", "SGD"};
+  for (size_t i = 0; i < labels.size(); ++i)
+    write_run(d.path / ("r" + std::to_string(i)), dp(labels[i], 1.0, 0, 2.0));
+  for (int s = 0; s < 2; ++s) {
+    FakeRun r = dp("", 1.0, s, 2.0);  // no label: the method "dp-sgd" -> "DP-SGD"
+    r.base_loss = 3.3;
+    write_run(d.path / ("m" + std::to_string(s)), r);
+  }
+  auto t = report::build_table("pe-sgd-table1", report::load_runs({d.path}).runs);
+  std::vector<std::string> order;
+  for (const auto& r : t.blocks[0].rows) order.push_back(r.label);
+  CHECK(order == std::vector<std::string>{"Base Model", "SGD", "DP-SGD", "GEP", "PE-SGD-FixSample",
+                                          "PE-SGD", "Alpha", "Zeta"});
+  const auto& base = t.blocks[0].rows[0];
+  CHECK(base.mean_only);
+  CHECK(base.cells[0]->mean == Approx(3.075));
+  CHECK_THAT(report::render(t, "md"), Contains("| Base Model | 3.0750 |"));
+}
+
+TEST_CASE("report: runs whose status is not ok are skipped and named", "[report]") {
+  test::TempDir d;
+  write_run(d.path / "deep" / "er" / "good", dp("DP-SGD", 1.0, 0, 2.0));
+  FakeRun failed = dp("DP-SGD", 1.0, 1, 99.0);
+  failed.status = "failed";
+  write_run(d.path / "bad", failed);
+  FakeRun running = dp("DP-SGD", 1.0, 2, 98.0);
+  running.status = "running";
+  write_run(d.path / "deep" / "running", running);
+  d.write("deep/er/good/notes.txt", "not a run");
+  fs::create_directories(d.path / "garbage");
+  d.write("garbage/metrics.json", "{\"schema\": \"dpft.metr");  // not JSON
+
+  auto loaded = report::load_runs({d.path});
+  REQUIRE(loaded.runs.size() == 1);
+  CHECK(loaded.runs[0].dir == d.path / "deep" / "er" / "good");
+  REQUIRE(loaded.skipped.size() == 3);
+  CHECK(loaded.skipped[0].dir == d.path / "bad");
+  CHECK_THAT(loaded.skipped[0].reason, Contains("failed"));
+  CHECK(loaded.skipped[1].dir == d.path / "deep" / "running");
+  CHECK(loaded.skipped[2].dir == d.path / "garbage");
+  CHECK_THAT(loaded.skipped[2].reason, Contains("not valid JSON"));
+  auto t = report::build_table("pe-sgd-table1", loaded.runs);
+  CHECK(row(t.blocks[0], "DP-SGD").cells[0]->mean == Approx(2.0));  // 99 and 98 left out
+
+  // Only failed runs: nothing to report.
+  test::TempDir only_bad;
+  write_run(only_bad.path / "bad", failed);
+  CHECK_THROWS_AS(report::load_runs({only_bad.path}), InputError);
+}
+
+TEST_CASE("report longtail: the ceil(10%) highest base losses, ties to the lower index",
+          "[report]") {
+  test::TempDir d;
+  // 11 samples -> ceil(1.1) = 2 hard samples. Base losses: index 3 = 5.0 (highest), then 7 and
+  // 9 tie at 4.0 (index 7 is taken); the rest are 1.0. Index 0 first claims base 100 and index 3
+  // final 10.0 (a resumed run repeats lines): the last line wins.
+  // Finals: 3 -> 4.5 (delta -0.5), 7 -> 3.0 (-1.0), 9 -> 3.9 (-0.1).
+  // Expected (-0.5 - 1.0) / 2 = -0.75 (ties to index 9: -0.3; k = 1: -0.5).
+  FakeRun a = dp("PE-SGD", 1.0, 0, 2.0);
+  a.per_sample.push_back(sample("base", 0, 100.0));
+  a.per_sample.push_back(sample("final", 3, 10.0));
+  for (int i = 0; i < 11; ++i) {
+    double base = i == 3 ? 5.0 : (i == 7 || i == 9) ? 4.0 : 1.0;
+    a.per_sample.push_back(sample("base", i, base));
+  }
+  for (int i = 0; i < 11; ++i) {
+    double fin = i == 3 ? 4.5 : i == 7 ? 3.0 : i == 9 ? 3.9 : 0.9;
+    a.per_sample.push_back(sample("final", i, fin));
+  }
+  write_run(d.path / "a", a);
+  CHECK(report::longtail_delta(d.path / "a") == Approx(-0.75));
+
+  // 30 samples -> exactly 3 hard samples (indices 29, 28, 27: base = index); final = base - 1
+  // for all but index 26, final = base - 100 (would count with k = 4). Expected -1.
+  FakeRun b = dp("PE-SGD", 1.0, 1, 2.0);
+  for (int i = 0; i < 30; ++i) {
+    b.per_sample.push_back(sample("base", i, i));
+    b.per_sample.push_back(sample("final", i, i == 26 ? i - 100.0 : i - 1.0));
+  }
+  write_run(d.path / "b", b);
+  CHECK(report::longtail_delta(d.path / "b") == Approx(-1.0));
+
+  // Across the two seeds: mean -0.875, std |(-0.75) - (-1)| / sqrt(2) = 0.1767767.
+  write_run(d.path / "c", dp("DP-SGD", 1.0, 0, 2.0));  // no per_sample.jsonl: skipped
+  auto t = report::build_table("pe-sgd-longtail", report::load_runs({d.path}).runs);
+  REQUIRE(t.blocks.size() == 1);
+  REQUIRE(t.blocks[0].rows.size() == 1);
+  const auto& r = t.blocks[0].rows[0];
+  CHECK(r.label == "PE-SGD");
+  CHECK(r.cells[0]->mean == Approx(-0.875));
+  CHECK(r.cells[0]->std == Approx(0.1767767));
+  CHECK_THAT(report::render(t, "md"), Contains("| PE-SGD | -0.8750 ± 0.1768 |"));
+
+  // A hard sample without a final loss is an input error naming the file.
+  FakeRun e = dp("PE-SGD", 1.0, 2, 2.0);
+  e.per_sample = {sample("base", 0, 1.0), sample("final", 1, 1.0)};
+  write_run(d.path / "e", e);
+  CHECK_THROWS_AS(report::longtail_delta(d.path / "e"), InputError);
+}
+
+TEST_CASE("report diagnostics: mean ± std of each key present, paper keys first", "[report]") {
+  test::TempDir d;
+  // norm_std_over_mean 0.40, 0.41 -> 0.405 ± 0.01/sqrt(2) = 0.0070711;
+  // overlap_g_h 11, 12 -> 11.5 ± 0.7071068.
+  FakeRun a = dp("PE-SGD", 1.0, 0, 2.0);
+  a.diagnostics = {{"overlap_g_h", 11.0}, {"norm_std_over_mean", 0.40}, {"zz_extra", 1.0}};
+  FakeRun b = dp("PE-SGD", 1.0, 1, 2.0);
+  b.diagnostics = {{"overlap_g_h", 12.0}, {"norm_std_over_mean", 0.41}};
+  write_run(d.path / "a", a);
+  write_run(d.path / "b", b);
+  write_run(d.path / "c", dp("DP-SGD", 1.0, 0, 2.0));  // no diagnostics: not a row
+  auto t = report::build_table("pe-sgd-diagnostics", report::load_runs({d.path}).runs);
+  REQUIRE(t.blocks.size() == 3);
+  CHECK_THAT(t.blocks[0].title, Contains("norm_std_over_mean"));
+  CHECK_THAT(t.blocks[1].title, Contains("overlap_g_h"));
+  CHECK(t.blocks[2].title == "zz_extra");
+  REQUIRE(t.blocks[0].rows.size() == 1);
+  CHECK(t.blocks[0].rows[0].cells[0]->mean == Approx(0.405));
+  CHECK(t.blocks[0].rows[0].cells[0]->std == Approx(0.0070711));
+  CHECK(t.blocks[1].rows[0].cells[0]->mean == Approx(11.5));
+  CHECK(t.blocks[1].rows[0].cells[0]->std == Approx(0.7071068));
+  CHECK(t.blocks[2].rows[0].cells[0]->n == 1);
+
+  test::TempDir none;
+  write_run(none.path / "c", dp("DP-SGD", 1.0, 0, 2.0));
+  CHECK_THROWS_AS(report::build_table("pe-sgd-diagnostics", report::load_runs({none.path}).runs),
+                  InputError);
+}
+
+TEST_CASE("report rendering: one cell in md, csv and latex", "[report]") {
+  test::TempDir d;
+  // Losses 1.5 and 2.5: mean 2, std sqrt(0.5) = 0.70710678.
+  write_run(d.path / "a", dp("DP-SGD", 1.0, 0, 1.5));
+  write_run(d.path / "b", dp("DP-SGD", 1.0, 1, 2.5));
+  auto t = report::build_table("pe-sgd-table1", report::load_runs({d.path}).runs);
+
+  CHECK_THAT(report::render(t, "md"), Contains("| DP-SGD | 2.0000 ± 0.7071 |"));
+  CHECK_THAT(report::render(t, "md"), !Contains("Runs per cell"));  // every cell has n = 2
+  CHECK_THAT(report::render(t, "latex"), Contains("DP-SGD & 2.0000 $\\pm$ 0.7071 \\\\"));
+  CHECK_THAT(report::render(t, "latex"), Contains("\\multicolumn{1}{c}{pubmed}"));
+
+  auto csv = lines(report::render(t, "csv"));
+  REQUIRE(csv.size() == 5);  // header + (base, DP-SGD) x (loss, accuracy)
+  CHECK(csv[0] == "metric,method,pubmed eps=1 mean,pubmed eps=1 std,pubmed eps=1 n");
+  auto f = csv_split(csv[2]);
+  REQUIRE(f.size() == 5);
+  CHECK(f[1] == "DP-SGD");
+  CHECK(std::stod(f[2]) == Approx(2.0));
+  CHECK(std::stod(f[3]) == Approx(0.70710678));
+  CHECK(f[4] == "2");
+  auto base = csv_split(csv[1]);
+  CHECK(base[1] == "Base Model");
+  CHECK(std::stod(base[2]) == Approx(3.0));
+  CHECK(base[3].empty());  // the base row has no std
+
+  CHECK_THROWS_AS(report::render(t, "html"), ConfigError);
+}
+
+TEST_CASE("report errors: empty or missing dirs, unknown table", "[report]") {
+  test::TempDir d;
+  try {
+    report::load_runs({d.path});
+    FAIL("no error for an empty directory");
+  } catch (const InputError& e) {
+    CHECK_THAT(e.what(), Contains(d.path.string()));
+  }
+  CHECK_THROWS_AS(report::load_runs({d.path / "missing"}), InputError);
+  try {
+    report::build_table("table9", {});
+    FAIL("no error for an unknown table");
+  } catch (const ConfigError& e) {
+    CHECK_THAT(e.what(), Contains("pe-sgd-table1, pe-sgd-longtail, pe-sgd-diagnostics"));
+  }
+}
+
+TEST_CASE("dpft report: exit codes and --out", "[report][cli]") {
+  test::TempDir d;
+  fs::create_directories(d.path / "empty");
+  CHECK(test::cli({"report", (d.path / "empty").string(), "--table", "pe-sgd-table1"}) == 3);
+  CHECK(test::cli({"report", (d.path / "empty").string(), "--table", "nope"}) == 2);
+  CHECK(test::cli({"report", (d.path / "empty").string(), "--table", "pe-sgd-table1", "--format",
+                   "pdf"}) == 2);
+  write_run(d.path / "runs" / "a", dp("DP-SGD", 1.0, 0, 1.5));
+  std::string out;
+  REQUIRE(test::cli({"report", (d.path / "runs").string(), "--table", "pe-sgd-table1"}, &out) == 0);
+  CHECK_THAT(out, Contains("| DP-SGD | 1.5000 (n=1) |"));
+  fs::path file = d.path / "t.tex";
+  REQUIRE(test::cli({"report", (d.path / "runs").string(), "--table", "pe-sgd-table1", "--format",
+                     "latex", "--out", file.string()},
+                    &out) == 0);
+  CHECK(out.empty());
+  CHECK_THAT(read_file(file), Contains("\\begin{tabular}"));
+}
