@@ -95,8 +95,12 @@ TEST_CASE("pe_project: every noise placement matches the slow reference", "[proj
       privacy::NoiseSource ns(9, false), ref(9, false);
       auto r = project::pe_project(Gs, Hs, solver, "coefficients", o, ns);
       Tensor Z = Ainv.matmul(G.t().matmul(H));
-      Tensor z = ref_scale(Z, sens, C).sum(1) + ref.normal({N}, sigma * bound, torch::kFloat64);
+      Tensor signal = ref_scale(Z, sens, C).sum(1),
+             n = ref.normal({N}, sigma * bound, torch::kFloat64);
+      Tensor z = signal + n;
       CHECK(rel_err(r.z, z) < 1e-5);
+      CHECK(r.signal_norm == Approx(signal.norm().item<double>()).epsilon(1e-6));
+      CHECK(r.noise_norm == Approx(n.norm().item<double>()).epsilon(1e-9));
       CHECK(rel_err(r.direction, G.matmul(z) / div) < 1e-5);
       CHECK(rel_err(r.noised_norms, Z.norm(2, {0})) < 1e-5);
     }

@@ -32,6 +32,13 @@ void check_rows(const Tensor& Gs, const Tensor& Hs) {
              shape_str(Hs.sizes()));
 }
 
+// sum + noise, recording both norms in r (diagnostics).
+Tensor add_noise(const Tensor& sum, const Tensor& noise, ProjectionResult& r) {
+  r.signal_norm = sum.norm().item<double>();
+  r.noise_norm = noise.norm().item<double>();
+  return sum + noise.to(sum.scalar_type());
+}
+
 }  // namespace
 
 Tensor gram_f64(const Tensor& A, const Tensor& B) {
@@ -107,18 +114,18 @@ ProjectionResult pe_project(const Tensor& Gs, const Tensor& Hs, const GramSolver
   if (placement == "coefficients") {
     Tensor Z = solver.solve(gram_f64(Gs, Hs));  // (N, M)
     r.noised_norms = col_norms(Z).to(torch::kFloat32);
-    z = scale_columns(Z, o.sensitivity, o.clip_norm).sum(1) +
-        noise.normal({N}, std, torch::kFloat64);
+    z = add_noise(scale_columns(Z, o.sensitivity, o.clip_norm).sum(1),
+                  noise.normal({N}, std, torch::kFloat64), r);
   } else if (placement == "inner_product") {
     Tensor A = gram_f64(Gs, Hs);  // (N, M) = G^T H
     r.noised_norms = col_norms(A).to(torch::kFloat32);
-    Tensor a = scale_columns(A, o.sensitivity, o.clip_norm).sum(1) +
-               noise.normal({N}, std, torch::kFloat64);
+    Tensor a = add_noise(scale_columns(A, o.sensitivity, o.clip_norm).sum(1),
+                         noise.normal({N}, std, torch::kFloat64), r);
     z = solver.solve(a);
   } else if (placement == "private_gradient") {
     r.noised_norms = row_norms(Hs);
-    Tensor h = scale_columns(Hs.t(), o.sensitivity, o.clip_norm).sum(1) +
-               noise.normal({p}, std, Hs.scalar_type());  // (p)
+    Tensor h = add_noise(scale_columns(Hs.t(), o.sensitivity, o.clip_norm).sum(1),
+                         noise.normal({p}, std, Hs.scalar_type()), r);  // (p)
     z = solver.solve(gram_f64(Gs, h.unsqueeze(0)).squeeze(1));
   } else {
     throw ConfigError(
@@ -136,9 +143,11 @@ ProjectionResult inpro_project(const Tensor& Gs, const Tensor& Hs, const NoiseOp
   Tensor A = gram_f64(Gs, Hs);  // (N, M)
   ProjectionResult r;
   r.noised_norms = col_norms(A).to(torch::kFloat32);
-  Tensor a = scale_columns(A, o.sensitivity, o.clip_norm).sum(1) +
-             noise.normal({Gs.size(0)}, o.sigma * column_bound(o.sensitivity, o.clip_norm),
-                          torch::kFloat64);
+  Tensor a =
+      add_noise(scale_columns(A, o.sensitivity, o.clip_norm).sum(1),
+                noise.normal({Gs.size(0)}, o.sigma * column_bound(o.sensitivity, o.clip_norm),
+                             torch::kFloat64),
+                r);
   r.z = a.to(torch::kFloat32);
   r.direction = Gs.t().matmul(a.to(Gs.scalar_type())) / o.divisor;
   return r;
@@ -181,9 +190,10 @@ ProjectionResult pdp_project(const Tensor& E, const Tensor& Hs, const NoiseOptio
              shape_str(E.sizes()), shape_str(Hs.sizes()));
   ProjectionResult r;
   r.noised_norms = row_norms(Hs);
-  Tensor h = scale_columns(Hs.t(), "clip", o.clip_norm).sum(1) +
-             noise.normal({Hs.size(1)}, o.sigma * o.clip_norm, Hs.scalar_type());  // (p)
-  r.z = E.t().matmul(h);                                                           // (k)
+  Tensor h =
+      add_noise(scale_columns(Hs.t(), "clip", o.clip_norm).sum(1),
+                noise.normal({Hs.size(1)}, o.sigma * o.clip_norm, Hs.scalar_type()), r);  // (p)
+  r.z = E.t().matmul(h);                                                                  // (k)
   r.direction = E.matmul(r.z) / o.divisor;
   return r;
 }
@@ -201,8 +211,8 @@ ProjectionResult gep_project(const Tensor& E, const Tensor& Hs, const GepOptions
   ProjectionResult r;
   Tensor C = E.t().matmul(Hs.t());  // (k, M) coefficients c_j
   r.noised_norms = col_norms(C);
-  Tensor c = scale_columns(C, "clip", g.coef_clip).sum(1) +
-             noise.normal({E.size(1)}, std_c, E.scalar_type());  // (k)
+  Tensor c = add_noise(scale_columns(C, "clip", g.coef_clip).sum(1),
+                       noise.normal({E.size(1)}, std_c, E.scalar_type()), r);  // (k)
   r.z = c;
   r.direction = E.matmul(c);
   if (g.residual) {

@@ -73,6 +73,8 @@ struct ProjectionResult {
   torch::Tensor z;  // (N) float32 coefficients in the synthetic basis (DP); may be undefined
   torch::Tensor
       noised_norms;  // (M) column norms of the matrix the noise is added to, before scaling
+  double signal_norm = 0;  // || sum of the scaled columns ||, before noise (diagnostics only)
+  double noise_norm = 0;   // || the noise drawn || (diagnostics only)
 };
 
 // PE-SGD with a noise placement: coefficients | inner_product | private_gradient.

@@ -294,7 +294,7 @@ nlohmann::json run_projection(RunContext& ctx, const SyntheticOptions& so,
 
   // Diagnostics state (analysis only).
   Tensor E_H0;
-  std::vector<double> d_cos, d_l2, d_std_mean, d_min_max, d_overlap, d_angle;
+  std::vector<double> d_nts, d_cos, d_l2, d_std_mean, d_min_max, d_overlap, d_angle;
   double gen_seconds = 0;
 
   train::LoopOptions lo;

@@ -40,7 +40,7 @@ struct SyntheticOptions {
   std::string style = "auto";   // auto (chat when data.chat_format != none) | plain | chat
   std::string generator_model;  // "" = the model being trained; path = frozen generator (Alg. 2)
   int64_t max_new_tokens = 128;
-  int64_t min_new_tokens = 0;      // no stop token (eos) before this many tokens
+  int64_t min_new_tokens = 0;  // no stop token (eos) before this many tokens
   double temperature = 1.0;
   double top_p = 1.0;
   int64_t top_k = 0;
