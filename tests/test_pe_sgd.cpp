@@ -129,6 +129,7 @@ TEST_CASE("pe-sgd: ledger, evolving synthetic sets, diagnostics and determinism"
   CHECK(d["steps"].get<int>() >= 1);
   CHECK(std::abs(d["cosine_mean"].get<double>()) <= 1.0);
   CHECK(d["overlap_g_h"].get<double>() >= 0);
+  CHECK(d["noise_to_signal"].get<double>() > 0);  // eps 1: noise was drawn
   CHECK(d["norm_min_over_max"].get<double>() <= 1.0);
   // Same seed, same numbers.
   auto b = run_metrics(f, out, projection_args("pe-sgd", {"--set", "method.diagnostics=true"}));

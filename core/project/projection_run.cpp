@@ -374,8 +374,11 @@ nlohmann::json run_projection(RunContext& ctx, const SyntheticOptions& so,
       Tensor ang = principal_angles_deg(E_H0, EH);
       double angle = ang.numel() ? ang.mean().item<double>() : 0.0;
       double overlap = subspace_overlap(EG, EH);
+      const double nts = r.signal_norm > 0 ? r.noise_norm / r.signal_norm : 0.0;
+      d_nts.push_back(nts);
       st.extra["diagnostics"] = {{"l2", l2},
                                  {"cosine", cos},
+                                 {"noise_to_signal", nts},
                                  {"norm_std_over_mean", sm},
                                  {"norm_min_over_max", mm},
                                  {"overlap_g_h", overlap},
@@ -404,6 +407,7 @@ nlohmann::json run_projection(RunContext& ctx, const SyntheticOptions& so,
         {"steps", d_l2.size()},
         {"l2_mean", mean_of(d_l2)},
         {"cosine_mean", mean_of(d_cos)},
+        {"noise_to_signal", mean_of(d_nts)},
         {"norm_std_over_mean", mean_of(d_std_mean)},
         {"norm_min_over_max", mean_of(d_min_max)},
         {"overlap_g_h", mean_of(d_overlap)},
