@@ -6,15 +6,14 @@
 #include "core/config/fields.hpp"
 #include "core/config/spec.hpp"
 #include "core/run/run_context.hpp"
-#include "core/train/trainer.hpp"
-#include "core/util/seed.hpp"
+#include "core/train/dp_sgd_run.hpp"
 #include "methods/method.hpp"
 
 namespace dpft {
 
 namespace {
 
-class DpSgdMethod : public Method {
+class DpSgdMethod : public StepReleaseMethod {
  public:
   std::string name() const override { return "dp-sgd"; }
   std::string label() const override { return "DP-SGD"; }
@@ -32,40 +31,11 @@ class DpSgdMethod : public Method {
     return n;
   }
 
-  std::vector<privacy::Release> planned_releases(const Spec& spec,
-                                                 const PlanInputs& in) const override {
-    if (in.dataset_size <= 0) return {};
-    return {train::resolve_dp(spec, in.dataset_size).release(spec.train.steps)};
-  }
-
   nlohmann::json run(RunContext& ctx) override {
-    const Spec& spec = ctx.spec;
-    train::TrainInputs in = train::load_train_inputs(spec);
-    train::DpSettings dp = train::resolve_dp(spec, in.train.size());
-    spdlog::info(
-        "dp-sgd: sigma {:.4f} ({}), q {:.5f}, T {}, C {}, {} clipping, divisor {} ({:.1f})",
-        dp.sigma, dp.sigma_source, dp.q, dp.steps, dp.clip_norm, dp.clipping, dp.divisor,
-        dp.expected_batch());
-    privacy::NoiseSource noise(derive_seed(static_cast<uint64_t>(spec.seed), "noise"),
-                               spec.privacy.secure_noise);
-    grad::PerSampleGrads psg(in.model, opts_);
-    train::LoopOptions lo;
-    lo.sampling = "poisson";
-    lo.q = dp.q;
-    lo.release = dp.release();
-    lo.method_info = {{"grad_mode", opts_.mode}};
-    train::Trainer trainer(ctx, in, lo, &noise);
-    in.model->train();
-    auto gradient = [&](const std::vector<int64_t>& rows, train::BatchStats& st) {
-      auto g =
-          train::clipped_sum(psg, in.train, rows, spec.train.micro_batch_size, in.pad_id, dp, &st);
-      train::noise_and_scale(g, dp, noise, static_cast<int64_t>(rows.size()), &st);
-      return g;
-    };
-    nlohmann::json out = trainer.run(gradient);
-    out["privacy"] = dp.to_json();
-    out["privacy"]["secure_noise"] = spec.privacy.secure_noise;
-    return out;
+    train::DpSgdRunOptions o;
+    o.grad = opts_;
+    o.method_info = {{"grad_mode", opts_.mode}};
+    return train::run_dp_sgd(ctx, o);
   }
 
  private:

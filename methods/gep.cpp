@@ -9,7 +9,6 @@
 #include "core/config/fields.hpp"
 #include "core/config/spec.hpp"
 #include "core/project/projection_run.hpp"
-#include "core/train/dp_settings.hpp"
 #include "core/util/error.hpp"
 #include "core/util/seed.hpp"
 #include "methods/method.hpp"
@@ -18,7 +17,7 @@ namespace dpft {
 
 namespace {
 
-class GepMethod : public Method {
+class GepMethod : public StepReleaseMethod {
  public:
   std::string name() const override { return "gep"; }
   std::string label() const override { return g_.residual ? "GEP" : "GEP-NoResidual"; }
@@ -36,11 +35,6 @@ class GepMethod : public Method {
     n["residual"] = g_.residual;            // release the clipped residual too
     n["residual_clip"] = g_.residual_clip;  // C2
     return n;
-  }
-  std::vector<privacy::Release> planned_releases(const Spec& spec,
-                                                 const PlanInputs& in) const override {
-    if (in.dataset_size <= 0) return {};
-    return {train::resolve_dp(spec, in.dataset_size).release(spec.train.steps)};
   }
   nlohmann::json run(RunContext& ctx) override {
     project::GepOptions g = g_;

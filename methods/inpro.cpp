@@ -4,24 +4,18 @@
 #include "core/config/fields.hpp"
 #include "core/config/spec.hpp"
 #include "core/project/projection_run.hpp"
-#include "core/train/dp_settings.hpp"
 #include "methods/method.hpp"
 
 namespace dpft {
 
 namespace {
 
-class InProMethod : public Method {
+class InProMethod : public StepReleaseMethod {
  public:
   std::string name() const override { return "inpro"; }
   std::string label() const override { return "InPro"; }
   void configure(Fields& f) override { so_.configure(f, /*evolution=*/false); }
   YAML::Node options_yaml() const override { return so_.to_yaml(false); }
-  std::vector<privacy::Release> planned_releases(const Spec& spec,
-                                                 const PlanInputs& in) const override {
-    if (in.dataset_size <= 0) return {};
-    return {train::resolve_dp(spec, in.dataset_size).release(spec.train.steps)};
-  }
   nlohmann::json run(RunContext& ctx) override {
     nlohmann::json info = {{"name", name()}, {"label", label()}};
     nlohmann::json priv = {

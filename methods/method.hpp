@@ -7,8 +7,8 @@
 // own block for metrics.json. A method never computes epsilon itself: every DP release goes to
 // the run's PrivacyLedger (core/privacy), which is the only place epsilon is computed.
 #pragma once
-#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <string>
@@ -40,11 +40,20 @@ class Method {
   virtual YAML::Node options_yaml() const = 0;
   // The DP releases a run of this spec will make, for `dpft account --spec` and for the
   // ledger's budget check before training. Methods that release nothing return {}.
-  virtual std::vector<privacy::Release> planned_releases(const Spec& spec, const PlanInputs& in) const {
+  virtual std::vector<privacy::Release> planned_releases(const Spec& spec,
+                                                         const PlanInputs& in) const {
     return {};
   }
   // Run the method. Long loops poll dpft::interrupted() and return early when it is set.
   virtual nlohmann::json run(RunContext& ctx) = 0;
+};
+
+// Base of the methods that make one subsampled Gaussian release per step (dp-sgd, sft+dp-sgd
+// and the projection methods): T = train.steps releases at the q and sigma resolve_dp gives.
+class StepReleaseMethod : public Method {
+ public:
+  std::vector<privacy::Release> planned_releases(const Spec& spec,
+                                                 const PlanInputs& in) const override;
 };
 
 }  // namespace dpft

@@ -52,6 +52,8 @@ class NoopMethod : public Method {
 
 }  // namespace
 
-std::unique_ptr<Method> make_noop_method() { return std::make_unique<NoopMethod>(); }
+std::unique_ptr<Method> make_noop_method() {
+  return std::make_unique<NoopMethod>();
+}
 
 }  // namespace dpft

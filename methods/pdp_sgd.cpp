@@ -6,7 +6,6 @@
 #include "core/config/fields.hpp"
 #include "core/config/spec.hpp"
 #include "core/project/projection_run.hpp"
-#include "core/train/dp_settings.hpp"
 #include "core/util/error.hpp"
 #include "methods/method.hpp"
 
@@ -14,7 +13,7 @@ namespace dpft {
 
 namespace {
 
-class PdpSgdMethod : public Method {
+class PdpSgdMethod : public StepReleaseMethod {
  public:
   std::string name() const override { return "pdp-sgd"; }
   std::string label() const override { return "PDP-SGD"; }
@@ -26,11 +25,6 @@ class PdpSgdMethod : public Method {
     YAML::Node n = so_.to_yaml(false);
     n["k"] = k_;  // eigenspace dimension
     return n;
-  }
-  std::vector<privacy::Release> planned_releases(const Spec& spec,
-                                                 const PlanInputs& in) const override {
-    if (in.dataset_size <= 0) return {};
-    return {train::resolve_dp(spec, in.dataset_size).release(spec.train.steps)};
   }
   nlohmann::json run(RunContext& ctx) override {
     const double C = ctx.spec.privacy.clip_norm;

@@ -11,7 +11,6 @@
 #include "core/config/fields.hpp"
 #include "core/config/spec.hpp"
 #include "core/project/projection_run.hpp"
-#include "core/train/dp_settings.hpp"
 #include "core/util/error.hpp"
 #include "methods/method.hpp"
 
@@ -19,7 +18,7 @@ namespace dpft {
 
 namespace {
 
-class PeSgdMethod : public Method {
+class PeSgdMethod : public StepReleaseMethod {
  public:
   std::string name() const override { return "pe-sgd"; }
 
@@ -44,12 +43,6 @@ class PeSgdMethod : public Method {
     n["noise_placement"] = placement_;  // coefficients | inner_product | private_gradient
     n["sensitivity"] = sensitivity_;    // normalize (bound 1) | clip (bound privacy.clip_norm)
     return n;
-  }
-
-  std::vector<privacy::Release> planned_releases(const Spec& spec,
-                                                 const PlanInputs& in) const override {
-    if (in.dataset_size <= 0) return {};
-    return {train::resolve_dp(spec, in.dataset_size).release(spec.train.steps)};
   }
 
   nlohmann::json run(RunContext& ctx) override {

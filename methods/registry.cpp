@@ -7,9 +7,9 @@
 
 namespace dpft {
 
-std::unique_ptr<Method> make_noop_method();    // methods/noop.cpp
-std::unique_ptr<Method> make_sgd_method();     // methods/sgd.cpp
-std::unique_ptr<Method> make_dp_sgd_method();  // methods/dp_sgd.cpp
+std::unique_ptr<Method> make_noop_method();        // methods/noop.cpp
+std::unique_ptr<Method> make_sgd_method();         // methods/sgd.cpp
+std::unique_ptr<Method> make_dp_sgd_method();      // methods/dp_sgd.cpp
 std::unique_ptr<Method> make_pe_sgd_method();      // methods/pe_sgd.cpp
 std::unique_ptr<Method> make_pdp_sgd_method();     // methods/pdp_sgd.cpp
 std::unique_ptr<Method> make_gep_method();         // methods/gep.cpp
@@ -18,19 +18,27 @@ std::unique_ptr<Method> make_sft_dp_sgd_method();  // methods/sft_dp_sgd.cpp
 
 const std::vector<MethodInfo>& method_registry() {
   static const std::vector<MethodInfo> registry = {
-      {"noop", "no training: records the resolved config, ticks optional empty steps, writes metrics",
+      {"noop",
+       "no training: records the resolved config, ticks optional empty steps, writes metrics",
        make_noop_method},
-      {"sgd", "non-private fine-tuning (or clip-only with clip: true); also pretraining", make_sgd_method},
-      {"dp-sgd", "DP-SGD / DP-AdamW: Poisson sampling, per-sample clipping, Gaussian noise (Abadi et al. 2016)",
+      {"sgd", "non-private fine-tuning (or clip-only with clip: true); also pretraining",
+       make_sgd_method},
+      {"dp-sgd",
+       "DP-SGD / DP-AdamW: Poisson sampling, per-sample clipping, Gaussian noise (Abadi et al. "
+       "2016)",
        make_dp_sgd_method},
-      {"pe-sgd", "PE-SGD: projection onto an evolving synthetic-gradient subspace (ICLR 2026, Alg. 1-3)",
+      {"pe-sgd",
+       "PE-SGD: projection onto an evolving synthetic-gradient subspace (ICLR 2026, Alg. 1-3)",
        make_pe_sgd_method},
-      {"pdp-sgd", "projected DP-SGD onto the top-k eigenspace of synthetic gradients (Zhou et al. 2021)",
+      {"pdp-sgd",
+       "projected DP-SGD onto the top-k eigenspace of synthetic gradients (Zhou et al. 2021)",
        make_pdp_sgd_method},
       {"gep", "gradient embedding perturbation: noisy coefficients + residual (Yu et al. 2021)",
        make_gep_method},
-      {"inpro", "inner-product projection baseline of the PE-SGD paper (no inverse)", make_inpro_method},
-      {"sft+dp-sgd", "non-private SFT on a generated synthetic set, then DP-SGD (PE-SGD paper, Table 9)",
+      {"inpro", "inner-product projection baseline of the PE-SGD paper (no inverse)",
+       make_inpro_method},
+      {"sft+dp-sgd",
+       "non-private SFT on a generated synthetic set, then DP-SGD (PE-SGD paper, Table 9)",
        make_sft_dp_sgd_method},
   };
   return registry;
@@ -48,7 +56,8 @@ std::unique_ptr<Method> make_method(const std::string& name) {
   auto names = method_names();
   auto close = closest_match(name, names);
   throw ConfigError(fmt::format("method.name: unknown method '{}'; known methods: {}{}", name,
-                                join(names, ", "), close ? fmt::format(" (did you mean '{}'?)", *close) : ""));
+                                join(names, ", "),
+                                close ? fmt::format(" (did you mean '{}'?)", *close) : ""));
 }
 
 }  // namespace dpft

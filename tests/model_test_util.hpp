@@ -1,8 +1,14 @@
-// Tiny model configurations shared by the model, generation and parity tests.
+// Tiny model configurations and random token data shared by the model, generation, parity,
+// training and projection tests.
 #pragma once
+#include <torch/torch.h>
+
 #include <string>
 
 #include "core/model/config.hpp"
+#include "core/model/peft.hpp"
+#include "core/model/transformer.hpp"
+#include "data/lm_dataset.hpp"
 
 namespace dpft::test {
 
@@ -29,6 +35,38 @@ inline model::ModelConfig tiny_config(const std::string& type, TinySize s = {}) 
   c.rope_theta = type == "llama" ? 500000.0 : 10000.0;
   if (type == "llama") c.rope_scaling = model::RopeScaling{8.0, 1.0, 4.0, 16};
   return c;
+}
+
+// n examples of 3 + i % 6 random ids in [1, vocab), every id scored but the first; example i
+// has index first_index + i. Seeds torch's global generator.
+inline data::LmDataset random_lm_dataset(int64_t n, int64_t vocab, uint64_t seed,
+                                         int64_t first_index = 0) {
+  torch::manual_seed(seed);
+  data::LmDataset ds;
+  for (int64_t i = 0; i < n; ++i) {
+    data::TokenizedExample e;
+    e.index = first_index + i;
+    int64_t len = 3 + i % 6;
+    torch::Tensor ids = torch::randint(1, vocab, {len}, torch::kInt64);
+    for (int64_t t = 0; t < len; ++t) e.ids.push_back(static_cast<int32_t>(ids[t].item<int64_t>()));
+    e.scored.assign(static_cast<size_t>(len), 1);
+    e.scored[0] = 0;
+    ds.items.push_back(e);
+  }
+  return ds;
+}
+
+// A tiny GPT-2 with rank-4 LoRA on c_attn and c_fc whose lora_B is N(0, 0.05^2) rather than
+// zero, so every LoRA factor has a nonzero gradient.
+inline model::CausalLM tiny_lora_gpt2(uint64_t seed) {
+  model::CausalLM m = model::make_causal_lm(tiny_config("gpt2"), seed);
+  model::PeftOptions o;
+  o.targets = {"c_attn", "c_fc"};
+  model::apply_peft(m, o, 4);
+  torch::NoGradGuard ng;
+  for (auto& kv : model::trainable_parameters(m))
+    if (kv.first.find("lora_B") != std::string::npos) kv.second.normal_(0, 0.05);
+  return m;
 }
 
 }  // namespace dpft::test

@@ -20,22 +20,6 @@ using torch::Tensor;
 
 namespace {
 
-data::LmDataset random_rows(int64_t n, int64_t vocab, uint64_t seed, int64_t first_index) {
-  torch::manual_seed(seed);
-  data::LmDataset ds;
-  for (int64_t i = 0; i < n; ++i) {
-    data::TokenizedExample e;
-    e.index = first_index + i;
-    int64_t len = 4 + i % 5;
-    Tensor ids = torch::randint(1, vocab, {len}, torch::kInt64);
-    for (int64_t t = 0; t < len; ++t) e.ids.push_back(static_cast<int32_t>(ids[t].item<int64_t>()));
-    e.scored.assign(static_cast<size_t>(len), 1);
-    e.scored[0] = 0;
-    ds.items.push_back(e);
-  }
-  return ds;
-}
-
 std::string prompts_file() {
   return std::string(DPFT_SOURCE_DIR) + "/experiments/prompts/pubmed.yaml";
 }
@@ -54,17 +38,9 @@ std::vector<std::string> projection_args(const std::string& method,
 
 TEST_CASE("with sigma 0 and D containing the private samples, the projection is the mean gradient",
           "[pe-sgd]") {
-  model::CausalLM m = model::make_causal_lm(tiny_config("gpt2"), 5);
-  model::PeftOptions o;
-  o.targets = {"c_attn", "c_fc"};
-  model::apply_peft(m, o, 4);
-  {
-    torch::NoGradGuard ng;
-    for (auto& kv : model::trainable_parameters(m))
-      if (kv.first.find("lora_B") != std::string::npos) kv.second.normal_(0, 0.05);
-  }
+  model::CausalLM m = tiny_lora_gpt2(5);
   const int64_t vocab = m->config().vocab_size;
-  data::LmDataset priv = random_rows(5, vocab, 1, 0), D = random_rows(4, vocab, 2, 100);
+  data::LmDataset priv = random_lm_dataset(5, vocab, 1, 0), D = random_lm_dataset(4, vocab, 2, 100);
   for (const auto& e : priv.items) D.items.push_back(e);
   grad::PerSampleGrads psg(m);
   REQUIRE(psg.dim() > D.size());

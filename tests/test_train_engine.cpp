@@ -18,33 +18,6 @@ using torch::Tensor;
 
 namespace {
 
-data::LmDataset random_dataset(int64_t n, int64_t vocab, uint64_t seed) {
-  torch::manual_seed(seed);
-  data::LmDataset ds;
-  for (int64_t i = 0; i < n; ++i) {
-    data::TokenizedExample e;
-    e.index = i;
-    int64_t len = 3 + i % 6;
-    Tensor ids = torch::randint(1, vocab, {len}, torch::kInt64);
-    for (int64_t t = 0; t < len; ++t) e.ids.push_back(static_cast<int32_t>(ids[t].item<int64_t>()));
-    e.scored.assign(static_cast<size_t>(len), 1);
-    e.scored[0] = 0;
-    ds.items.push_back(e);
-  }
-  return ds;
-}
-
-model::CausalLM lora_model() {
-  model::CausalLM m = model::make_causal_lm(test::tiny_config("gpt2"), 3);
-  model::PeftOptions o;
-  o.targets = {"c_attn", "c_fc"};
-  model::apply_peft(m, o, 4);
-  torch::NoGradGuard ng;
-  for (auto& kv : model::trainable_parameters(m))
-    if (kv.first.find("lora_B") != std::string::npos) kv.second.normal_(0, 0.05);
-  return m;
-}
-
 Tensor flat(const std::vector<Tensor>& ts) {
   std::vector<Tensor> f;
   for (auto& t : ts) f.push_back(t.reshape(-1));
@@ -59,8 +32,8 @@ double rel(const Tensor& a, const Tensor& b) {
 
 TEST_CASE("a privatised batch equals the hand computation from reference per-sample gradients",
           "[train-engine]") {
-  model::CausalLM m = lora_model();
-  data::LmDataset ds = random_dataset(12, m->config().vocab_size, 9);
+  model::CausalLM m = tiny_lora_gpt2(3);
+  data::LmDataset ds = random_lm_dataset(12, m->config().vocab_size, 9);
   std::vector<int64_t> rows = {0, 2, 3, 5, 7, 8, 11};
   data::LmBatch b = data::collate(ds, rows, 0);
   Tensor ref =
@@ -107,8 +80,8 @@ TEST_CASE("a privatised batch equals the hand computation from reference per-sam
 }
 
 TEST_CASE("an empty Poisson batch releases pure noise", "[train-engine]") {
-  model::CausalLM m = lora_model();
-  data::LmDataset ds = random_dataset(4, m->config().vocab_size, 1);
+  model::CausalLM m = tiny_lora_gpt2(3);
+  data::LmDataset ds = random_lm_dataset(4, m->config().vocab_size, 1);
   grad::PerSampleGrads psg(m);
   train::DpSettings dp;
   dp.sigma = 1;
@@ -120,7 +93,6 @@ TEST_CASE("an empty Poisson batch releases pure noise", "[train-engine]") {
   CHECK(train::noise_and_scale(g, dp, noise, 0, nullptr) == 1.0);  // q N = 1
   CHECK(flat(g).abs().sum().item<double>() > 0);
 }
-
 
 TEST_CASE("dp-sgd with sigma 0, C inf and realised divisor equals sgd on the same Poisson batches",
           "[train-engine]") {
@@ -168,7 +140,8 @@ TEST_CASE("a run stopped after step k and resumed ends with the numbers of an un
   Fixture f;
   if (!make_fixture(f)) return;
   std::string out = (f.tmp.path / "runs").string();
-  auto method = GENERATE(as<std::string>{}, "dp-sgd", "sgd");  // Poisson + noise streams; shuffle sampler
+  auto method =
+      GENERATE(as<std::string>{}, "dp-sgd", "sgd");  // Poisson + noise streams; shuffle sampler
   CAPTURE(method);
   std::vector<std::string> spec = {
       "--set", "method.name=" + method,    "--set", "privacy.epsilon=2",

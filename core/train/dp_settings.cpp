@@ -58,4 +58,9 @@ DpSettings resolve_dp(const Spec& spec, int64_t n) {
   return s;
 }
 
+std::vector<privacy::Release> planned_step_releases(const Spec& spec, int64_t dataset_size) {
+  if (dataset_size <= 0) return {};
+  return {resolve_dp(spec, dataset_size).release(spec.train.steps)};
+}
+
 }  // namespace dpft::train

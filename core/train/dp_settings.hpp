@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/config/spec.hpp"
 #include "core/privacy/ledger.hpp"
@@ -32,5 +33,10 @@ struct DpSettings {
 // q = privacy.sampling_rate, or train.batch_size / N (capped at 1). Throws ConfigError when
 // N = 0, when clip_norm is inf with noise, or when the target cannot be met.
 DpSettings resolve_dp(const Spec& spec, int64_t dataset_size);
+
+// The plan of every method that releases one subsampled Gaussian per step (dp-sgd and the
+// projection methods): T = train.steps releases of resolve_dp's settings; {} when the data set's
+// size is unknown (<= 0).
+std::vector<privacy::Release> planned_step_releases(const Spec& spec, int64_t dataset_size);
 
 }  // namespace dpft::train

@@ -1,0 +1,29 @@
+// The DP-SGD loop (Abadi et al. 2016, Alg. 1) shared by methods `dp-sgd` and `sft+dp-sgd`:
+// Poisson batches at rate q, per-sample gradients clipped (or normalised) to C and summed
+// (privatize.hpp), one Gaussian noise draw N(0, sigma^2 C^2) per logical batch, division by q N
+// or the realised size, any optimizer on the result; one ledger release per step.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <string>
+
+#include "core/grad/per_sample.hpp"
+#include "core/run/run_context.hpp"
+#include "core/train/setup.hpp"
+
+namespace dpft::train {
+
+struct DpSgdRunOptions {
+  grad::GradOptions grad;
+  nlohmann::json method_info;  // metrics["train"]["method"]
+  // Optional one-time work before step 1 of a fresh run (never on --resume), e.g. SFT on
+  // synthetic data; its JSON result is kept in checkpoints and returned under `prepare_key`.
+  std::function<nlohmann::json(TrainInputs&)> prepare;
+  std::string prepare_key = "prepare";
+};
+
+// Loads the run's inputs, trains, returns Trainer::run's blocks plus "privacy".
+nlohmann::json run_dp_sgd(RunContext& ctx, const DpSgdRunOptions& o);
+
+}  // namespace dpft::train
