@@ -180,11 +180,13 @@ std::vector<Example> read_examples(const DatasetSpec& d, const std::string& key)
   }
 }
 
-LmDataset load_lm_dataset(const DatasetSpec& d, const std::vector<DatasetSpec>& extra,
-                          const DataSpec& data, const tok::Tokenizer& tok, uint64_t seed) {
+std::vector<Example> select_examples(const DatasetSpec& d, const std::vector<DatasetSpec>& extra,
+                                     const DataSpec& data, uint64_t seed,
+                                     const std::unordered_set<std::string>* exclude_texts) {
   bool is_eval = &d == &data.eval ||
                  (&d != &data.train && d.path == data.eval.path && d.path != data.train.path);
-  std::vector<Example> all = read_examples(d, is_eval ? "data.eval" : "data.train");
+  const std::string key = is_eval ? "data.eval" : "data.train";
+  std::vector<Example> all = read_examples(d, key);
   int64_t offset = static_cast<int64_t>(all.size());
   for (size_t i = 0; i < extra.size(); ++i) {
     std::vector<Example> more = read_examples(extra[i], fmt::format("data.train_extra[{}]", i));
@@ -195,8 +197,22 @@ LmDataset load_lm_dataset(const DatasetSpec& d, const std::vector<DatasetSpec>& 
                std::make_move_iterator(more.end()));
     offset += rows;
   }
-  all = subsample(all, d.num_samples, seed);
-  return build_lm_dataset(all, tok, lm_data_options(data));
+  if (exclude_texts) {
+    const size_t before = all.size();
+    all.erase(std::remove_if(all.begin(), all.end(),
+                             [&](const Example& e) { return exclude_texts->count(e.text) > 0; }),
+              all.end());
+    DPFT_CHECK_AS(InputError, !all.empty(),
+                  "{}.exclude_train: all {} rows of {} are training texts; nothing is left to "
+                  "evaluate on (use a larger file or a smaller data.train.num_samples)",
+                  key, before, d.path);
+  }
+  return subsample(all, d.num_samples, seed);
+}
+
+LmDataset load_lm_dataset(const DatasetSpec& d, const std::vector<DatasetSpec>& extra,
+                          const DataSpec& data, const tok::Tokenizer& tok, uint64_t seed) {
+  return build_lm_dataset(select_examples(d, extra, data, seed), tok, lm_data_options(data));
 }
 
 LmBatch collate(const LmDataset& ds, const std::vector<int64_t>& rows, int64_t pad_id) {

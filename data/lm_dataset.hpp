@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "core/config/spec.hpp"
@@ -78,6 +79,13 @@ std::vector<Example> read_examples(const DatasetSpec& d, const std::string& key)
 // InputError if a file is missing; names the spec key.
 LmDataset load_lm_dataset(const DatasetSpec& d, const std::vector<DatasetSpec>& extra,
                           const DataSpec& data, const tok::Tokenizer& tok, uint64_t seed);
+
+// The examples load_lm_dataset tokenizes (read + extra + subsample, same seeds). With
+// `exclude_texts`, rows whose text is in the set are dropped before subsampling (a held-out
+// eval set from the training file: DatasetSpec::exclude_train); InputError if none is left.
+std::vector<Example> select_examples(
+    const DatasetSpec& d, const std::vector<DatasetSpec>& extra, const DataSpec& data,
+    uint64_t seed, const std::unordered_set<std::string>* exclude_texts = nullptr);
 
 struct LmBatch {
   torch::Tensor input_ids;       // (B, T) int64, right-padded with pad_id, T = longest row

@@ -21,13 +21,15 @@ class DpSgdMethod : public StepReleaseMethod {
   void configure(Fields& f) override {
     f.get_choice("grad_mode", opts_.mode, {"auto", "materialize", "ghost"});
     f.get("max_materialize_mb", opts_.max_materialize_mb, Range::above(0));
+    f.get("diagnostics", diagnostics_);
   }
 
   YAML::Node options_yaml() const override {
     YAML::Node n;
     n["grad_mode"] = opts_.mode;  // per-sample norms: auto (by cost) | materialize | ghost
     n["max_materialize_mb"] =
-        opts_.max_materialize_mb;  // auto uses ghost norms above this block size
+        opts_.max_materialize_mb;     // auto uses ghost norms above this block size
+    n["diagnostics"] = diagnostics_;  // analysis only: per-step cosine / l2 to the true gradient
     return n;
   }
 
@@ -35,11 +37,13 @@ class DpSgdMethod : public StepReleaseMethod {
     train::DpSgdRunOptions o;
     o.grad = opts_;
     o.method_info = {{"grad_mode", opts_.mode}};
+    o.diagnostics = diagnostics_;
     return train::run_dp_sgd(ctx, o);
   }
 
  private:
   grad::GradOptions opts_;
+  bool diagnostics_ = false;
 };
 
 }  // namespace

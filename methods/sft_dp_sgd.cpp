@@ -29,6 +29,8 @@ class SftDpSgdMethod : public StepReleaseMethod {
     o.method_info = {{"name", name()}, {"label", label()}, {"sft_epochs", so_.sft_epochs}};
     o.prepare = [&](train::TrainInputs& in) { return project::synthetic_sft(ctx, in, so_); };
     o.prepare_key = "synthetic";
+    o.diagnostics = so_.diagnostics;
+    if (so_.sft_epochs > 0) o.eval_after_prepare = "sft";  // Table 9's "SFT" row
     return train::run_dp_sgd(ctx, o);
   }
 

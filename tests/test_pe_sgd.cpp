@@ -134,6 +134,18 @@ TEST_CASE("projection baselines: same ledger as pe-sgd, fixed synthetic set", "[
     CHECK(r["privacy"]["epsilon"].get<double>() == Approx(eps));
     CHECK(fs::exists(fs::path(dir) / "synthetic" / "iter_0001.csv"));
     CHECK(!fs::exists(fs::path(dir) / "synthetic" / "iter_0002.csv"));  // D fixed
+    if (m == "sft+dp-sgd") {
+      // Table 9's "SFT" row: the model after SFT on D, evaluated before any DP step. pe-sgd
+      // with the same D (L = 1) and one SFT epoch reaches the same model by its own code path.
+      auto pe_sft = run_metrics(f, out,
+                                projection_args("pe-sgd", {"--set", "method.variation_fold=1",
+                                                           "--set", "method.sft_epochs=1"}));
+      const double sft = r["eval"]["sft"]["loss"].get<double>();
+      CHECK(sft != r["eval"]["base"]["loss"].get<double>());
+      CHECK(sft != r["eval"]["final"]["loss"].get<double>());
+      CHECK(sft == Approx(pe_sft["eval"]["sft"]["loss"].get<double>()).epsilon(1e-6));
+      CHECK(!pe["eval"].contains("sft"));  // no SFT, no SFT evaluation
+    }
   }
   auto fix = run_metrics(f, out, projection_args("pe-sgd", {"--set", "method.evolve=false"}));
   CHECK(fix["run"]["label"] == "PE-SGD-FixSample");

@@ -29,6 +29,8 @@ struct FakeRun {
   double final_loss = 2.0, final_acc = 0.6;
   std::string status = "ok";
   json diagnostics;              // null: none
+  json sft;                      // eval.sft {loss, accuracy}; null: none
+  json lr;                       // train.lr; null: no train block
   std::vector<json> per_sample;  // lines of per_sample.jsonl; empty: no file
 };
 
@@ -47,6 +49,8 @@ void write_run(const fs::path& dir, const FakeRun& r) {
              {{"base", {{"loss", r.base_loss}, {"accuracy", r.base_acc}}},
               {"final", {{"loss", r.final_loss}, {"accuracy", r.final_acc}}}}}};
   if (!r.diagnostics.is_null()) m["diagnostics"] = r.diagnostics;
+  if (!r.sft.is_null()) m["eval"]["sft"] = r.sft;
+  if (!r.lr.is_null()) m["train"] = {{"lr", r.lr}};
   write_json_atomic(dir / "metrics.json", m);
   if (!r.per_sample.empty()) {
     std::string text;
@@ -219,6 +223,57 @@ TEST_CASE("report table1: base model row first, then the paper's method order", 
   CHECK(base.mean_only);
   CHECK(base.cells[0]->mean == Approx(3.075));
   CHECK_THAT(report::render(t, "md"), Contains("| Base Model | 3.0750 |"));
+}
+
+TEST_CASE("report table1: the SFT row is eval.sft of SFT+DP-SGD runs only", "[report]") {
+  test::TempDir d;
+  // SFT+DP-SGD seeds 0, 1 with eval.sft losses 2.6 and 2.8 -> SFT row 2.7; accuracies 0.40,
+  // 0.44 -> 0.42. A PE-SGD run's eval.sft (its own SFT stage) is not the SFT baseline.
+  for (int s = 0; s < 2; ++s) {
+    FakeRun r = dp("SFT+DP-SGD", 1.0, s, 2.0);
+    r.sft = {{"loss", 2.6 + 0.2 * s}, {"accuracy", 0.40 + 0.04 * s}};
+    write_run(d.path / ("s" + std::to_string(s)), r);
+  }
+  FakeRun pe = dp("PE-SGD", 1.0, 0, 1.9);
+  pe.sft = {{"loss", 9.0}, {"accuracy", 0.0}};
+  write_run(d.path / "pe", pe);
+  auto t = report::build_table("pe-sgd-table1", report::load_runs({d.path}).runs);
+  std::vector<std::string> order;
+  for (const auto& r : t.blocks[0].rows) order.push_back(r.label);
+  CHECK(order == std::vector<std::string>{"Base Model", "SFT", "SFT+DP-SGD", "PE-SGD"});
+  const auto& sft = row(t.blocks[0], "SFT");
+  CHECK(sft.cells[0]->n == 2);
+  CHECK(sft.cells[0]->mean == Approx(2.7));
+  CHECK(row(t.blocks[1], "SFT").cells[0]->mean == Approx(0.42));
+}
+
+TEST_CASE("report lr-select: one column per learning rate, the best lr per row named", "[report]") {
+  test::TempDir d;
+  // DP-SGD: lr 0.001 -> losses 2.0, 2.2 (mean 2.1); lr 0.005 -> 2.05 (mean 2.05, best).
+  // PE-SGD: lr 0.001 -> 1.8 (best); lr 0.005 -> 1.9.
+  auto add = [&](const std::string& name, const std::string& label, double lr, int seed,
+                 double loss) {
+    FakeRun r = dp(label, 1.0, seed, loss);
+    r.lr = lr;
+    write_run(d.path / name, r);
+  };
+  add("a", "DP-SGD", 0.001, 0, 2.0);
+  add("b", "DP-SGD", 0.001, 1, 2.2);
+  add("c", "DP-SGD", 0.005, 0, 2.05);
+  add("e", "PE-SGD", 0.001, 0, 1.8);
+  add("f", "PE-SGD", 0.005, 0, 1.9);
+  write_run(d.path / "nolr", dp("PE-SGD", 1.0, 0, 0.1));  // no train.lr: skipped
+  auto t = report::build_table("lr-select", report::load_runs({d.path}).runs);
+  REQUIRE(t.columns.size() == 2);
+  CHECK(t.columns[0].dataset == "pubmed lr=0.001");
+  CHECK(t.columns[1].dataset == "pubmed lr=0.005");
+  const auto& dps = row(t.blocks[0], "DP-SGD");
+  CHECK(dps.cells[0]->mean == Approx(2.1));
+  CHECK(dps.cells[0]->n == 2);
+  CHECK(dps.cells[1]->mean == Approx(2.05));
+  CHECK(row(t.blocks[0], "PE-SGD").cells[0]->mean == Approx(1.8));  // the no-lr run is not in it
+  CHECK_THAT(t.caption, Contains("DP-SGD / pubmed / eps 1: lr 0.005"));
+  CHECK_THAT(t.caption, Contains("PE-SGD / pubmed / eps 1: lr 0.001"));
 }
 
 TEST_CASE("report: runs whose status is not ok are skipped and named", "[report]") {

@@ -4,10 +4,14 @@
 // run exactly.
 #include <catch2/catch.hpp>
 
+#include <set>
+
 #include "core/grad/per_sample.hpp"
 #include "core/model/peft.hpp"
 #include "core/train/privatize.hpp"
+#include "core/train/setup.hpp"
 #include "core/util/atomic_file.hpp"
+#include "core/util/error.hpp"
 #include "model_test_util.hpp"
 #include "run_fixture.hpp"
 #include "test_util.hpp"
@@ -57,9 +61,13 @@ TEST_CASE("a privatised batch equals the hand computation from reference per-sam
 
   SECTION("no noise; micro-batches of 3 rows") {
     train::BatchStats st;
-    auto g = train::clipped_sum(psg, ds, rows, 3, 0, dp, &st);
+    std::vector<Tensor> raw;
+    auto g = train::clipped_sum(psg, ds, rows, 3, 0, dp, &st, &raw);
+    CHECK(rel(flat(raw), ref.sum(0)) < 1e-5);  // the unclipped sum, for diagnostics
     privacy::NoiseSource noise(1, false);
-    CHECK(train::noise_and_scale(g, dp, noise, 7, &st) == div);
+    double noise_norm = -1;
+    CHECK(train::noise_and_scale(g, dp, noise, 7, &st, &noise_norm) == div);
+    CHECK(noise_norm == 0.0);
     CHECK(rel(flat(g), expect) < 1e-5);
     CHECK(st.batch_size == 7);
     CHECK(st.clipped_fraction == Approx((norms > dp.clip_norm).sum().item<double>() / 7));
@@ -70,13 +78,25 @@ TEST_CASE("a privatised batch equals the hand computation from reference per-sam
     dp.sigma = 0.7;
     auto g = train::clipped_sum(psg, ds, rows, 4, 0, dp, nullptr);
     privacy::NoiseSource noise(42, false), replay(42, false);
-    train::noise_and_scale(g, dp, noise, 7, nullptr);
+    double noise_norm = -1;
+    train::noise_and_scale(g, dp, noise, 7, nullptr, &noise_norm);
     std::vector<Tensor> z;
     for (auto& p : psg.params())
       z.push_back(replay.normal(p.param.sizes(), dp.sigma * dp.clip_norm));
     CHECK(rel(flat(g), expect + flat(z) / div) < 1e-5);
+    CHECK(noise_norm == Approx(flat(z).norm().item<double>()).epsilon(1e-6));
     CHECK(flat(g).sub(expect).abs().sum().item<double>() > 0);
   }
+}
+
+TEST_CASE("direction_error is the l2 distance and cosine of the hand computation",
+          "[train-engine]") {
+  Tensor d = torch::tensor({3.0, 4.0, 0.0}), ref = torch::tensor({4.0, 0.0, 3.0});
+  train::DirectionError e = train::direction_error(d, ref);
+  CHECK(e.l2 == Approx(std::sqrt(1.0 + 16.0 + 9.0)));
+  CHECK(e.cosine == Approx(12.0 / 25.0));
+  CHECK(train::direction_error(ref, ref).cosine == Approx(1.0));
+  CHECK(train::direction_error(ref, ref).l2 == 0.0);
 }
 
 TEST_CASE("an empty Poisson batch releases pure noise", "[train-engine]") {
@@ -116,6 +136,35 @@ TEST_CASE("dp-sgd with sigma 0, C inf and realised divisor equals sgd on the sam
   CHECK(la != l0);  // training moved the model
   CHECK(a["privacy"]["epsilon"] == "inf");
   CHECK(b["privacy"]["epsilon"] == "inf");
+}
+
+TEST_CASE("dp-sgd diagnostics compare with the true mean gradient and never change the run",
+          "[train-engine]") {
+  Fixture f;
+  if (!make_fixture(f)) return;
+  std::string out = (f.tmp.path / "runs").string();
+  // No clipping, no noise, realised divisor: the privatised gradient is the true mean gradient.
+  auto exact = run_metrics(f, out,
+                           {"--set", "method.name=dp-sgd", "--set", "method.diagnostics=true",
+                            "--set", "privacy.noise_multiplier=0", "--set", "privacy.clip_norm=inf",
+                            "--set", "privacy.noise_divisor=realized"});
+  REQUIRE(exact["diagnostics"]["steps"].get<int64_t>() > 0);
+  CHECK(exact["diagnostics"]["cosine_mean"].get<double>() == Approx(1.0).epsilon(1e-5));
+  CHECK(exact["diagnostics"]["noise_to_signal"].get<double>() == 0.0);
+  for (const auto& h : exact["history"])
+    if (h.contains("diagnostics"))
+      CHECK(h["diagnostics"]["l2"].get<double>() < 1e-5 * h["grad_norm_mean"].get<double>());
+  // With noise: far from the true gradient, and the same run as without diagnostics.
+  std::vector<std::string> dp = {"--set", "method.name=dp-sgd", "--set", "privacy.epsilon=1"};
+  auto plain = run_metrics(f, out, dp);
+  dp.insert(dp.end(), {"--set", "method.diagnostics=true"});
+  auto diag = run_metrics(f, out, dp);
+  CHECK(diag["diagnostics"]["cosine_mean"].get<double>() < 0.9);
+  CHECK(diag["diagnostics"]["noise_to_signal"].get<double>() > 1.0);
+  CHECK(diag["eval"] == plain["eval"]);
+  CHECK(!plain.contains("diagnostics"));
+  for (size_t i = 0; i < plain["history"].size(); ++i)
+    CHECK(diag["history"][i]["loss"] == plain["history"][i]["loss"]);
 }
 
 TEST_CASE(
@@ -188,4 +237,39 @@ TEST_CASE("labelled eval data adds classification accuracy to the base and final
     CHECK(c["correct"].get<int64_t>() ==
           static_cast<int64_t>(std::lround(c["accuracy"].get<double>() * 8)));
   }
+}
+
+TEST_CASE("data.eval.exclude_train holds out the rows of the training file that are not trained on",
+          "[train-engine]") {
+  Fixture f;
+  if (!make_fixture(f)) return;
+  test::TempDir d;
+  std::string rows = "text\n";
+  for (int i = 0; i < 10; ++i) rows += fmt::format("abstract number {} about cells\n", i);
+  d.write("pool.csv", rows);
+  const std::string pool = (d.path / "pool.csv").string();
+  auto spec_with = [&](int64_t train_n, int64_t eval_n) {
+    return parse_spec(YAML::Load(fmt::format(
+        "model: {{path: {}, peft: {{kind: lora, targets: [c_attn]}}}}\n"
+        "data:\n  train: {{path: {}, num_samples: {}}}\n"
+        "  eval: {{path: {}, num_samples: {}, exclude_train: true}}\n  max_length: 16\n",
+        f.model, pool, train_n, pool, eval_n)));
+  };
+  train::TrainInputs in = train::load_train_inputs(spec_with(6, 0));
+  std::set<int64_t> tr, ev;
+  for (const auto& it : in.train.items) tr.insert(it.index);
+  for (const auto& it : in.eval.items) ev.insert(it.index);
+  CHECK(tr.size() == 6);
+  CHECK(ev.size() == 4);  // exactly the rows not trained on
+  for (int64_t i : ev) CHECK(tr.count(i) == 0);
+  // num_samples subsamples what is left; the same seed picks the same held-out rows.
+  train::TrainInputs sub = train::load_train_inputs(spec_with(6, 3));
+  CHECK(sub.eval.size() == 3);
+  for (const auto& it : sub.eval.items) CHECK(ev.count(it.index) == 1);
+  // Without the switch the eval set may overlap the training set (here: it is the whole file).
+  Spec plain = spec_with(6, 0);
+  plain.data.eval.exclude_train = false;
+  CHECK(train::load_train_inputs(plain).eval.size() == 10);
+  CHECK_THROWS_AS(train::load_train_inputs(spec_with(10, 0)), InputError);  // nothing left
+  CHECK_THROWS_AS(parse_spec(YAML::Load("data: {train: {exclude_train: true}}")), ConfigError);
 }

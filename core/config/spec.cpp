@@ -16,7 +16,7 @@ namespace dpft {
 
 namespace {
 
-void parse_dataset(Fields f, DatasetSpec& d) {
+void parse_dataset(Fields f, DatasetSpec& d, bool is_eval = false) {
   f.get("path", d.path);
   f.get_choice("format", d.format, {"auto", "csv", "tsv", "jsonl", "text"});
   f.get("text_column", d.text_column);
@@ -26,6 +26,7 @@ void parse_dataset(Fields f, DatasetSpec& d) {
     throw ConfigError(fmt::format("{}: give prompt_column or a fixed prompt, not both", f.path()));
   f.get("label_column", d.label_column);
   f.get("num_samples", d.num_samples, Range::at_least(0));
+  if (is_eval) f.get("exclude_train", d.exclude_train);
   f.finish();
 }
 
@@ -38,6 +39,7 @@ YAML::Node dataset_yaml(const DatasetSpec& d) {
   n["prompt"] = d.prompt;
   n["label_column"] = d.label_column;
   n["num_samples"] = d.num_samples;
+  if (d.exclude_train) n["exclude_train"] = true;
   return n;
 }
 
@@ -47,20 +49,26 @@ std::string join_path(const std::vector<std::string>& parts, size_t n) {
   return out;
 }
 
-YAML::Node num(double v) { return YAML::Node(format_double(v)); }
-YAML::Node opt(const std::optional<double>& v) { return v ? num(*v) : YAML::Node(YAML::NodeType::Null); }
+YAML::Node num(double v) {
+  return YAML::Node(format_double(v));
+}
+YAML::Node opt(const std::optional<double>& v) {
+  return v ? num(*v) : YAML::Node(YAML::NodeType::Null);
+}
 
 }  // namespace
 
 YAML::Node load_spec_yaml(const std::string& path) {
   if (!std::filesystem::exists(path))
-    throw InputError(fmt::format("spec file '{}' not found (check the path; specs live in experiments/)", path));
+    throw InputError(
+        fmt::format("spec file '{}' not found (check the path; specs live in experiments/)", path));
   try {
     YAML::Node n = YAML::LoadFile(path);
     if (n.IsNull()) return YAML::Node(YAML::NodeType::Map);
     return n;
   } catch (const YAML::ParserException& e) {
-    throw ConfigError(fmt::format("{}:{}:{}: invalid YAML: {}", path, e.mark.line + 1, e.mark.column + 1, e.msg));
+    throw ConfigError(
+        fmt::format("{}:{}:{}: invalid YAML: {}", path, e.mark.line + 1, e.mark.column + 1, e.msg));
   } catch (const YAML::BadFile&) {
     throw InputError(fmt::format("spec file '{}' cannot be read", path));
   }
@@ -69,7 +77,8 @@ YAML::Node load_spec_yaml(const std::string& path) {
 void apply_override(YAML::Node& root, const std::string& assignment) {
   auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
-    throw ConfigError(fmt::format("--set '{}': expected key.path=value, e.g. --set privacy.epsilon=2", assignment));
+    throw ConfigError(fmt::format(
+        "--set '{}': expected key.path=value, e.g. --set privacy.epsilon=2", assignment));
   std::string key = assignment.substr(0, eq), value = assignment.substr(eq + 1);
   std::vector<std::string> parts;
   size_t start = 0;
@@ -80,7 +89,9 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
     start = dot + 1;
   }
   for (const auto& p : parts)
-    if (p.empty()) throw ConfigError(fmt::format("--set '{}': empty component in key path '{}'", assignment, key));
+    if (p.empty())
+      throw ConfigError(
+          fmt::format("--set '{}': empty component in key path '{}'", assignment, key));
   YAML::Node parsed;
   try {
     parsed = YAML::Load(value);
@@ -114,14 +125,17 @@ Spec parse_spec(const YAML::Node& root) {
   top.get("name", s.name);
   static const std::regex name_re("[A-Za-z0-9_.-]+");
   if (!std::regex_match(s.name, name_re) || s.name == "." || s.name == "..")
-    throw ConfigError(fmt::format("name: '{}' must be non-empty and use only letters, digits, '-', '_', '.' "
-                                  "(it becomes a directory name)", s.name));
+    throw ConfigError(
+        fmt::format("name: '{}' must be non-empty and use only letters, digits, '-', '_', '.' "
+                    "(it becomes a directory name)",
+                    s.name));
   top.get("label", s.label);
   top.get("seed", s.seed, Range::at_least(0));
   top.get("device", s.device);
   static const std::regex dev_re("cpu|cuda(:[0-9]+)?");
   if (!std::regex_match(s.device, dev_re))
-    throw ConfigError(fmt::format("device: '{}' is not a device; use cpu, cuda or cuda:N", s.device));
+    throw ConfigError(
+        fmt::format("device: '{}' is not a device; use cpu, cuda or cuda:N", s.device));
 
   {
     Fields m = top.child("model");
@@ -143,32 +157,39 @@ Spec parse_spec(const YAML::Node& root) {
     YAML::Node extra = d.raw("train_extra");
     if (extra && !extra.IsNull()) {
       if (!extra.IsSequence())
-        throw ConfigError(fmt::format("{}: expected a list of dataset blocks (each with path, format, "
-                                      "text_column, ...), got a {}", d.key_path("train_extra"),
-                                      extra.IsMap() ? "mapping" : "value"));
+        throw ConfigError(
+            fmt::format("{}: expected a list of dataset blocks (each with path, format, "
+                        "text_column, ...), got a {}",
+                        d.key_path("train_extra"), extra.IsMap() ? "mapping" : "value"));
       for (size_t i = 0; i < extra.size(); ++i) {
         da.train_extra.emplace_back();
-        parse_dataset(Fields(extra[i], fmt::format("{}[{}]", d.key_path("train_extra"), i), d.registry()),
-                      da.train_extra.back());
+        parse_dataset(
+            Fields(extra[i], fmt::format("{}[{}]", d.key_path("train_extra"), i), d.registry()),
+            da.train_extra.back());
       }
     }
-    parse_dataset(d.child("eval"), da.eval);
+    parse_dataset(d.child("eval"), da.eval, true);
     d.get("max_length", da.max_length, Range::at_least(2));
     d.get("packing", da.packing);
     d.get("add_eos", da.add_eos);
     d.get_choice("loss_on", da.loss_on, {"all", "response"});
-    d.get_choice("chat_format", da.chat_format, {"none", "auto", "plain", "chatml", "qwen2.5", "llama3"});
+    d.get_choice("chat_format", da.chat_format,
+                 {"none", "auto", "plain", "chatml", "qwen2.5", "llama3"});
     if (da.loss_on == "response") {
       std::vector<std::string> missing;
-      auto unpaired = [](const DatasetSpec& x) { return x.prompt_column.empty() && x.prompt.empty(); };
+      auto unpaired = [](const DatasetSpec& x) {
+        return x.prompt_column.empty() && x.prompt.empty();
+      };
       if (unpaired(da.train)) missing.push_back("data.train");
       for (size_t i = 0; i < da.train_extra.size(); ++i)
         if (unpaired(da.train_extra[i])) missing.push_back(fmt::format("data.train_extra[{}]", i));
       if (!da.eval.path.empty() && unpaired(da.eval)) missing.push_back("data.eval");
       if (!missing.empty())
-        throw ConfigError(fmt::format("data.loss_on: 'response' scores only the response of prompt/response "
-                                      "pairs, but {} has no prompt_column; set {}.prompt_column or use "
-                                      "loss_on: all", join(missing, ", "), missing[0]));
+        throw ConfigError(
+            fmt::format("data.loss_on: 'response' scores only the response of prompt/response "
+                        "pairs, but {} has no prompt_column; set {}.prompt_column or use "
+                        "loss_on: all",
+                        join(missing, ", "), missing[0]));
     }
     d.finish();
   }
@@ -182,14 +203,16 @@ Spec parse_spec(const YAML::Node& root) {
     p.get("eps_error", pr.eps_error, Range::open(0, 1));
     p.get("noise_multiplier", pr.noise_multiplier, Range::at_least(0));
     p.get("sampling_rate", pr.sampling_rate, Range{0, 1, true, false});
-    p.get("clip_norm", pr.clip_norm, Range{0, std::numeric_limits<double>::infinity(), true, false});  // inf: no clipping
+    p.get("clip_norm", pr.clip_norm,
+          Range{0, std::numeric_limits<double>::infinity(), true, false});  // inf: no clipping
     p.get_choice("clipping", pr.clipping, {"clip", "normalize"});
     p.get_choice("noise_divisor", pr.noise_divisor, {"expected", "realized"});
     p.get("secure_noise", pr.secure_noise);
     if (pr.noise_multiplier) {
       if (eps_given)
-        throw ConfigError("privacy: set either epsilon (sigma is calibrated to it) or noise_multiplier "
-                          "(epsilon is computed from it), not both");
+        throw ConfigError(
+            "privacy: set either epsilon (sigma is calibrated to it) or noise_multiplier "
+            "(epsilon is computed from it), not both");
       pr.epsilon.reset();
     }
     p.finish();
@@ -296,7 +319,8 @@ YAML::Node spec_to_yaml(const Spec& s) {
   if (s.method.impl) {
     YAML::Node opts = s.method.impl->options_yaml();
     if (opts.IsMap())
-      for (auto it = opts.begin(); it != opts.end(); ++it) me[it->first.as<std::string>()] = it->second;
+      for (auto it = opts.begin(); it != opts.end(); ++it)
+        me[it->first.as<std::string>()] = it->second;
   }
   n["method"] = me;
   n["eval"]["every"] = s.eval.every;

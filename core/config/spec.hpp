@@ -17,53 +17,60 @@ namespace dpft {
 class Method;
 
 struct PeftSpec {
-  std::string kind = "lora";                               // lora | full | none
-  int r = 8;                                               // LoRA rank
-  double alpha = 16;                                       // LoRA scaling alpha (scale = alpha / r)
-  double dropout = 0.0;                                    // LoRA dropout probability, [0, 1)
+  std::string kind = "lora";  // lora | full | none
+  int r = 8;                  // LoRA rank
+  double alpha = 16;          // LoRA scaling alpha (scale = alpha / r)
+  double dropout = 0.0;       // LoRA dropout probability, [0, 1)
   std::vector<std::string> targets = {"q_proj", "v_proj"};  // module names to wrap / train
 };
 
 struct ModelSpec {
-  std::string path;              // HF-format checkpoint dir; "" = the embedded default model
+  std::string path;               // HF-format checkpoint dir; "" = the embedded default model
   std::string dtype = "float32";  // float32 | bfloat16 | float16 (half types need a GPU)
   PeftSpec peft;
 };
 
 struct DatasetSpec {
-  std::string path;                 // CSV / TSV / JSONL / plain text file; "" = none
-  std::string format = "auto";      // auto (from extension) | csv | tsv | jsonl | text
-  std::string text_column = "text";  // column (or JSON key) holding the text (the response of a pair)
-  std::string prompt_column;        // set: examples are prompt/response pairs ("" = plain text)
-  std::string prompt;               // one fixed prompt for every row (rows become its responses)
-  std::string label_column;         // optional label column ("" = unlabelled)
-  int64_t num_samples = 0;          // deterministic seeded subsample; 0 = all rows
+  std::string path;             // CSV / TSV / JSONL / plain text file; "" = none
+  std::string format = "auto";  // auto (from extension) | csv | tsv | jsonl | text
+  std::string text_column =
+      "text";                 // column (or JSON key) holding the text (the response of a pair)
+  std::string prompt_column;  // set: examples are prompt/response pairs ("" = plain text)
+  std::string prompt;         // one fixed prompt for every row (rows become its responses)
+  std::string label_column;   // optional label column ("" = unlabelled)
+  int64_t num_samples = 0;    // deterministic seeded subsample; 0 = all rows
+  // data.eval only: drop rows whose text is one of the (subsampled) training texts before
+  // subsampling, so the eval set can be a held-out part of the training file (lr selection).
+  bool exclude_train = false;
 };
 
 struct DataSpec {
-  DatasetSpec train;                    // the private training set
+  DatasetSpec train;                     // the private training set
   std::vector<DatasetSpec> train_extra;  // more training sets, appended to train (public corpora)
-  DatasetSpec eval;                     // held-out evaluation set
-  int max_length = 128;                 // tokens per example after truncation (block size if packed)
-  bool packing = false;                 // concatenate documents (each + eos), cut into max_length blocks
-  bool add_eos = true;                  // append eos to each unpacked example when it fits
-  std::string loss_on = "all";          // all | response (score only response tokens; needs prompt_column)
-  std::string chat_format = "none";     // none | auto | plain | chatml | qwen2.5 | llama3 (pairs as chats)
+  DatasetSpec eval;                      // held-out evaluation set
+  int max_length = 128;         // tokens per example after truncation (block size if packed)
+  bool packing = false;         // concatenate documents (each + eos), cut into max_length blocks
+  bool add_eos = true;          // append eos to each unpacked example when it fits
+  std::string loss_on = "all";  // all | response (score only response tokens; needs prompt_column)
+  std::string chat_format =
+      "none";  // none | auto | plain | chatml | qwen2.5 | llama3 (pairs as chats)
 };
 
 struct PrivacySpec {
   // Target epsilon; .inf = non-private. Null when noise_multiplier is given instead.
   std::optional<double> epsilon = 8.0;
-  double delta = 1e-5;                      // target delta, (0, 1)
-  std::string accountant = "prv";           // prv | rdp | gaussian
-  double eps_error = 0.01;                  // PRV accountant's epsilon discretisation error
-  std::optional<double> noise_multiplier;   // sigma; when set, epsilon is computed, not targeted
-  std::optional<double> sampling_rate;      // Poisson rate q; null = train.batch_size / N
-  double clip_norm = 1.0;                   // per-sample clipping bound C (inf = none; only without noise)
-  std::string clipping = "clip";            // clip | normalize (Bu et al. automatic clipping)
-  std::string noise_divisor = "expected";   // expected (q*N) | realized (actual batch size)
-  bool secure_noise = false;                // draw noise from the OS CSPRNG (getrandom)
-  bool is_private() const { return noise_multiplier ? *noise_multiplier > 0 : epsilon && std::isfinite(*epsilon); }
+  double delta = 1e-5;                     // target delta, (0, 1)
+  std::string accountant = "prv";          // prv | rdp | gaussian
+  double eps_error = 0.01;                 // PRV accountant's epsilon discretisation error
+  std::optional<double> noise_multiplier;  // sigma; when set, epsilon is computed, not targeted
+  std::optional<double> sampling_rate;     // Poisson rate q; null = train.batch_size / N
+  double clip_norm = 1.0;         // per-sample clipping bound C (inf = none; only without noise)
+  std::string clipping = "clip";  // clip | normalize (Bu et al. automatic clipping)
+  std::string noise_divisor = "expected";  // expected (q*N) | realized (actual batch size)
+  bool secure_noise = false;               // draw noise from the OS CSPRNG (getrandom)
+  bool is_private() const {
+    return noise_multiplier ? *noise_multiplier > 0 : epsilon && std::isfinite(*epsilon);
+  }
 };
 
 struct TrainSpec {
@@ -73,19 +80,19 @@ struct TrainSpec {
   std::string optimizer = "adamw";  // sgd | adamw
   double lr = 1e-3;                 // peak learning rate
   double weight_decay = 0.0;
-  double momentum = 0.0;            // SGD momentum
-  double warmup_ratio = 0.0;        // fraction of steps with linear warmup, [0, 1]
+  double momentum = 0.0;              // SGD momentum
+  double warmup_ratio = 0.0;          // fraction of steps with linear warmup, [0, 1]
   std::string schedule = "constant";  // constant | linear | cosine (decay after warmup)
 };
 
 struct EvalSpec {
-  int64_t every = 0;          // evaluate every N steps (0 = only before and after training)
-  int64_t max_samples = 0;    // cap on evaluated examples (0 = all)
-  bool per_sample = true;     // write per_sample.jsonl for the base and final model
+  int64_t every = 0;        // evaluate every N steps (0 = only before and after training)
+  int64_t max_samples = 0;  // cap on evaluated examples (0 = all)
+  bool per_sample = true;   // write per_sample.jsonl for the base and final model
 };
 
 struct OutputSpec {
-  std::string dir = "runs";     // runs go to <dir>/<name>/<run-id>/
+  std::string dir = "runs";      // runs go to <dir>/<name>/<run-id>/
   int64_t checkpoint_every = 0;  // steps between checkpoints (0 = none)
   bool save_model = true;        // save the trained adapter (LoRA) or model (full) in the run dir
   std::string save_dtype = "float32";  // dtype of a saved full model: float32 | float16 | bfloat16

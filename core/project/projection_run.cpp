@@ -309,6 +309,7 @@ nlohmann::json run_projection(RunContext& ctx, const SyntheticOptions& so,
     spdlog::info("synthetic set: {} samples ({:.1f} s)", D.size(), seconds_since(t0));
     if (so.sft_epochs > 0) sft(in.model, D, so, spec, in.pad_id);
   };
+  if (so.sft_epochs > 0) lo.eval_after_prepare = "sft";  // the model after SFT on D(0)
   lo.save_state = [&] {
     nlohmann::json z = nullptr;
     if (pending_z) {
@@ -362,9 +363,8 @@ nlohmann::json run_projection(RunContext& ctx, const SyntheticOptions& so,
     st.grad_seconds += seconds_since(t1);
     st.extra = {{"synthetic_size", D.size()}};  // timing stays out of the (reproducible) history
     if (so.diagnostics && M > 0) {
-      Tensor hbar = Hs.mean(0), d = r.direction.to(torch::kFloat32);
-      double l2 = (d - hbar).norm().item<double>();
-      double cos = (d.dot(hbar) / (d.norm() * hbar.norm()).clamp_min(1e-30)).item<double>();
+      train::DirectionError de = train::direction_error(r.direction, Hs.mean(0));
+      const double l2 = de.l2, cos = de.cosine;
       Tensor n = r.noised_norms.to(torch::kFloat64);
       double sm = M > 1 ? (n.std().item<double>() / n.mean().item<double>()) : 0.0;
       double mm =

@@ -23,10 +23,18 @@ namespace {
 using json = nlohmann::json;
 
 // Row order of the PE-SGD paper's tables; other labels follow alphabetically.
-const std::vector<std::string> kLabelOrder = {
-    "SGD",   "DP-SGD",           "SFT+DP-SGD", "PDP-SGD", "GEP", "GEP-NoResidual",
-    "InPro", "PE-SGD-FixSample", "PE-SGD"};
+const std::vector<std::string> kLabelOrder = {"SGD",
+                                              "SFT",
+                                              "DP-SGD",
+                                              "SFT+DP-SGD",
+                                              "PDP-SGD",
+                                              "GEP",
+                                              "GEP-NoResidual",
+                                              "InPro",
+                                              "PE-SGD-FixSample",
+                                              "PE-SGD"};
 constexpr const char* kBaseLabel = "Base Model";
+constexpr const char* kSftLabel = "SFT";  // eval.sft of SFT+DP-SGD runs (before any DP step)
 
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -219,6 +227,12 @@ Table table1(const std::vector<RunRecord>& runs) {
     loss.by_label[r.label][k].push_back(*fl);
     if (auto fa = number_at(r.metrics, {"eval", "final", "accuracy"}))
       acc.by_label[r.label][k].push_back(*fa);
+    if (r.label == "SFT+DP-SGD") {  // Table 9's "SFT" row: the model after its SFT stage
+      if (auto sl = number_at(r.metrics, {"eval", "sft", "loss"}))
+        loss.by_label[kSftLabel][k].push_back(*sl);
+      if (auto sa = number_at(r.metrics, {"eval", "sft", "accuracy"}))
+        acc.by_label[kSftLabel][k].push_back(*sa);
+    }
     if (auto bl = number_at(r.metrics, {"eval", "base", "loss"}))
       loss.base_by_dataset[r.dataset].push_back(*bl);
     if (auto ba = number_at(r.metrics, {"eval", "base", "accuracy"}))
@@ -286,6 +300,46 @@ Table diagnostics(const std::vector<RunRecord>& runs) {
   return assemble("Projection diagnostics (mean over steps; mean ± std over seeds)", blocks);
 }
 
+// Learning-rate selection: final eval loss per label and (dataset, lr, eps), the lr folded
+// into the column's dataset name ("pubmed lr=0.001"); the caption names the lr with the lowest
+// mean loss for each (label, dataset, eps). Meant for runs evaluated on a held-out validation
+// set (data.eval.exclude_train), never on the test set.
+Table lr_select(std::vector<RunRecord> runs) {
+  struct Best {
+    double lr = 0, loss = kInf;
+  };
+  std::map<std::tuple<std::string, std::string, double>, std::map<double, std::vector<double>>>
+      by_lr;  // (label, dataset, eps) -> lr -> losses
+  Collected loss{"loss", "Validation Next Token Prediction Loss (↓)", {}, {}};
+  std::vector<RunRecord> tagged;
+  for (auto& r : runs) {
+    auto lr = number_at(r.metrics, {"train", "lr"});
+    auto fl = number_at(r.metrics, {"eval", "final", "loss"});
+    if (!lr || !fl) {
+      spdlog::warn("skipped {}: train.lr or eval.final.loss is missing", r.dir.string());
+      continue;
+    }
+    by_lr[{r.label, r.dataset, r.eps}][*lr].push_back(*fl);
+    r.dataset = fmt::format("{} lr={:g}", r.dataset, *lr);
+    loss.by_label[r.label][{r.dataset, r.eps}].push_back(*fl);
+    tagged.push_back(r);
+  }
+  if (tagged.empty()) throw InputError(no_runs_error("lr-select", "train.lr and eval results"));
+  check_groups(tagged);
+  std::string caption = "Learning-rate selection (mean ± std over seeds). Lowest mean loss:";
+  for (const auto& [key, lrs] : by_lr) {
+    Best b;
+    for (const auto& [lr, xs] : lrs) {
+      const double m = summarize(xs).mean;
+      if (m < b.loss) b = {lr, m};
+    }
+    caption += fmt::format(" {} / {} / eps {}: lr {:g};", std::get<0>(key), std::get<1>(key),
+                           format_eps(std::get<2>(key), "csv"), b.lr);
+  }
+  caption.pop_back();
+  return assemble(caption, {loss});
+}
+
 }  // namespace
 
 LoadedRuns load_runs(const std::vector<fs::path>& dirs) {
@@ -344,7 +398,7 @@ Stat summarize(const std::vector<double>& xs) {
 
 const std::vector<std::string>& table_names() {
   static const std::vector<std::string> names = {"pe-sgd-table1", "pe-sgd-longtail",
-                                                 "pe-sgd-diagnostics"};
+                                                 "pe-sgd-diagnostics", "lr-select"};
   return names;
 }
 
@@ -369,6 +423,7 @@ void check_names(const std::string& table, const std::string& format) {
 
 Table build_table(const std::string& name, const std::vector<RunRecord>& runs) {
   check_member("--table", name, table_names());
+  if (name == "lr-select") return lr_select(runs);  // groups differ in lr by design
   check_groups(runs);
   if (name == "pe-sgd-table1") return table1(runs);
   if (name == "pe-sgd-longtail") return longtail(runs);

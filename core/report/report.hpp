@@ -79,7 +79,8 @@ struct Table {
   std::vector<Block> blocks;
 };
 
-// pe-sgd-table1, pe-sgd-longtail, pe-sgd-diagnostics.
+// pe-sgd-table1, pe-sgd-longtail, pe-sgd-diagnostics, lr-select (final eval loss per label
+// and learning rate, columns "<dataset> lr=<lr>"; the caption names each row's best lr).
 const std::vector<std::string>& table_names();
 // md, csv, latex.
 const std::vector<std::string>& format_names();

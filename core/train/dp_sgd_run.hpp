@@ -21,6 +21,11 @@ struct DpSgdRunOptions {
   // synthetic data; its JSON result is kept in checkpoints and returned under `prepare_key`.
   std::function<nlohmann::json(TrainInputs&)> prepare;
   std::string prepare_key = "prepare";
+  std::string eval_after_prepare;  // LoopOptions::eval_after_prepare
+  // Analysis only (reads the unclipped batch gradient; never feeds back): per step, the l2
+  // distance and cosine between the privatised gradient and the true mean gradient of the
+  // batch, and ||noise|| / ||clipped sum||; means under metrics "diagnostics".
+  bool diagnostics = false;
 };
 
 // Loads the run's inputs, trains, returns Trainer::run's blocks plus "privacy".

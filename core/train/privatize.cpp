@@ -20,10 +20,15 @@ torch::Tensor clip_weights(const torch::Tensor& norms, double C, const std::stri
 
 std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const data::LmDataset& ds,
                                        const std::vector<int64_t>& rows, int64_t micro_batch,
-                                       int64_t pad_id, const DpSettings& dp, BatchStats* stats) {
+                                       int64_t pad_id, const DpSettings& dp, BatchStats* stats,
+                                       std::vector<torch::Tensor>* unclipped) {
   auto t0 = std::chrono::steady_clock::now();
   std::vector<torch::Tensor> sum;
   for (auto& p : psg.params()) sum.push_back(torch::zeros_like(p.param));
+  if (unclipped) {
+    unclipped->clear();
+    for (auto& t : sum) unclipped->push_back(torch::zeros_like(t));
+  }
   double loss = 0, norm_sum = 0;
   int64_t clipped = 0;
   for (size_t i = 0; i < rows.size(); i += static_cast<size_t>(micro_batch)) {
@@ -35,6 +40,10 @@ std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const data::Lm
     std::vector<torch::Tensor> part =
         psg.weighted_sum(clip_weights(norms, dp.clip_norm, dp.clipping));
     for (size_t k = 0; k < sum.size(); ++k) sum[k] += part[k];
+    if (unclipped) {
+      std::vector<torch::Tensor> raw = psg.weighted_sum(torch::ones_like(norms));
+      for (size_t k = 0; k < raw.size(); ++k) (*unclipped)[k] += raw[k];
+    }
     loss += losses.sum().item<double>();
     norm_sum += norms.sum().item<double>();
     clipped += (norms > dp.clip_norm).sum().item<int64_t>();
@@ -52,17 +61,32 @@ std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const data::Lm
 }
 
 double noise_and_scale(std::vector<torch::Tensor>& grads, const DpSettings& dp,
-                       privacy::NoiseSource& noise, int64_t realized_batch, BatchStats* stats) {
+                       privacy::NoiseSource& noise, int64_t realized_batch, BatchStats* stats,
+                       double* noise_norm) {
   auto t0 = std::chrono::steady_clock::now();
+  double sq = 0;
   if (dp.sigma > 0) {
     double std = dp.sigma * dp.clip_norm;
-    for (auto& g : grads) g.add_(noise.normal(g.sizes(), std, torch::kFloat32).to(g.scalar_type()));
+    for (auto& g : grads) {
+      torch::Tensor z = noise.normal(g.sizes(), std, torch::kFloat32);
+      if (noise_norm) sq += z.to(torch::kFloat64).pow(2).sum().item<double>();
+      g.add_(z.to(g.scalar_type()));
+    }
   }
+  if (noise_norm) *noise_norm = std::sqrt(sq);
   double div = dp.divisor == "realized" ? static_cast<double>(std::max<int64_t>(realized_batch, 1))
                                         : dp.expected_batch();
   for (auto& g : grads) g.div_(div);
   if (stats) stats->noise_seconds += since(t0);
   return div;
+}
+
+DirectionError direction_error(const torch::Tensor& d, const torch::Tensor& ref) {
+  torch::Tensor a = d.to(torch::kFloat64), b = ref.to(torch::kFloat64);
+  DirectionError e;
+  e.l2 = (a - b).norm().item<double>();
+  e.cosine = (a.dot(b) / (a.norm() * b.norm()).clamp_min(1e-300)).item<double>();
+  return e;
 }
 
 }  // namespace dpft::train

@@ -35,14 +35,26 @@ torch::Tensor clip_weights(const torch::Tensor& norms, double clip_norm,
                            const std::string& clipping);
 
 // sum_b w_b g_b over `rows` of `ds` (micro-batches of at most `micro_batch` rows), one tensor
-// per trainable parameter (PerSampleGrads::params() order).
+// per trainable parameter (PerSampleGrads::params() order). With `unclipped`, also the plain sum
+// sum_b g_b from the same pass (analysis only: diagnostics compare against it).
 std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const data::LmDataset& ds,
                                        const std::vector<int64_t>& rows, int64_t micro_batch,
-                                       int64_t pad_id, const DpSettings& dp, BatchStats* stats);
+                                       int64_t pad_id, const DpSettings& dp, BatchStats* stats,
+                                       std::vector<torch::Tensor>* unclipped = nullptr);
+
+// Diagnostics (analysis only; Fig. 1 / 10 of the PE-SGD paper): how far an update direction d
+// (p) is from the true mean private gradient ref (p).
+struct DirectionError {
+  double l2 = 0;      // ||d - ref||
+  double cosine = 0;  // <d, ref> / (||d|| ||ref||)
+};
+DirectionError direction_error(const torch::Tensor& d, const torch::Tensor& ref);
 
 // In place: g += N(0, (sigma C)^2) (drawn parameter by parameter, in order), then g /= divisor
-// (q N, or max(|B|, 1) for "realized"). Returns the divisor used.
+// (q N, or max(|B|, 1) for "realized"). Returns the divisor used. With `noise_norm`, also the
+// l2 norm of all the noise drawn, before division (0 without noise; diagnostics only).
 double noise_and_scale(std::vector<torch::Tensor>& grads, const DpSettings& dp,
-                       privacy::NoiseSource& noise, int64_t realized_batch, BatchStats* stats);
+                       privacy::NoiseSource& noise, int64_t realized_batch, BatchStats* stats,
+                       double* noise_norm = nullptr);
 
 }  // namespace dpft::train

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <unordered_set>
 
 #include "core/eval/lm_eval.hpp"
 #include "core/model/checkpoint.hpp"
@@ -68,14 +69,19 @@ TrainInputs load_train_inputs(const Spec& spec) {
   in.pad_id = pad ? *pad : 0;
   DPFT_CHECK_AS(ConfigError, !spec.data.train.path.empty(),
                 "data.train.path: no private training set given");
-  in.train = data::load_lm_dataset(spec.data.train, spec.data.train_extra, spec.data, *in.tok,
-                                   derive_seed(spec.seed, "data"));
+  const std::vector<data::Example> train_examples = data::select_examples(
+      spec.data.train, spec.data.train_extra, spec.data, derive_seed(spec.seed, "data"));
+  in.train = data::build_lm_dataset(train_examples, *in.tok, data::lm_data_options(spec.data));
   if (!spec.data.eval.path.empty()) {
     uint64_t eval_seed = derive_seed(spec.seed, "eval-data");
-    in.eval = data::load_lm_dataset(spec.data.eval, {}, spec.data, *in.tok, eval_seed);
+    std::unordered_set<std::string> train_texts;  // data.eval.exclude_train: held-out rows only
+    for (const data::Example& e : train_examples) train_texts.insert(e.text);
+    const auto* exclude = spec.data.eval.exclude_train ? &train_texts : nullptr;
+    std::vector<data::Example> eval_examples =
+        data::select_examples(spec.data.eval, {}, spec.data, eval_seed, exclude);
+    in.eval = data::build_lm_dataset(eval_examples, *in.tok, data::lm_data_options(spec.data));
     if (!spec.data.eval.label_column.empty()) {
-      in.eval_examples = data::subsample(data::read_examples(spec.data.eval, "data.eval"),
-                                         spec.data.eval.num_samples, eval_seed);
+      in.eval_examples = eval_examples;
       in.labels = eval::label_set(in.eval_examples);
       DPFT_CHECK_AS(InputError, in.labels.size() >= 2,
                     "data.eval.label_column '{}': need at least 2 distinct labels, found {}",

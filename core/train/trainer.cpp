@@ -104,7 +104,7 @@ struct Trainer::State {
   std::unique_ptr<ShuffleSampler> shuffle;
   int64_t step = 0;
   nlohmann::json history = nlohmann::json::array(), eval_history = nlohmann::json::array();
-  nlohmann::json eval_base, eval_final;
+  nlohmann::json eval_base, eval_prepared, eval_final;
   std::vector<double> step_seconds;
   double grad_seconds = 0, eval_seconds = 0;
   State(RunContext& c, TrainInputs& i) : ctx(c), in(i) {}
@@ -191,6 +191,7 @@ void Trainer::save_checkpoint() {
                       {"history", s.history},
                       {"eval_history", s.eval_history},
                       {"eval_base", s.eval_base},
+                      {"eval_prepared", s.eval_prepared},
                       {"step_seconds", s.step_seconds},
                       {"grad_seconds", s.grad_seconds},
                       {"eval_seconds", s.eval_seconds}};
@@ -212,8 +213,9 @@ bool Trainer::load_checkpoint() {
   try {
     return restore(dir);
   } catch (const nlohmann::json::exception& e) {
-    throw InputError(fmt::format("checkpoint {} is damaged ({}); remove it to restart the run from step 0",
-                                 dir.string(), e.what()));
+    throw InputError(
+        fmt::format("checkpoint {} is damaged ({}); remove it to restart the run from step 0",
+                    dir.string(), e.what()));
   }
 }
 
@@ -250,6 +252,7 @@ bool Trainer::restore(const fs::path& dir) {
   s.history = j.at("history");
   s.eval_history = j.at("eval_history");
   s.eval_base = j.at("eval_base");
+  s.eval_prepared = j.value("eval_prepared", nlohmann::json());  // absent in older checkpoints
   s.step_seconds = j.at("step_seconds").get<std::vector<double>>();
   s.grad_seconds = j.at("grad_seconds").get<double>();
   s.eval_seconds = j.at("eval_seconds").get<double>();
@@ -275,6 +278,8 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
     }
     s.eval_base = evaluate("base", 0, true);
     if (s.opts.before_training) s.opts.before_training();
+    if (!s.opts.eval_after_prepare.empty())
+      s.eval_prepared = evaluate(s.opts.eval_after_prepare, 0, false);
   }
   Progress progress("train", T);
   progress.update(s.step);
@@ -348,6 +353,7 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
                   {"trainable_parameters", model::count_parameters(s.in.model, true)},
                   {"method", s.opts.method_info}};
   out["eval"] = {{"base", s.eval_base}, {"final", s.eval_final}, {"history", s.eval_history}};
+  if (!s.opts.eval_after_prepare.empty()) out["eval"][s.opts.eval_after_prepare] = s.eval_prepared;
   out["history"] = s.history;
   out["timing"] = {{"train_s", train_s},
                    {"median_step_s", median(s.step_seconds)},

@@ -34,6 +34,9 @@ struct LoopOptions {
   // Called once before step 1 of a fresh run, after the base evaluation (never on resume):
   // e.g. PE-SGD's initial synthetic set and its non-private SFT. May train the model.
   std::function<void()> before_training;
+  // When set (e.g. "sft"), the model is evaluated again right after before_training and the
+  // result kept as metrics eval.<tag> (Table 9's "SFT" row: the model after synthetic SFT).
+  std::string eval_after_prepare;
   // The method's own resumable state (e.g. the synthetic set), saved in every checkpoint and
   // handed back on --resume. Both or neither.
   std::function<nlohmann::json()> save_state;
