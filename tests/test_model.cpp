@@ -14,9 +14,13 @@ using namespace dpft::model;
 
 namespace {
 
-ModelConfig tiny(const std::string& type) { return test::tiny_config(type); }
+ModelConfig tiny(const std::string& type) {
+  return test::tiny_config(type);
+}
 
-torch::Tensor ids_of(std::vector<int64_t> v) { return torch::tensor(v, torch::kInt64).unsqueeze(0); }
+torch::Tensor ids_of(std::vector<int64_t> v) {
+  return torch::tensor(v, torch::kInt64).unsqueeze(0);
+}
 
 }  // namespace
 
@@ -29,12 +33,16 @@ TEST_CASE("padding: a sequence's logits do not depend on left or right padding",
     torch::Tensor a = ids_of({5, 17, 3, 42, 8});
     torch::Tensor alone = m->forward(a, torch::Tensor());
     // batch: row 0 = a left-padded by 3, row 1 = a longer sequence
-    torch::Tensor left = torch::tensor({{0, 0, 0, 5, 17, 3, 42, 8}, {1, 2, 3, 4, 5, 6, 7, 9}}, torch::kInt64);
-    torch::Tensor lmask = torch::tensor({{0, 0, 0, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1, 1, 1}}, torch::kInt64);
+    torch::Tensor left =
+        torch::tensor({{0, 0, 0, 5, 17, 3, 42, 8}, {1, 2, 3, 4, 5, 6, 7, 9}}, torch::kInt64);
+    torch::Tensor lmask =
+        torch::tensor({{0, 0, 0, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1, 1, 1}}, torch::kInt64);
     torch::Tensor out = m->forward(left, lmask);
     CHECK(torch::allclose(out[0].slice(0, 3, 8), alone[0], 1e-5, 1e-5));
-    torch::Tensor right = torch::tensor({{5, 17, 3, 42, 8, 0, 0, 0}, {1, 2, 3, 4, 5, 6, 7, 9}}, torch::kInt64);
-    torch::Tensor rmask = torch::tensor({{1, 1, 1, 1, 1, 0, 0, 0}, {1, 1, 1, 1, 1, 1, 1, 1}}, torch::kInt64);
+    torch::Tensor right =
+        torch::tensor({{5, 17, 3, 42, 8, 0, 0, 0}, {1, 2, 3, 4, 5, 6, 7, 9}}, torch::kInt64);
+    torch::Tensor rmask =
+        torch::tensor({{1, 1, 1, 1, 1, 0, 0, 0}, {1, 1, 1, 1, 1, 1, 1, 1}}, torch::kInt64);
     torch::Tensor out2 = m->forward(right, rmask);
     CHECK(torch::allclose(out2[0].slice(0, 0, 5), alone[0], 1e-5, 1e-5));
     CHECK(torch::allclose(out2[1], out[1], 1e-5, 1e-5));
@@ -48,8 +56,10 @@ TEST_CASE("KV cache: incremental logits equal the full forward", "[model]") {
     CausalLM m = make_causal_lm(tiny(type), 2);
     m->eval();
     torch::NoGradGuard ng;
-    torch::Tensor ids = torch::tensor({{0, 0, 7, 8, 9, 10, 11, 12}, {1, 2, 3, 4, 5, 6, 7, 8}}, torch::kInt64);
-    torch::Tensor mask = torch::tensor({{0, 0, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1, 1, 1}}, torch::kInt64);
+    torch::Tensor ids =
+        torch::tensor({{0, 0, 7, 8, 9, 10, 11, 12}, {1, 2, 3, 4, 5, 6, 7, 8}}, torch::kInt64);
+    torch::Tensor mask =
+        torch::tensor({{0, 0, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1, 1, 1}}, torch::kInt64);
     torch::Tensor full = m->forward(ids, mask);
     KVCache cache;
     torch::Tensor pre = m->forward(ids.slice(1, 0, 5), mask.slice(1, 0, 5), &cache);
@@ -93,7 +103,8 @@ TEST_CASE("LoRA: B = 0 leaves logits unchanged; merge and unmerge round-trip", "
   }
 }
 
-TEST_CASE("weights export and load back exactly; bad shapes and missing tensors are input errors", "[model]") {
+TEST_CASE("weights export and load back exactly; bad shapes and missing tensors are input errors",
+          "[model]") {
   for (std::string type : {"gpt2", "llama", "qwen2"}) {
     INFO(type);
     CausalLM a = make_causal_lm(tiny(type), 4), b = make_causal_lm(tiny(type), 5);
@@ -103,7 +114,8 @@ TEST_CASE("weights export and load back exactly; bad shapes and missing tensors 
       CHECK(store.at("transformer.h.0.attn.c_attn.weight").sizes() == torch::IntArrayRef({32, 96}));
       CHECK(store.count("lm_head.weight") == 0);  // tied
     } else {
-      CHECK(store.at("model.layers.0.self_attn.k_proj.weight").sizes() == torch::IntArrayRef({16, 32}));
+      CHECK(store.at("model.layers.0.self_attn.k_proj.weight").sizes() ==
+            torch::IntArrayRef({16, 32}));
       CHECK(store.count("model.layers.0.self_attn.q_proj.bias") == (type == "qwen2" ? 1u : 0u));
     }
     auto get = [&](const std::string& n) { return store.count(n) ? store.at(n) : torch::Tensor(); };
@@ -122,10 +134,61 @@ TEST_CASE("weights export and load back exactly; bad shapes and missing tensors 
 TEST_CASE("GPT-2 names load without the transformer. prefix", "[model]") {
   CausalLM a = make_causal_lm(tiny("gpt2"), 6), b = make_causal_lm(tiny("gpt2"), 7);
   std::map<std::string, torch::Tensor> store;
-  for (auto& [n, t] : export_weights(a)) store[n.rfind("transformer.", 0) == 0 ? n.substr(12) : n] = t;
-  load_weights(b, [&](const std::string& n) { return store.count(n) ? store.at(n) : torch::Tensor(); }, "t");
+  for (auto& [n, t] : export_weights(a))
+    store[n.rfind("transformer.", 0) == 0 ? n.substr(12) : n] = t;
+  load_weights(
+      b, [&](const std::string& n) { return store.count(n) ? store.at(n) : torch::Tensor(); }, "t");
   torch::NoGradGuard ng;
-  CHECK(torch::equal(a->forward(ids_of({4, 5}), torch::Tensor()), b->forward(ids_of({4, 5}), torch::Tensor())));
+  CHECK(torch::equal(a->forward(ids_of({4, 5}), torch::Tensor()),
+                     b->forward(ids_of({4, 5}), torch::Tensor())));
+}
+
+// The obvious formulation per_token_loss replaced (it materialises log_softmax): the reference
+// for the fused, chunked next-token NLL's values and gradients.
+static torch::Tensor reference_token_loss(const torch::Tensor& logits,
+                                          const torch::Tensor& labels) {
+  const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
+  torch::Tensor lg = logits.slice(1, 0, T - 1).reshape({B * (T - 1), V});
+  torch::Tensor tgt = labels.slice(1, 1, T).reshape({B * (T - 1)});
+  torch::Tensor mask = tgt != -100;
+  torch::Tensor safe = torch::where(mask, tgt, torch::zeros_like(tgt));
+  torch::Tensor nll = -torch::log_softmax(lg, -1).gather(1, safe.unsqueeze(1)).squeeze(1);
+  return (nll * mask.to(nll.scalar_type())).view({B, T - 1});
+}
+
+TEST_CASE("per-token loss and its gradient equal log_softmax + gather (chunks, dtypes, ignored)",
+          "[model]") {
+  // V = 2^19: chunks of 16 rows, so the 3 x 8 = 24 positions span two chunks.
+  for (int64_t V : {int64_t{13}, int64_t{1} << 19}) {
+    for (auto dtype : {torch::kFloat32, torch::kFloat64}) {
+      torch::manual_seed(V);
+      const int64_t B = 3, T = 8;
+      torch::Tensor base = (3 * torch::randn({B, T, V})).to(dtype);
+      torch::Tensor labels = torch::randint(0, V, {B, T}, torch::kInt64);
+      labels.index_put_({0, 3}, -100);
+      labels.index_put_({2, torch::indexing::Slice(5, T)}, -100);  // right padding
+      torch::Tensor w = torch::rand({B, T - 1});                   // upstream weights
+      torch::Tensor a = base.clone().requires_grad_(true), b = base.clone().requires_grad_(true);
+      auto [loss, mask] = per_token_loss(a, labels);
+      torch::Tensor want = reference_token_loss(b.to(torch::kFloat64), labels);
+      CHECK(loss.scalar_type() == torch::kFloat32);
+      // float32 arithmetic over V terms: relative to the loss (about log V + 9 here)
+      CHECK((loss.to(torch::kFloat64) - want).abs().max().item<double>() <
+            1e-5 * want.abs().max().item<double>());
+      CHECK(mask.sum().item<int64_t>() == B * (T - 1) - 1 - 3);  // targets [0][3], [2][5..7]
+      CHECK(loss[2][5].item<double>() == 0.0);  // position 5 scores labels[2][6] = -100
+      (loss * w).sum().backward();
+      (want * w.to(torch::kFloat64)).sum().backward();
+      CHECK(a.grad().scalar_type() == dtype);
+      double scale = b.grad().abs().max().item<double>();
+      CHECK(
+          (a.grad().to(torch::kFloat64) - b.grad().to(torch::kFloat64)).abs().max().item<double>() <
+          1e-5 * scale);
+      // The last position and ignored targets get no gradient at all.
+      CHECK(a.grad().select(1, T - 1).abs().max().item<double>() == 0.0);
+      CHECK(a.grad()[0][2].abs().max().item<double>() == 0.0);
+    }
+  }
 }
 
 TEST_CASE("per-token loss equals a direct cross-entropy", "[model]") {
@@ -153,7 +216,8 @@ TEST_CASE("config validation names the problem", "[model]") {
   c.num_kv_heads = 3;
   CHECK_THROWS_WITH(c.validate("cfg"), Catch::Contains("not a multiple"));
   nlohmann::json j = {{"model_type", "mamba"}};
-  CHECK_THROWS_WITH(parse_model_config(j, "x/config.json"), Catch::Contains("unsupported model_type 'mamba'"));
+  CHECK_THROWS_WITH(parse_model_config(j, "x/config.json"),
+                    Catch::Contains("unsupported model_type 'mamba'"));
   nlohmann::json g = {{"model_type", "gpt2"}, {"n_embd", 30}, {"n_head", 4}};
   CHECK_THROWS_AS(parse_model_config(g, "g"), InputError);
   auto round = parse_model_config(model_config_to_json(tiny("llama")), "rt");
@@ -162,7 +226,8 @@ TEST_CASE("config validation names the problem", "[model]") {
   CHECK(round.tie_word_embeddings == false);
 }
 
-TEST_CASE("PEFT: LoRA targets, frozen base, full and none; bad targets are config errors", "[model][peft]") {
+TEST_CASE("PEFT: LoRA targets, frozen base, full and none; bad targets are config errors",
+          "[model][peft]") {
   CausalLM m = make_causal_lm(tiny("llama"), 8);
   PeftOptions o;
   o.targets = {"q_proj", "v_proj"};
@@ -170,7 +235,8 @@ TEST_CASE("PEFT: LoRA targets, frozen base, full and none; bad targets are confi
   auto tr = trainable_parameters(m);
   REQUIRE(tr.size() == 2 * 2 * 2);  // 2 layers x 2 modules x (A, B)
   CHECK(tr[0].first == "model.layers.0.self_attn.q_proj.lora_A");
-  CHECK(count_parameters(m, true) == 2 * (8 * 32 + 32 * 8 + 8 * 32 + 16 * 8));  // r = 8: q (A, B) + v (A, B)
+  CHECK(count_parameters(m, true) ==
+        2 * (8 * 32 + 32 * 8 + 8 * 32 + 16 * 8));  // r = 8: q (A, B) + v (A, B)
   CHECK(module_matches("model.layers.0.self_attn.q_proj", "q_proj"));
   CHECK_FALSE(module_matches("model.layers.0.self_attn.qq_proj", "q_proj"));
   CHECK(module_matches("model.layers.0.self_attn.q_proj", "self_attn.q_proj"));
@@ -178,8 +244,9 @@ TEST_CASE("PEFT: LoRA targets, frozen base, full and none; bad targets are confi
   CausalLM g = make_causal_lm(tiny("gpt2"), 9);
   PeftOptions bad;
   bad.targets = {"q_proj"};
-  CHECK_THROWS_WITH(apply_peft(g, bad), Catch::Contains("matches no linear module of this gpt2 model") &&
-                                            Catch::Contains("c_attn"));
+  CHECK_THROWS_WITH(
+      apply_peft(g, bad),
+      Catch::Contains("matches no linear module of this gpt2 model") && Catch::Contains("c_attn"));
   PeftOptions full;
   full.kind = "full";
   full.targets = {"ln_f"};

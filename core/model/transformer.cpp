@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -77,8 +78,8 @@ std::vector<std::string> CausalLMImpl::checkpoint_names() {
 
 namespace detail {
 
-torch::Tensor attention_bias(const torch::Tensor& mask, int64_t B, int64_t T, int64_t S, torch::Dtype dtype,
-                             torch::Device device) {
+torch::Tensor attention_bias(const torch::Tensor& mask, int64_t B, int64_t T, int64_t S,
+                             torch::Dtype dtype, torch::Device device) {
   auto opts = torch::TensorOptions().device(device);
   torch::Tensor q_pos = torch::arange(S - T, S, opts.dtype(torch::kInt64)).view({T, 1});
   torch::Tensor k_pos = torch::arange(0, S, opts.dtype(torch::kInt64)).view({1, S});
@@ -89,22 +90,28 @@ torch::Tensor attention_bias(const torch::Tensor& mask, int64_t B, int64_t T, in
     allowed = allowed & (mask.to(device) != 0).view({B, 1, 1, S});
   }
   // The dtype's lowest finite value (as HF): fully masked rows then softmax to uniform, not NaN.
-  double lowest = dtype == torch::kFloat64   ? std::numeric_limits<double>::lowest()
-                  : dtype == torch::kFloat16 ? -65504.0
-                                             : static_cast<double>(std::numeric_limits<float>::lowest());
-  torch::Tensor zero = torch::zeros({}, opts.dtype(dtype)), neg = torch::full({}, lowest, opts.dtype(dtype));
+  double lowest = dtype == torch::kFloat64 ? std::numeric_limits<double>::lowest()
+                  : dtype == torch::kFloat16
+                      ? -65504.0
+                      : static_cast<double>(std::numeric_limits<float>::lowest());
+  torch::Tensor zero = torch::zeros({}, opts.dtype(dtype)),
+                neg = torch::full({}, lowest, opts.dtype(dtype));
   return torch::where(allowed, zero, neg);
 }
 
-torch::Tensor position_ids(const torch::Tensor& mask, int64_t B, int64_t T, int64_t S, torch::Device device) {
+torch::Tensor position_ids(const torch::Tensor& mask, int64_t B, int64_t T, int64_t S,
+                           torch::Device device) {
   if (!mask.defined())
-    return torch::arange(S - T, S, torch::TensorOptions().dtype(torch::kInt64).device(device)).unsqueeze(0).expand({B, T});
+    return torch::arange(S - T, S, torch::TensorOptions().dtype(torch::kInt64).device(device))
+        .unsqueeze(0)
+        .expand({B, T});
   torch::Tensor pos = mask.to(torch::kInt64).cumsum(1) - 1;
   pos = pos.clamp_min(0);
   return pos.slice(1, S - T, S).to(device);
 }
 
-torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& bias) {
+torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                     const torch::Tensor& bias) {
   int64_t H = q.size(1), Hkv = k.size(1);
   torch::Tensor kk = k, vv = v;
   if (H != Hkv) {  // grouped-query attention: each kv head serves H / Hkv query heads
@@ -118,7 +125,8 @@ torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch
   return torch::matmul(probs, vv);
 }
 
-std::pair<torch::Tensor, torch::Tensor> cache_kv(KVCache* cache, size_t layer, torch::Tensor k, torch::Tensor v) {
+std::pair<torch::Tensor, torch::Tensor> cache_kv(KVCache* cache, size_t layer, torch::Tensor k,
+                                                 torch::Tensor v) {
   if (!cache) return {k, v};
   if (cache->k.size() <= layer) {
     cache->k.resize(layer + 1);
@@ -164,8 +172,10 @@ CausalLM make_causal_lm(const ModelConfig& cfg, uint64_t seed) {
     if (n.find("lora_") != std::string::npos) continue;
     bool norm = n.find("ln_") != std::string::npos || n.find("norm") != std::string::npos;
     if (norm) continue;  // ones / zeros from the constructors
-    if (n.size() >= 5 && n.compare(n.size() - 5, 5, ".bias") == 0) p.value().zero_();
-    else p.value().normal_(0.0, 0.02);
+    if (n.size() >= 5 && n.compare(n.size() - 5, 5, ".bias") == 0)
+      p.value().zero_();
+    else
+      p.value().normal_(0.0, 0.02);
   }
   return m;
 }
@@ -178,12 +188,13 @@ void load_weights(CausalLM& model, const std::function<torch::Tensor(const std::
     torch::Tensor src = get(name);
     if (!src.defined() && name.rfind("transformer.", 0) == 0) src = get(name.substr(12));
     if (!src.defined())
-      throw InputError(fmt::format("{}: tensor '{}' is missing (model_type {})", what, name, model->config().model_type));
+      throw InputError(fmt::format("{}: tensor '{}' is missing (model_type {})", what, name,
+                                   model->config().model_type));
     torch::Tensor dst = params[name];
     if (model->stored_transposed(name)) src = src.t();
     if (src.sizes() != dst.sizes())
-      throw InputError(fmt::format("{}: tensor '{}' has shape {} but config.json implies {}", what, name,
-                                   shape_str(src.sizes()), shape_str(dst.sizes())));
+      throw InputError(fmt::format("{}: tensor '{}' has shape {} but config.json implies {}", what,
+                                   name, shape_str(src.sizes()), shape_str(dst.sizes())));
     dst.copy_(src.to(dst.scalar_type()));
   }
 }
@@ -199,19 +210,81 @@ std::vector<std::pair<std::string, torch::Tensor>> export_weights(CausalLM& mode
   return out;
 }
 
-std::pair<torch::Tensor, torch::Tensor> per_token_loss(const torch::Tensor& logits, const torch::Tensor& labels,
+namespace {
+
+// nll[i] = -log_softmax(z[i, :])[y[i]] for z (N, V) and y (N), computed over chunks of rows
+// in float32 so that no (N, V) temporary is ever made: the forward keeps one chunk of
+// log_softmax at a time, and the backward writes d nll / d z = softmax(z[i]) - onehot(y[i])
+// (scaled by the incoming grad) straight into the one (N, V) gradient it returns. Autograd's
+// log_softmax + gather keeps the whole (N, V) log_softmax and makes two more (N, V) buffers in
+// its backward (tests/test_model.cpp checks values and gradients against it).
+class NextTokenNll : public torch::autograd::Function<NextTokenNll> {
+ public:
+  static constexpr int64_t kChunkElements = int64_t{1} << 23;  // 32 MB of float32 per chunk
+
+  static int64_t chunk_rows(int64_t V) {
+    return std::max<int64_t>(1, kChunkElements / std::max<int64_t>(V, 1));
+  }
+
+  // z: (N, V) floating, contiguous; y: (N) int64 in [0, V) -> (N) float32
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& z,
+                               const torch::Tensor& y) {
+    const int64_t N = z.size(0), step = chunk_rows(z.size(1));
+    torch::Tensor nll = torch::empty({N}, z.options().dtype(torch::kFloat32));
+    for (int64_t s = 0; s < N; s += step) {
+      const int64_t e = std::min(N, s + step);
+      torch::Tensor ls = torch::log_softmax(z.slice(0, s, e).to(torch::kFloat32), 1);
+      nll.slice(0, s, e).copy_(ls.gather(1, y.slice(0, s, e).unsqueeze(1)).squeeze(1).neg_());
+    }
+    ctx->save_for_backward({z, y});
+    return nll;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_out) {
+    auto saved = ctx->get_saved_variables();
+    const torch::Tensor &z = saved[0], &y = saved[1];
+    torch::Tensor g = grad_out[0].to(torch::kFloat32).contiguous();  // (N)
+    const int64_t N = z.size(0), step = chunk_rows(z.size(1));
+    torch::Tensor dz = torch::empty_like(z);
+    for (int64_t s = 0; s < N; s += step) {
+      const int64_t e = std::min(N, s + step);
+      torch::Tensor zc = z.slice(0, s, e), out = dz.slice(0, s, e);
+      torch::Tensor gc = g.slice(0, s, e).unsqueeze(1);
+      if (z.scalar_type() == torch::kFloat32)
+        torch::_softmax_out(out, zc, 1, false).mul_(gc);  // in place in the result
+      else
+        out.copy_(torch::softmax(zc.to(torch::kFloat32), 1).mul_(gc));
+    }
+    dz.scatter_add_(1, y.unsqueeze(1), (-g).unsqueeze(1).to(dz.scalar_type()));
+    return {dz, torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+std::pair<torch::Tensor, torch::Tensor> per_token_loss(const torch::Tensor& logits,
+                                                       const torch::Tensor& labels,
                                                        int64_t ignore_index) {
-  int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
-  torch::Tensor lg = logits.slice(1, 0, T - 1).reshape({B * (T - 1), V}).to(torch::kFloat32);
-  torch::Tensor tgt = labels.slice(1, 1, T).reshape({B * (T - 1)});
+  DPFT_CHECK(logits.dim() == 3 && labels.dim() == 2 && logits.size(0) == labels.size(0) &&
+                 logits.size(1) == labels.size(1),
+             "per_token_loss: logits (B, T, V) and labels (B, T) expected, got {} and {}",
+             shape_str(logits.sizes()), shape_str(labels.sizes()));
+  const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
+  // Position t scores labels[t + 1]; the last position scores nothing (its target is ignored).
+  // Scoring all T positions keeps the logits unsliced (no (B, T - 1, V) copy).
+  torch::Tensor tgt =
+      torch::cat({labels.slice(1, 1, T), torch::full({B, 1}, ignore_index, labels.options())}, 1);
   torch::Tensor mask = (tgt != ignore_index);
   torch::Tensor safe = torch::where(mask, tgt, torch::zeros_like(tgt));
-  torch::Tensor nll = -torch::log_softmax(lg, -1).gather(1, safe.unsqueeze(1)).squeeze(1);
-  nll = nll * mask.to(nll.scalar_type());
-  return {nll.view({B, T - 1}), mask.view({B, T - 1})};
+  torch::Tensor nll =
+      NextTokenNll::apply(logits.contiguous().view({B * T, V}), safe.reshape({B * T}));
+  nll = nll.view({B, T}).slice(1, 0, T - 1) * mask.slice(1, 0, T - 1).to(torch::kFloat32);
+  return {nll.contiguous(), mask.slice(1, 0, T - 1).contiguous()};
 }
 
-std::pair<torch::Tensor, torch::Tensor> per_sample_loss(const torch::Tensor& logits, const torch::Tensor& labels,
+std::pair<torch::Tensor, torch::Tensor> per_sample_loss(const torch::Tensor& logits,
+                                                        const torch::Tensor& labels,
                                                         int64_t ignore_index) {
   auto [loss, mask] = per_token_loss(logits, labels, ignore_index);
   torch::Tensor tokens = mask.sum(1);  // (B) int64
