@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/app.hpp"
+#include "core/util/git_commit.hpp"
 #include "core/util/system.hpp"
 #include "dpft/build_info.hpp"
 
@@ -17,19 +18,23 @@ void register_version(CLI::App& app, CliContext& ctx) {
   sub->callback([json, &ctx] {
     ctx.action = [json] {
       BlasInfo b = blas_info();
-      nlohmann::json j = {{"dpft", build::kVersion},        {"git_commit", build::kGitCommit},
-                          {"build_type", build::kBuildType}, {"libtorch", torch_version()},
-                          {"threads", torch_threads()},     {"cuda_devices", cuda_device_count()},
-                          {"blas", b.library},              {"openblas", b.openblas},
+      nlohmann::json j = {{"dpft", build::kVersion},
+                          {"git_commit", build::git_commit()},
+                          {"build_type", build::kBuildType},
+                          {"libtorch", torch_version()},
+                          {"threads", torch_threads()},
+                          {"cuda_devices", cuda_device_count()},
+                          {"blas", b.library},
+                          {"openblas", b.openblas},
                           {"blas_config", b.config}};
       if (*json) {
         std::cout << j.dump(2) << "\n";
         return 0;
       }
-      std::cout << "dpft " << build::kVersion << " (commit " << build::kGitCommit << ", "
+      std::cout << "dpft " << build::kVersion << " (commit " << build::git_commit() << ", "
                 << build::kBuildType << ")\n"
-                << "LibTorch " << torch_version() << ", " << torch_threads() << " intra-op threads, "
-                << cuda_device_count() << " CUDA device(s)\n"
+                << "LibTorch " << torch_version() << ", " << torch_threads()
+                << " intra-op threads, " << cuda_device_count() << " CUDA device(s)\n"
                 << "BLAS " << (b.library.empty() ? "unknown" : b.library)
                 << (b.openblas ? " (OpenBLAS" + (b.config.empty() ? "" : ": " + b.config) + ")"
                                : " (NOT OpenBLAS: expect ~20x slower matrix products)")

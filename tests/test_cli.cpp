@@ -4,12 +4,34 @@
 #include "cli/app.hpp"
 #include "core/config/spec.hpp"
 #include "core/util/atomic_file.hpp"
+#include "core/util/git_commit.hpp"
+#include "dpft/build_info.hpp"
 #include "test_util.hpp"
 
 using namespace dpft;
 using Catch::Matchers::Contains;
 
 using test::cli;
+
+TEST_CASE("the git commit stamp is the source tree's HEAD at build time", "[cli]") {
+  const std::string stamp = build::git_commit();
+  test::TempDir d;
+  const std::string cmd = std::string("git -C '") + build::kSourceDir +
+                          "' rev-parse --short=12 HEAD 2>/dev/null > " +
+                          (d.path / "head.txt").string();
+  if (std::system(cmd.c_str()) != 0) {  // not a git checkout (e.g. a source tarball)
+    CHECK(stamp == std::string("unknown"));
+    return;
+  }
+  std::string head = read_file(d.path / "head.txt");
+  head = head.substr(0, head.find('\n'));
+  REQUIRE(head.size() == 12);
+  // Built from HEAD (a commit made after the build needs a rebuild: cmake --build).
+  CHECK((stamp == head || stamp == head + "-dirty"));
+  std::string out;
+  REQUIRE(cli({"version", "--json"}, &out) == 0);
+  CHECK(nlohmann::json::parse(out)["git_commit"] == stamp);
+}
 
 TEST_CASE("version prints LibTorch version, BLAS and threads", "[cli]") {
   std::string out;
@@ -24,9 +46,9 @@ TEST_CASE("version prints LibTorch version, BLAS and threads", "[cli]") {
 }
 
 TEST_CASE("usage errors exit 2", "[cli]") {
-  CHECK(cli({}) == 2);                      // no subcommand
-  CHECK(cli({"frobnicate"}) == 2);          // unknown subcommand
-  CHECK(cli({"run"}) == 2);                 // missing spec
+  CHECK(cli({}) == 2);              // no subcommand
+  CHECK(cli({"frobnicate"}) == 2);  // unknown subcommand
+  CHECK(cli({"run"}) == 2);         // missing spec
   CHECK(cli({"run", "x.yaml", "--bogus"}) == 2);
   CHECK(cli({"config", "dump", "--set", "privacy.delta=2"}) == 2);
   CHECK(cli({"version", "--log-level", "loud"}) == 2);
@@ -43,10 +65,10 @@ TEST_CASE("config dump merges defaults, file and --set", "[cli]") {
   std::string out;
   REQUIRE(cli({"config", "dump", spec.string(), "--set", "train.steps=9"}, &out) == 0);
   YAML::Node n = YAML::Load(out);
-  CHECK(n["name"].as<std::string>() == "dumped");      // file
-  CHECK(n["privacy"]["epsilon"].as<double>() == 4);     // file
-  CHECK(n["train"]["steps"].as<int>() == 9);            // --set
-  CHECK(n["privacy"]["delta"].as<double>() == 1e-5);    // default
+  CHECK(n["name"].as<std::string>() == "dumped");     // file
+  CHECK(n["privacy"]["epsilon"].as<double>() == 4);   // file
+  CHECK(n["train"]["steps"].as<int>() == 9);          // --set
+  CHECK(n["privacy"]["delta"].as<double>() == 1e-5);  // default
   REQUIRE(cli({"config", "validate", spec.string()}, &out) == 0);
   CHECK_THAT(out, Contains("ok:"));
 }
@@ -55,7 +77,9 @@ TEST_CASE("run with noop writes the whole run directory", "[cli]") {
   test::TempDir d;
   auto spec = d.write("s.yaml", "name: smoke\nseed: 3\nmethod:\n  name: noop\n  steps: 3\n");
   std::string out;
-  REQUIRE(cli({"run", spec.string(), "--out", (d.path / "runs").string(), "--set", "privacy.epsilon=2"}, &out) == 0);
+  REQUIRE(
+      cli({"run", spec.string(), "--out", (d.path / "runs").string(), "--set", "privacy.epsilon=2"},
+          &out) == 0);
   fs::path run = fs::path(out.substr(0, out.find('\n')));
   REQUIRE(fs::exists(run));
   CHECK(run.parent_path().filename() == "smoke");
@@ -67,7 +91,7 @@ TEST_CASE("run with noop writes the whole run directory", "[cli]") {
   CHECK(metrics["run"]["seed"] == 3);
   CHECK(metrics["method_result"]["steps_done"] == 3);
   CHECK(metrics["timing"]["total_s"].get<double>() >= 0);
-  CHECK(metrics["privacy"]["epsilon"] == 0.0);         // noop releases nothing
+  CHECK(metrics["privacy"]["epsilon"] == 0.0);  // noop releases nothing
   CHECK(metrics["privacy"]["releases"].empty());
   CHECK(metrics["privacy"]["target_epsilon"] == 2.0);
   CHECK(metrics["privacy"]["delta"] == 1e-5);
@@ -77,6 +101,7 @@ TEST_CASE("run with noop writes the whole run directory", "[cli]") {
   CHECK(manifest["exit_code"] == 0);
   CHECK_THAT(manifest["command_line"].get<std::string>(), Contains("privacy.epsilon=2"));
   CHECK(manifest.contains("libtorch_version"));
+  CHECK(manifest["git_commit"] == build::git_commit());
   CHECK(manifest.contains("start_time"));
   CHECK(manifest.contains("end_time"));
 

@@ -9,6 +9,7 @@
 #include "core/train/setup.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
+#include "core/util/git_commit.hpp"
 #include "core/util/log.hpp"
 #include "core/util/signals.hpp"
 #include "core/util/system.hpp"
@@ -21,7 +22,7 @@ nlohmann::json base_manifest(const Spec& spec, const std::string& command_line) 
   BlasInfo b = blas_info();
   return {{"schema", kManifestSchema},
           {"dpft_version", build::kVersion},
-          {"git_commit", build::kGitCommit},
+          {"git_commit", build::git_commit()},
           {"build_type", build::kBuildType},
           {"libtorch_version", torch_version()},
           {"blas", {{"library", b.library}, {"openblas", b.openblas}, {"config", b.config}}},
@@ -38,9 +39,9 @@ nlohmann::json identity(const Spec& spec, const RunDir& dir) {
   return {{"name", spec.name},
           {"run_id", dir.run_id()},
           {"method", spec.method.name},
-          {"label", !spec.label.empty()       ? spec.label
-                    : spec.method.impl ? spec.method.impl->label()
-                                       : spec.method.name},
+          {"label", !spec.label.empty() ? spec.label
+                    : spec.method.impl  ? spec.method.impl->label()
+                                        : spec.method.name},
           {"dataset", spec.data.train.path},
           {"model", spec.model.path.empty() ? "embedded-default" : spec.model.path},
           {"seed", spec.seed},
@@ -68,10 +69,13 @@ RunResult run_experiment(const Spec& spec, const RunOptions& opts) {
   if (!resume) ledger.check_plan(spec.method.impl->planned_releases(spec, plan_in));
   if (resume) {  // a finished run has nothing to continue
     std::filesystem::path prev = std::filesystem::path(opts.resume_dir) / "metrics.json";
-    nlohmann::json m = std::filesystem::exists(prev) ? nlohmann::json::parse(read_file(prev), nullptr, false) : nullptr;
+    nlohmann::json m = std::filesystem::exists(prev)
+                           ? nlohmann::json::parse(read_file(prev), nullptr, false)
+                           : nullptr;
     if (m.is_object() && m.value("status", "") == "ok")
-      throw ConfigError(fmt::format("run {} already finished (status ok); start a new run instead of resuming it",
-                                    opts.resume_dir));
+      throw ConfigError(
+          fmt::format("run {} already finished (status ok); start a new run instead of resuming it",
+                      opts.resume_dir));
   }
   RunDir dir = resume ? RunDir::open(opts.resume_dir)
                       : RunDir::create(opts.out_dir.empty() ? spec.output.dir : opts.out_dir, spec);
@@ -142,8 +146,9 @@ RunResult run_experiment(const Spec& spec, const RunOptions& opts) {
   finish(r.status, r.exit_code, "");
   if (!ledger.releases().empty()) {
     nlohmann::json p = ledger.to_json();
-    spdlog::info("privacy: epsilon spent {} (target {}, delta {}, {} accountant)", p["epsilon"].dump(),
-                 p["target_epsilon"].dump(), spec.privacy.delta, spec.privacy.accountant);
+    spdlog::info("privacy: epsilon spent {} (target {}, delta {}, {} accountant)",
+                 p["epsilon"].dump(), p["target_epsilon"].dump(), spec.privacy.delta,
+                 spec.privacy.accountant);
   }
   spdlog::info("done: {}/metrics.json", r.run_dir);
   return r;
