@@ -2,8 +2,8 @@
 // seeded sampling is reproducible; top-k / top-p / repetition penalty / stop conditions.
 #include <catch2/catch.hpp>
 
-#include "core/generate/generate.hpp"
 #include <set>
+#include "core/generate/generate.hpp"
 
 #include "core/util/error.hpp"
 #include "model_test_util.hpp"
@@ -66,7 +66,8 @@ TEST_CASE("seeded sampling is reproducible; top_k = 1 equals greedy", "[generate
   for (size_t i = 0; i < g.size(); ++i) CHECK(g[i].tokens == s[i].tokens);
 }
 
-TEST_CASE("choose_next: top-p keeps the nucleus, top-k the k best, penalty as defined", "[generate]") {
+TEST_CASE("choose_next: top-p keeps the nucleus, top-k the k best, penalty as defined",
+          "[generate]") {
   auto gen = at::detail::createCPUGenerator(7);
   // probabilities 0.5, 0.3, 0.15, 0.05
   torch::Tensor logits = torch::log(torch::tensor({{0.5f, 0.3f, 0.15f, 0.05f}}));
@@ -74,12 +75,14 @@ TEST_CASE("choose_next: top-p keeps the nucleus, top-k the k best, penalty as de
   o.do_sample = true;
   o.top_p = 0.75;  // nucleus = {0, 1} (0.5 < 0.75 <= 0.8)
   std::set<int64_t> got;
-  for (int i = 0; i < 400; ++i) got.insert(choose_next(logits, torch::Tensor(), o, gen).item<int64_t>());
+  for (int i = 0; i < 400; ++i)
+    got.insert(choose_next(logits, torch::Tensor(), o, gen).item<int64_t>());
   CHECK(got == std::set<int64_t>{0, 1});
   o.top_p = 1.0;
   o.top_k = 3;
   got.clear();
-  for (int i = 0; i < 400; ++i) got.insert(choose_next(logits, torch::Tensor(), o, gen).item<int64_t>());
+  for (int i = 0; i < 400; ++i)
+    got.insert(choose_next(logits, torch::Tensor(), o, gen).item<int64_t>());
   CHECK(got == std::set<int64_t>{0, 1, 2});
   // repetition penalty 2 on token 0 (logit log 0.5 < 0: multiplied) makes token 1 the argmax
   GenerationOptions p;
@@ -88,6 +91,49 @@ TEST_CASE("choose_next: top-p keeps the nucleus, top-k the k best, penalty as de
   CHECK(choose_next(logits, seen, p, gen).item<int64_t>() == 1);
   torch::Tensor pos = torch::tensor({{2.0f, 1.5f}});  // positive logit divided: 1.0 < 1.5
   CHECK(choose_next(pos, torch::tensor({{true, false}}), p, gen).item<int64_t>() == 1);
+}
+
+TEST_CASE("rows that stop early leave the batch; the others decode exactly as alone",
+          "[generate]") {
+  for (std::string type : {"gpt2", "llama"}) {
+    INFO(type);
+    CausalLM m = make_causal_lm(tiny(type), 21);
+    // Stop each row at a token its free run emits at a different step, so the batch shrinks
+    // from 3 rows to 2 to 1 while decoding goes on.
+    std::vector<std::vector<int64_t>> free;
+    for (const auto& p : kPrompts)
+      free.push_back(generate::generate(*m, {p}, GenerationOptions{20})[0].tokens);
+    GenerationOptions o{20};
+    o.stop_ids = {free[0][2], free[1][6]};
+    for (bool cache : {true, false}) {
+      INFO("use_cache " << cache);
+      o.use_cache = cache;
+      auto batch = generate::generate(*m, kPrompts, o);
+      std::set<size_t> lengths;
+      for (size_t b = 0; b < kPrompts.size(); ++b) {
+        auto alone = generate::generate(*m, {kPrompts[b]}, o);
+        CHECK(batch[b].tokens == alone[0].tokens);
+        CHECK(batch[b].finish_reason == alone[0].finish_reason);
+        lengths.insert(batch[b].tokens.size());
+      }
+      CHECK(lengths.size() >= 2);  // rows did finish at different steps
+    }
+  }
+}
+
+TEST_CASE("forward with keep_last returns the last positions' logits of the full forward",
+          "[generate]") {
+  for (std::string type : {"gpt2", "qwen2"}) {
+    CausalLM m = make_causal_lm(tiny(type), 22);
+    torch::NoGradGuard ng;
+    torch::Tensor ids = torch::tensor({{1, 2, 3, 4, 5}, {0, 0, 6, 7, 8}}, torch::kInt64);
+    torch::Tensor mask = torch::tensor({{1, 1, 1, 1, 1}, {0, 0, 1, 1, 1}}, torch::kInt64);
+    torch::Tensor full = m->forward(ids, mask);
+    torch::Tensor last2 = m->forward(ids, mask, nullptr, 2);
+    REQUIRE(last2.sizes() == torch::IntArrayRef({2, 2, full.size(2)}));
+    CHECK(torch::allclose(last2, full.slice(1, 3), 1e-5, 1e-6));
+    CHECK(m->forward(ids, mask, nullptr, 9).sizes() == full.sizes());  // more than T: all
+  }
 }
 
 TEST_CASE("stop ids end a row early and bad options are rejected", "[generate]") {

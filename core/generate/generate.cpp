@@ -13,23 +13,27 @@ namespace {
 
 void validate(const GenerationOptions& o) {
   if (o.min_new_tokens < 0 || o.min_new_tokens > o.max_new_tokens)
-    throw ConfigError(fmt::format("min_new_tokens {} must be in [0, max_new_tokens {}]", o.min_new_tokens,
-                                  o.max_new_tokens));
-  if (o.max_new_tokens < 0) throw ConfigError(fmt::format("max_new_tokens {} must be >= 0", o.max_new_tokens));
-  if (!(o.temperature > 0)) throw ConfigError(fmt::format("temperature {} must be > 0", o.temperature));
+    throw ConfigError(fmt::format("min_new_tokens {} must be in [0, max_new_tokens {}]",
+                                  o.min_new_tokens, o.max_new_tokens));
+  if (o.max_new_tokens < 0)
+    throw ConfigError(fmt::format("max_new_tokens {} must be >= 0", o.max_new_tokens));
+  if (!(o.temperature > 0))
+    throw ConfigError(fmt::format("temperature {} must be > 0", o.temperature));
   if (o.top_k < 0) throw ConfigError(fmt::format("top_k {} must be >= 0", o.top_k));
-  if (!(o.top_p > 0 && o.top_p <= 1)) throw ConfigError(fmt::format("top_p {} must be in (0, 1]", o.top_p));
+  if (!(o.top_p > 0 && o.top_p <= 1))
+    throw ConfigError(fmt::format("top_p {} must be in (0, 1]", o.top_p));
   if (!(o.repetition_penalty >= 1.0))
     throw ConfigError(fmt::format("repetition_penalty {} must be >= 1", o.repetition_penalty));
 }
 
 }  // namespace
 
-torch::Tensor choose_next(torch::Tensor logits, const torch::Tensor& seen, const GenerationOptions& o,
-                          torch::Generator& gen) {
+torch::Tensor choose_next(torch::Tensor logits, const torch::Tensor& seen,
+                          const GenerationOptions& o, torch::Generator& gen) {
   logits = logits.to(torch::kFloat32);
   if (o.repetition_penalty != 1.0 && seen.defined()) {
-    torch::Tensor pen = torch::where(logits > 0, logits / o.repetition_penalty, logits * o.repetition_penalty);
+    torch::Tensor pen =
+        torch::where(logits > 0, logits / o.repetition_penalty, logits * o.repetition_penalty);
     logits = torch::where(seen, pen, logits);
   }
   if (!o.do_sample) return logits.argmax(-1);
@@ -51,11 +55,13 @@ torch::Tensor choose_next(torch::Tensor logits, const torch::Tensor& seen, const
   return torch::multinomial(probs, 1, false, gen).squeeze(-1);
 }
 
-std::vector<Generation> generate(model::CausalLMImpl& model, const std::vector<std::vector<int64_t>>& prompts,
-                                 const GenerationOptions& o,
-                                 const std::function<std::string(const std::vector<int64_t>&)>& decode) {
+std::vector<Generation> generate(
+    model::CausalLMImpl& model, const std::vector<std::vector<int64_t>>& prompts,
+    const GenerationOptions& o,
+    const std::function<std::string(const std::vector<int64_t>&)>& decode) {
   validate(o);
-  if (!o.stop_strings.empty() && !decode) throw ConfigError("stop strings need a tokenizer to decode with");
+  if (!o.stop_strings.empty() && !decode)
+    throw ConfigError("stop strings need a tokenizer to decode with");
   int64_t B = static_cast<int64_t>(prompts.size());
   std::vector<Generation> out(B);
   if (B == 0) return out;
@@ -73,7 +79,9 @@ std::vector<Generation> generate(model::CausalLMImpl& model, const std::vector<s
     int64_t n = static_cast<int64_t>(prompts[b].size());
     for (int64_t i = 0; i < n; ++i) {
       int64_t t = prompts[b][i];
-      if (t < 0 || t >= V) throw InputError(fmt::format("prompt {} has token id {} outside the vocabulary [0, {})", b, t, V));
+      if (t < 0 || t >= V)
+        throw InputError(
+            fmt::format("prompt {} has token id {} outside the vocabulary [0, {})", b, t, V));
       ids[b][T0 - n + i] = t;
       seen[b][t] = true;
     }
@@ -89,40 +97,54 @@ std::vector<Generation> generate(model::CausalLMImpl& model, const std::vector<s
   model.eval();
   auto gen = at::detail::createCPUGenerator(o.seed);
   model::KVCache cache;
-  std::vector<bool> done(B, false);
-  torch::Tensor all = ids;  // (B, T0 + t)
-  torch::Tensor logits = model.forward(ids, mask, o.use_cache ? &cache : nullptr);
+  // rows[i]: the prompt of batch row i. Finished rows leave the batch (and the KV cache), so
+  // decoding costs what the unfinished rows need.
+  std::vector<int64_t> rows(B);
+  for (int64_t b = 0; b < B; ++b) rows[b] = b;
+  torch::Tensor all = ids;  // (B', T0 + t)
+  torch::Tensor logits = model.forward(ids, mask, o.use_cache ? &cache : nullptr, 1);  // (B, 1, V)
   for (int64_t step = 0; step < o.max_new_tokens; ++step) {
     torch::Tensor last = logits.select(1, logits.size(1) - 1);
     if (step < o.min_new_tokens && !o.stop_ids.empty()) {  // no stop token before the minimum
       last = last.clone();
-      for (int64_t id : o.stop_ids) last.select(1, id).fill_(-std::numeric_limits<float>::infinity());
+      for (int64_t id : o.stop_ids)
+        last.select(1, id).fill_(-std::numeric_limits<float>::infinity());
     }
-    torch::Tensor next = choose_next(last, seen, o, gen).to(torch::kCPU);
-    bool all_done = true;
-    for (int64_t b = 0; b < B; ++b) {
-      if (done[b]) continue;
-      int64_t t = next[b].item<int64_t>();
-      out[b].tokens.push_back(t);
+    torch::Tensor next = choose_next(last, seen, o, gen).to(torch::kCPU);  // (B')
+    std::vector<int64_t> keep;  // batch rows still running after this token
+    for (size_t i = 0; i < rows.size(); ++i) {
+      Generation& g = out[rows[i]];
+      int64_t t = next[static_cast<int64_t>(i)].item<int64_t>();
+      g.tokens.push_back(t);
       if (std::find(o.stop_ids.begin(), o.stop_ids.end(), t) != o.stop_ids.end()) {
-        done[b] = true;
-        out[b].finish_reason = "stop_id";
+        g.finish_reason = "stop_id";
       } else if (!o.stop_strings.empty()) {
-        std::string text = decode(out[b].tokens);
+        std::string text = decode(g.tokens);
         for (const auto& s : o.stop_strings)
-          if (!s.empty() && text.find(s) != std::string::npos) {
-            done[b] = true;
-            out[b].finish_reason = "stop_string";
-          }
+          if (!s.empty() && text.find(s) != std::string::npos) g.finish_reason = "stop_string";
       }
-      all_done = all_done && done[b];
+      if (g.finish_reason.empty()) keep.push_back(static_cast<int64_t>(i));
     }
-    if (all_done) break;
+    if (keep.empty()) break;
+    if (keep.size() < rows.size()) {
+      torch::Tensor k = torch::tensor(keep, torch::kInt64);
+      next = next.index_select(0, k);
+      k = k.to(dev);
+      if (o.use_cache) cache.select_rows(k);
+      all = all.index_select(0, k);
+      mask = mask.index_select(0, k);
+      seen = seen.index_select(0, k);
+      std::vector<int64_t> kept;
+      for (int64_t i : keep) kept.push_back(rows[static_cast<size_t>(i)]);
+      rows = std::move(kept);
+    }
     torch::Tensor nt = next.to(dev).unsqueeze(1);
     seen.scatter_(1, nt, true);
     all = torch::cat({all, nt}, 1);
-    mask = torch::cat({mask, torch::ones({B, 1}, mask.options())}, 1);
-    logits = o.use_cache ? model.forward(nt, mask, &cache) : model.forward(all, mask, nullptr);
+    mask =
+        torch::cat({mask, torch::ones({static_cast<int64_t>(rows.size()), 1}, mask.options())}, 1);
+    logits =
+        o.use_cache ? model.forward(nt, mask, &cache, 1) : model.forward(all, mask, nullptr, 1);
   }
   for (auto& g : out) {
     if (g.finish_reason.empty()) g.finish_reason = "length";

@@ -11,7 +11,8 @@ namespace {
 
 torch::Tensor activation(const std::string& name, const torch::Tensor& x) {
   if (name == "gelu_new")  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-    return 0.5 * x * (1.0 + torch::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * torch::pow(x, 3.0))));
+    return 0.5 * x *
+           (1.0 + torch::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * torch::pow(x, 3.0))));
   if (name == "gelu") return torch::gelu(x);
   if (name == "relu") return torch::relu(x);
   return torch::silu(x);
@@ -71,10 +72,12 @@ class GPT2Impl : public CausalLMImpl {
  public:
   explicit GPT2Impl(const ModelConfig& c) : CausalLMImpl(c) {
     body = register_module("transformer", GPT2Body(c));
-    if (!c.tie_word_embeddings) lm_head = register_module("lm_head", Linear(c.hidden_size, c.vocab_size, false));
+    if (!c.tie_word_embeddings)
+      lm_head = register_module("lm_head", Linear(c.hidden_size, c.vocab_size, false));
   }
 
-  torch::Tensor forward(const torch::Tensor& ids, const torch::Tensor& mask, KVCache* cache) override {
+  torch::Tensor forward(const torch::Tensor& ids, const torch::Tensor& mask, KVCache* cache,
+                        int64_t keep_last) override {
     int64_t B = ids.size(0), T = ids.size(1), S = (cache ? cache->length() : 0) + T;
     auto dev = ids.device();
     torch::Tensor pos = detail::position_ids(mask, B, T, S, dev);
@@ -84,15 +87,18 @@ class GPT2Impl : public CausalLMImpl {
       auto& blk = body->blocks[l];
       torch::Tensor a = blk->ln_1(x);
       auto qkv = blk->attn->c_attn(a).split(cfg_.hidden_size, -1);  // 3 x (B, T, d)
-      auto heads = [&](const torch::Tensor& t) { return t.view({B, T, cfg_.num_heads, cfg_.head_dim}).transpose(1, 2); };
+      auto heads = [&](const torch::Tensor& t) {
+        return t.view({B, T, cfg_.num_heads, cfg_.head_dim}).transpose(1, 2);
+      };
       torch::Tensor q = heads(qkv[0]);
       auto [k, v] = detail::cache_kv(cache, l, heads(qkv[1]), heads(qkv[2]));
-      torch::Tensor o = detail::attend(q, k, v, bias).transpose(1, 2).reshape({B, T, cfg_.hidden_size});
+      torch::Tensor o =
+          detail::attend(q, k, v, bias).transpose(1, 2).reshape({B, T, cfg_.hidden_size});
       x = x + blk->attn->c_proj(o);
       torch::Tensor m = blk->mlp->c_proj(activation(cfg_.activation, blk->mlp->c_fc(blk->ln_2(x))));
       x = x + m;
     }
-    x = body->ln_f(x);
+    x = keep_positions(body->ln_f(x), keep_last);
     return lm_head ? lm_head(x) : body->wte->project(x);
   }
 
@@ -126,6 +132,8 @@ class GPT2Impl : public CausalLMImpl {
 
 }  // namespace
 
-CausalLM make_gpt2(const ModelConfig& cfg) { return std::make_shared<GPT2Impl>(cfg); }
+CausalLM make_gpt2(const ModelConfig& cfg) {
+  return std::make_shared<GPT2Impl>(cfg);
+}
 
 }  // namespace dpft::model

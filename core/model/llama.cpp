@@ -15,14 +15,16 @@ namespace {
 // orig/low_freq_factor are divided by `factor`, and those between are interpolated.
 torch::Tensor rope_inv_freq(const ModelConfig& c) {
   int64_t half = c.head_dim / 2;
-  torch::Tensor idx = torch::arange(0, half, torch::kFloat64) * 2.0 / static_cast<double>(c.head_dim);
+  torch::Tensor idx =
+      torch::arange(0, half, torch::kFloat64) * 2.0 / static_cast<double>(c.head_dim);
   torch::Tensor inv = 1.0 / torch::pow(torch::full({}, c.rope_theta, torch::kFloat64), idx);
   if (c.rope_scaling) {
     const RopeScaling& s = *c.rope_scaling;
     double orig = static_cast<double>(s.original_max_position_embeddings);
     double low_wl = orig / s.low_freq_factor, high_wl = orig / s.high_freq_factor;
     torch::Tensor wl = 2 * M_PI / inv;
-    torch::Tensor smooth = (orig / wl - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+    torch::Tensor smooth =
+        (orig / wl - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
     torch::Tensor mid = (1 - smooth) * inv / s.factor + smooth * inv;
     inv = torch::where(wl < high_wl, inv, torch::where(wl > low_wl, inv / s.factor, mid));
   }
@@ -36,9 +38,12 @@ torch::Tensor rotate_half(const torch::Tensor& x) {
 
 struct LlamaAttentionImpl : torch::nn::Module {
   LlamaAttentionImpl(const ModelConfig& c) {
-    q_proj = register_module("q_proj", Linear(c.hidden_size, c.num_heads * c.head_dim, c.attention_bias));
-    k_proj = register_module("k_proj", Linear(c.hidden_size, c.num_kv_heads * c.head_dim, c.attention_bias));
-    v_proj = register_module("v_proj", Linear(c.hidden_size, c.num_kv_heads * c.head_dim, c.attention_bias));
+    q_proj = register_module("q_proj",
+                             Linear(c.hidden_size, c.num_heads * c.head_dim, c.attention_bias));
+    k_proj = register_module("k_proj",
+                             Linear(c.hidden_size, c.num_kv_heads * c.head_dim, c.attention_bias));
+    v_proj = register_module("v_proj",
+                             Linear(c.hidden_size, c.num_kv_heads * c.head_dim, c.attention_bias));
     o_proj = register_module("o_proj", Linear(c.num_heads * c.head_dim, c.hidden_size, false));
   }
   Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
@@ -59,7 +64,8 @@ struct LlamaLayerImpl : torch::nn::Module {
   LlamaLayerImpl(const ModelConfig& c) {
     input_layernorm = register_module("input_layernorm", Norm(c.hidden_size, c.norm_eps, true));
     self_attn = register_module("self_attn", LlamaAttention(c));
-    post_attention_layernorm = register_module("post_attention_layernorm", Norm(c.hidden_size, c.norm_eps, true));
+    post_attention_layernorm =
+        register_module("post_attention_layernorm", Norm(c.hidden_size, c.norm_eps, true));
     mlp = register_module("mlp", LlamaMLP(c));
   }
   Norm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
@@ -89,11 +95,13 @@ class LlamaImpl : public CausalLMImpl {
  public:
   explicit LlamaImpl(const ModelConfig& c) : CausalLMImpl(c) {
     body = register_module("model", LlamaBody(c));
-    if (!c.tie_word_embeddings) lm_head = register_module("lm_head", Linear(c.hidden_size, c.vocab_size, false));
+    if (!c.tie_word_embeddings)
+      lm_head = register_module("lm_head", Linear(c.hidden_size, c.vocab_size, false));
     inv_freq = register_buffer("inv_freq", rope_inv_freq(c));
   }
 
-  torch::Tensor forward(const torch::Tensor& ids, const torch::Tensor& mask, KVCache* cache) override {
+  torch::Tensor forward(const torch::Tensor& ids, const torch::Tensor& mask, KVCache* cache,
+                        int64_t keep_last) override {
     const ModelConfig& c = cfg_;
     int64_t B = ids.size(0), T = ids.size(1), S = (cache ? cache->length() : 0) + T;
     auto dev = ids.device();
@@ -102,23 +110,29 @@ class LlamaImpl : public CausalLMImpl {
     // cos/sin (B, 1, T, head_dim), fp32 like HF, then cast.
     torch::Tensor freqs = pos.to(torch::kFloat32).unsqueeze(-1) * inv_freq.to(dev).view({1, 1, -1});
     torch::Tensor emb = torch::cat({freqs, freqs}, -1);
-    torch::Tensor cos = emb.cos().unsqueeze(1).to(x.scalar_type()), sin = emb.sin().unsqueeze(1).to(x.scalar_type());
+    torch::Tensor cos = emb.cos().unsqueeze(1).to(x.scalar_type()),
+                  sin = emb.sin().unsqueeze(1).to(x.scalar_type());
     torch::Tensor bias = detail::attention_bias(mask, B, T, S, x.scalar_type(), dev);
     for (size_t l = 0; l < body->layers.size(); ++l) {
       auto& L = body->layers[l];
       torch::Tensor a = L->input_layernorm(x);
-      torch::Tensor q = L->self_attn->q_proj(a).view({B, T, c.num_heads, c.head_dim}).transpose(1, 2);
-      torch::Tensor k = L->self_attn->k_proj(a).view({B, T, c.num_kv_heads, c.head_dim}).transpose(1, 2);
-      torch::Tensor v = L->self_attn->v_proj(a).view({B, T, c.num_kv_heads, c.head_dim}).transpose(1, 2);
+      torch::Tensor q =
+          L->self_attn->q_proj(a).view({B, T, c.num_heads, c.head_dim}).transpose(1, 2);
+      torch::Tensor k =
+          L->self_attn->k_proj(a).view({B, T, c.num_kv_heads, c.head_dim}).transpose(1, 2);
+      torch::Tensor v =
+          L->self_attn->v_proj(a).view({B, T, c.num_kv_heads, c.head_dim}).transpose(1, 2);
       q = q * cos + rotate_half(q) * sin;
       k = k * cos + rotate_half(k) * sin;
       auto kv = detail::cache_kv(cache, l, k, v);
-      torch::Tensor o = detail::attend(q, kv.first, kv.second, bias).transpose(1, 2).reshape({B, T, c.num_heads * c.head_dim});
+      torch::Tensor o = detail::attend(q, kv.first, kv.second, bias)
+                            .transpose(1, 2)
+                            .reshape({B, T, c.num_heads * c.head_dim});
       x = x + L->self_attn->o_proj(o);
       torch::Tensor h = L->post_attention_layernorm(x);
       x = x + L->mlp->down_proj(torch::silu(L->mlp->gate_proj(h)) * L->mlp->up_proj(h));
     }
-    x = body->norm(x);
+    x = keep_positions(body->norm(x), keep_last);
     return lm_head ? lm_head(x) : body->embed_tokens->project(x);
   }
 
@@ -147,6 +161,8 @@ class LlamaImpl : public CausalLMImpl {
 
 }  // namespace
 
-CausalLM make_llama(const ModelConfig& cfg) { return std::make_shared<LlamaImpl>(cfg); }
+CausalLM make_llama(const ModelConfig& cfg) {
+  return std::make_shared<LlamaImpl>(cfg);
+}
 
 }  // namespace dpft::model

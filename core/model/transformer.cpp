@@ -14,8 +14,8 @@ namespace dpft::model {
 void KVCache::select_rows(const torch::Tensor& rows) {
   for (auto& t : k) t = t.index_select(0, rows);
   for (auto& t : v) t = t.index_select(0, rows);
-  kbuf.clear();  // rebuilt on the next append
-  vbuf.clear();
+  for (auto& b : kbuf) b = torch::Tensor();  // rebuilt (with the new batch size) on the next append
+  for (auto& b : vbuf) b = torch::Tensor();
 }
 
 NormImpl::NormImpl(int64_t dim, double e, bool r) : eps(e), rms(r) {

@@ -50,9 +50,9 @@ class EmbeddingImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& ids);  // (B, T) -> (B, T, dim)
   // The tied output head: x (B, T, dim) -> logits x W^T (B, T, num).
   torch::Tensor project(const torch::Tensor& x);
-  torch::Tensor weight;                 // (num, dim)
-  Capture* capture = nullptr;           // lookup (see capture.hpp)
-  Capture* head_capture = nullptr;      // project()
+  torch::Tensor weight;             // (num, dim)
+  Capture* capture = nullptr;       // lookup (see capture.hpp)
+  Capture* head_capture = nullptr;  // project()
 };
 TORCH_MODULE(Embedding);
 
@@ -62,9 +62,11 @@ class CausalLMImpl : public torch::nn::Module {
   const ModelConfig& config() const { return cfg_; }
 
   // logits (B, T, V). attention_mask (B, S) may be undefined (no padding). With a cache, the
-  // new keys/values are appended and positions continue from the cached length.
+  // new keys/values are appended and positions continue from the cached length. keep_last > 0:
+  // logits of the last keep_last positions only, (B, keep_last, V) (decoding needs one; the
+  // head is skipped for the rest).
   virtual torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
-                                KVCache* cache = nullptr) = 0;
+                                KVCache* cache = nullptr, int64_t keep_last = 0) = 0;
 
   // Every Linear, by its HF module path (e.g. "model.layers.0.self_attn.q_proj").
   virtual std::vector<std::pair<std::string, Linear>> linears() = 0;
@@ -74,6 +76,10 @@ class CausalLMImpl : public torch::nn::Module {
   std::vector<std::string> checkpoint_names();
 
  protected:
+  // The final hidden states (B, T, d) the head projects: the last keep_last positions if > 0.
+  static torch::Tensor keep_positions(const torch::Tensor& x, int64_t keep_last) {
+    return keep_last > 0 && keep_last < x.size(1) ? x.slice(1, x.size(1) - keep_last) : x;
+  }
   ModelConfig cfg_;
 };
 using CausalLM = std::shared_ptr<CausalLMImpl>;
@@ -94,30 +100,34 @@ std::vector<std::pair<std::string, torch::Tensor>> export_weights(CausalLM& mode
 // Per-token next-token cross-entropy: logits (B, T, V), labels (B, T) -> loss (B, T - 1) where
 // loss[b, t] scores labels[b, t + 1] given the prefix up to t; positions whose label is
 // `ignore_index` get 0 and mask 0. Returns {loss, mask}.
-std::pair<torch::Tensor, torch::Tensor> per_token_loss(const torch::Tensor& logits, const torch::Tensor& labels,
+std::pair<torch::Tensor, torch::Tensor> per_token_loss(const torch::Tensor& logits,
+                                                       const torch::Tensor& labels,
                                                        int64_t ignore_index = -100);
 
 // Each sample's mean next-token cross-entropy over its scored positions (the PE-SGD paper's
 // per-sample loss; 0 for a sample with no scored token). logits (B, T, V), labels (B, T) ->
 // loss (B), tokens (B) int64 (scored positions per sample).
-std::pair<torch::Tensor, torch::Tensor> per_sample_loss(const torch::Tensor& logits, const torch::Tensor& labels,
+std::pair<torch::Tensor, torch::Tensor> per_sample_loss(const torch::Tensor& logits,
+                                                        const torch::Tensor& labels,
                                                         int64_t ignore_index = -100);
 
 // Shared building blocks (used by gpt2.cpp and llama.cpp).
 namespace detail {
 // Additive attention bias (B, 1, T, S): 0 where query t may see key s (causal: s <= S - T + t,
 // and mask[b, s] == 1), the dtype's lowest value elsewhere.
-torch::Tensor attention_bias(const torch::Tensor& mask, int64_t B, int64_t T, int64_t S, torch::Dtype dtype,
-                             torch::Device device);
+torch::Tensor attention_bias(const torch::Tensor& mask, int64_t B, int64_t T, int64_t S,
+                             torch::Dtype dtype, torch::Device device);
 // Position ids (B, T) for the last T of S positions: cumsum(mask) - 1 (clamped at 0), or
 // arange(S - T, S) without a mask.
-torch::Tensor position_ids(const torch::Tensor& mask, int64_t B, int64_t T, int64_t S, torch::Device device);
+torch::Tensor position_ids(const torch::Tensor& mask, int64_t B, int64_t T, int64_t S,
+                           torch::Device device);
 // softmax(q k^T / sqrt(d) + bias) v with GQA head repetition.
 // q: (B, H, T, d), k, v: (B, H_kv, S, d), bias: (B, 1, T, S) -> (B, H, T, d)
 torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                      const torch::Tensor& bias);
 // Appends to the cache for `layer` and returns the full k, v.
-std::pair<torch::Tensor, torch::Tensor> cache_kv(KVCache* cache, size_t layer, torch::Tensor k, torch::Tensor v);
+std::pair<torch::Tensor, torch::Tensor> cache_kv(KVCache* cache, size_t layer, torch::Tensor k,
+                                                 torch::Tensor v);
 }  // namespace detail
 
 }  // namespace dpft::model
