@@ -32,11 +32,23 @@ mkdir -p "$T/no-runs"
 expect 3 "$T/no-runs" -- "$DPFT" report "$T/no-runs" --table pe-sgd-table1
 expect 2 'pe-sgd-table1, pe-sgd-longtail, pe-sgd-diagnostics' -- "$DPFT" report "$T/no-runs" --table nope
 
+# Waits (up to 60 s) until a file matching the glob $1 exists and is non-empty: the run has
+# done a step. Fixed sleeps were flaky on a loaded machine (the run had not started yet).
+wait_for_steps() {
+  local i f
+  for i in $(seq 600); do
+    f=$(ls $1 2>/dev/null | head -1)
+    [ -n "$f" ] && [ -s "$f" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
 # SIGTERM during a run: exit 143, status "interrupted" recorded, metrics.json parseable.
 printf 'name: slow\nmethod:\n  name: noop\n  steps: 400\n  step_ms: 25\n' > "$T/slow.yaml"
 "$DPFT" --quiet run "$T/slow.yaml" --out "$T/runs" > "$T/slow.out" 2>&1 &
 pid=$!
-sleep 1.5; kill -TERM $pid; wait $pid; rc=$?
+wait_for_steps "$T/runs/slow/*/metrics.jsonl"; sleep 0.2; kill -TERM $pid; wait $pid; rc=$?
 if [ "$rc" != 143 ]; then echo "FAIL: SIGTERM run exited $rc, want 143"; fail=$((fail+1)); else pass=$((pass+1)); fi
 m=$(ls "$T"/runs/slow/*/metrics.json 2>/dev/null | head -1)
 if [ -n "$m" ] && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d['status']=='interrupted' and 0 < d['method_result']['steps_done'] < 400 else 1)" "$m"; then
@@ -46,7 +58,7 @@ if [ -n "$m" ] && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); s
 printf 'name: killed\nmethod:\n  name: noop\n  steps: 400\n  step_ms: 10\n' > "$T/killed.yaml"
 "$DPFT" --quiet run "$T/killed.yaml" --out "$T/runs" > /dev/null 2>&1 &
 pid=$!
-sleep 1.2; kill -KILL $pid; wait $pid 2>/dev/null
+wait_for_steps "$T/runs/killed/*/metrics.jsonl"; sleep 0.2; kill -KILL $pid; wait $pid 2>/dev/null
 d=$(ls -d "$T"/runs/killed/*/ 2>/dev/null | head -1)
 if [ -n "$d" ] && python3 - "$d" <<'PY'
 import json, sys, os

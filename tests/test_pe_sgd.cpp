@@ -113,6 +113,17 @@ TEST_CASE("pe-sgd: ledger, evolving synthetic sets, diagnostics and determinism"
     CAPTURE(k);
     CHECK(a[k] == b[k]);
   }
+  // Diagnostics are analysis only: the same run without them trains the same model.
+  auto plain = run_metrics(f, out, projection_args("pe-sgd", {}));
+  CHECK(!plain.contains("diagnostics"));
+  CHECK(plain["eval"] == a["eval"]);
+  REQUIRE(plain["history"].size() == a["history"].size());
+  for (size_t i = 0; i < plain["history"].size(); ++i) {
+    CHECK(plain["history"][i]["loss"] == a["history"][i]["loss"]);
+    CHECK(plain["history"][i]["batch_size"] == a["history"][i]["batch_size"]);
+  }
+  // Normalised coefficients have norm <= 1: the noise drawn has std sigma (not sigma C).
+  CHECK(p["noise_std"].get<double>() == Approx(p["noise_multiplier"].get<double>()));
   // sigma = 0 (eps inf): non-private, epsilon reported inf.
   auto inf = run_metrics(f, out, projection_args("pe-sgd", {"--set", "privacy.epsilon=inf"}));
   CHECK(inf["privacy"]["epsilon"] == "inf");
@@ -134,6 +145,16 @@ TEST_CASE("projection baselines: same ledger as pe-sgd, fixed synthetic set", "[
     CHECK(r["privacy"]["epsilon"].get<double>() == Approx(eps));
     CHECK(fs::exists(fs::path(dir) / "synthetic" / "iter_0001.csv"));
     CHECK(!fs::exists(fs::path(dir) / "synthetic" / "iter_0002.csv"));  // D fixed
+    // The noise each method actually drew (its wiring of sensitivity and bounds), C = 1.
+    const double sigma = r["privacy"]["noise_multiplier"].get<double>(),
+                 C = r["privacy"]["clip_norm"].get<double>();
+    const double want_std = m == "gep"     ? sigma * std::sqrt(2.0) * C
+                            : m == "inpro" ? sigma
+                                           : sigma * C;
+    CHECK(r["privacy"]["noise_std"].get<double>() == Approx(want_std));
+    if (m == "gep")
+      CHECK(r["privacy"]["noise_std_residual"].get<double>() ==
+            Approx(sigma * std::sqrt(2.0) * r["privacy"]["residual_clip"].get<double>()));
     if (m == "sft+dp-sgd") {
       // Table 9's "SFT" row: the model after SFT on D, evaluated before any DP step. pe-sgd
       // with the same D (L = 1) and one SFT epoch reaches the same model by its own code path.
@@ -147,6 +168,11 @@ TEST_CASE("projection baselines: same ledger as pe-sgd, fixed synthetic set", "[
       CHECK(!pe["eval"].contains("sft"));  // no SFT, no SFT evaluation
     }
   }
+  auto clip2 = run_metrics(f, out,
+                           projection_args("pe-sgd", {"--set", "method.sensitivity=clip", "--set",
+                                                      "privacy.clip_norm=2"}));
+  CHECK(clip2["privacy"]["noise_std"].get<double>() ==
+        Approx(2 * clip2["privacy"]["noise_multiplier"].get<double>()));
   auto fix = run_metrics(f, out, projection_args("pe-sgd", {"--set", "method.evolve=false"}));
   CHECK(fix["run"]["label"] == "PE-SGD-FixSample");
   auto nores = run_metrics(f, out, projection_args("gep", {"--set", "method.residual=false"}));

@@ -6,6 +6,8 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <functional>
+#include <limits>
 #include <map>
 
 #include "core/project/projection.hpp"
@@ -137,6 +139,78 @@ TEST_CASE("pe_project with an empty batch releases pure noise", "[projection]") 
   Tensor z = ref.normal({6}, 2.0, torch::kFloat64);
   CHECK(rel_err(r.z, z) < 1e-6);
   CHECK(r.noised_norms.numel() == 0);
+}
+
+TEST_CASE("every projection releases pure noise on an empty batch", "[projection]") {
+  const int64_t N = 6, p = 20;
+  Tensor Gs = rnd(N, p, 16), Hs = torch::zeros({0, p});
+  project::GramSolver solver(Gs, 1e-6);
+  Tensor G = Gs.to(torch::kFloat64).t();  // (p, N)
+  Tensor A = G.t().matmul(G) + 1e-6 * torch::eye(N, torch::kFloat64);
+  Tensor E = project::top_basis(Gs, 3);  // (p, 3)
+  const double div = 4.0;
+  for (std::string pl : {"coefficients", "inner_product", "private_gradient"}) {
+    INFO(pl);
+    privacy::NoiseSource ns(3, false), ref(3, false);
+    auto r = project::pe_project(Gs, Hs, solver, pl, {2.0, "clip", 0.5, div}, ns);
+    Tensor want;
+    if (pl == "coefficients") want = G.matmul(ref.normal({N}, 1.0, torch::kFloat64));
+    if (pl == "inner_product")
+      want = G.matmul(torch::inverse(A).matmul(ref.normal({N}, 1.0, torch::kFloat64)));
+    if (pl == "private_gradient")
+      want = G.matmul(torch::inverse(A).matmul(
+          G.t().matmul(ref.normal({p}, 1.0, torch::kFloat32).to(torch::kFloat64))));
+    CHECK(rel_err(r.direction, want / div) < 1e-5);
+    CHECK(r.noise_std == 1.0);
+  }
+  privacy::NoiseSource ns(4, false), ref(4, false);
+  auto in = project::inpro_project(Gs, Hs, {1.5, "normalize", 1, div}, ns);
+  CHECK(rel_err(in.direction, G.matmul(ref.normal({N}, 1.5, torch::kFloat64)) / div) < 1e-5);
+  auto pdp = project::pdp_project(E, Hs, {1.5, "clip", 2.0, div}, ns);
+  Tensor E64 = E.to(torch::kFloat64);
+  CHECK(rel_err(pdp.direction, E64.matmul(E64.t().matmul(
+                                   ref.normal({p}, 3.0, torch::kFloat32).to(torch::kFloat64))) /
+                                   div) < 1e-5);
+  auto gep = project::gep_project(E, Hs, {1.0, 0.2, true}, {1.5, "clip", 1.0, div}, ns);
+  Tensor c = ref.normal({3}, 1.5 * std::sqrt(2.0), torch::kFloat32).to(torch::kFloat64);
+  Tensor res = ref.normal({p}, 1.5 * std::sqrt(2.0) * 0.2, torch::kFloat32).to(torch::kFloat64);
+  CHECK(rel_err(gep.direction, (E64.matmul(c) + res) / div) < 1e-5);
+  CHECK(gep.noise_std_residual == Approx(1.5 * std::sqrt(2.0) * 0.2));
+}
+
+TEST_CASE("a private example with a NaN or Inf gradient contributes nothing to any projection",
+          "[projection]") {
+  const int64_t p = 20;
+  Tensor Gs = rnd(6, p, 21), Hs = rnd(3, p, 22);
+  Tensor nan_row = rnd(1, p, 23), inf_row = rnd(1, p, 24);
+  nan_row[0][4] = std::nan("");
+  inf_row[0][7] = std::numeric_limits<float>::infinity();
+  Tensor Hb = torch::cat({Hs.narrow(0, 0, 1), nan_row, Hs.narrow(0, 1, 2), inf_row});  // (5, p)
+  project::GramSolver solver(Gs, 1e-6);
+  Tensor E = project::top_basis(Gs, 3);
+  auto same =
+      [&](const std::function<project::ProjectionResult(const Tensor&, privacy::NoiseSource&)>& f) {
+        privacy::NoiseSource a(9, false), b(9, false);
+        auto clean = f(Hs, a), dirty = f(Hb, b);
+        REQUIRE(torch::isfinite(dirty.direction).all().item<bool>());
+        CHECK(rel_err(dirty.direction, clean.direction) < 1e-6);
+      };
+  for (std::string pl : {"coefficients", "inner_product", "private_gradient"})
+    for (std::string sens : {"normalize", "clip"}) {
+      INFO(pl << " " << sens);
+      same([&](const Tensor& H, privacy::NoiseSource& ns) {
+        return project::pe_project(Gs, H, solver, pl, {0.5, sens, 0.3, 3.0}, ns);
+      });
+    }
+  same([&](const Tensor& H, privacy::NoiseSource& ns) {
+    return project::inpro_project(Gs, H, {0.5, "normalize", 1, 3.0}, ns);
+  });
+  same([&](const Tensor& H, privacy::NoiseSource& ns) {
+    return project::pdp_project(E, H, {0.5, "clip", 0.3, 3.0}, ns);
+  });
+  same([&](const Tensor& H, privacy::NoiseSource& ns) {
+    return project::gep_project(E, H, {0.3, 0.1, true}, {0.5, "clip", 0.3, 3.0}, ns);
+  });
 }
 
 TEST_CASE("With sigma 0 and G spanning H, the projection is the mean private gradient",

@@ -74,7 +74,8 @@ TEST_CASE("Poisson sampler: empty batches occur with probability (1 - q)^n", "[s
   CHECK(std::fabs(empty / double(K) - p) <= 4 * std::sqrt(p * (1 - p) / K));
 }
 
-TEST_CASE("Poisson sampler follows its documented stream, and q = 1 takes everything", "[sampler]") {
+TEST_CASE("Poisson sampler follows its documented stream, and q = 1 takes everything",
+          "[sampler]") {
   // sampler.hpp: one mt19937_64 output per index, u = (x >> 11) 2^-53, include iff u < q.
   std::mt19937_64 ref(123);
   PoissonSampler s(500, 0.1, 123);
@@ -122,4 +123,55 @@ TEST_CASE("Poisson sampler rejects q <= 0, q > 1 and empty data", "[sampler]") {
   CHECK_THROWS_WITH(PoissonSampler(10, 1.5, 1), Contains("privacy.sampling_rate = 1.5"));
   CHECK_THROWS_AS(PoissonSampler(10, std::nan(""), 1), ConfigError);
   CHECK_THROWS_AS(PoissonSampler(0, 0.5, 1), ConfigError);
+}
+
+TEST_CASE("secure Poisson sampler: OS randomness, same inclusion law, mode-checked state",
+          "[sampler]") {
+  // n spans two getrandom blocks (4096 words each), so the block boundary is exercised.
+  const int64_t n = 5000, K = 400;
+  const double q = 0.05;
+  PoissonSampler s(n, q, 42, true);
+  CHECK(s.secure());
+  std::vector<int64_t> count(n, 0);
+  double sum = 0;
+  for (int64_t k = 0; k < K; ++k) {
+    auto b = s.next();
+    for (size_t i = 0; i < b.size(); ++i) {
+      REQUIRE(b[i] >= 0);
+      REQUIRE(b[i] < n);
+      if (i) REQUIRE(b[i - 1] < b[i]);
+      ++count[b[i]];
+    }
+    sum += static_cast<double>(b.size());
+  }
+  CHECK(std::fabs(sum / K - q * n) <= 4 * std::sqrt(n * q * (1 - q) / K));
+  double var = K * q * (1 - q), chi2 = 0, tail = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    chi2 += (count[i] - K * q) * (count[i] - K * q) / var;
+    if (i >= 4096) tail += count[i];
+  }
+  CHECK(std::fabs(chi2 - n) <= 4 * std::sqrt(2.0 * n));
+  // Indices of the second block are included at rate q as well.
+  const double tn = n - 4096;
+  CHECK(std::fabs(tail / (K * tn) - q) <= 4 * std::sqrt(q * (1 - q) / (K * tn)));
+
+  // The seed predicts nothing: two secure samplers with one seed differ (P(equal) = 2^-300),
+  // and neither follows the seeded stream.
+  PoissonSampler a(300, 0.5, 9, true), b(300, 0.5, 9, true), seeded(300, 0.5, 9);
+  auto a1 = a.next();
+  CHECK(a1 != b.next());
+  CHECK(a1 != seeded.next());
+
+  // State: n, q and the draw count only; the other mode's state is refused, naming the setting.
+  std::string st = a.state();
+  CHECK_THAT(st, Catch::Matchers::StartsWith("poisson-secure-v1 300 "));
+  PoissonSampler r(300, 0.5, 1, true);
+  r.set_state(st);
+  CHECK(r.draws() == 1);
+  CHECK(r.state() == st);
+  CHECK_THROWS_WITH(r.set_state(seeded.state()), Contains("secure_noise: false"));
+  CHECK_THROWS_WITH(seeded.set_state(st), Contains("secure_noise: true"));
+  CHECK_THROWS_AS(r.set_state(st + " 17"), InputError);
+  PoissonSampler other_q(300, 0.25, 1, true);
+  CHECK_THROWS_AS(other_q.set_state(st), InputError);
 }

@@ -114,6 +114,51 @@ TEST_CASE("an empty Poisson batch releases pure noise", "[train-engine]") {
   CHECK(flat(g).abs().sum().item<double>() > 0);
 }
 
+TEST_CASE("an example with a non-finite per-sample gradient contributes nothing to the clipped sum",
+          "[train-engine]") {
+  // Untied output head: a NaN input-embedding row then poisons only the examples that read it.
+  model::ModelConfig c = tiny_config("gpt2");
+  c.tie_word_embeddings = false;
+  model::CausalLM m = model::make_causal_lm(c, 3);
+  model::PeftOptions o;
+  o.targets = {"c_attn", "c_fc"};
+  model::apply_peft(m, o, 4);
+  const int64_t V = c.vocab_size;
+  data::LmDataset ds = random_lm_dataset(6, V, 4);
+  // Example 2 alone uses token V - 1, whose (frozen) embedding row becomes NaN.
+  for (auto& e : ds.items)
+    for (auto& id : e.ids)
+      if (id == V - 1) id = 1;
+  ds.items[2].ids[1] = static_cast<int32_t>(V - 1);
+  {
+    torch::NoGradGuard ng;
+    for (auto& kv : model::trainable_parameters(m))
+      if (kv.first.find("lora_B") != std::string::npos) kv.second.normal_(0, 0.05);
+    for (auto& kv : m->named_parameters())
+      if (kv.key().find("wte") != std::string::npos) kv.value()[V - 1].fill_(std::nan(""));
+  }
+  grad::PerSampleGrads psg(m);
+  // The setting: example 2's per-sample gradient is NaN, the others' are finite.
+  data::LmBatch b = data::collate(ds, {0, 1, 2, 3, 4, 5}, 0);
+  psg.compute(b.input_ids, b.attention_mask, b.labels);
+  Tensor finite = torch::isfinite(psg.sq_norms());
+  REQUIRE(finite.sum().item<int64_t>() == 5);
+  REQUIRE_FALSE(finite[2].item<bool>());
+
+  train::DpSettings dp;
+  dp.q = 0.5;
+  dp.dataset_size = 6;
+  dp.clip_norm = 0.1;
+  auto with_bad = flat(train::clipped_sum(psg, ds, {0, 1, 2, 3, 4, 5}, 2, 0, dp, nullptr));
+  auto without = flat(train::clipped_sum(psg, ds, {0, 1, 3, 4, 5}, 2, 0, dp, nullptr));
+  REQUIRE(torch::isfinite(with_bad).all().item<bool>());
+  CHECK(without.abs().sum().item<double>() > 0);
+  CHECK(rel(with_bad, without) < 1e-6);
+  // A micro-batch of nothing but the bad example adds exactly zero.
+  CHECK(flat(train::clipped_sum(psg, ds, {2}, 2, 0, dp, nullptr)).abs().sum().item<double>() ==
+        0.0);
+}
+
 TEST_CASE("dp-sgd with sigma 0, C inf and realised divisor equals sgd on the same Poisson batches",
           "[train-engine]") {
   Fixture f;
@@ -182,6 +227,28 @@ TEST_CASE(
   CHECK(one["privacy"]["noise_multiplier"].get<double>() > 1.0);
   CHECK(one["privacy"]["releases"][0]["count"] == 6);
   CHECK(one["privacy"]["sampling_rate"].get<double>() == Approx(0.25));
+}
+
+TEST_CASE("with secure_noise the seed predicts neither the Poisson batches nor the noise",
+          "[train-engine]") {
+  Fixture f;
+  if (!make_fixture(f)) return;
+  std::string out = (f.tmp.path / "runs").string();
+  std::vector<std::string> args = {"--set", "method.name=dp-sgd",
+                                   "--set", "privacy.epsilon=1",
+                                   "--set", "privacy.secure_noise=true"};
+  auto a = run_metrics(f, out, args), b = run_metrics(f, out, args);
+  CHECK(a["privacy"]["secure_noise"] == true);
+  REQUIRE(a["history"].size() == 6);
+  // Step 0 trains the same initial model, so its loss depends on the batch only: with seeded
+  // batches it would be equal. Two independent Poisson(0.25) subsets of 24 rows coincide with
+  // probability 0.625^24 ~ 1e-5, and then the six batch sizes would all have to agree too.
+  bool batches_differ = a["history"][0]["loss"] != b["history"][0]["loss"];
+  for (size_t i = 0; i < 6; ++i)
+    batches_differ |= a["history"][i]["batch_size"] != b["history"][i]["batch_size"];
+  CHECK(batches_differ);
+  CHECK(a["eval"]["final"]["loss"] != b["eval"]["final"]["loss"]);
+  CHECK(a["privacy"]["epsilon"].get<double>() <= 1.0);
 }
 
 TEST_CASE("a run stopped after step k and resumed ends with the numbers of an uninterrupted run",

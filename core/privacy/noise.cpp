@@ -2,14 +2,12 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
-#include <sys/random.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <vector>
 
+#include "core/privacy/os_random.hpp"
 #include "core/util/error.hpp"
 
 namespace dpft::privacy {
@@ -82,20 +80,7 @@ int hex_digit(char c) {
 }  // namespace
 
 void NoiseSource::os_random(void* out, size_t bytes) {
-  auto* p = static_cast<unsigned char*>(out);
-  while (bytes > 0) {
-    ssize_t r = ::getrandom(p, bytes, 0);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      throw RuntimeError(fmt::format(
-          "privacy.secure_noise: getrandom(2) failed ({}); the OS CSPRNG is unavailable "
-          "(needs Linux >= 3.17, and no seccomp filter blocking it); set "
-          "privacy.secure_noise: false to use seeded noise instead",
-          std::strerror(errno)));
-    }
-    p += r;
-    bytes -= static_cast<size_t>(r);
-  }
+  privacy::os_random(out, bytes);
 }
 
 NoiseSource::NoiseSource(uint64_t seed, bool secure) : secure_(secure) {

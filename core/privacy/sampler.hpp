@@ -13,6 +13,14 @@
 // log(1 - q))): their distribution is exact only in real arithmetic, and the per-index draw
 // costs ~8 ns per example (8 ms per batch at N = 10^6 on the 2-core dev machine), negligible
 // next to a training step.
+//
+// Secure mode (privacy.secure_noise: true): the 64-bit words come from the kernel CSPRNG
+// (os_random.hpp) instead of the seeded generator, with the same u < q rule, so the inclusion
+// probability is the same ceil(q 2^53) / 2^53. The batches are then not reproducible and not
+// predictable from the seed in config.resolved.yaml: the subsampling amplification the
+// accountant credits assumes the adversary does not know which examples each batch holds.
+// Nothing needs checkpointing (fresh randomness after a resume is still Poisson); the state
+// records only n, q and the number of draws.
 #pragma once
 #include <cstdint>
 #include <random>
@@ -23,8 +31,9 @@ namespace dpft::privacy {
 
 class PoissonSampler {
  public:
-  // n: data set size (>= 1); q: sampling rate in (0, 1]. ConfigError otherwise.
-  PoissonSampler(int64_t n, double q, uint64_t seed);
+  // n: data set size (>= 1); q: sampling rate in (0, 1]. ConfigError otherwise. secure: draw
+  // from the OS CSPRNG and ignore `seed` (RuntimeError at construction if it is unavailable).
+  PoissonSampler(int64_t n, double q, uint64_t seed, bool secure = false);
 
   // The next batch: indices in [0, n), ascending, each present independently with probability
   // q; may be empty.
@@ -33,19 +42,22 @@ class PoissonSampler {
   int64_t draws() const { return draws_; }
   int64_t size() const { return n_; }
   double rate() const { return q_; }
+  bool secure() const { return secure_; }
 
   // Everything needed to continue exactly: a text line "poisson-v1 <n> <q as hex float>
-  // <draws> <mt19937_64 state>". set_state throws InputError if the text is malformed or its
-  // n or q differ from this sampler's (a resumed run must sample the same data at the same
-  // rate, or its privacy accounting would be wrong).
+  // <draws> <mt19937_64 state>" (secure mode: "poisson-secure-v1 <n> <q> <draws>"). set_state
+  // throws InputError if the text is malformed, its n or q differ from this sampler's (a
+  // resumed run must sample the same data at the same rate, or its privacy accounting would be
+  // wrong), or it was written in the other mode.
   std::string state() const;
   void set_state(const std::string& s);
 
  private:
   int64_t n_;
   double q_;
+  bool secure_;
   int64_t draws_ = 0;
-  std::mt19937_64 rng_;
+  std::mt19937_64 rng_;  // seeded mode only
 };
 
 }  // namespace dpft::privacy

@@ -95,6 +95,13 @@ double column_bound(const std::string& sensitivity, double C) {
 
 Tensor scale_columns(const Tensor& X, const std::string& sensitivity, double C) {
   Tensor n = col_norms(X);
+  Tensor ok = torch::isfinite(n);
+  if (!ok.all().item<bool>()) {
+    // A column that is not finite (one private example's NaN or Inf gradient) contributes 0:
+    // scaling it by 0 would keep the NaN (0 * NaN = NaN) and let one example decide the whole
+    // release. 0 is within the bound, so the sensitivity is unchanged.
+    return scale_columns(X.masked_fill(ok.logical_not().unsqueeze(0), 0), sensitivity, C);
+  }
   Tensor w;
   if (sensitivity == "normalize")
     w = torch::where(n > 0, 1.0 / n, torch::zeros_like(n));
@@ -110,6 +117,7 @@ ProjectionResult pe_project(const Tensor& Gs, const Tensor& Hs, const GramSolver
   const int64_t N = Gs.size(0), p = Gs.size(1);
   const double std = o.sigma * column_bound(o.sensitivity, o.clip_norm);
   ProjectionResult r;
+  r.noise_std = std;
   Tensor z;  // (N) double
   if (placement == "coefficients") {
     Tensor Z = solver.solve(gram_f64(Gs, Hs));  // (N, M)
@@ -143,11 +151,9 @@ ProjectionResult inpro_project(const Tensor& Gs, const Tensor& Hs, const NoiseOp
   Tensor A = gram_f64(Gs, Hs);  // (N, M)
   ProjectionResult r;
   r.noised_norms = col_norms(A).to(torch::kFloat32);
-  Tensor a =
-      add_noise(scale_columns(A, o.sensitivity, o.clip_norm).sum(1),
-                noise.normal({Gs.size(0)}, o.sigma * column_bound(o.sensitivity, o.clip_norm),
-                             torch::kFloat64),
-                r);
+  r.noise_std = o.sigma * column_bound(o.sensitivity, o.clip_norm);
+  Tensor a = add_noise(scale_columns(A, o.sensitivity, o.clip_norm).sum(1),
+                       noise.normal({Gs.size(0)}, r.noise_std, torch::kFloat64), r);
   r.z = a.to(torch::kFloat32);
   r.direction = Gs.t().matmul(a.to(Gs.scalar_type())) / o.divisor;
   return r;
@@ -190,10 +196,10 @@ ProjectionResult pdp_project(const Tensor& E, const Tensor& Hs, const NoiseOptio
              shape_str(E.sizes()), shape_str(Hs.sizes()));
   ProjectionResult r;
   r.noised_norms = row_norms(Hs);
-  Tensor h =
-      add_noise(scale_columns(Hs.t(), "clip", o.clip_norm).sum(1),
-                noise.normal({Hs.size(1)}, o.sigma * o.clip_norm, Hs.scalar_type()), r);  // (p)
-  r.z = E.t().matmul(h);                                                                  // (k)
+  r.noise_std = o.sigma * o.clip_norm;
+  Tensor h = add_noise(scale_columns(Hs.t(), "clip", o.clip_norm).sum(1),
+                       noise.normal({Hs.size(1)}, r.noise_std, Hs.scalar_type()), r);  // (p)
+  r.z = E.t().matmul(h);                                                               // (k)
   r.direction = E.matmul(r.z) / o.divisor;
   return r;
 }
@@ -209,6 +215,8 @@ ProjectionResult gep_project(const Tensor& E, const Tensor& Hs, const GepOptions
              shape_str(E.sizes()), shape_str(Hs.sizes()));
   auto [std_c, std_r] = gep_noise_stds(g, o.sigma);
   ProjectionResult r;
+  r.noise_std = std_c;
+  r.noise_std_residual = std_r;
   Tensor C = E.t().matmul(Hs.t());  // (k, M) coefficients c_j
   r.noised_norms = col_norms(C);
   Tensor c = add_noise(scale_columns(C, "clip", g.coef_clip).sum(1),

@@ -56,7 +56,8 @@ class GramSolver {
 };
 
 // Per-column sensitivity control of X (n, M): "normalize" X_j / ||X_j|| (a zero column stays
-// zero) or "clip" X_j min(1, C / ||X_j||). Returns the scaled X (same dtype).
+// zero) or "clip" X_j min(1, C / ||X_j||). A column with a NaN or Inf (a private example whose
+// gradient is not finite) becomes zero. Returns the scaled X (same dtype).
 torch::Tensor scale_columns(const torch::Tensor& X, const std::string& sensitivity, double C);
 // The bound on each scaled column's norm: 1 (normalize) or C (clip).
 double column_bound(const std::string& sensitivity, double C);
@@ -72,9 +73,11 @@ struct ProjectionResult {
   torch::Tensor direction;  // (p) float32: the update direction (already divided)
   torch::Tensor z;  // (N) float32 coefficients in the synthetic basis (DP); may be undefined
   torch::Tensor
-      noised_norms;  // (M) column norms of the matrix the noise is added to, before scaling
+      noised_norms;        // (M) column norms of the matrix the noise is added to, before scaling
   double signal_norm = 0;  // || sum of the scaled columns ||, before noise (diagnostics only)
   double noise_norm = 0;   // || the noise drawn || (diagnostics only)
+  double noise_std = 0;    // std of each noise coordinate added (GEP: on the coefficients)
+  double noise_std_residual = 0;  // GEP with residual: std on the residual's p coordinates
 };
 
 // PE-SGD with a noise placement: coefficients | inner_product | private_gradient.

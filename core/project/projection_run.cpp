@@ -328,6 +328,7 @@ nlohmann::json run_projection(RunContext& ctx, const SyntheticOptions& so,
   train::Trainer trainer(ctx, in, lo, &noise);
   in.model->train();
   std::vector<int64_t> all_rows;
+  std::optional<std::pair<double, double>> noise_std;  // drawn by the projection (metrics)
 
   auto gradient = [&](const std::vector<int64_t>& rows, train::BatchStats& st) {
     auto t0 = std::chrono::steady_clock::now();
@@ -355,6 +356,7 @@ nlohmann::json run_projection(RunContext& ctx, const SyntheticOptions& so,
     const double divisor = dp.divisor == "realized" ? static_cast<double>(std::max<int64_t>(M, 1))
                                                     : dp.expected_batch();
     ProjectionResult r = project(ProjectionInput{Gs, Hs, step, divisor, dp.sigma, noise});
+    noise_std = std::make_pair(r.noise_std, r.noise_std_residual);
     pending_z =
         r.z.defined() ? std::optional<Tensor>(r.z.detach().to(torch::kFloat32)) : std::nullopt;
     st.batch_size = M;
@@ -393,6 +395,10 @@ nlohmann::json run_projection(RunContext& ctx, const SyntheticOptions& so,
   nlohmann::json out = trainer.run(gradient);
   out["privacy"] = dp.to_json();
   out["privacy"]["secure_noise"] = spec.privacy.secure_noise;
+  if (noise_std) {  // the std the projection actually drew (dp.to_json() assumes sigma C)
+    out["privacy"]["noise_std"] = noise_std->first;
+    if (noise_std->second > 0) out["privacy"]["noise_std_residual"] = noise_std->second;
+  }
   for (auto& [k, v] : privacy_extra.items()) out["privacy"][k] = v;
   out["synthetic"] = {
       {"size", D.size()},

@@ -3,6 +3,10 @@
 #include <chrono>
 #include <cmath>
 
+#include <spdlog/spdlog.h>
+
+#include "core/util/error.hpp"
+
 namespace dpft::train {
 
 namespace {
@@ -37,6 +41,28 @@ std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const data::Lm
     data::LmBatch b = data::collate(ds, chunk, pad_id);
     torch::Tensor losses = psg.compute(b.input_ids, b.attention_mask, b.labels);
     torch::Tensor norms = psg.sq_norms().sqrt();
+    if (!torch::isfinite(norms).all().item<bool>()) {
+      // An example whose per-sample gradient is NaN or Inf contributes nothing: a clip weight of
+      // 0 would not do (0 * NaN = NaN, and one example would then decide the whole release), so
+      // the micro-batch is recomputed without it. 0 is within the clip bound: the sensitivity,
+      // and so the accounting, are unchanged. Per-sample gradients depend on their own example
+      // only, so the rest stay finite.
+      std::vector<int64_t> kept;
+      torch::Tensor ok = torch::isfinite(norms).to(torch::kCPU);
+      for (size_t j = 0; j < chunk.size(); ++j)
+        if (ok[static_cast<int64_t>(j)].item<bool>()) kept.push_back(chunk[j]);
+      spdlog::warn(
+          "{} private example(s) had a non-finite per-sample gradient and were left out "
+          "of this step (lower train.lr, or check the data and model)",
+          chunk.size() - kept.size());
+      if (kept.empty()) continue;
+      chunk = kept;
+      b = data::collate(ds, chunk, pad_id);
+      losses = psg.compute(b.input_ids, b.attention_mask, b.labels);
+      norms = psg.sq_norms().sqrt();
+      DPFT_CHECK(torch::isfinite(norms).all().item<bool>(),
+                 "per-sample gradient norms stayed non-finite after dropping the non-finite rows");
+    }
     std::vector<torch::Tensor> part =
         psg.weighted_sum(clip_weights(norms, dp.clip_norm, dp.clipping));
     for (size_t k = 0; k < sum.size(); ++k) sum[k] += part[k];

@@ -3,11 +3,17 @@
 # one switch of experiments/pe_sgd/small/pubmed-pe_sgd.yaml over seeds, through scripts/sweep.sh
 # (which skips runs already finished). Usage:
 #   experiments/pe_sgd/ablations.sh [OUT_DIR] [SEEDS]      (defaults: runs/pe_sgd_ablations, "0 1 2")
+# Environment: DPFT=path of the dpft binary (default build/dpft; a copy keeps a rebuild from
+# changing the binary mid-sweep), ONLY="placement clip ..." to run some ablations only
+# (names: placement clip fold size epsilon sft generator).
 # Then: dpft report OUT_DIR/<ablation> --table pe-sgd-table1 (labels name the variants).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-runs/pe_sgd_ablations}
 seeds=${2:-"0 1 2"}
+dpft=${DPFT:-build/dpft}
+only=${ONLY:-placement clip fold size epsilon sft generator}
+want() { [[ " $only " == *" $1 "* ]]; }
 small=experiments/pe_sgd/small
 pe=$small/pubmed-pe_sgd.yaml
 sweep() {  # name eps spec... -- overrides...
@@ -15,29 +21,29 @@ sweep() {  # name eps spec... -- overrides...
   local specs=()
   while [ $# -gt 0 ] && [ "$1" != "--" ]; do specs+=("$1"); shift; done
   [ $# -gt 0 ] && shift
-  bash scripts/sweep.sh --specs "${specs[*]}" --seeds "$seeds" --eps "$eps" --out "$out/$name" -- "$@"
+  bash scripts/sweep.sh --dpft "$dpft" --specs "${specs[*]}" --seeds "$seeds" --eps "$eps" --out "$out/$name" -- "$@"
 }
 # Noise placement (Sec. 5.4, Fig. 8; Table 5 with diagnostics on).
-for p in coefficients inner_product private_gradient; do
+want placement && for p in coefficients inner_product private_gradient; do
   sweep placement-$p 1 $pe -- --set method.noise_placement=$p --set method.diagnostics=true
 done
 # Normalisation vs clipping with C in {0.5, 1, 2} (Fig. 9a).
-for c in 0.5 1 2; do
+want clip && for c in 0.5 1 2; do
   sweep clip-$c 1 $pe -- --set method.sensitivity=clip --set privacy.clip_norm=$c --set label=PE-SGD-clip$c
 done
 # Variation fold L in {1, 2, 4, inf} (Fig. 9b).
-for l in 1 2 4 inf; do
+want fold && for l in 1 2 4 inf; do
   sweep fold-$l 1 $pe -- --set method.variation_fold=$l --set label=PE-SGD-L$l
 done
 # Synthetic set size N in {50, 100, 200, 400} (Fig. 9c).
-for n in 50 100 200 400; do
+want size && for n in 50 100 200 400; do
   sweep size-$n 1 $pe -- --set method.synthetic_size=$n --set label=PE-SGD-N$n
 done
 # Privacy budget eps in {1, 2, 4, 8} against DP-SGD (Fig. 7).
-sweep epsilon "1 2 4 8" $pe $small/pubmed-dp_sgd.yaml --
+want epsilon && sweep epsilon "1 2 4 8" $pe $small/pubmed-dp_sgd.yaml --
 # Synthetic-data SFT on / off (Table 8).
-sweep sft-off "1 inf" $pe -- --set method.sft_epochs=0 --set label=PE-SGD-noSFT
+want sft && sweep sft-off "1 inf" $pe -- --set method.sft_epochs=0 --set label=PE-SGD-noSFT
 # Algorithm 2 needs a stronger frozen generator: pass its directory as GENERATOR=DIR.
-if [ -n "${GENERATOR:-}" ]; then
+if want generator && [ -n "${GENERATOR:-}" ]; then
   sweep generator "1 inf" $pe -- --set method.generator_model="$GENERATOR" --set label=PE-SGD-Alg2
 fi
