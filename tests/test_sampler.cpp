@@ -12,11 +12,10 @@ using namespace dpft;
 using namespace dpft::privacy;
 using Catch::Matchers::Contains;
 
-TEST_CASE("Poisson sampler: batches are ascending, in range, and of mean size q n", "[sampler]") {
-  const int64_t n = 1000, K = 2000;
-  const double q = 0.05;
-  PoissonSampler s(n, q, 42);
-  std::vector<int64_t> count(n, 0);
+namespace {
+// Draws K batches from s, checks each is ascending and inside [0, n), adds each index's inclusions
+// to count (size n) and returns the summed batch size.
+double draw_and_count(PoissonSampler& s, int64_t n, int64_t K, std::vector<int64_t>& count) {
   double sum = 0;
   for (int64_t k = 0; k < K; ++k) {
     auto b = s.next();
@@ -28,6 +27,16 @@ TEST_CASE("Poisson sampler: batches are ascending, in range, and of mean size q 
     }
     sum += static_cast<double>(b.size());
   }
+  return sum;
+}
+}  // namespace
+
+TEST_CASE("Poisson sampler: batches are ascending, in range, and of mean size q n", "[sampler]") {
+  const int64_t n = 1000, K = 2000;
+  const double q = 0.05;
+  PoissonSampler s(n, q, 42);
+  std::vector<int64_t> count(n, 0);
+  double sum = draw_and_count(s, n, K, count);
   CHECK(s.draws() == K);
   // Mean batch size: Binomial(n, q) per draw, K draws.
   double mean = sum / K, sd_mean = std::sqrt(n * q * (1 - q) / K);
@@ -133,17 +142,7 @@ TEST_CASE("secure Poisson sampler: OS randomness, same inclusion law, mode-check
   PoissonSampler s(n, q, 42, true);
   CHECK(s.secure());
   std::vector<int64_t> count(n, 0);
-  double sum = 0;
-  for (int64_t k = 0; k < K; ++k) {
-    auto b = s.next();
-    for (size_t i = 0; i < b.size(); ++i) {
-      REQUIRE(b[i] >= 0);
-      REQUIRE(b[i] < n);
-      if (i) REQUIRE(b[i - 1] < b[i]);
-      ++count[b[i]];
-    }
-    sum += static_cast<double>(b.size());
-  }
+  double sum = draw_and_count(s, n, K, count);
   CHECK(std::fabs(sum / K - q * n) <= 4 * std::sqrt(n * q * (1 - q) / K));
   double var = K * q * (1 - q), chi2 = 0, tail = 0;
   for (int64_t i = 0; i < n; ++i) {
