@@ -256,6 +256,30 @@ TEST_CASE("top_basis and power_basis span the top-k singular subspace of G", "[p
   CHECK(project::top_basis(low, 5).size(1) == 2);
 }
 
+TEST_CASE("top_basis stays orthonormal when G is ill-conditioned", "[projection]") {
+  // Singular values from 1 down to 2e-4 (eigenvalues of G G^T down to 4e-8 of the largest, all
+  // kept): the small directions are where a float32 rounding of the eigenvectors, or their
+  // inaccuracy, shows up as E^T E != I.
+  const int64_t N = 12, p = 300;
+  torch::manual_seed(31);
+  Tensor U = std::get<0>(torch::linalg_qr(torch::randn({N, N}, torch::kFloat64)));
+  Tensor V = std::get<0>(torch::linalg_qr(torch::randn({p, N}, torch::kFloat64)));
+  Tensor s = torch::logspace(0, std::log10(2e-4), N, 10, torch::kFloat64);
+  Tensor Gs = (U * s).matmul(V.t()).to(torch::kFloat32);  // (N, p)
+  Tensor E = project::top_basis(Gs, N);                   // (p, N)
+  REQUIRE(E.size(1) == N);
+  Tensor e = E.to(torch::kFloat64);
+  CHECK((e.t().matmul(e) - torch::eye(N, torch::kFloat64)).abs().max().item<double>() < 1e-5);
+  // E spans the rows of Gs: G E E^T = G.
+  Tensor G = Gs.to(torch::kFloat64);
+  CHECK(rel_err(G.matmul(e).matmul(e.t()), G) < 1e-5);
+  // Below 1e-8 of the largest eigenvalue a direction is dropped.
+  Tensor s2 = torch::tensor({1.0, 0.5, 1e-5, 1e-6}, torch::kFloat64);
+  Tensor U4 = std::get<0>(torch::linalg_qr(torch::randn({4, 4}, torch::kFloat64)));
+  Tensor G2 = (U4 * s2).matmul(V.narrow(1, 0, 4).t());  // (4, p), singular values s2
+  CHECK(project::top_basis(G2.to(torch::kFloat32), 4).size(1) == 2);
+}
+
 TEST_CASE("pdp_project and gep_project match loops over the samples", "[projection]") {
   const int64_t p = 30, M = 6, k = 3;
   Tensor E = std::get<0>(torch::linalg_qr(rnd(p, k, 13)));  // orthonormal (p, k)

@@ -17,6 +17,10 @@ using torch::Tensor;
 namespace {
 
 constexpr int64_t kChunk = 1 << 16;  // columns per float64 block of gram_f64
+// top_basis keeps eigen-directions of G G^T above this fraction of the largest eigenvalue
+// (singular values above 1e-4 of the largest): below it, float64 eigenvectors of a float32
+// matrix's Gram are too inaccurate to give a basis vector.
+constexpr double kBasisRelEig = 1e-8;
 
 Tensor col_norms(const Tensor& X) {  // X: (n, M) -> (M)
   return X.numel() == 0 ? torch::zeros({X.size(1)}, X.options()) : X.norm(2, {0});
@@ -163,17 +167,38 @@ Tensor top_basis(const Tensor& Gs, int64_t k) {
   DPFT_CHECK(k > 0, "top_basis: k must be > 0");
   Tensor gram = gram_f64(Gs, Gs);
   auto [w, V] = torch::linalg_eigh(gram);  // ascending
-  const int64_t n = w.size(0);
+  const int64_t n = w.size(0), p = Gs.size(1);
   double top = n > 0 ? w[n - 1].item<double>() : 0;
   std::vector<int64_t> keep;
   for (int64_t i = n - 1; i >= 0 && static_cast<int64_t>(keep.size()) < k; --i)
-    if (w[i].item<double>() > 1e-12 * top && top > 0) keep.push_back(i);
-  if (keep.empty()) return torch::zeros({Gs.size(1), 0}, Gs.options());
-  Tensor idx = torch::tensor(keep, torch::kLong);
+    if (top > 0 && w[i].item<double>() > kBasisRelEig * top) keep.push_back(i);
+  if (keep.empty()) return torch::zeros({p, 0}, Gs.options());
+  Tensor idx = torch::tensor(keep, torch::kLong).to(V.device());
   Tensor U = V.index_select(1, idx), s = w.index_select(0, idx).sqrt();  // (N, k'), (k')
-  // right singular vectors of Gs: Gs^T u_i / s_i
-  Tensor E = gram_f64(Gs.t().contiguous(), U.t().to(Gs.scalar_type()).contiguous()) / s;
-  return E.to(Gs.scalar_type());
+  // Right singular vectors of Gs: E = Gs^T U / s, in float64 block by block over p (U stays
+  // float64: rounding it to float32 first would cost ~1e-7 * s_max / s_i of orthogonality).
+  Tensor E = torch::empty({p, U.size(1)}, Gs.options());  // (p, k')
+  for (int64_t c = 0; c < p; c += kChunk) {
+    const int64_t len = std::min(kChunk, p - c);
+    E.narrow(0, c, len).copy_(Gs.narrow(1, c, len).to(torch::kFloat64).t().matmul(U) / s);
+  }
+  // The eigenvectors of small eigenvalues carry relative error ~ lambda_max / gap * 1e-16, so
+  // re-orthonormalise (symmetric, twice): E <- E Q L^-1/2 Q^T for E^T E = Q L Q^T.
+  for (int pass = 0; pass < 2; ++pass) {
+    Tensor C = gram_f64(E.t(), E.t());  // (k', k') = E^T E
+    auto [l, Q] = torch::linalg_eigh(C);
+    DPFT_CHECK(l.min().item<double>() > 0.5,
+               "top_basis: the basis lost rank while re-orthonormalising (smallest eigenvalue {} "
+               "of E^T E); the synthetic gradients are too ill-conditioned",
+               l.min().item<double>());
+    Tensor R = Q.matmul(torch::diag(l.rsqrt())).matmul(Q.t());  // (k', k')
+    for (int64_t c = 0; c < p; c += kChunk) {
+      const int64_t len = std::min(kChunk, p - c);
+      Tensor blk = E.narrow(0, c, len);
+      blk.copy_(blk.to(torch::kFloat64).matmul(R));
+    }
+  }
+  return E;
 }
 
 Tensor power_basis(const Tensor& Gs, int64_t k, int64_t iters, uint64_t seed) {

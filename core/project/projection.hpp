@@ -91,7 +91,9 @@ ProjectionResult inpro_project(const torch::Tensor& Gs, const torch::Tensor& Hs,
 
 // Orthonormal basis (p, k') of the top-k eigenspace of Gs^T Gs (= top-k right singular
 // vectors of Gs, the paper's left singular vectors of G), exactly, via the eigen-decomposition
-// of the N x N Gram matrix. Directions with eigenvalue <= 1e-12 * largest are dropped (k' <= k).
+// of the N x N Gram matrix, computed in float64 and re-orthonormalised. Directions with
+// eigenvalue <= 1e-8 * largest (singular value <= 1e-4 * largest) are dropped (k' <= k): their
+// eigenvectors are not accurate enough to give a basis vector.
 torch::Tensor top_basis(const torch::Tensor& Gs, int64_t k);
 
 // The same subspace by block power (subspace) iteration on Gs^T Gs from a seeded random
