@@ -16,6 +16,9 @@ only=${ONLY:-placement clip fold size epsilon sft generator}
 want() { [[ " $only " == *" $1 "* ]]; }
 small=experiments/pe_sgd/small
 pe=$small/pubmed-pe_sgd.yaml
+# The spec's train.lr is PE-SGD's epsilon = 1 selection; runs at epsilon = inf use the one
+# selected for epsilon = inf (docs/results/pe_sgd_lr_selection.md, as in table1.sh).
+pe_lr_inf=2e-3
 sweep() {  # name eps spec... -- overrides...
   local name=$1 eps=$2; shift 2
   local specs=()
@@ -39,11 +42,13 @@ done
 want size && for n in 50 100 200 400; do
   sweep size-$n 1 $pe -- --set method.synthetic_size=$n --set label=PE-SGD-N$n
 done
-# Privacy budget eps in {1, 2, 4, 8} against DP-SGD (Fig. 7).
+# Privacy budget eps in {1, 2, 4, 8} against DP-SGD (Fig. 7), both at their epsilon = 1 lr.
 want epsilon && sweep epsilon "1 2 4 8" $pe $small/pubmed-dp_sgd.yaml --
 # Synthetic-data SFT on / off (Table 8).
-want sft && sweep sft-off "1 inf" $pe -- --set method.sft_epochs=0 --set label=PE-SGD-noSFT
+want sft && sweep sft-off 1 $pe -- --set method.sft_epochs=0 --set label=PE-SGD-noSFT
+want sft && sweep sft-off inf $pe -- --set train.lr=$pe_lr_inf --set method.sft_epochs=0 --set label=PE-SGD-noSFT
 # Algorithm 2 needs a stronger frozen generator: pass its directory as GENERATOR=DIR.
 if want generator && [ -n "${GENERATOR:-}" ]; then
-  sweep generator "1 inf" $pe -- --set method.generator_model="$GENERATOR" --set label=PE-SGD-Alg2
+  sweep generator 1 $pe -- --set method.generator_model="$GENERATOR" --set label=PE-SGD-Alg2
+  sweep generator inf $pe -- --set train.lr=$pe_lr_inf --set method.generator_model="$GENERATOR" --set label=PE-SGD-Alg2
 fi
