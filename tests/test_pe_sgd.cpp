@@ -127,6 +127,24 @@ TEST_CASE("pe-sgd: ledger, evolving synthetic sets, diagnostics and determinism"
   // sigma = 0 (eps inf): non-private, epsilon reported inf.
   auto inf = run_metrics(f, out, projection_args("pe-sgd", {"--set", "privacy.epsilon=inf"}));
   CHECK(inf["privacy"]["epsilon"] == "inf");
+  // L = inf (Fig. 9b's extreme): every synthetic set is N fresh RANDOM_API samples, no seeds
+  // are kept and no variations drawn. L = 2: ceil(N / 2) seeds (RANDOM_API at first, selected
+  // later), each with one VARIATIONAL_API variation, in every set.
+  std::string dir_inf;
+  auto linf = run_metrics(f, out, projection_args("pe-sgd", {"--set", "method.variation_fold=inf"}),
+                          &dir_inf);
+  REQUIRE(linf["status"] == "ok");
+  const auto& syn = linf["synthetic"];
+  CHECK(syn["variation_fold"] == "inf");
+  CHECK(syn["variational_api"]["samples"] == 0);
+  int n_sets = 0;
+  for (auto& e : fs::directory_iterator(fs::path(dir_inf) / "synthetic"))
+    n_sets += e.path().extension() == ".csv";
+  CHECK(n_sets >= 2);
+  CHECK(syn["random_api"]["samples"] == 8 * n_sets);
+  CHECK(plain["synthetic"]["variation_fold"] == 2);
+  CHECK(plain["synthetic"]["random_api"]["samples"] == 4);
+  CHECK(plain["synthetic"]["variational_api"]["samples"].get<int>() == 4 * n_sets);
 }
 
 TEST_CASE("projection baselines: same ledger as pe-sgd, fixed synthetic set", "[pe-sgd]") {
@@ -208,6 +226,7 @@ TEST_CASE("pe-sgd rejects bad options with the key named", "[pe-sgd]") {
   };
   CHECK(run({"--set", "method.noise_placement=gradient"}) == 2);
   CHECK(run({"--set", "method.variation_fold=1.5"}) == 2);
+  CHECK(run({"--set", "method.variation_fold=0"}) == 2);
   CHECK(run({"--set", "method.prompts="}) == 2);
   CHECK(run({"--set", "method.prompts=/nonexistent.yaml"}) == 3);
 }

@@ -144,7 +144,7 @@ void SyntheticOptions::configure(Fields& f, bool evolution) {
   }
   f.get("synthetic_size", size, Range::at_least(1));
   double L = static_cast<double>(fold);
-  if (f.get("variation_fold", L, Range::at_least(1))) {
+  if (f.get("variation_fold", L, Range::closed(1, std::numeric_limits<double>::infinity()))) {
     DPFT_CHECK_AS(ConfigError, std::isinf(L) || L == std::floor(L),
                   "{}: must be a whole number >= 1 or inf, got {}", f.key_path("variation_fold"),
                   L);
