@@ -191,6 +191,17 @@ TEST_CASE("projection baselines: same ledger as pe-sgd, fixed synthetic set", "[
                                                       "privacy.clip_norm=2"}));
   CHECK(clip2["privacy"]["noise_std"].get<double>() ==
         Approx(2 * clip2["privacy"]["noise_multiplier"].get<double>()));
+  // history's clipped_fraction: the share of Z's columns above C (all of them for a tiny C).
+  auto tiny = run_metrics(f, out,
+                          projection_args("pe-sgd", {"--set", "method.sensitivity=clip", "--set",
+                                                     "privacy.clip_norm=1e-9"}));
+  int nonempty = 0;
+  for (const auto& h : tiny["history"]) {
+    if (h["batch_size"].get<int>() == 0) continue;
+    ++nonempty;
+    CHECK(h["clipped_fraction"].get<double>() == 1.0);
+  }
+  CHECK(nonempty > 0);
   auto fix = run_metrics(f, out, projection_args("pe-sgd", {"--set", "method.evolve=false"}));
   CHECK(fix["run"]["label"] == "PE-SGD-FixSample");
   auto nores = run_metrics(f, out, projection_args("gep", {"--set", "method.residual=false"}));

@@ -83,6 +83,25 @@ TEST_CASE("scale_columns normalises or clips each column", "[projection]") {
   CHECK(project::column_bound("normalize", 0.5) == 1.0);
 }
 
+// Share of the columns of X (double) whose norm exceeds bound, counted one column at a time.
+double ref_clipped(const Tensor& X, double bound) {
+  int64_t n = 0;
+  for (int64_t j = 0; j < X.size(1); ++j) n += X.select(1, j).norm().item<double>() > bound;
+  return X.size(1) > 0 ? static_cast<double>(n) / static_cast<double>(X.size(1)) : 0.0;
+}
+
+TEST_CASE("clipped_fraction counts the columns above the bound", "[projection]") {
+  project::ProjectionResult r;
+  CHECK(project::clipped_fraction(r) == 0);  // no columns (empty batch)
+  r.noised_norms = torch::tensor({0.5f, 1.5f, 2.0f, 0.1f});
+  r.norm_bound = 1.0;
+  CHECK(project::clipped_fraction(r) == 0.5);
+  r.norm_bound = 2.0;  // a norm equal to the bound is not scaled
+  CHECK(project::clipped_fraction(r) == 0.0);
+  r.norm_bound = 0.05;
+  CHECK(project::clipped_fraction(r) == 1.0);
+}
+
 TEST_CASE("pe_project: every noise placement matches the slow reference", "[projection]") {
   const int64_t N = 8, M = 5, p = 30;
   Tensor Gs = rnd(N, p, 4), Hs = rnd(M, p, 5);
@@ -105,6 +124,8 @@ TEST_CASE("pe_project: every noise placement matches the slow reference", "[proj
       CHECK(r.noise_norm == Approx(n.norm().item<double>()).epsilon(1e-9));
       CHECK(rel_err(r.direction, G.matmul(z) / div) < 1e-5);
       CHECK(rel_err(r.noised_norms, Z.norm(2, {0})) < 1e-5);
+      CHECK(r.norm_bound == bound);
+      CHECK(project::clipped_fraction(r) == ref_clipped(Z, bound));
     }
     SECTION("inner_product / " + sens) {
       privacy::NoiseSource ns(9, false), ref(9, false);
@@ -115,6 +136,8 @@ TEST_CASE("pe_project: every noise placement matches the slow reference", "[proj
       CHECK(rel_err(r.z, z) < 1e-5);
       CHECK(rel_err(r.direction, G.matmul(z) / div) < 1e-5);
       CHECK(rel_err(r.noised_norms, A.norm(2, {0})) < 1e-5);
+      CHECK(r.norm_bound == bound);
+      CHECK(project::clipped_fraction(r) == ref_clipped(A, bound));
     }
     SECTION("private_gradient / " + sens) {
       privacy::NoiseSource ns(9, false), ref(9, false);
@@ -125,6 +148,8 @@ TEST_CASE("pe_project: every noise placement matches the slow reference", "[proj
       CHECK(rel_err(r.z, z) < 1e-5);
       CHECK(rel_err(r.direction, G.matmul(z) / div) < 1e-5);
       CHECK(rel_err(r.noised_norms, H.norm(2, {0})) < 1e-5);
+      CHECK(r.norm_bound == bound);
+      CHECK(project::clipped_fraction(r) == ref_clipped(H, bound));
     }
   }
   privacy::NoiseSource ns(1, false);
@@ -296,6 +321,8 @@ TEST_CASE("pdp_project and gep_project match loops over the samples", "[projecti
     }
     h += ref.normal({p}, sigma * C, torch::kFloat32).to(torch::kFloat64);
     CHECK(rel_err(r.direction, Ed.matmul(Ed.t().matmul(h)) / div) < 1e-5);
+    CHECK(r.norm_bound == C);
+    CHECK(project::clipped_fraction(r) == ref_clipped(Hs.t().to(torch::kFloat64), C));
   }
   SECTION("gep with and without residual") {
     for (bool residual : {true, false}) {
@@ -315,6 +342,9 @@ TEST_CASE("pdp_project and gep_project match loops over the samples", "[projecti
       if (residual) dir += res + ref.normal({p}, sr, torch::kFloat32).to(torch::kFloat64);
       INFO("residual " << residual);
       CHECK(rel_err(r.direction, dir / div) < 1e-5);
+      CHECK(r.norm_bound == g.coef_clip);  // the coefficients' clip (the noise is added there)
+      CHECK(project::clipped_fraction(r) ==
+            ref_clipped(Ed.t().matmul(Hs.t().to(torch::kFloat64)), g.coef_clip));
     }
   }
 }

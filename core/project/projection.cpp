@@ -122,6 +122,7 @@ ProjectionResult pe_project(const Tensor& Gs, const Tensor& Hs, const GramSolver
   const double std = o.sigma * column_bound(o.sensitivity, o.clip_norm);
   ProjectionResult r;
   r.noise_std = std;
+  r.norm_bound = column_bound(o.sensitivity, o.clip_norm);
   Tensor z;  // (N) double
   if (placement == "coefficients") {
     Tensor Z = solver.solve(gram_f64(Gs, Hs));  // (N, M)
@@ -155,12 +156,21 @@ ProjectionResult inpro_project(const Tensor& Gs, const Tensor& Hs, const NoiseOp
   Tensor A = gram_f64(Gs, Hs);  // (N, M)
   ProjectionResult r;
   r.noised_norms = col_norms(A).to(torch::kFloat32);
-  r.noise_std = o.sigma * column_bound(o.sensitivity, o.clip_norm);
+  r.norm_bound = column_bound(o.sensitivity, o.clip_norm);
+  r.noise_std = o.sigma * r.norm_bound;
   Tensor a = add_noise(scale_columns(A, o.sensitivity, o.clip_norm).sum(1),
                        noise.normal({Gs.size(0)}, r.noise_std, torch::kFloat64), r);
   r.z = a.to(torch::kFloat32);
   r.direction = Gs.t().matmul(a.to(Gs.scalar_type())) / o.divisor;
   return r;
+}
+
+double clipped_fraction(const ProjectionResult& r) {
+  if (!r.noised_norms.defined() || r.noised_norms.numel() == 0) return 0.0;
+  return (r.noised_norms.to(torch::kFloat64) > r.norm_bound)
+      .to(torch::kFloat64)
+      .mean()
+      .item<double>();
 }
 
 Tensor top_basis(const Tensor& Gs, int64_t k) {
@@ -221,6 +231,7 @@ ProjectionResult pdp_project(const Tensor& E, const Tensor& Hs, const NoiseOptio
              shape_str(E.sizes()), shape_str(Hs.sizes()));
   ProjectionResult r;
   r.noised_norms = row_norms(Hs);
+  r.norm_bound = o.clip_norm;
   r.noise_std = o.sigma * o.clip_norm;
   Tensor h = add_noise(scale_columns(Hs.t(), "clip", o.clip_norm).sum(1),
                        noise.normal({Hs.size(1)}, r.noise_std, Hs.scalar_type()), r);  // (p)
@@ -244,6 +255,7 @@ ProjectionResult gep_project(const Tensor& E, const Tensor& Hs, const GepOptions
   r.noise_std_residual = std_r;
   Tensor C = E.t().matmul(Hs.t());  // (k, M) coefficients c_j
   r.noised_norms = col_norms(C);
+  r.norm_bound = g.coef_clip;
   Tensor c = add_noise(scale_columns(C, "clip", g.coef_clip).sum(1),
                        noise.normal({E.size(1)}, std_c, E.scalar_type()), r);  // (k)
   r.z = c;

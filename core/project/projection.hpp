@@ -78,7 +78,12 @@ struct ProjectionResult {
   double noise_norm = 0;   // || the noise drawn || (diagnostics only)
   double noise_std = 0;    // std of each noise coordinate added (GEP: on the coefficients)
   double noise_std_residual = 0;  // GEP with residual: std on the residual's p coordinates
+  double norm_bound = 1;  // the norm the noised columns are scaled to (normalize) or clipped at
 };
+
+// Share of the noised columns whose norm exceeds r.norm_bound, i.e. that clipping scaled down
+// (normalize: scaled down to norm 1; the others were scaled up). 0 when there are no columns.
+double clipped_fraction(const ProjectionResult& r);
 
 // PE-SGD with a noise placement: coefficients | inner_product | private_gradient.
 ProjectionResult pe_project(const torch::Tensor& Gs, const torch::Tensor& Hs,

@@ -362,6 +362,7 @@ nlohmann::json run_projection(RunContext& ctx, const SyntheticOptions& so,
     st.batch_size = M;
     st.loss = M > 0 ? losses.mean().item<double>() : 0.0;
     st.grad_norm_mean = M > 0 ? Hs.norm(2, {1}).mean().item<double>() : 0.0;
+    st.clipped_fraction = clipped_fraction(r);  // columns of the noised matrix above its bound
     st.grad_seconds += seconds_since(t1);
     st.extra = {{"synthetic_size", D.size()}};  // timing stays out of the (reproducible) history
     if (so.diagnostics && M > 0) {
