@@ -3,7 +3,9 @@
 
 #include "cli/app.hpp"
 #include "core/config/spec.hpp"
+#include "core/run/runner.hpp"
 #include "core/util/atomic_file.hpp"
+#include "core/util/error.hpp"
 #include "core/util/git_commit.hpp"
 #include "dpft/build_info.hpp"
 #include "test_util.hpp"
@@ -124,6 +126,26 @@ TEST_CASE("dry run writes nothing", "[cli]") {
   REQUIRE(cli({"run", spec.string(), "--dry-run", "--out", (d.path / "runs").string()}, &out) == 0);
   CHECK_THAT(out, Contains("dry run"));
   CHECK_FALSE(fs::exists(d.path / "runs"));
+}
+
+TEST_CASE("a spec for a GPU is refused, not run on the CPU", "[cli]") {
+  test::TempDir d;
+  auto spec = d.write("s.yaml", "name: gpu\ndevice: cuda\n");
+  const std::string runs = (d.path / "runs").string();
+  CHECK(cli({"run", spec.string(), "--out", runs}) == 2);
+  CHECK(cli({"run", spec.string(), "--dry-run", "--out", runs}) == 2);
+  CHECK(cli({"run", spec.string(), "--set", "device=cpu", "--out", runs}) == 0);
+  std::string msg;
+  try {
+    check_executable(load_spec(spec.string(), {}));
+  } catch (const ConfigError& e) {
+    msg = e.what();
+  }
+  CHECK_THAT(msg, Contains("GPU execution is not implemented") && Contains("--set device=cpu"));
+  CHECK_NOTHROW(check_executable(load_spec(spec.string(), {"device=cpu"})));
+  CHECK_THROWS_AS(
+      check_executable(load_spec(spec.string(), {"device=cpu", "model.dtype=bfloat16"})),
+      ConfigError);
 }
 
 TEST_CASE("methods lists the registry", "[cli]") {

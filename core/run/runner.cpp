@@ -59,8 +59,19 @@ privacy::LedgerOptions ledger_options(const Spec& spec) {
   return lo;
 }
 
+void check_executable(const Spec& spec) {
+  DPFT_CHECK_AS(ConfigError, spec.device == "cpu",
+                "device: {}: GPU execution is not implemented in dpft yet (every method runs on "
+                "the CPU in float32); run the spec on the CPU with --set device=cpu",
+                spec.device);
+  DPFT_CHECK_AS(ConfigError, spec.model.dtype == "float32",
+                "model.dtype: {}: dpft trains in float32 today; set model.dtype: float32",
+                spec.model.dtype);
+}
+
 RunResult run_experiment(const Spec& spec, const RunOptions& opts) {
   DPFT_CHECK(spec.method.impl != nullptr, "spec has no configured method");
+  check_executable(spec);
   // Refuse a plan over budget before anything is created or released.
   privacy::PrivacyLedger ledger(ledger_options(spec));
   const bool resume = !opts.resume_dir.empty();

@@ -23,6 +23,12 @@ struct RunResult {
 
 RunResult run_experiment(const Spec& spec, const RunOptions& opts);
 
+// Throws ConfigError when this build cannot execute the spec as written: every method runs on
+// the CPU in float32 today, so `device: cuda[:N]` is refused rather than silently run on the
+// CPU, and so is a `model.dtype` other than float32. Called by run_experiment and by
+// `dpft run --dry-run`.
+void check_executable(const Spec& spec);
+
 // The ledger settings of a spec's privacy block (accountant, delta, target epsilon, eps_error).
 privacy::LedgerOptions ledger_options(const Spec& spec);
 

@@ -55,9 +55,6 @@ model::PeftOptions peft_options(const Spec& spec) {
 TrainInputs load_train_inputs(const Spec& spec) {
   TrainInputs in;
   in.model_dir = resolve_model_dir(spec.model.path);
-  DPFT_CHECK_AS(ConfigError, spec.model.dtype == "float32" || spec.device != "cpu",
-                "model.dtype: {} training needs a GPU (device: cuda); use float32 on CPU",
-                spec.model.dtype);
   in.model = model::load_checkpoint(in.model_dir);
   in.peft = peft_options(spec);
   model::apply_peft(in.model, in.peft, derive_seed(spec.seed, "peft"));
