@@ -7,8 +7,11 @@
 
 #include "core/grad/per_sample.hpp"
 #include "core/model/peft.hpp"
+#include "core/model/safetensors.hpp"
 #include "core/project/projection_run.hpp"
 #include "core/synth/synthetic.hpp"
+#include "core/tokenizer/load.hpp"
+#include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
 #include "model_test_util.hpp"
 #include "run_fixture.hpp"
@@ -107,6 +110,29 @@ TEST_CASE("pe-sgd: ledger, evolving synthetic sets, diagnostics and determinism"
   CHECK(d["overlap_g_h"].get<double>() >= 0);
   CHECK(d["noise_to_signal"].get<double>() > 0);  // eps 1: noise was drawn
   CHECK(d["norm_min_over_max"].get<double>() <= 1.0);
+  // Fig. 11: every principal angle between the top bases of H(0) and H(t), per step.
+  int with_angles = 0;
+  for (const auto& h : a["history"]) {
+    if (!h.contains("diagnostics")) continue;
+    const auto& hd = h["diagnostics"];
+    std::vector<double> ang = hd["principal_angles_deg"].get<std::vector<double>>();
+    REQUIRE(!ang.empty());
+    double sum = 0;
+    for (double x : ang) {
+      CHECK(x >= 0);
+      CHECK(x <= 90.0 + 1e-9);
+      sum += x;
+    }
+    CHECK(sum / static_cast<double>(ang.size()) ==
+          Approx(hd["principal_angle_mean_deg"].get<double>()));
+    if (with_angles++ == 0)
+      for (double x : ang) CHECK(x < 0.1);  // H(0) against itself (float32 bases)
+  }
+  CHECK(with_angles >= 2);
+  // N = 7, L = 2: ceil(7 / 2) = 4 RANDOM_API seeds, each with one variation (Alg. 3).
+  auto odd = run_metrics(f, out, projection_args("pe-sgd", {"--set", "method.synthetic_size=7"}));
+  CHECK(odd["synthetic"]["random_api"]["samples"] == 4);
+  CHECK(odd["history"][0]["synthetic_size"] == 8);
   // Same seed, same numbers.
   auto b = run_metrics(f, out, projection_args("pe-sgd", {"--set", "method.diagnostics=true"}));
   for (const char* k : {"eval", "history", "privacy", "diagnostics"}) {
@@ -240,4 +266,119 @@ TEST_CASE("pe-sgd rejects bad options with the key named", "[pe-sgd]") {
   CHECK(run({"--set", "method.variation_fold=0"}) == 2);
   CHECK(run({"--set", "method.prompts="}) == 2);
   CHECK(run({"--set", "method.prompts=/nonexistent.yaml"}) == 3);
+}
+
+TEST_CASE("synthetic prompts: plain text for base models, the data's chat format for instruct ones",
+          "[pe-sgd]") {
+  SHARED_DATA_OR_SKIP(d, "qwen_tokenizer");
+  const tok::Tokenizer qwen = tok::load_tiktoken(d / "qwen.tiktoken", "qwen2");
+  const synth::PromptSet p = synth::load_prompts(prompts_file());
+  auto ids_of = [&](const std::string& style, std::optional<tok::ChatFormat> f) {
+    synth::GeneratorOptions o;
+    o.style = style;
+    o.chat_format = f;
+    return synth::SyntheticGenerator(tiny_lora_gpt2(1), qwen, p, o).prompt_ids(p.zero_shot);
+  };
+  auto text_of = [&](const std::vector<int64_t>& ids) {
+    return qwen.decode(std::vector<tok::TokenId>(ids.begin(), ids.end()));
+  };
+  // Base models: the prompt as plain text.
+  std::vector<int64_t> plain;
+  for (auto t : qwen.encode(p.zero_shot)) plain.push_back(t);
+  CHECK(ids_of("plain", std::nullopt) == plain);
+  // Instruct models: a user turn and the generation prompt, control tokens as their ids.
+  auto chatml = ids_of("chat", tok::ChatFormat::kChatML);
+  CHECK(chatml.front() == *qwen.token_to_id("<|im_start|>"));
+  CHECK(text_of(chatml) ==
+        "<|im_start|>user\n" + p.zero_shot + "<|im_end|>\n<|im_start|>assistant\n");
+  // qwen2.5 adds Qwen2.5's default system turn; no format given = the tokenizer's own (qwen2.5).
+  auto q25 = ids_of("chat", tok::ChatFormat::kQwen25);
+  CHECK(text_of(q25) == std::string("<|im_start|>system\n") + tok::kQwen25DefaultSystem +
+                            "<|im_end|>\n" + text_of(chatml));
+  CHECK(ids_of("chat", std::nullopt) == q25);
+
+  // The run's settings: the trained model follows data.chat_format; a frozen generator (Alg. 2)
+  // and chat_format auto use the tokenizer's own format; style auto = chat iff a chat format.
+  auto opts = [](const std::string& chat_format, const std::string& generator) {
+    Spec spec = parse_spec(YAML::Load("data: {chat_format: " + chat_format + "}"));
+    project::SyntheticOptions so;
+    so.generator_model = generator;
+    return project::generator_options(spec, so);
+  };
+  auto a = opts("llama3", "");
+  CHECK(a.style == "chat");
+  CHECK(a.chat_format == tok::ChatFormat::kLlama3);
+  CHECK(opts("qwen2.5", "").chat_format == tok::ChatFormat::kQwen25);
+  CHECK(opts("llama3", "/frozen/generator").chat_format == std::nullopt);
+  CHECK(opts("auto", "").chat_format == std::nullopt);
+  CHECK(opts("auto", "").style == "chat");
+  CHECK(opts("none", "").style == "plain");
+}
+
+TEST_CASE("Algorithm 2: a frozen generator's synthetic sets do not follow the trained model",
+          "[pe-sgd]") {
+  Fixture f;
+  if (!make_fixture(f)) return;
+  std::string out = (f.tmp.path / "runs").string();
+  // L = inf: every step draws N fresh RANDOM_API samples, with the same generation seed for a
+  // step whatever the model. From the trained model (Alg. 1), a large learning rate changes the
+  // second set; from a frozen generator (Alg. 2) nothing the training does can.
+  auto set2 = [&](const std::string& lr, bool frozen) {
+    std::vector<std::string> extra = {"--set", "method.variation_fold=inf",
+                                      "--set", "train.lr=" + lr,
+                                      "--set", "privacy.epsilon=inf"};
+    if (frozen) extra.insert(extra.end(), {"--set", "method.generator_model=" + f.model});
+    std::string dir;
+    auto m = run_metrics(f, out, projection_args("pe-sgd", extra), &dir);
+    CHECK(m["synthetic"]["generator"] == (frozen ? f.model : "trained model"));
+    return read_file(fs::path(dir) / "synthetic" / "iter_0002.csv");
+  };
+  CHECK(set2("1e-6", false) != set2("0.5", false));
+  CHECK(set2("1e-6", true) == set2("0.5", true));
+}
+
+TEST_CASE("projection runs divide by the realised batch size when asked", "[pe-sgd]") {
+  Fixture f;
+  if (!make_fixture(f)) return;
+  std::string out = (f.tmp.path / "runs").string();
+  // One plain-SGD step from LoRA's B = 0: A's gradient is 0 and B becomes -lr direction, so the
+  // trained B under `realized` is the one under `expected` times qN / M~ (q N = 7.2 is never an
+  // integer batch size, so the two differ whenever the batch is not empty).
+  auto lora_b = [&](const std::string& divisor, std::string method, int64_t* batch) {
+    std::string dir;
+    auto m = run_metrics(
+        f, out,
+        projection_args(
+            method,
+            {"--set", "train.steps=1", "--set", "privacy.sampling_rate=0.3", "--set",
+             "train.optimizer=sgd", "--set", "train.momentum=0", "--set", "train.weight_decay=0",
+             "--set", "privacy.noise_divisor=" + divisor, "--set", "privacy.epsilon=inf"}),
+        &dir);
+    CHECK(m["privacy"]["noise_divisor"] == divisor);
+    *batch = m["history"][0]["batch_size"].get<int64_t>();
+    Tensor norm2 = torch::zeros({}, torch::kFloat64);
+    int files = 0;
+    for (auto& e : fs::recursive_directory_iterator(dir)) {
+      if (e.path().filename() != "adapter_model.safetensors" ||
+          e.path().string().find("checkpoint") != std::string::npos)
+        continue;
+      ++files;
+      auto st = model::SafetensorsFile::open(e.path());
+      for (const auto& t : st->tensors())
+        if (t.name.find("lora_B") != std::string::npos)
+          norm2 += st->load(t.name).to(torch::kFloat64).pow(2).sum();
+    }
+    REQUIRE(files == 1);
+    return std::sqrt(norm2.item<double>());
+  };
+  for (std::string method : {"pe-sgd", "pdp-sgd"}) {
+    CAPTURE(method);
+    int64_t m_exp = 0, m_real = 0;
+    const double b_exp = lora_b("expected", method, &m_exp),
+                 b_real = lora_b("realized", method, &m_real);
+    REQUIRE(m_exp == m_real);  // same seed, same Poisson batch
+    REQUIRE(m_real > 0);
+    REQUIRE(b_exp > 0);
+    CHECK(b_real / b_exp == Approx(0.3 * 24 / static_cast<double>(m_real)).epsilon(1e-4));
+  }
 }

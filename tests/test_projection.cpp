@@ -10,6 +10,7 @@
 #include <limits>
 #include <map>
 
+#include "core/privacy/accountant.hpp"
 #include "core/project/projection.hpp"
 #include "core/util/error.hpp"
 
@@ -361,6 +362,24 @@ TEST_CASE("GEP's noise split is one Gaussian mechanism of multiplier sigma",
     g.residual = false;
     CHECK(project::gep_noise_stds(g, sigma).first == Approx(sigma * g.coef_clip));
   }
+  // Accounted as two releases, the parts are Gaussian mechanisms of multiplier
+  // std_i / C_i = sigma sqrt(2) each. Without subsampling the pair composes exactly to one
+  // release of multiplier sigma (RDP alpha / (2 sigma^2) = 2 alpha / (4 sigma^2)). With Poisson
+  // subsampling both parts read the same batch, so they are one subsampled mechanism of
+  // multiplier sigma, which the ledger records; composing them as two separately subsampled
+  // releases would assume independent batches and understate epsilon.
+  const double sigma = 1.3;
+  auto [sc, sr] = project::gep_noise_stds({1.0, 0.2, true}, sigma);
+  const double part = sc / 1.0;
+  REQUIRE(sr / 0.2 == Approx(part));
+  auto rdp = privacy::make_accountant("rdp");
+  const double joint1 = rdp->epsilon({{sigma, 1.0, 10}}, 1e-5).epsilon,
+               pair1 = rdp->epsilon({{part, 1.0, 20}}, 1e-5).epsilon;
+  CHECK(pair1 == Approx(joint1).epsilon(1e-9));
+  auto prv = privacy::make_accountant("prv");
+  const double joint = prv->epsilon({{sigma, 0.2, 10}}, 1e-5).epsilon,
+               pair = prv->epsilon({{part, 0.2, 20}}, 1e-5).epsilon;
+  CHECK(pair < joint);  // the separate accounting would be optimistic: not what we record
 }
 
 TEST_CASE("sample_selection draws distinct indices with probability softmax(|z|)",

@@ -94,6 +94,29 @@ struct GeneratorBundle {
   std::string style;
 };
 
+}  // namespace
+
+synth::GeneratorOptions generator_options(const Spec& spec, const SyntheticOptions& so) {
+  synth::GeneratorOptions go;
+  go.style = so.style == "auto" ? (spec.data.chat_format == "none" ? "plain" : "chat") : so.style;
+  // The trained model is prompted in the chat format its private data are rendered in; a frozen
+  // generator in its own tokenizer's.
+  const std::string& cf = spec.data.chat_format;
+  if (so.generator_model.empty() && cf != "none" && cf != "auto")
+    go.chat_format = tok::parse_chat_format(cf);
+  go.gen.do_sample = true;
+  go.gen.max_new_tokens = so.max_new_tokens;
+  go.gen.min_new_tokens = so.min_new_tokens;
+  go.gen.temperature = so.temperature;
+  go.gen.top_p = so.top_p;
+  go.gen.top_k = so.top_k;
+  go.gen.repetition_penalty = so.repetition_penalty;
+  go.batch_size = so.gen_batch_size;
+  return go;
+}
+
+namespace {
+
 // The generator: the model being trained (Alg. 1) or a frozen one from generator_model (Alg. 2).
 std::unique_ptr<GeneratorBundle> make_generator(const Spec& spec, train::TrainInputs& in,
                                                 const SyntheticOptions& so) {
@@ -108,16 +131,7 @@ std::unique_ptr<GeneratorBundle> make_generator(const Spec& spec, train::TrainIn
     tk = b->own_tok.get();
     spdlog::info("synthetic data from the frozen generator {} (Algorithm 2)", so.generator_model);
   }
-  synth::GeneratorOptions go;
-  go.style = so.style == "auto" ? (spec.data.chat_format == "none" ? "plain" : "chat") : so.style;
-  go.gen.do_sample = true;
-  go.gen.max_new_tokens = so.max_new_tokens;
-  go.gen.min_new_tokens = so.min_new_tokens;
-  go.gen.temperature = so.temperature;
-  go.gen.top_p = so.top_p;
-  go.gen.top_k = so.top_k;
-  go.gen.repetition_penalty = so.repetition_penalty;
-  go.batch_size = so.gen_batch_size;
+  synth::GeneratorOptions go = generator_options(spec, so);
   b->style = go.style;
   b->gen = std::make_unique<synth::SyntheticGenerator>(b->model, *tk, prompts, go);
   return b;
@@ -376,6 +390,9 @@ nlohmann::json run_projection(RunContext& ctx, const SyntheticOptions& so,
       if (!E_H0.defined()) E_H0 = EH;
       Tensor ang = principal_angles_deg(E_H0, EH);
       double angle = ang.numel() ? ang.mean().item<double>() : 0.0;
+      Tensor ang64 = ang.to(torch::kFloat64).contiguous();
+      std::vector<double> angles(ang64.data_ptr<double>(),
+                                 ang64.data_ptr<double>() + ang64.numel());
       double overlap = subspace_overlap(EG, EH);
       const double nts = r.signal_norm > 0 ? r.noise_norm / r.signal_norm : 0.0;
       d_nts.push_back(nts);
@@ -385,7 +402,8 @@ nlohmann::json run_projection(RunContext& ctx, const SyntheticOptions& so,
                                  {"norm_std_over_mean", sm},
                                  {"norm_min_over_max", mm},
                                  {"overlap_g_h", overlap},
-                                 {"principal_angle_mean_deg", angle}};
+                                 {"principal_angle_mean_deg", angle},
+                                 {"principal_angles_deg", angles}};
       d_l2.push_back(l2), d_cos.push_back(cos), d_std_mean.push_back(sm), d_min_max.push_back(mm);
       d_overlap.push_back(overlap);
       if (step > 0) d_angle.push_back(angle);

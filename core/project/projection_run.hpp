@@ -22,6 +22,7 @@
 #include "core/grad/per_sample.hpp"
 #include "core/project/projection.hpp"
 #include "core/run/run_context.hpp"
+#include "core/synth/synthetic.hpp"
 #include "core/train/dp_settings.hpp"
 #include "core/train/setup.hpp"
 
@@ -58,6 +59,11 @@ struct SyntheticOptions {
   void configure(Fields& f, bool evolution);
   YAML::Node to_yaml(bool evolution) const;
 };
+
+// The generation settings of a run: style (auto: chat when data.chat_format is not none), the
+// chat format of the prompts (data.chat_format for the trained model; the tokenizer's own for a
+// frozen generator or chat_format auto), sampling options.
+synth::GeneratorOptions generator_options(const Spec& spec, const SyntheticOptions& so);
 
 struct ProjectionInput {
   const torch::Tensor& Gs;  // (N, p) synthetic per-sample gradients

@@ -105,6 +105,20 @@ SyntheticGenerator::SyntheticGenerator(model::CausalLM model, const tok::Tokeniz
     opts_.gen.pad_id = *tok_.eos_id();
 }
 
+std::vector<int64_t> SyntheticGenerator::prompt_ids(const std::string& prompt) const {
+  std::vector<int64_t> row;
+  if (opts_.style == "chat") {
+    tok::ChatPrompt cp = tok::render_chat(tok_, {{"user", prompt}}, true, opts_.chat_format);
+    for (auto t : tok::encode_chat(tok_, cp).ids) row.push_back(t);
+  } else {
+    tok::EncodeOptions eo;
+    eo.add_special = tok_.add_bos();
+    for (auto t : tok_.encode(prompt, eo)) row.push_back(t);
+  }
+  DPFT_CHECK_AS(ConfigError, !row.empty(), "a generation prompt encodes to no tokens");
+  return row;
+}
+
 std::vector<std::string> SyntheticGenerator::run(const std::vector<std::string>& prompts,
                                                  uint64_t seed, GenerationStats& stats) {
   auto t0 = std::chrono::steady_clock::now();
@@ -118,19 +132,7 @@ std::vector<std::string> SyntheticGenerator::run(const std::vector<std::string>&
   for (size_t b = 0; b < prompts.size(); b += static_cast<size_t>(opts_.batch_size)) {
     size_t e = std::min(prompts.size(), b + static_cast<size_t>(opts_.batch_size));
     std::vector<std::vector<int64_t>> ids;
-    for (size_t i = b; i < e; ++i) {
-      std::vector<int64_t> row;
-      if (opts_.style == "chat") {
-        tok::ChatPrompt cp = tok::render_chat(tok_, {{"user", prompts[i]}}, true);
-        for (auto t : tok::encode_chat(tok_, cp).ids) row.push_back(t);
-      } else {
-        tok::EncodeOptions eo;
-        eo.add_special = tok_.add_bos();
-        for (auto t : tok_.encode(prompts[i], eo)) row.push_back(t);
-      }
-      DPFT_CHECK_AS(ConfigError, !row.empty(), "a generation prompt encodes to no tokens");
-      ids.push_back(std::move(row));
-    }
+    for (size_t i = b; i < e; ++i) ids.push_back(prompt_ids(prompts[i]));
     generate::GenerationOptions g = opts_.gen;
     g.seed = seed + b;  // one stream per call, reproducible for a seed
     for (auto& r : generate::generate(*model_, ids, g, decode)) {

@@ -16,11 +16,13 @@
 // experiments/prompts/ ships the paper's pubmed, biorxiv and congressional prompts.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/generate/generate.hpp"
 #include "core/model/transformer.hpp"
+#include "core/tokenizer/chat.hpp"
 #include "core/tokenizer/tokenizer.hpp"
 
 namespace dpft::synth {
@@ -40,7 +42,10 @@ std::string variation_prompt(const PromptSet& p, const std::string& sample,
                              const std::string& tone);
 
 struct GeneratorOptions {
-  std::string style = "plain";      // plain | chat
+  std::string style = "plain";  // plain | chat
+  // style chat: the chat format of the prompts; nullopt = the tokenizer's own (a frozen
+  // generator's). The trained model uses data.chat_format, as its private data do.
+  std::optional<tok::ChatFormat> chat_format;
   generate::GenerationOptions gen;  // do_sample, temperature, top_p, max_new_tokens, ...
   int64_t batch_size = 32;          // prompts per generate() call
 };
@@ -60,6 +65,9 @@ class SyntheticGenerator {
   std::vector<std::string> variational_api(const std::vector<std::string>& seeds, int64_t per_seed,
                                            uint64_t seed);
   const PromptSet& prompts() const { return prompts_; }
+  // The ids the model is prompted with: style plain = encode(prompt) (with the tokenizer's bos
+  // when it adds one); style chat = the prompt as a user turn plus the generation prompt.
+  std::vector<int64_t> prompt_ids(const std::string& prompt) const;
   GenerationStats random_stats, variational_stats;  // accumulated
 
  private:
