@@ -1,11 +1,21 @@
 #!/usr/bin/env bash
-# The PE-SGD paper's ablations at small scale (PubMed, embedded tiny GPT-2), each a sweep of
-# one switch of experiments/pe_sgd/small/pubmed-pe_sgd.yaml over seeds, through scripts/sweep.sh
-# (which skips runs already finished). Usage:
+# The PE-SGD paper's ablations, each a sweep of one switch of
+# experiments/pe_sgd/$SCALE/$DATASET-pe_sgd.yaml over seeds, through scripts/sweep.sh (which skips
+# runs already finished). Default: small scale (embedded tiny GPT-2) on PubMed. Usage:
 #   experiments/pe_sgd/ablations.sh [OUT_DIR] [SEEDS]      (defaults: runs/pe_sgd_ablations, "0 1 2")
-# Environment: DPFT=path of the dpft binary (default build/dpft; a copy keeps a rebuild from
-# changing the binary mid-sweep), ONLY="placement clip ..." to run some ablations only
-# (names: placement clip fold size epsilon sft generator).
+# Environment:
+#   DPFT     path of the dpft binary (default build/dpft; a copy keeps a rebuild from changing
+#            the binary mid-sweep)
+#   ONLY     "placement clip ..." to run some ablations only
+#            (names: placement clip fold size epsilon sft generator)
+#   SCALE    small (default) or paper (experiments/pe_sgd/paper/: the paper's model and setting)
+#   DATASET  pubmed (default), biorxiv or congressional
+#   SET      extra overrides for every run, e.g. SET="--set model.path=/models/Qwen2.5-3B-Instruct
+#            --set data.train.path=/data/biorxiv/train.csv"
+#   PE_LR_INF  PE-SGD's lr at epsilon = inf (default: 2e-3, selected for small/pubmed; other
+#            settings: the spec's own lr unless given)
+#   GENERATOR  a frozen generator checkpoint for Algorithm 2
+#   DRY_RUN=1  print the runs (scripts/sweep.sh --dry-run) without running them
 # Then: dpft report OUT_DIR/<ablation> --table pe-sgd-table1 (labels name the variants).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -14,17 +24,33 @@ seeds=${2:-"0 1 2"}
 dpft=${DPFT:-build/dpft}
 only=${ONLY:-placement clip fold size epsilon sft generator}
 want() { [[ " $only " == *" $1 "* ]]; }
-small=experiments/pe_sgd/small
-pe=$small/pubmed-pe_sgd.yaml
-# The spec's train.lr is PE-SGD's epsilon = 1 selection; runs at epsilon = inf use the one
-# selected for epsilon = inf (docs/results/pe_sgd_lr_selection.md, as in table1.sh).
-pe_lr_inf=2e-3
+scale=${SCALE:-small}
+dataset=${DATASET:-pubmed}
+case "$scale" in small | paper) ;; *) echo "ablations.sh: SCALE is small or paper, got '$scale'" >&2; exit 2 ;; esac
+dir=experiments/pe_sgd/$scale
+pe=$dir/$dataset-pe_sgd.yaml
+dp=$dir/$dataset-dp_sgd.yaml
+for f in "$pe" "$dp"; do
+  [ -f "$f" ] || { echo "ablations.sh: no spec $f (DATASET: pubmed, biorxiv, congressional)" >&2; exit 2; }
+done
+read -r -a extra <<< "${SET:-}"
+dry=()
+[ -n "${DRY_RUN:-}" ] && dry=(--dry-run)
+# The spec's train.lr is PE-SGD's epsilon = 1 lr; runs at epsilon = inf use the one selected
+# for epsilon = inf (docs/results/pe_sgd_lr_selection.md, as in table1.sh) at small scale on
+# PubMed; elsewhere the spec's own lr unless PE_LR_INF is given.
+default_lr_inf=""
+[ "$scale/$dataset" = small/pubmed ] && default_lr_inf=2e-3
+pe_lr_inf=${PE_LR_INF:-$default_lr_inf}
+lr_inf=()
+[ -n "$pe_lr_inf" ] && lr_inf=(--set "train.lr=$pe_lr_inf")
 sweep() {  # name eps spec... -- overrides...
   local name=$1 eps=$2; shift 2
   local specs=()
   while [ $# -gt 0 ] && [ "$1" != "--" ]; do specs+=("$1"); shift; done
   [ $# -gt 0 ] && shift
-  bash scripts/sweep.sh --dpft "$dpft" --specs "${specs[*]}" --seeds "$seeds" --eps "$eps" --out "$out/$name" -- "$@"
+  bash scripts/sweep.sh ${dry[@]+"${dry[@]}"} --dpft "$dpft" --specs "${specs[*]}" --seeds "$seeds" --eps "$eps" \
+    --out "$out/$name" -- ${extra[@]+"${extra[@]}"} "$@"
 }
 # Noise placement (Sec. 5.4, Fig. 8; Table 5 with diagnostics on).
 want placement && for p in coefficients inner_product private_gradient; do
@@ -43,12 +69,12 @@ want size && for n in 50 100 200 400; do
   sweep size-$n 1 $pe -- --set method.synthetic_size=$n --set label=PE-SGD-N$n
 done
 # Privacy budget eps in {1, 2, 4, 8} against DP-SGD (Fig. 7), both at their epsilon = 1 lr.
-want epsilon && sweep epsilon "1 2 4 8" $pe $small/pubmed-dp_sgd.yaml --
+want epsilon && sweep epsilon "1 2 4 8" $pe $dp --
 # Synthetic-data SFT on / off (Table 8).
 want sft && sweep sft-off 1 $pe -- --set method.sft_epochs=0 --set label=PE-SGD-noSFT
-want sft && sweep sft-off inf $pe -- --set train.lr=$pe_lr_inf --set method.sft_epochs=0 --set label=PE-SGD-noSFT
+want sft && sweep sft-off inf $pe -- ${lr_inf[@]+"${lr_inf[@]}"} --set method.sft_epochs=0 --set label=PE-SGD-noSFT
 # Algorithm 2 needs a stronger frozen generator: pass its directory as GENERATOR=DIR.
 if want generator && [ -n "${GENERATOR:-}" ]; then
   sweep generator 1 $pe -- --set method.generator_model="$GENERATOR" --set label=PE-SGD-Alg2
-  sweep generator inf $pe -- --set train.lr=$pe_lr_inf --set method.generator_model="$GENERATOR" --set label=PE-SGD-Alg2
+  sweep generator inf $pe -- ${lr_inf[@]+"${lr_inf[@]}"} --set method.generator_model="$GENERATOR" --set label=PE-SGD-Alg2
 fi

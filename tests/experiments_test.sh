@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# experiments/pe_sgd/{ablations,table1}.sh through their dry runs (nothing is trained): which
+# spec each ablation sweeps, the per-epsilon learning rates, SCALE/DATASET/SET, and the
+# refusal of a GPU spec (dpft has no GPU execution). Dry runs read specs, not data.
+# Usage: experiments_test.sh PATH/TO/dpft SOURCE_DIR
+set -u
+DPFT="$1"; SRC="$2"
+ABL="$SRC/experiments/pe_sgd/ablations.sh"; T1="$SRC/experiments/pe_sgd/table1.sh"
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+fail=0; pass=0
+check() {  # check DESCRIPTION COMMAND...: passes when the command succeeds
+  local what="$1"; shift
+  if "$@"; then pass=$((pass + 1)); else echo "FAIL: $what"; fail=$((fail + 1)); fi
+}
+has() { grep -qF -- "$2" <<<"$1"; }
+hasnt() { ! grep -qF -- "$2" <<<"$1"; }
+count() { grep -c -- "$2" <<<"$1"; }
+
+# Default: small scale, PubMed; the epsilon = inf SFT-off run uses PE-SGD's inf lr (2e-3).
+out=$(DPFT="$DPFT" DRY_RUN=1 ONLY="placement sft" bash "$ABL" "$T/abl" "0 1" 2>&1); rc=$?
+check "default dry run exits 0 (rc $rc)" [ "$rc" = 0 ]
+check "placement: 3 placements x 2 seeds" [ "$(count "$out" "would run.*/abl/placement-")" = 6 ]
+check "placement sweeps the small PubMed spec" has "$out" "run experiments/pe_sgd/small/pubmed-pe_sgd.yaml --set seed=0 --set privacy.epsilon=1 --out $T/abl/placement-inner_product/pubmed-pe_sgd/eps1/s0 --set method.noise_placement=inner_product --set method.diagnostics=true"
+check "sft off at inf uses the inf lr" has "$out" "--set privacy.epsilon=inf --out $T/abl/sft-off/pubmed-pe_sgd/epsinf/s0 --set train.lr=2e-3 --set method.sft_epochs=0"
+check "dry run writes nothing" [ ! -e "$T/abl" ]
+
+# Paper scale on another dataset with overrides: the paper spec, SET on every run, no inf lr.
+out=$(DPFT="$DPFT" DRY_RUN=1 SCALE=paper DATASET=congressional ONLY="sft epsilon" \
+      SET="--set device=cpu --set model.path=/models/q" bash "$ABL" "$T/abl" "0" 2>&1); rc=$?
+check "paper dry run exits 0 (rc $rc)" [ "$rc" = 0 ]
+check "paper spec swept with SET first" has "$out" "run experiments/pe_sgd/paper/congressional-pe_sgd.yaml --set seed=0 --set privacy.epsilon=inf --out $T/abl/sft-off/congressional-pe_sgd/epsinf/s0 --set device=cpu --set model.path=/models/q --set method.sft_epochs=0"
+check "no inf lr override at paper scale" hasnt "$out" "train.lr="
+check "epsilon ablation: PE-SGD and DP-SGD x 4 eps" [ "$(count "$out" "would run.*/abl/epsilon/")" = 8 ]
+check "epsilon ablation has the paper DP-SGD spec" has "$out" "run experiments/pe_sgd/paper/congressional-dp_sgd.yaml --set seed=0 --set privacy.epsilon=8"
+
+# A GPU spec is refused up front (exit 2, the reason named), not run on the CPU.
+out=$(DPFT="$DPFT" DRY_RUN=1 SCALE=paper ONLY=sft bash "$ABL" "$T/abl" "0" 2>&1); rc=$?
+check "paper spec without device=cpu exits 2 (rc $rc)" [ "$rc" = 2 ]
+check "the refusal names GPU execution" has "$out" "GPU execution is not implemented"
+out=$(DPFT="$DPFT" DRY_RUN=1 SCALE=huge bash "$ABL" "$T/abl" 2>&1); rc=$?
+check "bad SCALE exits 2 (rc $rc)" [ "$rc" = 2 ]
+out=$(DPFT="$DPFT" DRY_RUN=1 DATASET=wiki bash "$ABL" "$T/abl" 2>&1); rc=$?
+check "bad DATASET exits 2 (rc $rc)" [ "$rc" = 2 ]
+check "bad DATASET names the spec" has "$out" "no spec experiments/pe_sgd/small/wiki-pe_sgd.yaml"
+
+# table1.sh: each method at the lr selected for that epsilon; SGD once per seed at inf.
+out=$(bash "$T1" --dpft "$DPFT" --dry-run --seeds 0 --methods "sgd gep pe_sgd" --out "$T/t1" 2>&1); rc=$?
+check "table1 dry run exits 0 (rc $rc)" [ "$rc" = 0 ]
+check "table1: 5 runs (2 methods x 2 eps + SGD)" [ "$(count "$out" "would run")" = 5 ]
+check "PE-SGD eps 1 at 1e-3" has "$out" "pubmed-pe_sgd.yaml --set seed=0 --set privacy.epsilon=1 --out $T/t1/pubmed-pe_sgd/eps1/s0 --set train.lr=1e-3"
+check "PE-SGD eps inf at 2e-3" has "$out" "pubmed-pe_sgd.yaml --set seed=0 --set privacy.epsilon=inf --out $T/t1/pubmed-pe_sgd/epsinf/s0 --set train.lr=2e-3"
+check "GEP eps 1 at 5e-3" has "$out" "pubmed-gep.yaml --set seed=0 --set privacy.epsilon=1 --out $T/t1/pubmed-gep/eps1/s0 --set train.lr=5e-3"
+check "SGD without an epsilon at 2e-3" has "$out" "pubmed-sgd.yaml --set seed=0 --out $T/t1/pubmed-sgd/noeps/s0 --set train.lr=2e-3"
+out=$(bash "$T1" --dpft "$DPFT" --dry-run --eps 2 --out "$T/t1" 2>&1); rc=$?
+check "table1: an epsilon without selected lrs exits 2 (rc $rc)" [ "$rc" = 2 ]
+
+echo "experiments scripts: $pass passed, $fail failed"
+[ "$fail" = 0 ]
