@@ -6,15 +6,7 @@
 set -u
 DPFT="$1"; SRC="$2"
 ABL="$SRC/experiments/pe_sgd/ablations.sh"; T1="$SRC/experiments/pe_sgd/table1.sh"
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-fail=0; pass=0
-check() {  # check DESCRIPTION COMMAND...: passes when the command succeeds
-  local what="$1"; shift
-  if "$@"; then pass=$((pass + 1)); else echo "FAIL: $what"; fail=$((fail + 1)); fi
-}
-has() { grep -qF -- "$2" <<<"$1"; }
-hasnt() { ! grep -qF -- "$2" <<<"$1"; }
-count() { grep -c -- "$2" <<<"$1"; }
+source "$(dirname "$0")/shell_check.sh"
 
 # Default: small scale, PubMed; the epsilon = inf SFT-off run uses PE-SGD's inf lr (2e-3).
 out=$(DPFT="$DPFT" DRY_RUN=1 ONLY="placement sft" bash "$ABL" "$T/abl" "0 1" 2>&1); rc=$?
@@ -24,14 +16,25 @@ check "placement sweeps the small PubMed spec" has "$out" "run experiments/pe_sg
 check "sft off at inf uses the inf lr" has "$out" "--set privacy.epsilon=inf --out $T/abl/sft-off/pubmed-pe_sgd/epsinf/s0 --set train.lr=2e-3 --set method.sft_epochs=0"
 check "dry run writes nothing" [ ! -e "$T/abl" ]
 
-# Paper scale on another dataset with overrides: the paper spec, SET on every run, no inf lr.
+# Paper scale on another dataset with overrides: the paper spec, SET on every run and SET_PE
+# on PE-SGD's only (DP-SGD has no method.generation), no inf lr.
 out=$(DPFT="$DPFT" DRY_RUN=1 SCALE=paper DATASET=congressional ONLY="sft epsilon" \
-      SET="--set device=cpu --set model.path=/models/q" bash "$ABL" "$T/abl" "0" 2>&1); rc=$?
+      SET="--set device=cpu --set model.path=/models/q" \
+      SET_PE="--set method.generation.max_new_tokens=7" bash "$ABL" "$T/abl" "0" 2>&1); rc=$?
 check "paper dry run exits 0 (rc $rc)" [ "$rc" = 0 ]
-check "paper spec swept with SET first" has "$out" "run experiments/pe_sgd/paper/congressional-pe_sgd.yaml --set seed=0 --set privacy.epsilon=inf --out $T/abl/sft-off/congressional-pe_sgd/epsinf/s0 --set device=cpu --set model.path=/models/q --set method.sft_epochs=0"
+check "paper spec swept with SET, SET_PE first" has "$out" "run experiments/pe_sgd/paper/congressional-pe_sgd.yaml --set seed=0 --set privacy.epsilon=inf --out $T/abl/sft-off/congressional-pe_sgd/epsinf/s0 --set device=cpu --set model.path=/models/q --set method.generation.max_new_tokens=7 --set method.sft_epochs=0"
 check "no inf lr override at paper scale" hasnt "$out" "train.lr="
 check "epsilon ablation: PE-SGD and DP-SGD x 4 eps" [ "$(count "$out" "would run.*/abl/epsilon/")" = 8 ]
-check "epsilon ablation has the paper DP-SGD spec" has "$out" "run experiments/pe_sgd/paper/congressional-dp_sgd.yaml --set seed=0 --set privacy.epsilon=8"
+check "DP-SGD gets SET" has "$out" "run experiments/pe_sgd/paper/congressional-dp_sgd.yaml --set seed=0 --set privacy.epsilon=8 --out $T/abl/epsilon/congressional-dp_sgd/eps8/s0 --set device=cpu --set model.path=/models/q"
+check "DP-SGD runs end with SET" [ "$(count "$out" "congressional-dp_sgd.yaml.*/models/q$")" = 4 ]
+check "DP-SGD does not get SET_PE" [ "$(count "$out" "congressional-dp_sgd.yaml.*max_new_tokens")" = 0 ]
+
+# A SET at small scale (another model, say) drops the inf lr selected for the embedded model.
+out=$(DPFT="$DPFT" DRY_RUN=1 ONLY=sft SET="--set train.lr=1e-5" bash "$ABL" "$T/abl" "0" 2>&1); rc=$?
+check "small + SET dry run exits 0 (rc $rc)" [ "$rc" = 0 ]
+check "SET's lr is not overridden at inf" hasnt "$out" "train.lr=2e-3"
+out=$(DPFT="$DPFT" DRY_RUN=1 ONLY="placement sizes" bash "$ABL" "$T/abl" 2>&1); rc=$?
+check "unknown ONLY name exits 2 (rc $rc)" [ "$rc" = 2 ]
 
 # A GPU spec is refused up front (exit 2, the reason named), not run on the CPU.
 out=$(DPFT="$DPFT" DRY_RUN=1 SCALE=paper ONLY=sft bash "$ABL" "$T/abl" "0" 2>&1); rc=$?
@@ -54,5 +57,4 @@ check "SGD without an epsilon at 2e-3" has "$out" "pubmed-sgd.yaml --set seed=0 
 out=$(bash "$T1" --dpft "$DPFT" --dry-run --eps 2 --out "$T/t1" 2>&1); rc=$?
 check "table1: an epsilon without selected lrs exits 2 (rc $rc)" [ "$rc" = 2 ]
 
-echo "experiments scripts: $pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish "experiments scripts"

@@ -6,13 +6,7 @@
 set -u
 DPFT="$1"; SRC="$2"
 SWEEP="$SRC/scripts/sweep.sh"
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-fail=0; pass=0
-check() {  # check DESCRIPTION COMMAND...: passes when the command succeeds
-  local what="$1"; shift
-  if "$@"; then pass=$((pass + 1)); else echo "FAIL: $what"; fail=$((fail + 1)); fi
-}
-has() { grep -qF -- "$2" <<<"$1"; }
+source "$(dirname "$0")/shell_check.sh"
 
 printf 'name: a\nmethod:\n  name: noop\n' > "$T/a.yaml"
 printf 'name: b\nmethod: {name: sgd}\n' > "$T/b.yaml"
@@ -63,5 +57,4 @@ check "nothing run" [ ! -e "$T/bad" ]
 out=$(bash "$SWEEP" --dpft "$DPFT" --specs "$T/a.yaml" --seeds "0" --out "$T/bad" 2>&1); rc=$?
 check "missing --eps exits 2 (rc $rc)" [ "$rc" = 2 ]
 
-echo "sweep_test: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish "sweep_test"

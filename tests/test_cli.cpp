@@ -134,6 +134,10 @@ TEST_CASE("a spec for a GPU is refused, not run on the CPU", "[cli]") {
   const std::string runs = (d.path / "runs").string();
   CHECK(cli({"run", spec.string(), "--out", runs}) == 2);
   CHECK(cli({"run", spec.string(), "--dry-run", "--out", runs}) == 2);
+  CHECK(cli({"run", spec.string(), "--set", "device=cpu", "--set", "model.dtype=bfloat16", "--out",
+             runs}) == 2);
+  CHECK_FALSE(fs::exists(runs));                           // refused before anything was written
+  CHECK(cli({"config", "validate", spec.string()}) == 0);  // valid; only this build can't run it
   CHECK(cli({"run", spec.string(), "--set", "device=cpu", "--out", runs}) == 0);
   std::string msg;
   try {
@@ -146,6 +150,25 @@ TEST_CASE("a spec for a GPU is refused, not run on the CPU", "[cli]") {
   CHECK_THROWS_AS(
       check_executable(load_spec(spec.string(), {"device=cpu", "model.dtype=bfloat16"})),
       ConfigError);
+}
+
+TEST_CASE("a run an older dpft started with device: cuda resumes on the CPU", "[cli]") {
+  // Older builds accepted device: cuda and ran on the CPU; such an interrupted run continues
+  // there (with a warning) instead of being stuck behind the new refusal.
+  test::TempDir d;
+  auto spec = d.write("s.yaml", "name: old\nmethod: {name: noop, steps: 2}\n");
+  std::string out;
+  REQUIRE(cli({"run", spec.string(), "--out", (d.path / "runs").string()}, &out) == 0);
+  fs::path run = fs::path(out.substr(0, out.find('\n')));
+  std::string cfg = read_file(run / "config.resolved.yaml");
+  REQUIRE(cfg.find("device: cpu") != std::string::npos);
+  cfg.replace(cfg.find("device: cpu"), 11, "device: cuda");
+  write_file_atomic(run / "config.resolved.yaml", cfg);
+  auto m = nlohmann::json::parse(read_file(run / "metrics.json"));
+  m["status"] = "interrupted";
+  write_file_atomic(run / "metrics.json", m.dump());
+  CHECK(cli({"run", "--resume", run.string()}) == 0);
+  CHECK(nlohmann::json::parse(read_file(run / "metrics.json"))["status"] == "ok");
 }
 
 TEST_CASE("methods lists the registry", "[cli]") {

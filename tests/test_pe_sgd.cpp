@@ -5,6 +5,9 @@
 // stop + resume of an evolving run matching an uninterrupted one.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
+#include "core/config/spec.hpp"
 #include "core/grad/per_sample.hpp"
 #include "core/model/peft.hpp"
 #include "core/model/safetensors.hpp"
@@ -13,6 +16,7 @@
 #include "core/tokenizer/load.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
+#include "data/lm_dataset.hpp"
 #include "model_test_util.hpp"
 #include "run_fixture.hpp"
 #include "test_util.hpp"
@@ -297,8 +301,31 @@ TEST_CASE("synthetic prompts: plain text for base models, the data's chat format
                             "<|im_end|>\n" + text_of(chatml));
   CHECK(ids_of("chat", std::nullopt) == q25);
 
-  // The run's settings: the trained model follows data.chat_format; a frozen generator (Alg. 2)
-  // and chat_format auto use the tokenizer's own format; style auto = chat iff a chat format.
+  // What a run prompts the trained model with is how its private data begin: with
+  // data.train.prompt = the zero-shot prompt, every private example renders as that prompt
+  // followed by the text, so the generator's prompt ids are a prefix of each example's ids.
+  for (std::string cf : {"plain", "chatml", "qwen2.5", "auto"}) {
+    CAPTURE(cf);
+    Spec spec = parse_spec(YAML::Load("data: {chat_format: " + cf + "}"));
+    data::LmDataOptions lo = data::lm_data_options(spec.data);
+    lo.max_length = 512;
+    data::Example e;
+    e.text = "Background: a private abstract.";
+    e.prompt = p.zero_shot;
+    data::LmDataset ds = data::build_lm_dataset({e}, qwen, lo);
+    REQUIRE(ds.items.size() == 1);
+    const auto& row = ds.items[0].ids;
+    auto gen =
+        synth::SyntheticGenerator(tiny_lora_gpt2(1), qwen, p, project::generator_options(spec, {}))
+            .prompt_ids(p.zero_shot);
+    REQUIRE(gen.size() < row.size());
+    CHECK(std::equal(gen.begin(), gen.end(), row.begin()));
+  }
+}
+
+TEST_CASE("generation settings: the trained model follows data.chat_format", "[pe-sgd]") {
+  // A frozen generator (Alg. 2) and chat_format auto use the tokenizer's own format; style auto
+  // = chat iff there is a chat format.
   auto opts = [](const std::string& chat_format, const std::string& generator) {
     Spec spec = parse_spec(YAML::Load("data: {chat_format: " + chat_format + "}"));
     project::SyntheticOptions so;

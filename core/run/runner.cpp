@@ -71,10 +71,19 @@ void check_executable(const Spec& spec) {
 
 RunResult run_experiment(const Spec& spec, const RunOptions& opts) {
   DPFT_CHECK(spec.method.impl != nullptr, "spec has no configured method");
-  check_executable(spec);
+  const bool resume = !opts.resume_dir.empty();
+  if (!resume) {
+    check_executable(spec);
+  } else if (spec.device != "cpu" || spec.model.dtype != "float32") {
+    // Started by a dpft that accepted these settings but ran on the CPU in float32 anyway;
+    // continue it there, as it began.
+    spdlog::warn(
+        "this run's spec says device: {}, model.dtype: {}, but it ran on the CPU in "
+        "float32 (dpft has no GPU execution); it continues there",
+        spec.device, spec.model.dtype);
+  }
   // Refuse a plan over budget before anything is created or released.
   privacy::PrivacyLedger ledger(ledger_options(spec));
-  const bool resume = !opts.resume_dir.empty();
   PlanInputs plan_in;
   plan_in.dataset_size = train::count_train_examples(spec);
   if (!resume) ledger.check_plan(spec.method.impl->planned_releases(spec, plan_in));

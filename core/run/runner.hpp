@@ -25,8 +25,9 @@ RunResult run_experiment(const Spec& spec, const RunOptions& opts);
 
 // Throws ConfigError when this build cannot execute the spec as written: every method runs on
 // the CPU in float32 today, so `device: cuda[:N]` is refused rather than silently run on the
-// CPU, and so is a `model.dtype` other than float32. Called by run_experiment and by
-// `dpft run --dry-run`.
+// CPU, and so is a `model.dtype` other than float32. Called by run_experiment (not when
+// resuming: a run started by an older dpft that accepted such a spec ran on the CPU and
+// continues there, with a warning) and by `dpft run --dry-run`; `dpft config validate` warns.
 void check_executable(const Spec& spec);
 
 // The ledger settings of a spec's privacy block (accountant, delta, target epsilon, eps_error).

@@ -10,19 +10,28 @@
 #            (names: placement clip fold size epsilon sft generator)
 #   SCALE    small (default) or paper (experiments/pe_sgd/paper/: the paper's model and setting)
 #   DATASET  pubmed (default), biorxiv or congressional
-#   SET      extra overrides for every run, e.g. SET="--set model.path=/models/Qwen2.5-3B-Instruct
-#            --set data.train.path=/data/biorxiv/train.csv"
-#   PE_LR_INF  PE-SGD's lr at epsilon = inf (default: 2e-3, selected for small/pubmed; other
-#            settings: the spec's own lr unless given)
+#   SET      extra overrides for every run (PE-SGD and, in the epsilon ablation, DP-SGD), e.g.
+#            SET="--set model.path=/models/Qwen2.5-3B-Instruct --set data.train.path=/data/x.csv";
+#            one line, split on whitespace (no spaces inside values); not seed or
+#            privacy.epsilon, which each sweep sets
+#   SET_PE   extra overrides for the PE-SGD runs only (method.* keys DP-SGD does not have)
+#   PE_LR_INF  PE-SGD's lr at epsilon = inf (default: 2e-3, selected for small/pubmed with the
+#            embedded model; with any other SCALE/DATASET or a SET the spec's own or SET's lr)
 #   GENERATOR  a frozen generator checkpoint for Algorithm 2
 #   DRY_RUN=1  print the runs (scripts/sweep.sh --dry-run) without running them
+# A failed run stops the script after its sweep (set -e); rerun to continue (finished runs are
+# skipped).
 # Then: dpft report OUT_DIR/<ablation> --table pe-sgd-table1 (labels name the variants).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-runs/pe_sgd_ablations}
 seeds=${2:-"0 1 2"}
 dpft=${DPFT:-build/dpft}
-only=${ONLY:-placement clip fold size epsilon sft generator}
+all="placement clip fold size epsilon sft generator"
+only=${ONLY:-$all}
+for a in $only; do
+  [[ " $all " == *" $a "* ]] || { echo "ablations.sh: ONLY: unknown ablation '$a' (names: $all)" >&2; exit 2; }
+done
 want() { [[ " $only " == *" $1 "* ]]; }
 scale=${SCALE:-small}
 dataset=${DATASET:-pubmed}
@@ -34,23 +43,25 @@ for f in "$pe" "$dp"; do
   [ -f "$f" ] || { echo "ablations.sh: no spec $f (DATASET: pubmed, biorxiv, congressional)" >&2; exit 2; }
 done
 read -r -a extra <<< "${SET:-}"
+read -r -a extra_pe <<< "${SET_PE:-}"
 dry=()
-[ -n "${DRY_RUN:-}" ] && dry=(--dry-run)
+[ "${DRY_RUN:-0}" != 0 ] && dry=(--dry-run)
 # The spec's train.lr is PE-SGD's epsilon = 1 lr; runs at epsilon = inf use the one selected
 # for epsilon = inf (docs/results/pe_sgd_lr_selection.md, as in table1.sh) at small scale on
-# PubMed; elsewhere the spec's own lr unless PE_LR_INF is given.
+# PubMed with the embedded model; elsewhere (or with a SET, which may change the model or the
+# lr) the spec's own lr unless PE_LR_INF is given.
 default_lr_inf=""
-[ "$scale/$dataset" = small/pubmed ] && default_lr_inf=2e-3
+[ "$scale/$dataset" = small/pubmed ] && [ -z "${SET:-}" ] && default_lr_inf=2e-3
 pe_lr_inf=${PE_LR_INF:-$default_lr_inf}
 lr_inf=()
 [ -n "$pe_lr_inf" ] && lr_inf=(--set "train.lr=$pe_lr_inf")
-sweep() {  # name eps spec... -- overrides...
-  local name=$1 eps=$2; shift 2
-  local specs=()
-  while [ $# -gt 0 ] && [ "$1" != "--" ]; do specs+=("$1"); shift; done
-  [ $# -gt 0 ] && shift
-  bash scripts/sweep.sh ${dry[@]+"${dry[@]}"} --dpft "$dpft" --specs "${specs[*]}" --seeds "$seeds" --eps "$eps" \
-    --out "$out/$name" -- ${extra[@]+"${extra[@]}"} "$@"
+sweep() {  # name eps spec -- overrides...: SET, then SET_PE for the PE-SGD spec, then these
+  local name=$1 eps=$2 spec=$3; shift 3
+  [ $# -gt 0 ] && shift  # --
+  local ex=(${extra[@]+"${extra[@]}"})
+  [ "$spec" = "$pe" ] && ex+=(${extra_pe[@]+"${extra_pe[@]}"})
+  bash scripts/sweep.sh ${dry[@]+"${dry[@]}"} --dpft "$dpft" --specs "$spec" --seeds "$seeds" \
+    --eps "$eps" --out "$out/$name" -- ${ex[@]+"${ex[@]}"} "$@"
 }
 # Noise placement (Sec. 5.4, Fig. 8; Table 5 with diagnostics on).
 want placement && for p in coefficients inner_product private_gradient; do
@@ -69,7 +80,8 @@ want size && for n in 50 100 200 400; do
   sweep size-$n 1 $pe -- --set method.synthetic_size=$n --set label=PE-SGD-N$n
 done
 # Privacy budget eps in {1, 2, 4, 8} against DP-SGD (Fig. 7), both at their epsilon = 1 lr.
-want epsilon && sweep epsilon "1 2 4 8" $pe $dp --
+want epsilon && sweep epsilon "1 2 4 8" $pe --
+want epsilon && sweep epsilon "1 2 4 8" $dp --
 # Synthetic-data SFT on / off (Table 8).
 want sft && sweep sft-off 1 $pe -- --set method.sft_epochs=0 --set label=PE-SGD-noSFT
 want sft && sweep sft-off inf $pe -- ${lr_inf[@]+"${lr_inf[@]}"} --set method.sft_epochs=0 --set label=PE-SGD-noSFT
