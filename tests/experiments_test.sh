@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# experiments/pe_sgd/{ablations,table1}.sh through their dry runs (nothing is trained): which
+# experiments/pe_sgd/{ablations,table1,lr_select}.sh through their dry runs (nothing is trained): which
 # spec each ablation sweeps, the per-epsilon learning rates, SCALE/DATASET/SET, and the
 # refusal of a GPU spec (dpft has no GPU execution). Dry runs read specs, not data.
 # Usage: experiments_test.sh PATH/TO/dpft SOURCE_DIR
 set -u
 DPFT="$1"; SRC="$2"
 ABL="$SRC/experiments/pe_sgd/ablations.sh"; T1="$SRC/experiments/pe_sgd/table1.sh"
+LRS="$SRC/experiments/pe_sgd/lr_select.sh"
 source "$(dirname "$0")/shell_check.sh"
 
 # Default: small scale, PubMed; the epsilon = inf SFT-off run uses PE-SGD's inf lr (2e-3).
@@ -56,5 +57,13 @@ check "GEP eps 1 at 5e-3" has "$out" "pubmed-gep.yaml --set seed=0 --set privacy
 check "SGD without an epsilon at 2e-3" has "$out" "pubmed-sgd.yaml --set seed=0 --out $T/t1/pubmed-sgd/noeps/s0 --set train.lr=2e-3"
 out=$(bash "$T1" --dpft "$DPFT" --dry-run --eps 2 --out "$T/t1" 2>&1); rc=$?
 check "table1: an epsilon without selected lrs exits 2 (rc $rc)" [ "$rc" = 2 ]
+
+# lr_select.sh: every method at every lr, evaluated on held-out dev rows, never the test set.
+out=$(bash "$LRS" --dpft "$DPFT" --dry-run --methods "dp_sgd pe_sgd" --lrs "1e-3 5e-3" --out "$T/lr" 2>&1); rc=$?
+check "lr_select dry run exits 0 (rc $rc)" [ "$rc" = 0 ]
+check "lr_select: 2 methods x 2 lrs" [ "$(count "$out" "would run")" = 4 ]
+check "lr_select: held-out validation at the lr" has "$out" "pubmed-pe_sgd.yaml --set seed=100 --set privacy.epsilon=1 --out $T/lr/lr5e-3/pubmed-pe_sgd/eps1/s100 --set train.lr=5e-3 --set data.eval.path=../shared/data/pe_sgd_text/pubmed/dev.csv --set data.eval.exclude_train=true --set data.eval.num_samples=300"
+check "lr_select: no test set" hasnt "$out" "test.csv"
+check "lr_select dry run writes nothing" [ ! -e "$T/lr" ]
 
 finish "experiments scripts"
