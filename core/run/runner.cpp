@@ -72,15 +72,13 @@ void check_executable(const Spec& spec) {
 RunResult run_experiment(const Spec& spec, const RunOptions& opts) {
   DPFT_CHECK(spec.method.impl != nullptr, "spec has no configured method");
   const bool resume = !opts.resume_dir.empty();
-  if (!resume) {
+  try {
     check_executable(spec);
-  } else if (spec.device != "cpu" || spec.model.dtype != "float32") {
-    // Started by a dpft that accepted these settings but ran on the CPU in float32 anyway;
-    // continue it there, as it began.
-    spdlog::warn(
-        "this run's spec says device: {}, model.dtype: {}, but it ran on the CPU in "
-        "float32 (dpft has no GPU execution); it continues there",
-        spec.device, spec.model.dtype);
+  } catch (const ConfigError& e) {
+    if (!resume) throw;
+    // Started by a dpft that accepted the spec but ran on the CPU in float32 anyway: continue
+    // it there, as it began.
+    spdlog::warn("{}; this run began on the CPU in float32 and continues there", e.what());
   }
   // Refuse a plan over budget before anything is created or released.
   privacy::PrivacyLedger ledger(ledger_options(spec));
