@@ -1,10 +1,12 @@
 // `dpft account`: privacy accounting without a run.
 //   --eps E  --delta D (--q Q | --dataset-size N --batch-size B) (--steps T | --epochs K) -> sigma
 //   --sigma S --delta D (...)                                                            -> epsilon
-//   --eps E --sigma S --delta D with one of q / steps missing                            -> that one
-//   --spec SPEC.yaml [--set ...] [--dataset-size N]                                      -> a run's plan
-#include <CLI/CLI.hpp>
+//   --eps E --sigma S --delta D with one of q / steps missing                            -> that
+//   one
+//   --spec SPEC.yaml [--set ...] [--dataset-size N]                                      -> a run's
+//   plan
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include <cmath>
 #include <iostream>
@@ -14,9 +16,11 @@
 #include "core/config/spec.hpp"
 #include "core/privacy/calibrate.hpp"
 #include "core/privacy/ledger.hpp"
+#include "core/privacy/ledger_options.hpp"
 #include "core/run/runner.hpp"
 #include "core/util/error.hpp"
-#include "methods/method.hpp"
+#include "methods/registry.hpp"
+#include "methods/run.hpp"
 
 namespace dpft {
 
@@ -48,8 +52,9 @@ void print(const nlohmann::json& j, bool as_json) {
   }
   if (j.contains("releases"))
     for (const auto& r : j["releases"])
-      std::cout << fmt::format("  release {:<10} {:<20} sigma {:<10} q {:<10} x {}\n", r["label"].get<std::string>(),
-                               r["mechanism"].get<std::string>(), r["noise_multiplier"].get<double>(),
+      std::cout << fmt::format("  release {:<10} {:<20} sigma {:<10} q {:<10} x {}\n",
+                               r["label"].get<std::string>(), r["mechanism"].get<std::string>(),
+                               r["noise_multiplier"].get<double>(),
                                r["sampling_rate"].get<double>(), r["count"].get<int64_t>());
 }
 
@@ -66,10 +71,8 @@ void add_result(nlohmann::json& j, const privacy::EpsilonResult& e) {
 
 int account_spec(const AccountOpts& o) {
   Spec spec = load_spec(o.spec, o.sets);
-  privacy::PrivacyLedger ledger(ledger_options(spec));
-  PlanInputs in;
-  in.dataset_size = o.dataset_size.value_or(0);
-  auto plan = spec.method.impl->planned_releases(spec, in);
+  privacy::PrivacyLedger ledger(privacy::ledger_options(spec.privacy));
+  auto plan = planned_releases(spec, o.dataset_size.value_or(0));
   for (const auto& r : plan) ledger.record(r);
   nlohmann::json j = ledger.to_json();
   j["method"] = spec.method.name;
@@ -89,19 +92,24 @@ int account_flags(AccountOpts o) {
   require_range("--epochs", o.epochs, o.epochs && *o.epochs > 0, "(0, inf)");
   if (o.steps && *o.steps < 1) throw ConfigError(fmt::format("--steps {}: must be >= 1", *o.steps));
   if (o.q && (o.dataset_size || o.batch_size))
-    throw ConfigError("--q conflicts with --dataset-size/--batch-size: give the rate or the sizes, not both");
+    throw ConfigError(
+        "--q conflicts with --dataset-size/--batch-size: give the rate or the sizes, not both");
   if (o.dataset_size || o.batch_size) {
-    if (!o.dataset_size || !o.batch_size) throw ConfigError("--dataset-size and --batch-size go together");
+    if (!o.dataset_size || !o.batch_size)
+      throw ConfigError("--dataset-size and --batch-size go together");
     if (*o.dataset_size < 1 || *o.batch_size < 1 || *o.batch_size > *o.dataset_size)
-      throw ConfigError(fmt::format("--batch-size {} must be in [1, --dataset-size {}]", *o.batch_size, *o.dataset_size));
+      throw ConfigError(fmt::format("--batch-size {} must be in [1, --dataset-size {}]",
+                                    *o.batch_size, *o.dataset_size));
     o.q = static_cast<double>(*o.batch_size) / static_cast<double>(*o.dataset_size);
   }
   if (o.steps && o.epochs) throw ConfigError("--steps conflicts with --epochs: give one");
   if (o.epochs) {
-    if (!o.q) throw ConfigError("--epochs needs the sampling rate (--q or --dataset-size/--batch-size)");
+    if (!o.q)
+      throw ConfigError("--epochs needs the sampling rate (--q or --dataset-size/--batch-size)");
     o.steps = static_cast<int64_t>(std::ceil(*o.epochs / *o.q - 1e-9));
   }
-  if (!o.eps && !o.sigma) throw ConfigError("give --eps (to get sigma) or --sigma (to get epsilon)");
+  if (!o.eps && !o.sigma)
+    throw ConfigError("give --eps (to get sigma) or --sigma (to get epsilon)");
 
   privacy::AccountantOptions ao;
   ao.eps_error = o.eps_error;
@@ -114,8 +122,12 @@ int account_flags(AccountOpts o) {
   nlohmann::json j = {{"accountant", o.accountant}, {"delta", *o.delta}};
 
   if (o.eps && o.sigma) {  // solve for the missing one of q / steps
-    if (o.q && o.steps) throw ConfigError("--eps, --sigma, --q and --steps all given: leave out the one to solve for");
-    if (!o.q && !o.steps) throw ConfigError("with --eps and --sigma, give one of --q or --steps and dpft solves for the other");
+    if (o.q && o.steps)
+      throw ConfigError(
+          "--eps, --sigma, --q and --steps all given: leave out the one to solve for");
+    if (!o.q && !o.steps)
+      throw ConfigError(
+          "with --eps and --sigma, give one of --q or --steps and dpft solves for the other");
     j["target_epsilon"] = *o.eps;
     j["noise_multiplier"] = *o.sigma;
     if (o.q) {
@@ -140,7 +152,8 @@ int account_flags(AccountOpts o) {
     j["noise_multiplier"] = *o.sigma;
     add_result(j, acc->epsilon({{*o.sigma, *o.q, *o.steps}}, *o.delta));
   } else {
-    privacy::SigmaCalibration c = privacy::calibrate_sigma(*acc, *o.q, *o.steps, *o.eps, *o.delta, o.sigma_tol);
+    privacy::SigmaCalibration c =
+        privacy::calibrate_sigma(*acc, *o.q, *o.steps, *o.eps, *o.delta, o.sigma_tol);
     j["target_epsilon"] = *o.eps;
     j["noise_multiplier"] = c.sigma;
     j["sigma_rel_tol"] = c.rel_tol;
@@ -154,7 +167,8 @@ int account_flags(AccountOpts o) {
 
 void register_account(CLI::App& app, CliContext& ctx) {
   auto o = std::make_shared<AccountOpts>();
-  CLI::App* sub = app.add_subcommand("account", "privacy accounting: sigma for a target epsilon, or epsilon for a sigma");
+  CLI::App* sub = app.add_subcommand(
+      "account", "privacy accounting: sigma for a target epsilon, or epsilon for a sigma");
   sub->add_option("--eps", o->eps, "target epsilon (-> noise multiplier)");
   sub->add_option("--sigma", o->sigma, "noise multiplier (-> epsilon)");
   sub->add_option("--delta", o->delta, "delta, in (0, 1)");
@@ -166,7 +180,8 @@ void register_account(CLI::App& app, CliContext& ctx) {
   sub->add_option("--accountant", o->accountant, "prv | rdp | gaussian")->capture_default_str();
   sub->add_option("--eps-error", o->eps_error, "PRV epsilon error")->capture_default_str();
   sub->add_option("--delta-error", o->delta_error, "PRV delta error (default delta/1000)");
-  sub->add_option("--sigma-tol", o->sigma_tol, "relative tolerance of the calibrated sigma")->capture_default_str();
+  sub->add_option("--sigma-tol", o->sigma_tol, "relative tolerance of the calibrated sigma")
+      ->capture_default_str();
   sub->add_option("--spec", o->spec, "print what a run of this spec would spend");
   sub->add_option("--set", o->sets, "spec override key.path=value (with --spec)")->take_all();
   sub->add_flag("--json", o->json, "one JSON object");

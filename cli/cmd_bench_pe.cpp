@@ -15,13 +15,14 @@
 #include "cli/bench_common.hpp"
 #include "core/model/checkpoint.hpp"
 #include "core/model/peft.hpp"
-#include "core/project/projection_run.hpp"
 #include "core/synth/synthetic.hpp"
 #include "core/tokenizer/load.hpp"
 #include "core/train/privatize.hpp"
 #include "core/train/setup.hpp"
+#include "core/util/clock.hpp"
 #include "core/util/error.hpp"
 #include "core/util/system.hpp"
+#include "methods/pe_sgd/projection_loop.hpp"
 
 namespace dpft {
 
@@ -37,12 +38,12 @@ struct PeBench {
   bool json = false;
 };
 
-data::LmDataset random_rows(int64_t n, int64_t seq, int64_t vocab, uint64_t seed) {
+lm::LmDataset random_rows(int64_t n, int64_t seq, int64_t vocab, uint64_t seed) {
   torch::manual_seed(seed);
   torch::Tensor ids = torch::randint(vocab, {n, seq}, torch::kInt64);
-  data::LmDataset ds;
+  lm::LmDataset ds;
   for (int64_t i = 0; i < n; ++i) {
-    data::TokenizedExample e;
+    lm::TokenizedExample e;
     e.index = i;
     for (int64_t t = 0; t < seq; ++t)
       e.ids.push_back(static_cast<int32_t>(ids[i][t].item<int64_t>()));
@@ -50,10 +51,6 @@ data::LmDataset random_rows(int64_t n, int64_t seq, int64_t vocab, uint64_t seed
     ds.items.push_back(std::move(e));
   }
   return ds;
-}
-
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 int bench_pe(const PeBench& b) {
@@ -66,7 +63,7 @@ int bench_pe(const PeBench& b) {
   model::apply_peft(m, po, 1);
   m->train();
   const int64_t seq = std::min(b.seq, m->config().max_position), V = m->config().vocab_size;
-  data::LmDataset priv = random_rows(b.batch, seq, V, 1), D = random_rows(b.synthetic, seq, V, 2);
+  lm::LmDataset priv = random_rows(b.batch, seq, V, 1), D = random_rows(b.synthetic, seq, V, 2);
   std::vector<int64_t> prow, drow;
   for (int64_t i = 0; i < b.batch; ++i) prow.push_back(i);
   for (int64_t i = 0; i < b.synthetic; ++i) drow.push_back(i);
@@ -81,20 +78,21 @@ int bench_pe(const PeBench& b) {
     train::BatchStats st;
     auto g = train::clipped_sum(psg, priv, prow, b.micro, 0, dp, &st);
     train::noise_and_scale(g, dp, noise, b.batch, &st);
-    return since(t0);
+    return seconds_since(t0);
   };
   double proj_share = 0;
   auto pe_step = [&] {
     auto t0 = Clock::now();
-    torch::Tensor Gs = project::gradient_matrix(psg, D, drow, b.micro, 0);
-    torch::Tensor Hs = project::gradient_matrix(psg, priv, prow, b.micro, 0);
+    torch::Tensor Gs = pe_sgd::gradient_matrix(psg, D, drow, b.micro, 0);
+    torch::Tensor Hs = pe_sgd::gradient_matrix(psg, priv, prow, b.micro, 0);
     auto t1 = Clock::now();
     project::GramSolver solver(Gs, 1e-6);
-    auto r = project::pe_project(Gs, Hs, solver, "coefficients",
-                                 {1.0, "normalize", 1.0, dp.expected_batch()}, noise);
-    auto g = project::unflatten(r.direction, psg.params());
-    double s = since(t0);
-    proj_share = since(t1) / s;
+    auto r = project::pe_project(Gs, Hs, solver, privacy::NoisePlacement::kCoefficients,
+                                 {1.0, privacy::ColumnScaling::kUnitNorm, 1.0, dp.expected_batch()},
+                                 noise);
+    auto g = pe_sgd::unflatten(r.direction, psg.params());
+    double s = seconds_since(t0);
+    proj_share = seconds_since(t1) / s;
     return s;
   };
   if (!b.only.empty()) {

@@ -73,11 +73,11 @@ int bench_train(const TrainBench& b) {
   m->train();
   const int64_t seq = std::min(b.seq, c.max_position), micro = b.micro > 0 ? b.micro : b.batch;
   // One fixed batch: random tokens, all scored.
-  data::LmDataset ds;
+  lm::LmDataset ds;
   torch::manual_seed(0);
   torch::Tensor ids = torch::randint(c.vocab_size, {b.batch, seq}, torch::kInt64);
   for (int64_t i = 0; i < b.batch; ++i) {
-    data::TokenizedExample e;
+    lm::TokenizedExample e;
     e.index = i;
     torch::Tensor row = ids[i].contiguous();
     auto acc = row.accessor<int64_t, 1>();
@@ -94,7 +94,7 @@ int bench_train(const TrainBench& b) {
     for (auto& [n, p] : params) p.mutable_grad() = torch::Tensor();
     for (int64_t i = 0; i < b.batch; i += micro) {
       std::vector<int64_t> chunk(rows.begin() + i, rows.begin() + std::min(b.batch, i + micro));
-      data::LmBatch mb = data::collate(ds, chunk, 0);
+      lm::LmBatch mb = lm::collate(ds, chunk, 0);
       auto losses =
           model::per_sample_loss(m->forward(mb.input_ids, mb.attention_mask), mb.labels).first;
       (losses.sum() / static_cast<double>(b.batch)).backward();
@@ -102,7 +102,7 @@ int bench_train(const TrainBench& b) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
   };
   grad::GradOptions go;
-  go.mode = b.grad_mode;
+  go.mode = enum_value(b.grad_mode, grad::kGradModeNames, "--grad-mode");
   grad::PerSampleGrads psg(m, go);
   train::DpSettings dp;
   dp.sigma = 1;

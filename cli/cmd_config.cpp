@@ -8,6 +8,7 @@
 #include "core/config/spec.hpp"
 #include "core/run/runner.hpp"
 #include "core/util/error.hpp"
+#include "methods/registry.hpp"
 
 namespace dpft {
 

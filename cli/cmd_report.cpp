@@ -1,5 +1,5 @@
 // `dpft report DIR... --table NAME [--format md|csv|latex] [--out FILE]`: tables of finished
-// runs in the PE-SGD paper's layout (core/report/report.hpp).
+// runs in the layout of a paper's table (core/report/report.hpp; tables: methods/tables.hpp).
 #include <CLI/CLI.hpp>
 
 #include <filesystem>
@@ -9,6 +9,7 @@
 #include "core/report/report.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/strings.hpp"
+#include "methods/tables.hpp"
 
 namespace dpft {
 
@@ -18,18 +19,20 @@ void register_report(CLI::App& app, CliContext& ctx) {
     std::string table, format = "md", out;
   };
   auto o = std::make_shared<Opts>();
-  CLI::App* sub = app.add_subcommand("report", "tables of finished runs (PE-SGD paper layout)");
+  CLI::App* sub = app.add_subcommand("report", "tables of finished runs in a paper's layout");
   sub->add_option("dirs", o->dirs, "directories searched recursively for runs (metrics.json)")
       ->required();
-  sub->add_option("--table", o->table, join(report::table_names(), " | "))->required();
+  sub->add_option("--table", o->table, join(report_table_names(), " | "))->required();
   sub->add_option("--format", o->format, "md | csv | latex")->capture_default_str();
   sub->add_option("--out", o->out, "write the table to this file (atomically) instead of stdout");
   sub->callback([o, &ctx] {
     ctx.action = [o] {
-      report::check_names(o->table, o->format);  // before reading any run
+      // Both names checked before reading any run.
+      const report::TableDef& table = report::find_table(report_tables(), o->table);
+      report::check_format(o->format);
       std::vector<std::filesystem::path> dirs(o->dirs.begin(), o->dirs.end());
       report::LoadedRuns loaded = report::load_runs(dirs);
-      std::string text = report::render(report::build_table(o->table, loaded.runs), o->format);
+      std::string text = report::render(report::build_table(table, loaded.runs), o->format);
       if (o->out.empty())
         std::cout << text;
       else

@@ -8,6 +8,8 @@
 #include "core/config/spec.hpp"
 #include "core/run/runner.hpp"
 #include "core/util/error.hpp"
+#include "methods/registry.hpp"
+#include "methods/run.hpp"
 
 namespace dpft {
 
@@ -57,7 +59,7 @@ void register_run(CLI::App& app, CliContext& ctx) {
       ro.command_line = ctx.command_line;
       ro.resume_dir = o->resume;
       ro.stop_after = o->stop_after;
-      RunResult r = run_experiment(spec, ro);
+      RunResult r = run_method(spec, ro);
       std::cout << r.run_dir << "\n";
       return r.exit_code;
     };

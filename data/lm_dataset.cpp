@@ -13,12 +13,6 @@
 
 namespace dpft::data {
 
-int64_t LmDataset::num_tokens() const {
-  int64_t n = 0;
-  for (const auto& it : items) n += static_cast<int64_t>(it.ids.size());
-  return n;
-}
-
 LmDataOptions lm_data_options(const DataSpec& d) {
   LmDataOptions o;
   o.max_length = d.max_length;
@@ -213,43 +207,6 @@ std::vector<Example> select_examples(const DatasetSpec& d, const std::vector<Dat
 LmDataset load_lm_dataset(const DatasetSpec& d, const std::vector<DatasetSpec>& extra,
                           const DataSpec& data, const tok::Tokenizer& tok, uint64_t seed) {
   return build_lm_dataset(select_examples(d, extra, data, seed), tok, lm_data_options(data));
-}
-
-LmBatch collate(const LmDataset& ds, const std::vector<int64_t>& rows, int64_t pad_id) {
-  const int64_t B = static_cast<int64_t>(rows.size());
-  int64_t T = 1;
-  for (int64_t r : rows) {
-    DPFT_CHECK(r >= 0 && r < ds.size(), "collate: row {} is outside the data set (size {})", r,
-               ds.size());
-    DPFT_CHECK(ds.items[r].scored.size() == ds.items[r].ids.size(),
-               "collate: row {} has {} ids but {} scored flags", r, ds.items[r].ids.size(),
-               ds.items[r].scored.size());
-    T = std::max<int64_t>(T, static_cast<int64_t>(ds.items[r].ids.size()));
-  }
-  LmBatch b;
-  b.input_ids = torch::full({B, T}, pad_id, torch::kInt64);
-  b.attention_mask = torch::zeros({B, T}, torch::kInt64);
-  b.labels = torch::full({B, T}, -100, torch::kInt64);
-  auto ids = b.input_ids.accessor<int64_t, 2>();
-  auto mask = b.attention_mask.accessor<int64_t, 2>();
-  auto labels = b.labels.accessor<int64_t, 2>();
-  for (int64_t i = 0; i < B; ++i) {
-    const TokenizedExample& ex = ds.items[rows[i]];
-    for (size_t t = 0; t < ex.ids.size(); ++t) {
-      ids[i][t] = ex.ids[t];
-      mask[i][t] = 1;
-      if (ex.scored[t]) labels[i][t] = ex.ids[t];
-    }
-    b.index.push_back(ex.index);
-  }
-  return b;
-}
-
-int64_t pad_id_for(const tok::Tokenizer& tok) {
-  if (tok.pad_id()) return *tok.pad_id();
-  if (tok.eos_id()) return *tok.eos_id();
-  throw InputError(fmt::format(
-      "{}: the tokenizer has neither a pad nor an eos token to pad batches with", tok.source()));
 }
 
 }  // namespace dpft::data

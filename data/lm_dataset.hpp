@@ -29,26 +29,16 @@
 #include <vector>
 
 #include "core/config/spec.hpp"
+#include "core/lm/examples.hpp"
 #include "core/tokenizer/tokenizer.hpp"
 #include "data/table.hpp"
 
 namespace dpft::data {
 
-struct TokenizedExample {
-  // Example index: row in file order across train + train_extra; block number when packed.
-  int64_t index = 0;
-  std::vector<int32_t> ids;     // token ids, at most max_length
-  std::vector<uint8_t> scored;  // per id: 1 = this id is a prediction target (label), 0 = not
-                                // (prompt / control tokens when loss_on=response; bos)
-  std::string label;            // class label text ("" if unlabelled)
-};
-
-struct LmDataset {
-  std::vector<TokenizedExample> items;
-  int64_t size() const { return static_cast<int64_t>(items.size()); }
-  int64_t num_tokens() const;  // total ids
-  int64_t dropped = 0;         // examples dropped while building (see the file comment)
-};
+using lm::Example;
+using lm::LmBatch;
+using lm::LmDataset;
+using lm::TokenizedExample;
 
 struct LmDataOptions {
   int64_t max_length = 128;
@@ -86,19 +76,5 @@ LmDataset load_lm_dataset(const DatasetSpec& d, const std::vector<DatasetSpec>& 
 std::vector<Example> select_examples(
     const DatasetSpec& d, const std::vector<DatasetSpec>& extra, const DataSpec& data,
     uint64_t seed, const std::unordered_set<std::string>* exclude_texts = nullptr);
-
-struct LmBatch {
-  torch::Tensor input_ids;       // (B, T) int64, right-padded with pad_id, T = longest row
-  torch::Tensor attention_mask;  // (B, T) int64, 1 = token
-  torch::Tensor labels;  // (B, T) int64 = input_ids where scored, -100 at padding and unscored ids
-  std::vector<int64_t> index;  // TokenizedExample::index per row
-};
-
-// rows: positions in ds.items (may be empty: returns B = 0 tensors of shape (0, 1)). pad_id:
-// tokenizer pad else eos (pad_id_for). RuntimeError for a row out of range.
-LmBatch collate(const LmDataset& ds, const std::vector<int64_t>& rows, int64_t pad_id);
-
-// The tokenizer's pad id, else its eos id; InputError naming the tokenizer if it has neither.
-int64_t pad_id_for(const tok::Tokenizer& tok);
 
 }  // namespace dpft::data

@@ -11,13 +11,15 @@
 #include <string>
 #include <vector>
 
+#include "core/lm/examples.hpp"
+
 namespace dpft::data {
 
 struct Table {
-  std::string source;                      // path, for messages
-  std::vector<std::string> columns;        // header order (JSONL: keys of the first row)
+  std::string source;                          // path, for messages
+  std::vector<std::string> columns;            // header order (JSONL: keys of the first row)
   std::vector<std::vector<std::string>> rows;  // rows[i][c] = value of columns[c]
-  std::vector<int64_t> line;               // 1-based line where each row starts
+  std::vector<int64_t> line;                   // 1-based line where each row starts
   // Index of `name`; InputError listing the columns if absent.
   size_t column(const std::string& name) const;
 };
@@ -28,18 +30,12 @@ struct Table {
 // row whose field count differs from the header's.
 Table read_table(const std::filesystem::path& path, const std::string& format = "auto");
 
-// A labelled or unlabelled text example with its row index in the file. With a prompt it is a
-// prompt/response pair: `prompt` is the prompt, `text` the response.
-struct Example {
-  int64_t index = 0;   // row number in the file (0-based), stable under subsampling
-  std::string text;
-  std::string label;   // "" when unlabelled
-  std::optional<std::string> prompt;  // set for prompt/response pairs
-};
+using lm::Example;
 
 // The text (and optional label and prompt) columns of a table; empty texts are kept (callers
 // decide).
-std::vector<Example> examples(const Table& t, const std::string& text_column, const std::string& label_column = "",
+std::vector<Example> examples(const Table& t, const std::string& text_column,
+                              const std::string& label_column = "",
                               const std::string& prompt_column = "");
 
 // A deterministic subsample of k of the n examples (all if k == 0 or k >= n), chosen by a

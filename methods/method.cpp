@@ -1,13 +1,21 @@
 // Shared method behaviour: the per-step release plan of StepReleaseMethod.
 #include "methods/method.hpp"
 
-#include "core/train/dp_settings.hpp"
+#include "core/config/spec.hpp"
+#include "core/util/error.hpp"
 
 namespace dpft {
 
-std::vector<privacy::Release> StepReleaseMethod::planned_releases(const Spec& spec,
-                                                                  const PlanInputs& in) const {
-  return train::planned_step_releases(spec, in.dataset_size);
+std::vector<privacy::Release> StepReleaseMethod::plan(const Spec& spec, int64_t dataset_size) {
+  train::DpSettings dp = train::resolve_dp(spec, dataset_size);
+  set_noise_std(dp, spec);
+  dp_ = dp;
+  return {dp.release(spec.train.steps)};
+}
+
+const train::DpSettings& StepReleaseMethod::dp() const {
+  DPFT_CHECK(dp_.has_value(), "{}: the DP settings are read before plan() resolved them", name());
+  return *dp_;
 }
 
 }  // namespace dpft

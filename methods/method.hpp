@@ -1,31 +1,35 @@
-// The interface every fine-tuning method implements (one method per file in methods/).
+// The interface every fine-tuning method implements (methods/<paper>/<method>.cpp, listed in
+// methods/registry.cpp).
 //
-// A method owns its spec block: `method: {name: X, ...}`. The core hands the block (without
-// `name`) to configure(), which reads it through Fields (so unknown keys are rejected with
-// suggestions) and validates it; options_yaml() returns the resolved options for
-// `dpft config dump` and config.resolved.yaml. run() trains/evaluates and returns the method's
-// own block for metrics.json. A method never computes epsilon itself: every DP release goes to
-// the run's PrivacyLedger (core/privacy), which is the only place epsilon is computed.
+// A method owns its spec block: `method: {name: X, ...}`. configure() reads the block (without
+// `name`) through Fields, so unknown keys are rejected with suggestions, and validates it;
+// options_yaml() returns the resolved options for `dpft config dump` and config.resolved.yaml
+// (the spec keeps them, and the run rebuilds the method from them: methods/registry.hpp).
+// A run then goes (methods/run.cpp):
+//   plan(spec, N)   once, with the tokenised private set's size N: resolves the DP settings
+//                   (sigma calibrated once) and returns every DP release the run will make, so
+//                   the ledger can refuse a run over budget before anything is written;
+//   run(ctx, in)    trains and returns the method's blocks for metrics.json.
+// A method never computes epsilon itself: every DP release goes to the run's PrivacyLedger
+// (core/privacy/ledger.hpp), the only place epsilon is computed.
 #pragma once
 #include <yaml-cpp/yaml.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/privacy/ledger.hpp"
+#include "core/run/run_context.hpp"
+#include "core/train/dp_settings.hpp"
+#include "core/train/setup.hpp"
 
 namespace dpft {
 
 class Fields;
-struct RunContext;
 struct Spec;
-
-// What planning needs to know beyond the spec (e.g. the private data set's size).
-struct PlanInputs {
-  int64_t dataset_size = 0;  // 0 = unknown
-};
 
 class Method {
  public:
@@ -34,26 +38,38 @@ class Method {
   // The label reports print for runs of this configuration (e.g. "PE-SGD-FixSample"); the
   // spec's top-level `label` overrides it.
   virtual std::string label() const { return name(); }
-  // Read and validate the method's options (called once, during spec parsing).
+  // Read and validate the method's options.
   virtual void configure(Fields& options) = 0;
   // The resolved options, every key with its value (defaults included).
   virtual YAML::Node options_yaml() const = 0;
-  // The DP releases a run of this spec will make, for `dpft account --spec` and for the
-  // ledger's budget check before training. Methods that release nothing return {}.
-  virtual std::vector<privacy::Release> planned_releases(const Spec& spec,
-                                                         const PlanInputs& in) const {
-    return {};
-  }
+  // Whether run() trains on the private data: the run loads the model and the data sets once
+  // (data/train_inputs.hpp) and hands them to plan() (their size) and run().
+  virtual bool trains() const { return true; }
+  // The DP releases a run on a private set of `dataset_size` examples makes (for the ledger's
+  // budget check and `dpft account --spec`); {} for a method that releases nothing. Resolves
+  // and keeps the method's DP settings: called once per run, before run().
+  virtual std::vector<privacy::Release> plan(const Spec& spec, int64_t dataset_size) { return {}; }
   // Run the method. Long loops poll dpft::interrupted() and return early when it is set.
-  virtual nlohmann::json run(RunContext& ctx) = 0;
+  // `in` is empty for a method that does not train.
+  virtual nlohmann::json run(RunContext& ctx, train::TrainInputs& in) = 0;
 };
 
 // Base of the methods that make one subsampled Gaussian release per step (dp-sgd, sft+dp-sgd
-// and the projection methods): T = train.steps releases at the q and sigma resolve_dp gives.
+// and the projection methods): T = train.steps releases at resolve_dp's q and sigma, with the
+// noise std the method's noise_std() states.
 class StepReleaseMethod : public Method {
  public:
-  std::vector<privacy::Release> planned_releases(const Spec& spec,
-                                                 const PlanInputs& in) const override;
+  std::vector<privacy::Release> plan(const Spec& spec, int64_t dataset_size) override;
+
+ protected:
+  // The settings plan() resolved; RuntimeError before plan().
+  const train::DpSettings& dp() const;
+  // Sets the noise std(s) the method draws with (default: sigma C from resolve_dp); called by
+  // plan() after resolving.
+  virtual void set_noise_std(train::DpSettings& dp, const Spec& spec) const {}
+
+ private:
+  std::optional<train::DpSettings> dp_;
 };
 
 }  // namespace dpft

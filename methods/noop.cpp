@@ -8,7 +8,6 @@
 #include <thread>
 
 #include "core/config/fields.hpp"
-#include "core/run/run_context.hpp"
 #include "core/util/progress.hpp"
 #include "core/util/signals.hpp"
 #include "methods/method.hpp"
@@ -33,7 +32,9 @@ class NoopMethod : public Method {
     return n;
   }
 
-  nlohmann::json run(RunContext& ctx) override {
+  bool trains() const override { return false; }
+
+  nlohmann::json run(RunContext& ctx, train::TrainInputs&) override {
     Progress progress("noop", steps_);
     int64_t done = 0;
     for (; done < steps_ && !interrupted(); ++done) {

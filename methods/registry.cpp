@@ -2,19 +2,20 @@
 
 #include <fmt/format.h>
 
+#include "core/config/fields.hpp"
 #include "core/util/error.hpp"
 #include "core/util/strings.hpp"
 
 namespace dpft {
 
 std::unique_ptr<Method> make_noop_method();        // methods/noop.cpp
-std::unique_ptr<Method> make_sgd_method();         // methods/sgd.cpp
-std::unique_ptr<Method> make_dp_sgd_method();      // methods/dp_sgd.cpp
-std::unique_ptr<Method> make_pe_sgd_method();      // methods/pe_sgd.cpp
-std::unique_ptr<Method> make_pdp_sgd_method();     // methods/pdp_sgd.cpp
-std::unique_ptr<Method> make_gep_method();         // methods/gep.cpp
-std::unique_ptr<Method> make_inpro_method();       // methods/inpro.cpp
-std::unique_ptr<Method> make_sft_dp_sgd_method();  // methods/sft_dp_sgd.cpp
+std::unique_ptr<Method> make_sgd_method();         // methods/dp_sgd/sgd.cpp
+std::unique_ptr<Method> make_dp_sgd_method();      // methods/dp_sgd/dp_sgd.cpp
+std::unique_ptr<Method> make_pe_sgd_method();      // methods/pe_sgd/pe_sgd.cpp
+std::unique_ptr<Method> make_pdp_sgd_method();     // methods/pe_sgd/pdp_sgd.cpp
+std::unique_ptr<Method> make_gep_method();         // methods/pe_sgd/gep.cpp
+std::unique_ptr<Method> make_inpro_method();       // methods/pe_sgd/inpro.cpp
+std::unique_ptr<Method> make_sft_dp_sgd_method();  // methods/pe_sgd/sft_dp_sgd.cpp
 
 const std::vector<MethodInfo>& method_registry() {
   static const std::vector<MethodInfo> registry = {
@@ -28,7 +29,8 @@ const std::vector<MethodInfo>& method_registry() {
        "2016)",
        make_dp_sgd_method},
       {"pe-sgd",
-       "PE-SGD: projection onto an evolving synthetic-gradient subspace (ICLR 2026, Alg. 1-3)",
+       "PE-SGD: projection onto an evolving synthetic-gradient subspace (Zou et al., ICLR 2026, "
+       "Alg. 1-3)",
        make_pe_sgd_method},
       {"pdp-sgd",
        "projected DP-SGD onto the top-k eigenspace of synthetic gradients (Zhou et al. 2021)",
@@ -58,6 +60,30 @@ std::unique_ptr<Method> make_method(const std::string& name) {
   throw ConfigError(fmt::format("method.name: unknown method '{}'; known methods: {}{}", name,
                                 join(names, ", "),
                                 close ? fmt::format(" (did you mean '{}'?)", *close) : ""));
+}
+
+MethodBlock parse_method_block(const std::string& name, Fields& block) {
+  std::unique_ptr<Method> m = make_method(name);
+  m->configure(block);
+  return {m->options_yaml(), m->label()};
+}
+
+std::unique_ptr<Method> configured_method(const MethodSpec& spec) {
+  std::unique_ptr<Method> m = make_method(spec.name);
+  auto keys = std::make_shared<KeyRegistry>();
+  Fields f(spec.options, "method", keys);
+  m->configure(f);
+  f.finish();
+  keys->throw_if_unknown();
+  return m;
+}
+
+Spec parse_spec(const YAML::Node& root) {
+  return parse_spec(root, parse_method_block);
+}
+
+Spec load_spec(const std::string& path, const std::vector<std::string>& overrides) {
+  return load_spec(path, overrides, parse_method_block);
 }
 
 }  // namespace dpft

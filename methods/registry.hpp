@@ -1,10 +1,13 @@
-// The explicit list of methods. Adding a method = one file in methods/ + one line in registry.cpp.
+// The explicit list of methods, and the spec's method block: parsing it (with the rest of the
+// spec) and building the configured method from it. Adding a method = a file in its paper's
+// folder (methods/<paper>/) + one line in registry.cpp.
 #pragma once
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/config/spec.hpp"
 #include "methods/method.hpp"
 
 namespace dpft {
@@ -19,5 +22,14 @@ const std::vector<MethodInfo>& method_registry();
 std::vector<std::string> method_names();
 // Throws ConfigError naming the known methods (and the closest one) for an unknown name.
 std::unique_ptr<Method> make_method(const std::string& name);
+
+// The MethodParser of core/config/spec.hpp: configures the named method from its block.
+MethodBlock parse_method_block(const std::string& name, Fields& block);
+// The method of a parsed spec, configured from its resolved options.
+std::unique_ptr<Method> configured_method(const MethodSpec& m);
+
+// core/config/spec.hpp's parse_spec / load_spec with the registry's methods.
+Spec parse_spec(const YAML::Node& root);
+Spec load_spec(const std::string& path, const std::vector<std::string>& overrides);
 
 }  // namespace dpft

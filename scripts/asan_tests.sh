@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export BUILD_DIR=${BUILD_DIR:-build-asan}
-bash scripts/build.sh -DDPFT_SANITIZE=ON
+TARGET=all bash scripts/build.sh -DDPFT_SANITIZE=ON
 # LibTorch itself is not instrumented (its allocations are still leak-checked).
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}

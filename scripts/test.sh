@@ -4,6 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-bash scripts/build.sh "$@"
+TARGET=all bash scripts/build.sh "$@"
 cd "${BUILD_DIR:-build}"
 ctest --output-on-failure -j 2 -L fast

@@ -39,12 +39,12 @@ inline model::ModelConfig tiny_config(const std::string& type, TinySize s = {}) 
 
 // n examples of 3 + i % 6 random ids in [1, vocab), every id scored but the first; example i
 // has index first_index + i. Seeds torch's global generator.
-inline data::LmDataset random_lm_dataset(int64_t n, int64_t vocab, uint64_t seed,
-                                         int64_t first_index = 0) {
+inline lm::LmDataset random_lm_dataset(int64_t n, int64_t vocab, uint64_t seed,
+                                       int64_t first_index = 0) {
   torch::manual_seed(seed);
-  data::LmDataset ds;
+  lm::LmDataset ds;
   for (int64_t i = 0; i < n; ++i) {
-    data::TokenizedExample e;
+    lm::TokenizedExample e;
     e.index = first_index + i;
     int64_t len = 3 + i % 6;
     torch::Tensor ids = torch::randint(1, vocab, {len}, torch::kInt64);

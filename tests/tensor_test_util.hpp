@@ -10,6 +10,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "core/model/safetensors.hpp"
 #include "core/util/atomic_file.hpp"
 
 namespace dpft::test {
@@ -74,3 +75,13 @@ inline std::vector<int64_t> shape_of(const nlohmann::json& j) {
 }
 
 }  // namespace dpft::test
+
+// The common preamble of the checkpoint tests (test_safetensors.cpp, test_torch_zip.cpp).
+namespace dpft::test {
+inline const std::filesystem::path kData = test_data_dir();
+}  // namespace dpft::test
+using namespace dpft;
+using namespace dpft::model;
+using namespace dpft::test;
+using Catch::Matchers::Contains;
+using nlohmann::json;

@@ -8,6 +8,7 @@
 #include "core/util/error.hpp"
 #include "core/util/git_commit.hpp"
 #include "dpft/build_info.hpp"
+#include "methods/registry.hpp"
 #include "test_util.hpp"
 
 using namespace dpft;

@@ -5,6 +5,7 @@
 #include "core/config/spec.hpp"
 #include "core/util/error.hpp"
 #include "methods/method.hpp"
+#include "methods/registry.hpp"
 #include "test_util.hpp"
 
 using namespace dpft;
@@ -37,7 +38,7 @@ TEST_CASE("defaults parse and are what the struct says", "[config]") {
   CHECK(s.privacy.delta == 1e-5);
   CHECK(s.privacy.accountant == "prv");
   CHECK(s.method.name == "noop");
-  CHECK(s.method.impl != nullptr);
+  CHECK(s.method.options.IsMap());
   CHECK(s.model.peft.targets == std::vector<std::string>{"q_proj", "v_proj"});
 }
 
@@ -62,7 +63,8 @@ TEST_CASE("unknown top-level key and several unknown keys are all reported", "[c
 TEST_CASE("wrong types name the key and the value", "[config]") {
   CHECK_THAT(config_error("privacy:\n  delta: abc\n"),
              Contains("privacy.delta: expected a number, got 'abc'"));
-  CHECK_THAT(config_error("train:\n  steps: 2.5\n"), Contains("train.steps: expected an integer, got '2.5'"));
+  CHECK_THAT(config_error("train:\n  steps: 2.5\n"),
+             Contains("train.steps: expected an integer, got '2.5'"));
   CHECK_THAT(config_error("eval:\n  per_sample: maybe\n"),
              Contains("eval.per_sample: expected true or false, got 'maybe'"));
   CHECK_THAT(config_error("privacy: 3\n"), Contains("privacy: expected a mapping of keys"));
@@ -75,14 +77,17 @@ TEST_CASE("out-of-range values name the allowed range", "[config]") {
              Contains("privacy.delta: 1.5 is out of range; allowed (0, 1)"));
   CHECK_THAT(config_error("privacy:\n  epsilon: 0\n"),
              Contains("privacy.epsilon: 0 is out of range; allowed (0, .inf]"));
-  CHECK_THAT(config_error("privacy:\n  epsilon: -1\n"), Contains("privacy.epsilon: -1 is out of range"));
-  CHECK_THAT(config_error("train:\n  steps: 0\n"), Contains("train.steps: 0 is out of range; allowed [1, .inf)"));
+  CHECK_THAT(config_error("privacy:\n  epsilon: -1\n"),
+             Contains("privacy.epsilon: -1 is out of range"));
+  CHECK_THAT(config_error("train:\n  steps: 0\n"),
+             Contains("train.steps: 0 is out of range; allowed [1, .inf)"));
   CHECK_THAT(config_error("privacy:\n  sampling_rate: 0\n"), Contains("allowed (0, 1]"));
 }
 
 TEST_CASE("choices list the allowed values", "[config]") {
   std::string msg = config_error("privacy:\n  accountant: prb\n");
-  CHECK_THAT(msg, Contains("privacy.accountant: 'prb' is not allowed; use one of: prv, rdp, gaussian"));
+  CHECK_THAT(msg,
+             Contains("privacy.accountant: 'prb' is not allowed; use one of: prv, rdp, gaussian"));
   CHECK_THAT(msg, Contains("did you mean 'prv'?"));
 }
 
@@ -94,7 +99,8 @@ TEST_CASE("unknown method lists the known ones", "[config]") {
 
 TEST_CASE("method-owned keys are validated by the method", "[config]") {
   Spec s = parse("method:\n  name: noop\n  steps: 3\n");
-  CHECK(s.method.impl->options_yaml()["steps"].as<int>() == 3);
+  CHECK(s.method.options["steps"].as<int>() == 3);
+  CHECK(configured_method(s.method)->options_yaml()["steps"].as<int>() == 3);
   CHECK_THAT(config_error("method:\n  name: noop\n  stepz: 3\n"),
              Contains("unknown key `method.stepz` (did you mean `method.steps`?)"));
   CHECK_THAT(config_error("method:\n  steps: -1\n"), Contains("method.steps: -1 is out of range"));
@@ -146,8 +152,9 @@ TEST_CASE("set overrides: malformed assignments are errors", "[config]") {
 }
 
 TEST_CASE("resolved spec round-trips through YAML", "[config]") {
-  Spec s = parse("name: rt\nseed: 9\nprivacy:\n  epsilon: 1.5\n  delta: 3.3e-7\nmethod:\n  steps: 4\n"
-                 "train:\n  lr: 0.0003\n");
+  Spec s = parse(
+      "name: rt\nseed: 9\nprivacy:\n  epsilon: 1.5\n  delta: 3.3e-7\nmethod:\n  steps: 4\n"
+      "train:\n  lr: 0.0003\n");
   std::string once = spec_to_yaml_string(s);
   Spec again = parse_spec(YAML::Load(once));
   CHECK(spec_to_yaml_string(again) == once);
@@ -160,11 +167,14 @@ TEST_CASE("resolved spec round-trips through YAML", "[config]") {
 }
 
 TEST_CASE("config hash ignores seed/name/output but not the configuration", "[config]") {
-  CHECK(config_hash(parse("seed: 1\nname: a")) == config_hash(parse("seed: 2\nname: b\noutput:\n  dir: x")));
-  CHECK(config_hash(parse("privacy:\n  epsilon: 1")) != config_hash(parse("privacy:\n  epsilon: 2")));
+  CHECK(config_hash(parse("seed: 1\nname: a")) ==
+        config_hash(parse("seed: 2\nname: b\noutput:\n  dir: x")));
+  CHECK(config_hash(parse("privacy:\n  epsilon: 1")) !=
+        config_hash(parse("privacy:\n  epsilon: 2")));
 }
 
-TEST_CASE("spec files: missing file is an input error, bad YAML a config error with position", "[config]") {
+TEST_CASE("spec files: missing file is an input error, bad YAML a config error with position",
+          "[config]") {
   test::TempDir d;
   try {
     load_spec((d.path / "nope.yaml").string(), {});
@@ -194,8 +204,10 @@ TEST_CASE("name and device are validated", "[config]") {
 
 TEST_CASE("data keys: text format, pairs, train_extra, packing, loss_on, chat_format", "[config]") {
   Spec s = parse(
-      "data:\n  train: {path: a.csv, prompt_column: q}\n  train_extra:\n    - {path: w.txt, format: text}\n"
-      "    - {path: b.jsonl, text_column: body, num_samples: 5}\n  packing: true\n  add_eos: false\n"
+      "data:\n  train: {path: a.csv, prompt_column: q}\n  train_extra:\n    - {path: w.txt, "
+      "format: text}\n"
+      "    - {path: b.jsonl, text_column: body, num_samples: 5}\n  packing: true\n  add_eos: "
+      "false\n"
       "  loss_on: all\n  chat_format: qwen2.5\n");
   CHECK(s.data.train.prompt_column == "q");
   REQUIRE(s.data.train_extra.size() == 2);
@@ -215,7 +227,8 @@ TEST_CASE("data keys: text format, pairs, train_extra, packing, loss_on, chat_fo
   // round trip keeps every new key, the list included
   std::string once = spec_to_yaml_string(s);
   CHECK(spec_to_yaml_string(parse_spec(YAML::Load(once))) == once);
-  CHECK(spec_to_yaml_string(parse_spec(YAML::Load(spec_to_yaml_string(def)))) == spec_to_yaml_string(def));
+  CHECK(spec_to_yaml_string(parse_spec(YAML::Load(spec_to_yaml_string(def)))) ==
+        spec_to_yaml_string(def));
   CHECK(config_hash(s) != config_hash(def));
 }
 
@@ -223,20 +236,26 @@ TEST_CASE("data keys: errors name the key and what is allowed", "[config]") {
   CHECK_THAT(config_error("data:\n  loss_on: prompt\n"),
              Contains("data.loss_on: 'prompt' is not allowed; use one of: all, response"));
   CHECK_THAT(config_error("data:\n  chat_format: vicuna\n"),
-             Contains("data.chat_format: 'vicuna' is not allowed; use one of: none, auto, plain, chatml, qwen2.5, "
+             Contains("data.chat_format: 'vicuna' is not allowed; use one of: none, auto, plain, "
+                      "chatml, qwen2.5, "
                       "llama3"));
-  CHECK_THAT(config_error("data:\n  train: {format: txt}\n"), Contains("data.train.format: 'txt' is not allowed"));
+  CHECK_THAT(config_error("data:\n  train: {format: txt}\n"),
+             Contains("data.train.format: 'txt' is not allowed"));
   std::string msg = config_error("data:\n  loss_on: response\n");
   CHECK_THAT(msg, Contains("data.loss_on: 'response'"));
   CHECK_THAT(msg, Contains("data.train has no prompt_column"));
-  CHECK_THAT(config_error("data:\n  loss_on: response\n  train: {prompt_column: q}\n  train_extra: [{path: x.txt}]\n"),
+  CHECK_THAT(config_error("data:\n  loss_on: response\n  train: {prompt_column: q}\n  train_extra: "
+                          "[{path: x.txt}]\n"),
              Contains("data.train_extra[0] has no prompt_column"));
-  CHECK(parse("data:\n  loss_on: response\n  train: {prompt_column: q}\n").data.loss_on == "response");
+  CHECK(parse("data:\n  loss_on: response\n  train: {prompt_column: q}\n").data.loss_on ==
+        "response");
   std::string unk = config_error("data:\n  train_extra:\n    - {path: a.txt, text_colum: t}\n");
   CHECK_THAT(unk, Contains("unknown key `data.train_extra[0].text_colum` (did you mean "
                            "`data.train_extra[0].text_column`?)"));
   CHECK_THAT(config_error("data:\n  train_extra: {path: a.txt}\n"),
              Contains("data.train_extra: expected a list of dataset blocks"));
-  CHECK_THAT(config_error("data:\n  train_extra: [3]\n"), Contains("data.train_extra[0]: expected a mapping"));
-  CHECK_THAT(config_error("data:\n  packing: sometimes\n"), Contains("data.packing: expected true or false"));
+  CHECK_THAT(config_error("data:\n  train_extra: [3]\n"),
+             Contains("data.train_extra[0]: expected a mapping"));
+  CHECK_THAT(config_error("data:\n  packing: sometimes\n"),
+             Contains("data.packing: expected true or false"));
 }

@@ -13,7 +13,7 @@ using namespace dpft::model;
 using namespace dpft::generate;
 
 namespace {
-ModelConfig tiny(const std::string& type) {
+ModelConfig tiny_gen_config(const std::string& type) {
   test::TinySize s;
   s.vocab = 50;
   s.mlp = 40;
@@ -26,7 +26,7 @@ const std::vector<std::vector<int64_t>> kPrompts = {{1, 2, 3}, {7, 8, 9, 10, 11,
 TEST_CASE("KV-cached greedy decoding equals recomputing the prefix", "[generate]") {
   for (std::string type : {"gpt2", "llama", "qwen2"}) {
     INFO(type);
-    CausalLM m = make_causal_lm(tiny(type), 11);
+    CausalLM m = make_causal_lm(tiny_gen_config(type), 11);
     GenerationOptions o;
     o.max_new_tokens = 24;
     auto cached = generate::generate(*m, kPrompts, o);
@@ -44,7 +44,7 @@ TEST_CASE("KV-cached greedy decoding equals recomputing the prefix", "[generate]
 }
 
 TEST_CASE("seeded sampling is reproducible; top_k = 1 equals greedy", "[generate]") {
-  CausalLM m = make_causal_lm(tiny("llama"), 12);
+  CausalLM m = make_causal_lm(tiny_gen_config("llama"), 12);
   GenerationOptions o;
   o.max_new_tokens = 16;
   o.do_sample = true;
@@ -97,7 +97,7 @@ TEST_CASE("rows that stop early leave the batch; the others decode exactly as al
           "[generate]") {
   for (std::string type : {"gpt2", "llama"}) {
     INFO(type);
-    CausalLM m = make_causal_lm(tiny(type), 21);
+    CausalLM m = make_causal_lm(tiny_gen_config(type), 21);
     // Stop each row at a token its free run emits at a different step, so the batch shrinks
     // from 3 rows to 2 to 1 while decoding goes on.
     std::vector<std::vector<int64_t>> free;
@@ -124,7 +124,7 @@ TEST_CASE("rows that stop early leave the batch; the others decode exactly as al
 TEST_CASE("forward with keep_last returns the last positions' logits of the full forward",
           "[generate]") {
   for (std::string type : {"gpt2", "qwen2"}) {
-    CausalLM m = make_causal_lm(tiny(type), 22);
+    CausalLM m = make_causal_lm(tiny_gen_config(type), 22);
     torch::NoGradGuard ng;
     torch::Tensor ids = torch::tensor({{1, 2, 3, 4, 5}, {0, 0, 6, 7, 8}}, torch::kInt64);
     torch::Tensor mask = torch::tensor({{1, 1, 1, 1, 1}, {0, 0, 1, 1, 1}}, torch::kInt64);
@@ -137,7 +137,7 @@ TEST_CASE("forward with keep_last returns the last positions' logits of the full
 }
 
 TEST_CASE("stop ids end a row early and bad options are rejected", "[generate]") {
-  CausalLM m = make_causal_lm(tiny("gpt2"), 13);
+  CausalLM m = make_causal_lm(tiny_gen_config("gpt2"), 13);
   auto free_run = generate::generate(*m, {{1, 2}}, GenerationOptions{10});
   GenerationOptions o{10};
   o.stop_ids = {free_run[0].tokens[3]};

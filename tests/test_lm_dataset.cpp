@@ -9,6 +9,7 @@
 #include "core/tokenizer/load.hpp"
 #include "core/util/error.hpp"
 #include "data/lm_dataset.hpp"
+#include "methods/registry.hpp"
 #include "test_util.hpp"
 
 using namespace dpft;
@@ -20,11 +21,11 @@ namespace fs = std::filesystem;
 namespace {
 
 // Each vocabulary is loaded once per process.
-const tok::Tokenizer& gpt2(const fs::path& dir) {
+const tok::Tokenizer& gpt2_tok(const fs::path& dir) {
   static const tok::Tokenizer t = tok::load_tokenizer(dir);
   return t;
 }
-const tok::Tokenizer& qwen2(const fs::path& dir) {
+const tok::Tokenizer& qwen2_tok(const fs::path& dir) {
   static const tok::Tokenizer t = tok::load_tiktoken(dir / "qwen.tiktoken", "qwen2");
   return t;
 }
@@ -61,7 +62,7 @@ TEST_CASE("PubMed with GPT-2: truncation to max_length, eos when it fits, all id
           "[data]") {
   SHARED_DATA_OR_SKIP(g, "gpt2_tokenizer");
   SHARED_DATA_OR_SKIP(pm, "pe_sgd_text/pubmed");
-  const tok::Tokenizer& tk = gpt2(g);
+  const tok::Tokenizer& tk = gpt2_tok(g);
   REQUIRE_FALSE(tk.add_bos());
   const int32_t eos = *tk.eos_id();
   CHECK(eos == 50256);
@@ -94,7 +95,7 @@ TEST_CASE("PubMed with GPT-2: truncation to max_length, eos when it fits, all id
 TEST_CASE("packing: documents + eos concatenated, cut into full blocks, tail dropped", "[data]") {
   SHARED_DATA_OR_SKIP(g, "gpt2_tokenizer");
   SHARED_DATA_OR_SKIP(pm, "pe_sgd_text/pubmed");
-  const tok::Tokenizer& tk = gpt2(g);
+  const tok::Tokenizer& tk = gpt2_tok(g);
   auto ex = examples(read_table(pm / "dev.csv"), "text");
   ex.resize(30);
   ex[3].text = "";  // an empty document is skipped, not turned into a lone eos
@@ -118,7 +119,7 @@ TEST_CASE("packing: documents + eos concatenated, cut into full blocks, tail dro
 
 TEST_CASE("empty and too-short examples are dropped and counted", "[data]") {
   SHARED_DATA_OR_SKIP(g, "gpt2_tokenizer");
-  const tok::Tokenizer& tk = gpt2(g);
+  const tok::Tokenizer& tk = gpt2_tok(g);
   std::vector<Example> ex = {{0, "", "", {}}, {1, "a", "x", {}}, {2, "", "", {}}};
   LmDataset ds = build_lm_dataset(ex, tk, LmDataOptions{});
   REQUIRE(ds.size() == 1);
@@ -136,7 +137,7 @@ TEST_CASE("empty and too-short examples are dropped and counted", "[data]") {
 
 TEST_CASE("prompt/response pairs, chat_format none: response mask and truncation", "[data]") {
   SHARED_DATA_OR_SKIP(g, "gpt2_tokenizer");
-  const tok::Tokenizer& tk = gpt2(g);
+  const tok::Tokenizer& tk = gpt2_tok(g);
   const int32_t eos = *tk.eos_id();
   Example e{4, " the response text.", "", std::string("Question: what is DP?\nAnswer:")};
   Ids p = tk.encode(*e.prompt), r = tk.encode(e.text);
@@ -166,7 +167,7 @@ TEST_CASE("prompt/response pairs, chat_format none: response mask and truncation
 TEST_CASE("prompt/response pairs, chatml with the Qwen tokenizer: only the answer is scored",
           "[data]") {
   SHARED_DATA_OR_SKIP(q, "qwen_tokenizer");
-  const tok::Tokenizer& tk = qwen2(q);
+  const tok::Tokenizer& tk = qwen2_tok(q);
   Example e{0, "Differential privacy bounds what one record can change.", "",
             std::string("What is DP?")};
   const int32_t im_end = 151645;
@@ -206,7 +207,7 @@ TEST_CASE("prompt/response pairs, chatml with the Qwen tokenizer: only the answe
 TEST_CASE("load_lm_dataset: train + train_extra indices, subsampling, errors name the key",
           "[data]") {
   SHARED_DATA_OR_SKIP(g, "gpt2_tokenizer");
-  const tok::Tokenizer& tk = gpt2(g);
+  const tok::Tokenizer& tk = gpt2_tok(g);
   test::TempDir d;
   Spec s =
       parse_spec(YAML::Load(fmt::format("data:\n  train: {{path: {0}/a.csv, label_column: y}}\n  "

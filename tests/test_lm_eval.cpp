@@ -21,11 +21,11 @@ namespace fs = std::filesystem;
 namespace {
 
 // Random items of varying length with a random scored pattern (position 0 never matters).
-data::LmDataset random_dataset(int64_t n, int64_t vocab, uint64_t seed) {
+lm::LmDataset random_dataset(int64_t n, int64_t vocab, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  data::LmDataset ds;
+  lm::LmDataset ds;
   for (int64_t i = 0; i < n; ++i) {
-    data::TokenizedExample t;
+    lm::TokenizedExample t;
     t.index = 100 + i;
     size_t len = 2 + rng() % 11;
     for (size_t k = 0; k < len; ++k) {
@@ -44,7 +44,7 @@ struct Direct {
 };
 
 // One sample alone (no padding, no mask): log-softmax in double, scored targets only.
-Direct direct(model::CausalLM& m, const data::TokenizedExample& t) {
+Direct direct(model::CausalLM& m, const lm::TokenizedExample& t) {
   torch::NoGradGuard ng;
   std::vector<int64_t> v(t.ids.begin(), t.ids.end());
   torch::Tensor logits =
@@ -66,7 +66,7 @@ Direct direct(model::CausalLM& m, const data::TokenizedExample& t) {
 TEST_CASE("evaluate_lm: loss, accuracy, perplexity as defined, against a direct computation",
           "[eval]") {
   model::CausalLM m = model::make_causal_lm(test::tiny_config("gpt2"), 3);
-  data::LmDataset ds = random_dataset(9, 61, 5);
+  lm::LmDataset ds = random_dataset(9, 61, 5);
   m->train();
   eval::LmEvalResult r = eval::evaluate_lm(m, ds, 4, 0, 0);
   CHECK(m->is_training());  // mode restored
@@ -106,14 +106,14 @@ TEST_CASE("evaluate_lm: a sample's loss is the same alone and batched with longe
   for (std::string type : {"gpt2", "llama"}) {
     INFO(type);
     model::CausalLM m = model::make_causal_lm(test::tiny_config(type), 4);
-    data::LmDataset ds;
+    lm::LmDataset ds;
     ds.items.push_back({0, {3, 9, 14}, {1, 1, 1}, ""});
     ds.items.push_back(
         {1, {5, 6, 7, 8, 9, 10, 11, 12, 13, 14}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, ""});
     ds.items.push_back({2, {20, 21, 22, 23, 24, 25, 26}, {0, 0, 0, 1, 1, 1, 1}, ""});
     eval::LmEvalResult batched = eval::evaluate_lm(m, ds, 3, 0, 60);
     for (int64_t k = 0; k < 3; ++k) {
-      data::LmDataset one;
+      lm::LmDataset one;
       one.items.push_back(ds.items[k]);
       eval::LmEvalResult alone = eval::evaluate_lm(m, one, 1, 0, 60);
       CHECK(batched.per_sample[k].loss == Approx(alone.per_sample[0].loss).epsilon(1e-5));
@@ -127,7 +127,7 @@ TEST_CASE("evaluate_lm: a sample's loss is the same alone and batched with longe
 
 TEST_CASE("evaluate_lm: max_samples takes the first items; per-sample JSONL lines", "[eval]") {
   model::CausalLM m = model::make_causal_lm(test::tiny_config("gpt2"), 6);
-  data::LmDataset ds = random_dataset(7, 61, 9);
+  lm::LmDataset ds = random_dataset(7, 61, 9);
   eval::LmEvalResult all = eval::evaluate_lm(m, ds, 2, 0, 0);
   eval::LmEvalResult first = eval::evaluate_lm(m, ds, 2, 3, 0);
   REQUIRE(first.samples == 3);
@@ -169,7 +169,7 @@ TEST_CASE("evaluate_classification: argmin of per-candidate summed NLL; accuracy
   size.vocab = 50257;
   model::CausalLM m = model::make_causal_lm(test::tiny_config("gpt2", size), 7);
   std::vector<std::string> labels = {"positive", "negative", "neutral"};
-  std::vector<data::Example> ex = {
+  std::vector<lm::Example> ex = {
       {0, "a great film", "positive", {}},
       {1, "dull and slow", "negative", {}},
       {2, "it was a movie with some scenes", "neutral", {}},
@@ -185,7 +185,7 @@ TEST_CASE("evaluate_classification: argmin of per-candidate summed NLL; accuracy
       // the candidate: text, "\n", label; only the label's tokens are targets
       std::vector<int32_t> head = tk.encode(ex[i].text), nl = tk.encode("\n"), lab = tk.encode(l);
       head.insert(head.end(), nl.begin(), nl.end());
-      data::TokenizedExample t{0, head, std::vector<uint8_t>(head.size(), 0), ""};
+      lm::TokenizedExample t{0, head, std::vector<uint8_t>(head.size(), 0), ""};
       t.ids.insert(t.ids.end(), lab.begin(), lab.end());
       t.scored.insert(t.scored.end(), lab.size(), 1);
       nll.push_back(direct(m, t).nll_sum);
@@ -208,7 +208,7 @@ TEST_CASE("evaluate_classification: argmin of per-candidate summed NLL; accuracy
   std::vector<int32_t> lab = tk.encode("negative");
   CHECK(std::vector<int32_t>(cut.begin() + first, cut.end()) == lab);
   CHECK(eval::evaluate_classification(m, ex, tk, labels, 4, 32, 2, 50256).samples == 2);
-  std::vector<data::Example> bad = {{0, "x", "mixed", {}}};
+  std::vector<lm::Example> bad = {{0, "x", "mixed", {}}};
   CHECK_THROWS_WITH(eval::evaluate_classification(m, bad, tk, labels, 4, 32, 0, 50256),
                     Contains("label 'mixed', which is not in the label set"));
   CHECK_THROWS_AS(eval::candidate_ids(tk, "x", "negative", 1, first), InputError);

@@ -14,7 +14,7 @@ using namespace dpft::model;
 
 namespace {
 
-ModelConfig tiny(const std::string& type) {
+ModelConfig tiny_model_config(const std::string& type) {
   return test::tiny_config(type);
 }
 
@@ -27,7 +27,7 @@ torch::Tensor ids_of(std::vector<int64_t> v) {
 TEST_CASE("padding: a sequence's logits do not depend on left or right padding", "[model]") {
   for (std::string type : {"gpt2", "llama", "qwen2"}) {
     INFO(type);
-    CausalLM m = make_causal_lm(tiny(type), 1);
+    CausalLM m = make_causal_lm(tiny_model_config(type), 1);
     m->eval();
     torch::NoGradGuard ng;
     torch::Tensor a = ids_of({5, 17, 3, 42, 8});
@@ -53,7 +53,7 @@ TEST_CASE("padding: a sequence's logits do not depend on left or right padding",
 TEST_CASE("KV cache: incremental logits equal the full forward", "[model]") {
   for (std::string type : {"gpt2", "llama", "qwen2"}) {
     INFO(type);
-    CausalLM m = make_causal_lm(tiny(type), 2);
+    CausalLM m = make_causal_lm(tiny_model_config(type), 2);
     m->eval();
     torch::NoGradGuard ng;
     torch::Tensor ids =
@@ -78,7 +78,7 @@ TEST_CASE("KV cache: incremental logits equal the full forward", "[model]") {
 TEST_CASE("LoRA: B = 0 leaves logits unchanged; merge and unmerge round-trip", "[model]") {
   for (std::string type : {"gpt2", "llama", "qwen2"}) {
     INFO(type);
-    CausalLM m = make_causal_lm(tiny(type), 3);
+    CausalLM m = make_causal_lm(tiny_model_config(type), 3);
     m->eval();
     torch::NoGradGuard ng;
     torch::Tensor ids = ids_of({3, 1, 4, 1, 5, 9, 2, 6});
@@ -107,7 +107,7 @@ TEST_CASE("weights export and load back exactly; bad shapes and missing tensors 
           "[model]") {
   for (std::string type : {"gpt2", "llama", "qwen2"}) {
     INFO(type);
-    CausalLM a = make_causal_lm(tiny(type), 4), b = make_causal_lm(tiny(type), 5);
+    CausalLM a = make_causal_lm(tiny_model_config(type), 4), b = make_causal_lm(tiny_model_config(type), 5);
     auto w = export_weights(a);
     std::map<std::string, torch::Tensor> store(w.begin(), w.end());
     if (type == "gpt2") {  // Conv1D layout: (in, out)
@@ -132,7 +132,7 @@ TEST_CASE("weights export and load back exactly; bad shapes and missing tensors 
 }
 
 TEST_CASE("GPT-2 names load without the transformer. prefix", "[model]") {
-  CausalLM a = make_causal_lm(tiny("gpt2"), 6), b = make_causal_lm(tiny("gpt2"), 7);
+  CausalLM a = make_causal_lm(tiny_model_config("gpt2"), 6), b = make_causal_lm(tiny_model_config("gpt2"), 7);
   std::map<std::string, torch::Tensor> store;
   for (auto& [n, t] : export_weights(a))
     store[n.rfind("transformer.", 0) == 0 ? n.substr(12) : n] = t;
@@ -212,7 +212,7 @@ TEST_CASE("per-token loss equals a direct cross-entropy", "[model]") {
 }
 
 TEST_CASE("config validation names the problem", "[model]") {
-  ModelConfig c = tiny("llama");
+  ModelConfig c = tiny_model_config("llama");
   c.num_kv_heads = 3;
   CHECK_THROWS_WITH(c.validate("cfg"), Catch::Contains("not a multiple"));
   nlohmann::json j = {{"model_type", "mamba"}};
@@ -220,7 +220,7 @@ TEST_CASE("config validation names the problem", "[model]") {
                     Catch::Contains("unsupported model_type 'mamba'"));
   nlohmann::json g = {{"model_type", "gpt2"}, {"n_embd", 30}, {"n_head", 4}};
   CHECK_THROWS_AS(parse_model_config(g, "g"), InputError);
-  auto round = parse_model_config(model_config_to_json(tiny("llama")), "rt");
+  auto round = parse_model_config(model_config_to_json(tiny_model_config("llama")), "rt");
   CHECK(round.rope_scaling.has_value());
   CHECK(round.num_kv_heads == 2);
   CHECK(round.tie_word_embeddings == false);
@@ -228,7 +228,7 @@ TEST_CASE("config validation names the problem", "[model]") {
 
 TEST_CASE("PEFT: LoRA targets, frozen base, full and none; bad targets are config errors",
           "[model][peft]") {
-  CausalLM m = make_causal_lm(tiny("llama"), 8);
+  CausalLM m = make_causal_lm(tiny_model_config("llama"), 8);
   PeftOptions o;
   o.targets = {"q_proj", "v_proj"};
   apply_peft(m, o, 1);
@@ -241,7 +241,7 @@ TEST_CASE("PEFT: LoRA targets, frozen base, full and none; bad targets are confi
   CHECK_FALSE(module_matches("model.layers.0.self_attn.qq_proj", "q_proj"));
   CHECK(module_matches("model.layers.0.self_attn.q_proj", "self_attn.q_proj"));
 
-  CausalLM g = make_causal_lm(tiny("gpt2"), 9);
+  CausalLM g = make_causal_lm(tiny_model_config("gpt2"), 9);
   PeftOptions bad;
   bad.targets = {"q_proj"};
   CHECK_THROWS_WITH(

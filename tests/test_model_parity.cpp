@@ -19,7 +19,7 @@ using namespace dpft::model;
 
 namespace {
 
-ModelConfig tiny(const std::string& type) {
+ModelConfig parity_config(const std::string& type) {
   test::TinySize s;
   s.vocab = 83;
   s.hidden = 48;
@@ -49,7 +49,7 @@ TEST_CASE("logits match the independent Python reference (padded batches too)", 
   for (std::string type : {"gpt2", "llama", "qwen2"}) {
     INFO(type);
     test::TempDir d;
-    CausalLM m = make_causal_lm(tiny(type), 21);
+    CausalLM m = make_causal_lm(parity_config(type), 21);
     {  // perturb norms and biases away from 1 / 0 so that they are tested too
       torch::NoGradGuard ng;
       for (auto& p : m->named_parameters(true))
@@ -94,7 +94,7 @@ TEST_CASE("checkpoints and PEFT adapters round-trip bit-exactly", "[model][peft]
   for (std::string type : {"gpt2", "qwen2"}) {
     INFO(type);
     test::TempDir d;
-    CausalLM m = make_causal_lm(tiny(type), 31);
+    CausalLM m = make_causal_lm(parity_config(type), 31);
     save_checkpoint(m, d.path / "base");
     PeftOptions o;
     o.targets = type == "gpt2" ? std::vector<std::string>{"c_attn", "c_proj"} : std::vector<std::string>{"q_proj", "v_proj"};
@@ -144,7 +144,7 @@ TEST_CASE("checkpoint input errors: missing dir, missing config, shape mismatch,
   CHECK_THROWS_AS(load_checkpoint(d.path / "nope"), InputError);
   fs::create_directories(d.path / "empty");
   CHECK_THROWS_WITH(load_checkpoint(d.path / "empty"), Catch::Contains("no config.json"));
-  CausalLM m = make_causal_lm(tiny("llama"), 1);
+  CausalLM m = make_causal_lm(parity_config("llama"), 1);
   save_checkpoint(m, d.path / "ck");
   auto cfg = nlohmann::json::parse(read_file(d.path / "ck" / "config.json"));
   cfg["hidden_size"] = 64;  // no longer matches the tensors

@@ -11,12 +11,13 @@
 #include "core/grad/per_sample.hpp"
 #include "core/model/peft.hpp"
 #include "core/model/safetensors.hpp"
-#include "core/project/projection_run.hpp"
 #include "core/synth/synthetic.hpp"
 #include "core/tokenizer/load.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
 #include "data/lm_dataset.hpp"
+#include "methods/pe_sgd/projection_loop.hpp"
+#include "methods/registry.hpp"
 #include "model_test_util.hpp"
 #include "run_fixture.hpp"
 #include "test_util.hpp"
@@ -26,6 +27,14 @@ using namespace dpft::test;
 using torch::Tensor;
 
 namespace {
+
+// The spec spellings of the projection modes (core/privacy/modes.hpp).
+[[maybe_unused]] privacy::ColumnScaling scaling(const std::string& s) {
+  return enum_value(s, privacy::kColumnScalingNames, "sensitivity");
+}
+[[maybe_unused]] privacy::NoisePlacement place(const std::string& s) {
+  return enum_value(s, privacy::kNoisePlacementNames, "noise_placement");
+}
 
 std::string prompts_file() {
   return std::string(DPFT_SOURCE_DIR) + "/experiments/prompts/pubmed.yaml";
@@ -47,27 +56,28 @@ TEST_CASE("with sigma 0 and D containing the private samples, the projection is 
           "[pe-sgd]") {
   model::CausalLM m = tiny_lora_gpt2(5);
   const int64_t vocab = m->config().vocab_size;
-  data::LmDataset priv = random_lm_dataset(5, vocab, 1, 0), D = random_lm_dataset(4, vocab, 2, 100);
+  lm::LmDataset priv = random_lm_dataset(5, vocab, 1, 0), D = random_lm_dataset(4, vocab, 2, 100);
   for (const auto& e : priv.items) D.items.push_back(e);
   grad::PerSampleGrads psg(m);
   REQUIRE(psg.dim() > D.size());
   std::vector<int64_t> drows, prows = {0, 1, 2, 3, 4};
   for (int64_t i = 0; i < D.size(); ++i) drows.push_back(i);
-  Tensor Gs = project::gradient_matrix(psg, D, drows, 3, 0);
-  Tensor Hs = project::gradient_matrix(psg, priv, prows, 2, 0);
-  data::LmBatch b = data::collate(priv, prows, 0);
+  Tensor Gs = pe_sgd::gradient_matrix(psg, D, drows, 3, 0);
+  Tensor Hs = pe_sgd::gradient_matrix(psg, priv, prows, 2, 0);
+  lm::LmBatch b = lm::collate(priv, prows, 0);
   auto [ref, losses] = grad::reference_per_sample_grads(m, b.input_ids, b.attention_mask, b.labels);
   CHECK((Hs - ref).abs().max().item<double>() < 1e-5 * ref.abs().max().item<double>());
   Tensor mean = ref.mean(0);
   project::GramSolver solver(Gs, 1e-6);
   privacy::NoiseSource ns(0, false);
   for (std::string placement : {"coefficients", "inner_product", "private_gradient"}) {
-    auto r = project::pe_project(Gs, Hs, solver, placement, {0.0, "clip", 1e30, 5.0}, ns);
+    auto r = project::pe_project(Gs, Hs, solver, place(placement),
+                                 {0.0, scaling("clip"), 1e30, 5.0}, ns);
     INFO(placement);
     CHECK((r.direction - mean).abs().max().item<double>() < 1e-5 * mean.abs().max().item<double>());
   }
   // unflatten restores the parameter shapes in order.
-  auto parts = project::unflatten(mean, psg.params());
+  auto parts = pe_sgd::unflatten(mean, psg.params());
   REQUIRE(parts.size() == psg.params().size());
   CHECK(parts[0].sizes() == psg.params()[0].param.sizes());
 }
@@ -309,14 +319,14 @@ TEST_CASE("synthetic prompts: plain text for base models, the data's chat format
     Spec spec = parse_spec(YAML::Load("data: {chat_format: " + cf + "}"));
     data::LmDataOptions lo = data::lm_data_options(spec.data);
     lo.max_length = 512;
-    data::Example e;
+    lm::Example e;
     e.text = "Background: a private abstract.";
     e.prompt = p.zero_shot;
-    data::LmDataset ds = data::build_lm_dataset({e}, qwen, lo);
+    lm::LmDataset ds = data::build_lm_dataset({e}, qwen, lo);
     REQUIRE(ds.items.size() == 1);
     const auto& row = ds.items[0].ids;
     auto gen =
-        synth::SyntheticGenerator(tiny_lora_gpt2(1), qwen, p, project::generator_options(spec, {}))
+        synth::SyntheticGenerator(tiny_lora_gpt2(1), qwen, p, pe_sgd::generator_options(spec, {}))
             .prompt_ids(p.zero_shot);
     REQUIRE(gen.size() < row.size());
     CHECK(std::equal(gen.begin(), gen.end(), row.begin()));
@@ -328,9 +338,9 @@ TEST_CASE("generation settings: the trained model follows data.chat_format", "[p
   // = chat iff there is a chat format.
   auto opts = [](const std::string& chat_format, const std::string& generator) {
     Spec spec = parse_spec(YAML::Load("data: {chat_format: " + chat_format + "}"));
-    project::SyntheticOptions so;
+    pe_sgd::SyntheticOptions so;
     so.generator_model = generator;
-    return project::generator_options(spec, so);
+    return pe_sgd::generator_options(spec, so);
   };
   auto a = opts("llama3", "");
   CHECK(a.style == "chat");

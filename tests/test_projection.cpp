@@ -10,6 +10,7 @@
 #include <limits>
 #include <map>
 
+#include "core/eval/grad_diagnostics.hpp"
 #include "core/privacy/accountant.hpp"
 #include "core/project/projection.hpp"
 #include "core/util/error.hpp"
@@ -18,6 +19,14 @@ using namespace dpft;
 using torch::Tensor;
 
 namespace {
+
+// The spec spellings of the projection modes (core/privacy/modes.hpp).
+[[maybe_unused]] privacy::ColumnScaling scaling(const std::string& s) {
+  return enum_value(s, privacy::kColumnScalingNames, "sensitivity");
+}
+[[maybe_unused]] privacy::NoisePlacement place(const std::string& s) {
+  return enum_value(s, privacy::kNoisePlacementNames, "noise_placement");
+}
 
 Tensor rnd(int64_t n, int64_t p, uint64_t seed) {
   torch::manual_seed(seed);
@@ -75,13 +84,14 @@ TEST_CASE("GramSolver solves (G^T G + eta I) Z = G^T H like an explicit inverse"
 TEST_CASE("scale_columns normalises or clips each column", "[projection]") {
   Tensor X = rnd(6, 9, 3) * torch::linspace(0.1, 3, 9).unsqueeze(0);
   X.select(1, 4).zero_();
-  CHECK(rel_err(project::scale_columns(X, "normalize", 0), ref_scale(X, "normalize", 0)) < 1e-6);
-  CHECK(rel_err(project::scale_columns(X, "clip", 1.0), ref_scale(X, "clip", 1.0)) < 1e-6);
-  Tensor n = project::scale_columns(X, "normalize", 0).norm(2, {0});
+  CHECK(rel_err(project::scale_columns(X, scaling("normalize"), 0), ref_scale(X, "normalize", 0)) <
+        1e-6);
+  CHECK(rel_err(project::scale_columns(X, scaling("clip"), 1.0), ref_scale(X, "clip", 1.0)) < 1e-6);
+  Tensor n = project::scale_columns(X, scaling("normalize"), 0).norm(2, {0});
   CHECK(n[4].item<double>() == 0);
   CHECK(n[0].item<double>() == Approx(1).epsilon(1e-6));
-  CHECK(project::column_bound("clip", 0.5) == 0.5);
-  CHECK(project::column_bound("normalize", 0.5) == 1.0);
+  CHECK(project::column_bound(scaling("clip"), 0.5) == 0.5);
+  CHECK(project::column_bound(scaling("normalize"), 0.5) == 1.0);
 }
 
 // Share of the columns of X (double) whose norm exceeds bound, counted one column at a time.
@@ -112,10 +122,10 @@ TEST_CASE("pe_project: every noise placement matches the slow reference", "[proj
   Tensor Ainv = torch::inverse(G.t().matmul(G) + eta * torch::eye(N, torch::kFloat64));
   for (std::string sens : {"normalize", "clip"}) {
     const double C = 0.3, bound = sens == "clip" ? C : 1.0;
-    project::NoiseOptions o{sigma, sens, C, div};
+    project::NoiseOptions o{sigma, scaling(sens), C, div};
     SECTION("coefficients / " + sens) {
       privacy::NoiseSource ns(9, false), ref(9, false);
-      auto r = project::pe_project(Gs, Hs, solver, "coefficients", o, ns);
+      auto r = project::pe_project(Gs, Hs, solver, place("coefficients"), o, ns);
       Tensor Z = Ainv.matmul(G.t().matmul(H));
       Tensor signal = ref_scale(Z, sens, C).sum(1),
              n = ref.normal({N}, sigma * bound, torch::kFloat64);
@@ -130,7 +140,7 @@ TEST_CASE("pe_project: every noise placement matches the slow reference", "[proj
     }
     SECTION("inner_product / " + sens) {
       privacy::NoiseSource ns(9, false), ref(9, false);
-      auto r = project::pe_project(Gs, Hs, solver, "inner_product", o, ns);
+      auto r = project::pe_project(Gs, Hs, solver, place("inner_product"), o, ns);
       Tensor A = G.t().matmul(H);
       Tensor a = ref_scale(A, sens, C).sum(1) + ref.normal({N}, sigma * bound, torch::kFloat64);
       Tensor z = Ainv.matmul(a);
@@ -142,7 +152,7 @@ TEST_CASE("pe_project: every noise placement matches the slow reference", "[proj
     }
     SECTION("private_gradient / " + sens) {
       privacy::NoiseSource ns(9, false), ref(9, false);
-      auto r = project::pe_project(Gs, Hs, solver, "private_gradient", o, ns);
+      auto r = project::pe_project(Gs, Hs, solver, place("private_gradient"), o, ns);
       Tensor h = ref_scale(H, sens, C).sum(1) +
                  ref.normal({p}, sigma * bound, torch::kFloat32).to(torch::kFloat64);
       Tensor z = Ainv.matmul(G.t().matmul(h));
@@ -154,14 +164,16 @@ TEST_CASE("pe_project: every noise placement matches the slow reference", "[proj
     }
   }
   privacy::NoiseSource ns(1, false);
-  CHECK_THROWS_AS(project::pe_project(Gs, Hs, solver, "gradient", {}, ns), ConfigError);
+  CHECK_THROWS_AS(place("gradient"),
+                  ConfigError);  // parsed once: an unknown placement never reaches the maths
 }
 
 TEST_CASE("pe_project with an empty batch releases pure noise", "[projection]") {
   Tensor Gs = rnd(6, 20, 6), Hs = torch::zeros({0, 20});
   project::GramSolver solver(Gs, 1e-6);
   privacy::NoiseSource ns(3, false), ref(3, false);
-  auto r = project::pe_project(Gs, Hs, solver, "coefficients", {2.0, "normalize", 1, 16}, ns);
+  auto r = project::pe_project(Gs, Hs, solver, place("coefficients"),
+                               {2.0, scaling("normalize"), 1, 16}, ns);
   Tensor z = ref.normal({6}, 2.0, torch::kFloat64);
   CHECK(rel_err(r.z, z) < 1e-6);
   CHECK(r.noised_norms.numel() == 0);
@@ -178,7 +190,7 @@ TEST_CASE("every projection releases pure noise on an empty batch", "[projection
   for (std::string pl : {"coefficients", "inner_product", "private_gradient"}) {
     INFO(pl);
     privacy::NoiseSource ns(3, false), ref(3, false);
-    auto r = project::pe_project(Gs, Hs, solver, pl, {2.0, "clip", 0.5, div}, ns);
+    auto r = project::pe_project(Gs, Hs, solver, place(pl), {2.0, scaling("clip"), 0.5, div}, ns);
     Tensor want;
     if (pl == "coefficients") want = G.matmul(ref.normal({N}, 1.0, torch::kFloat64));
     if (pl == "inner_product")
@@ -190,14 +202,14 @@ TEST_CASE("every projection releases pure noise on an empty batch", "[projection
     CHECK(r.noise_std == 1.0);
   }
   privacy::NoiseSource ns(4, false), ref(4, false);
-  auto in = project::inpro_project(Gs, Hs, {1.5, "normalize", 1, div}, ns);
+  auto in = project::inpro_project(Gs, Hs, {1.5, scaling("normalize"), 1, div}, ns);
   CHECK(rel_err(in.direction, G.matmul(ref.normal({N}, 1.5, torch::kFloat64)) / div) < 1e-5);
-  auto pdp = project::pdp_project(E, Hs, {1.5, "clip", 2.0, div}, ns);
+  auto pdp = project::pdp_project(E, Hs, {1.5, scaling("clip"), 2.0, div}, ns);
   Tensor E64 = E.to(torch::kFloat64);
   CHECK(rel_err(pdp.direction, E64.matmul(E64.t().matmul(
                                    ref.normal({p}, 3.0, torch::kFloat32).to(torch::kFloat64))) /
                                    div) < 1e-5);
-  auto gep = project::gep_project(E, Hs, {1.0, 0.2, true}, {1.5, "clip", 1.0, div}, ns);
+  auto gep = project::gep_project(E, Hs, {1.0, 0.2, true}, {1.5, scaling("clip"), 1.0, div}, ns);
   Tensor c = ref.normal({3}, 1.5 * std::sqrt(2.0), torch::kFloat32).to(torch::kFloat64);
   Tensor res = ref.normal({p}, 1.5 * std::sqrt(2.0) * 0.2, torch::kFloat32).to(torch::kFloat64);
   CHECK(rel_err(gep.direction, (E64.matmul(c) + res) / div) < 1e-5);
@@ -225,17 +237,17 @@ TEST_CASE("a private example with a NaN or Inf gradient contributes nothing to a
     for (std::string sens : {"normalize", "clip"}) {
       INFO(pl << " " << sens);
       same([&](const Tensor& H, privacy::NoiseSource& ns) {
-        return project::pe_project(Gs, H, solver, pl, {0.5, sens, 0.3, 3.0}, ns);
+        return project::pe_project(Gs, H, solver, place(pl), {0.5, scaling(sens), 0.3, 3.0}, ns);
       });
     }
   same([&](const Tensor& H, privacy::NoiseSource& ns) {
-    return project::inpro_project(Gs, H, {0.5, "normalize", 1, 3.0}, ns);
+    return project::inpro_project(Gs, H, {0.5, scaling("normalize"), 1, 3.0}, ns);
   });
   same([&](const Tensor& H, privacy::NoiseSource& ns) {
-    return project::pdp_project(E, H, {0.5, "clip", 0.3, 3.0}, ns);
+    return project::pdp_project(E, H, {0.5, scaling("clip"), 0.3, 3.0}, ns);
   });
   same([&](const Tensor& H, privacy::NoiseSource& ns) {
-    return project::gep_project(E, H, {0.3, 0.1, true}, {0.5, "clip", 0.3, 3.0}, ns);
+    return project::gep_project(E, H, {0.3, 0.1, true}, {0.5, scaling("clip"), 0.3, 3.0}, ns);
   });
 }
 
@@ -245,9 +257,9 @@ TEST_CASE("With sigma 0 and G spanning H, the projection is the mean private gra
   Tensor Gs = torch::cat({rnd(3, 50, 8), Hs, rnd(4, 50, 9)});  // D contains the private samples
   project::GramSolver solver(Gs, 1e-6);
   privacy::NoiseSource ns(0, false);
-  project::NoiseOptions o{0.0, "clip", 1e30, 5.0};  // no scaling, no noise, divide by |B|
+  project::NoiseOptions o{0.0, scaling("clip"), 1e30, 5.0};  // no scaling, no noise, divide by |B|
   for (std::string placement : {"coefficients", "inner_product", "private_gradient"}) {
-    auto r = project::pe_project(Gs, Hs, solver, placement, o, ns);
+    auto r = project::pe_project(Gs, Hs, solver, place(placement), o, ns);
     INFO(placement);
     CHECK(rel_err(r.direction, Hs.mean(0)) < 1e-5);
   }
@@ -256,7 +268,7 @@ TEST_CASE("With sigma 0 and G spanning H, the projection is the mean private gra
 TEST_CASE("inpro_project: G (sum of normalised G^T H columns + noise) / divisor", "[projection]") {
   Tensor Gs = rnd(7, 25, 10), Hs = rnd(4, 25, 11);
   privacy::NoiseSource ns(5, false), ref(5, false);
-  auto r = project::inpro_project(Gs, Hs, {1.3, "normalize", 1, 3.0}, ns);
+  auto r = project::inpro_project(Gs, Hs, {1.3, scaling("normalize"), 1, 3.0}, ns);
   Tensor G = Gs.to(torch::kFloat64).t();
   Tensor a = ref_scale(G.t().matmul(Hs.to(torch::kFloat64).t()), "normalize", 0).sum(1) +
              ref.normal({7}, 1.3, torch::kFloat64);
@@ -314,7 +326,7 @@ TEST_CASE("pdp_project and gep_project match loops over the samples", "[projecti
   Tensor Ed = E.to(torch::kFloat64);
   SECTION("pdp") {
     privacy::NoiseSource ns(2, false), ref(2, false);
-    auto r = project::pdp_project(E, Hs, {sigma, "clip", C, div}, ns);
+    auto r = project::pdp_project(E, Hs, {sigma, scaling("clip"), C, div}, ns);
     Tensor h = torch::zeros({p}, torch::kFloat64);
     for (int64_t j = 0; j < M; ++j) {
       Tensor g = Hs[j].to(torch::kFloat64);
@@ -329,7 +341,7 @@ TEST_CASE("pdp_project and gep_project match loops over the samples", "[projecti
     for (bool residual : {true, false}) {
       project::GepOptions g{1.0, 0.2, residual};
       privacy::NoiseSource ns(4, false), ref(4, false);
-      auto r = project::gep_project(E, Hs, g, {sigma, "clip", C, div}, ns);
+      auto r = project::gep_project(E, Hs, g, {sigma, scaling("clip"), C, div}, ns);
       auto [sc, sr] = project::gep_noise_stds(g, sigma);
       Tensor c = torch::zeros({k}, torch::kFloat64), res = torch::zeros({p}, torch::kFloat64);
       for (int64_t j = 0; j < M; ++j) {
@@ -422,9 +434,9 @@ TEST_CASE("sample_selection draws distinct indices with probability softmax(|z|)
 TEST_CASE("principal angles and overlap of subspaces", "[projection]") {
   Tensor I = torch::eye(5, torch::kFloat64);
   Tensor A = I.narrow(1, 0, 2), B = I.narrow(1, 1, 2);  // share e1, e0 vs e2 orthogonal
-  Tensor ang = project::principal_angles_deg(A, B);
+  Tensor ang = eval::principal_angles_deg(A, B);
   CHECK(ang[0].item<double>() == Approx(0).margin(1e-6));
   CHECK(ang[1].item<double>() == Approx(90).margin(1e-6));
-  CHECK(project::subspace_overlap(A, B) == Approx(1.0));
-  CHECK(project::subspace_overlap(A, A) == Approx(2.0));
+  CHECK(eval::subspace_overlap(A, B) == Approx(1.0));
+  CHECK(eval::subspace_overlap(A, A) == Approx(2.0));
 }

@@ -8,6 +8,7 @@
 #include "core/report/report.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
+#include "methods/tables.hpp"
 #include "test_util.hpp"
 
 using namespace dpft;
@@ -137,7 +138,7 @@ TEST_CASE("report table1: grouping by label, dataset and eps, mean ± std over s
 
   auto loaded = report::load_runs({d.path});
   REQUIRE(loaded.runs.size() == 5);
-  auto t = report::build_table("pe-sgd-table1", loaded.runs);
+  auto t = build_report_table("pe-sgd-table1", loaded.runs);
   REQUIRE(t.columns.size() == 2);
   CHECK(t.columns[0].dataset == "bioRxiv");
   CHECK(t.columns[1].dataset == "pubmed");
@@ -181,7 +182,7 @@ TEST_CASE("report table1: eps columns numeric with inf last, sgd only in the inf
   none.target_eps = nullptr;
   write_run(d.path / "r6", none);
 
-  auto t = report::build_table("pe-sgd-table1", report::load_runs({d.path}).runs);
+  auto t = build_report_table("pe-sgd-table1", report::load_runs({d.path}).runs);
   REQUIRE(t.columns.size() == 4);
   CHECK(t.columns[0].eps == 1);
   CHECK(t.columns[1].eps == 8);
@@ -214,7 +215,7 @@ TEST_CASE("report table1: base model row first, then the paper's method order", 
     r.base_loss = 3.3;
     write_run(d.path / ("m" + std::to_string(s)), r);
   }
-  auto t = report::build_table("pe-sgd-table1", report::load_runs({d.path}).runs);
+  auto t = build_report_table("pe-sgd-table1", report::load_runs({d.path}).runs);
   std::vector<std::string> order;
   for (const auto& r : t.blocks[0].rows) order.push_back(r.label);
   CHECK(order == std::vector<std::string>{"Base Model", "SGD", "DP-SGD", "GEP", "PE-SGD-FixSample",
@@ -237,7 +238,7 @@ TEST_CASE("report table1: the SFT row is eval.sft of SFT+DP-SGD runs only", "[re
   FakeRun pe = dp("PE-SGD", 1.0, 0, 1.9);
   pe.sft = {{"loss", 9.0}, {"accuracy", 0.0}};
   write_run(d.path / "pe", pe);
-  auto t = report::build_table("pe-sgd-table1", report::load_runs({d.path}).runs);
+  auto t = build_report_table("pe-sgd-table1", report::load_runs({d.path}).runs);
   std::vector<std::string> order;
   for (const auto& r : t.blocks[0].rows) order.push_back(r.label);
   CHECK(order == std::vector<std::string>{"Base Model", "SFT", "SFT+DP-SGD", "PE-SGD"});
@@ -263,7 +264,7 @@ TEST_CASE("report lr-select: one column per learning rate, the best lr per row n
   add("e", "PE-SGD", 0.001, 0, 1.8);
   add("f", "PE-SGD", 0.005, 0, 1.9);
   write_run(d.path / "nolr", dp("PE-SGD", 1.0, 0, 0.1));  // no train.lr: skipped
-  auto t = report::build_table("lr-select", report::load_runs({d.path}).runs);
+  auto t = build_report_table("lr-select", report::load_runs({d.path}).runs);
   REQUIRE(t.columns.size() == 2);
   CHECK(t.columns[0].dataset == "pubmed lr=0.001");
   CHECK(t.columns[1].dataset == "pubmed lr=0.005");
@@ -298,7 +299,7 @@ TEST_CASE("report: runs whose status is not ok are skipped and named", "[report]
   CHECK(loaded.skipped[1].dir == d.path / "deep" / "running");
   CHECK(loaded.skipped[2].dir == d.path / "garbage");
   CHECK_THAT(loaded.skipped[2].reason, Contains("not valid JSON"));
-  auto t = report::build_table("pe-sgd-table1", loaded.runs);
+  auto t = build_report_table("pe-sgd-table1", loaded.runs);
   CHECK(row(t.blocks[0], "DP-SGD").cells[0]->mean == Approx(2.0));  // 99 and 98 left out
 
   // Only failed runs: nothing to report.
@@ -341,7 +342,7 @@ TEST_CASE("report longtail: the ceil(10%) highest base losses, ties to the lower
 
   // Across the two seeds: mean -0.875, std |(-0.75) - (-1)| / sqrt(2) = 0.1767767.
   write_run(d.path / "c", dp("DP-SGD", 1.0, 0, 2.0));  // no per_sample.jsonl: skipped
-  auto t = report::build_table("pe-sgd-longtail", report::load_runs({d.path}).runs);
+  auto t = build_report_table("pe-sgd-longtail", report::load_runs({d.path}).runs);
   REQUIRE(t.blocks.size() == 1);
   REQUIRE(t.blocks[0].rows.size() == 1);
   const auto& r = t.blocks[0].rows[0];
@@ -368,7 +369,7 @@ TEST_CASE("report diagnostics: mean ± std of each key present, paper keys first
   write_run(d.path / "a", a);
   write_run(d.path / "b", b);
   write_run(d.path / "c", dp("DP-SGD", 1.0, 0, 2.0));  // no diagnostics: not a row
-  auto t = report::build_table("pe-sgd-diagnostics", report::load_runs({d.path}).runs);
+  auto t = build_report_table("pe-sgd-diagnostics", report::load_runs({d.path}).runs);
   REQUIRE(t.blocks.size() == 3);
   CHECK_THAT(t.blocks[0].title, Contains("norm_std_over_mean"));
   CHECK_THAT(t.blocks[1].title, Contains("overlap_g_h"));
@@ -382,7 +383,7 @@ TEST_CASE("report diagnostics: mean ± std of each key present, paper keys first
 
   test::TempDir none;
   write_run(none.path / "c", dp("DP-SGD", 1.0, 0, 2.0));
-  CHECK_THROWS_AS(report::build_table("pe-sgd-diagnostics", report::load_runs({none.path}).runs),
+  CHECK_THROWS_AS(build_report_table("pe-sgd-diagnostics", report::load_runs({none.path}).runs),
                   InputError);
 }
 
@@ -391,7 +392,7 @@ TEST_CASE("report rendering: one cell in md, csv and latex", "[report]") {
   // Losses 1.5 and 2.5: mean 2, std sqrt(0.5) = 0.70710678.
   write_run(d.path / "a", dp("DP-SGD", 1.0, 0, 1.5));
   write_run(d.path / "b", dp("DP-SGD", 1.0, 1, 2.5));
-  auto t = report::build_table("pe-sgd-table1", report::load_runs({d.path}).runs);
+  auto t = build_report_table("pe-sgd-table1", report::load_runs({d.path}).runs);
 
   CHECK_THAT(report::render(t, "md"), Contains("| DP-SGD | 2.0000 ± 0.7071 |"));
   CHECK_THAT(report::render(t, "md"), !Contains("Runs per cell"));  // every cell has n = 2
@@ -425,7 +426,7 @@ TEST_CASE("report errors: empty or missing dirs, unknown table", "[report]") {
   }
   CHECK_THROWS_AS(report::load_runs({d.path / "missing"}), InputError);
   try {
-    report::build_table("table9", {});
+    build_report_table("table9", {});
     FAIL("no error for an unknown table");
   } catch (const ConfigError& e) {
     CHECK_THAT(e.what(), Contains("pe-sgd-table1, pe-sgd-longtail, pe-sgd-diagnostics"));

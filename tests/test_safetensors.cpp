@@ -16,15 +16,7 @@
 #include "tensor_test_util.hpp"
 #include "test_util.hpp"
 
-using namespace dpft;
-using namespace dpft::model;
-using Catch::Matchers::Contains;
-using nlohmann::json;
-using namespace dpft::test;
-
 namespace {
-
-const fs::path kData = test::test_data_dir();
 
 void write_bytes(const fs::path& p, const std::string& s) {
   std::ofstream(p, std::ios::binary) << s;

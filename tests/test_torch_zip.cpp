@@ -14,14 +14,7 @@
 #include "tensor_test_util.hpp"
 #include "test_util.hpp"
 
-using namespace dpft;
-using namespace dpft::model;
-using Catch::Matchers::Contains;
-using nlohmann::json;
-using namespace dpft::test;
-
 namespace {
-const fs::path kData = test::test_data_dir();
 
 fs::path roberta_bin() {
   fs::path d = test::shared_data_dir();
@@ -199,7 +192,8 @@ TEST_CASE("dpft model inspect: safetensors file, sharded directory, errors", "[s
   save_safetensors(d.path / "model-2.safetensors",
                    {{"head", torch::zeros({4, 2}, torch::kFloat16)}});
   std::string out;
-  REQUIRE(test::cli({"model", "inspect", (d.path / "model-1.safetensors").string(), "--json"}, &out) == 0);
+  REQUIRE(test::cli({"model", "inspect", (d.path / "model-1.safetensors").string(), "--json"},
+                    &out) == 0);
   json j = json::parse(out);
   CHECK(j["format"] == "safetensors");
   CHECK(j["tensor_count"] == 2);
@@ -226,10 +220,12 @@ TEST_CASE("dpft model inspect: safetensors file, sharded directory, errors", "[s
   CHECK_THAT(out, Contains("F16"));
 
   // Errors: malformed file, missing path (exit 3); no subcommand, no path (exit 2).
-  CHECK(test::cli({"model", "inspect",
-                        (kData / "safetensors_corpus" / "bad_overlapping_ranges.safetensors").string()}) == 3);
+  CHECK(test::cli(
+            {"model", "inspect",
+             (kData / "safetensors_corpus" / "bad_overlapping_ranges.safetensors").string()}) == 3);
   CHECK(test::cli({"model", "inspect", (d.path / "absent").string()}) == 3);
-  CHECK(test::cli({"model", "inspect", (kData / "torch_zip_corpus" / "bad_pickle_crc.pt").string()}) == 3);
+  CHECK(test::cli({"model", "inspect",
+                   (kData / "torch_zip_corpus" / "bad_pickle_crc.pt").string()}) == 3);
   CHECK(test::cli({"model"}) == 2);
   CHECK(test::cli({"model", "inspect"}) == 2);
 

@@ -6,12 +6,15 @@
 
 #include <set>
 
+#include "core/eval/grad_diagnostics.hpp"
 #include "core/grad/per_sample.hpp"
 #include "core/model/peft.hpp"
 #include "core/train/privatize.hpp"
 #include "core/train/setup.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
+#include "data/train_inputs.hpp"
+#include "methods/registry.hpp"
 #include "model_test_util.hpp"
 #include "run_fixture.hpp"
 #include "test_util.hpp"
@@ -37,9 +40,9 @@ double rel(const Tensor& a, const Tensor& b) {
 TEST_CASE("a privatised batch equals the hand computation from reference per-sample gradients",
           "[train-engine]") {
   model::CausalLM m = tiny_lora_gpt2(3);
-  data::LmDataset ds = random_lm_dataset(12, m->config().vocab_size, 9);
+  lm::LmDataset ds = random_lm_dataset(12, m->config().vocab_size, 9);
   std::vector<int64_t> rows = {0, 2, 3, 5, 7, 8, 11};
-  data::LmBatch b = data::collate(ds, rows, 0);
+  lm::LmBatch b = lm::collate(ds, rows, 0);
   Tensor ref =
       grad::reference_per_sample_grads(m, b.input_ids, b.attention_mask, b.labels).first;  // (B, p)
   Tensor norms = ref.norm(2, 1);
@@ -51,8 +54,8 @@ TEST_CASE("a privatised batch equals the hand computation from reference per-sam
   dp.clip_norm = 0.5 * (sorted[3] + sorted[4]).item<double>();  // 3 of the 7 samples are clipped
   auto clipping = GENERATE(as<std::string>{}, "clip", "normalize");
   auto divisor = GENERATE(as<std::string>{}, "expected", "realized");
-  dp.clipping = clipping;
-  dp.divisor = divisor;
+  dp.clipping = enum_value(clipping, privacy::kClippingNames, "clipping");
+  dp.divisor = enum_value(divisor, privacy::kNoiseDivisorNames, "divisor");
   CAPTURE(clipping, divisor);
   Tensor w = clipping == "clip" ? torch::clamp_max(dp.clip_norm / norms, 1.0)
                                 : dp.clip_norm / (norms + 0.01);
@@ -92,16 +95,16 @@ TEST_CASE("a privatised batch equals the hand computation from reference per-sam
 TEST_CASE("direction_error is the l2 distance and cosine of the hand computation",
           "[train-engine]") {
   Tensor d = torch::tensor({3.0, 4.0, 0.0}), ref = torch::tensor({4.0, 0.0, 3.0});
-  train::DirectionError e = train::direction_error(d, ref);
+  eval::DirectionError e = eval::direction_error(d, ref);
   CHECK(e.l2 == Approx(std::sqrt(1.0 + 16.0 + 9.0)));
   CHECK(e.cosine == Approx(12.0 / 25.0));
-  CHECK(train::direction_error(ref, ref).cosine == Approx(1.0));
-  CHECK(train::direction_error(ref, ref).l2 == 0.0);
+  CHECK(eval::direction_error(ref, ref).cosine == Approx(1.0));
+  CHECK(eval::direction_error(ref, ref).l2 == 0.0);
 }
 
 TEST_CASE("an empty Poisson batch releases pure noise", "[train-engine]") {
   model::CausalLM m = tiny_lora_gpt2(3);
-  data::LmDataset ds = random_lm_dataset(4, m->config().vocab_size, 1);
+  lm::LmDataset ds = random_lm_dataset(4, m->config().vocab_size, 1);
   grad::PerSampleGrads psg(m);
   train::DpSettings dp;
   dp.sigma = 1;
@@ -124,7 +127,7 @@ TEST_CASE("an example with a non-finite per-sample gradient contributes nothing 
   o.targets = {"c_attn", "c_fc"};
   model::apply_peft(m, o, 4);
   const int64_t V = c.vocab_size;
-  data::LmDataset ds = random_lm_dataset(6, V, 4);
+  lm::LmDataset ds = random_lm_dataset(6, V, 4);
   // Example 2 alone uses token V - 1, whose (frozen) embedding row becomes NaN.
   for (auto& e : ds.items)
     for (auto& id : e.ids)
@@ -139,7 +142,7 @@ TEST_CASE("an example with a non-finite per-sample gradient contributes nothing 
   }
   grad::PerSampleGrads psg(m);
   // The setting: example 2's per-sample gradient is NaN, the others' are finite.
-  data::LmBatch b = data::collate(ds, {0, 1, 2, 3, 4, 5}, 0);
+  lm::LmBatch b = lm::collate(ds, {0, 1, 2, 3, 4, 5}, 0);
   psg.compute(b.input_ids, b.attention_mask, b.labels);
   Tensor finite = torch::isfinite(psg.sq_norms());
   REQUIRE(finite.sum().item<int64_t>() == 5);
@@ -322,7 +325,7 @@ TEST_CASE("data.eval.exclude_train holds out the rows of the training file that 
         "  eval: {{path: {}, num_samples: {}, exclude_train: true}}\n  max_length: 16\n",
         f.model, pool, train_n, pool, eval_n)));
   };
-  train::TrainInputs in = train::load_train_inputs(spec_with(6, 0));
+  train::TrainInputs in = data::load_train_inputs(spec_with(6, 0));
   std::set<int64_t> tr, ev;
   for (const auto& it : in.train.items) tr.insert(it.index);
   for (const auto& it : in.eval.items) ev.insert(it.index);
@@ -330,13 +333,13 @@ TEST_CASE("data.eval.exclude_train holds out the rows of the training file that 
   CHECK(ev.size() == 4);  // exactly the rows not trained on
   for (int64_t i : ev) CHECK(tr.count(i) == 0);
   // num_samples subsamples what is left; the same seed picks the same held-out rows.
-  train::TrainInputs sub = train::load_train_inputs(spec_with(6, 3));
+  train::TrainInputs sub = data::load_train_inputs(spec_with(6, 3));
   CHECK(sub.eval.size() == 3);
   for (const auto& it : sub.eval.items) CHECK(ev.count(it.index) == 1);
   // Without the switch the eval set may overlap the training set (here: it is the whole file).
   Spec plain = spec_with(6, 0);
   plain.data.eval.exclude_train = false;
-  CHECK(train::load_train_inputs(plain).eval.size() == 10);
-  CHECK_THROWS_AS(train::load_train_inputs(spec_with(10, 0)), InputError);  // nothing left
+  CHECK(data::load_train_inputs(plain).eval.size() == 10);
+  CHECK_THROWS_AS(data::load_train_inputs(spec_with(10, 0)), InputError);  // nothing left
   CHECK_THROWS_AS(parse_spec(YAML::Load("data: {train: {exclude_train: true}}")), ConfigError);
 }

@@ -15,10 +15,6 @@ namespace dpft {
 
 namespace {
 
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
 
 std::string show(const YAML::Node& n) {
   if (n.IsScalar()) return "'" + n.Scalar() + "'";
@@ -27,24 +23,20 @@ std::string show(const YAML::Node& n) {
   return "null";
 }
 
-std::string leaf(const std::string& path) {
-  auto dot = path.rfind('.');
-  return dot == std::string::npos ? path : path.substr(dot + 1);
-}
 
 std::string suggestion_for(const std::string& unknown, const std::set<std::string>& known) {
   // Same block first (typo), then the same leaf name elsewhere (wrong block).
-  std::string parent = unknown.substr(0, unknown.size() - leaf(unknown).size());
+  std::string parent = unknown.substr(0, unknown.size() - last_component(unknown).size());
   std::vector<std::string> siblings;
   for (const auto& k : known)
     if (k.compare(0, parent.size(), parent) == 0 && k.find('.', parent.size()) == std::string::npos)
       siblings.push_back(k);
   if (auto m = closest_match(unknown, siblings)) return *m;
-  std::string lf = leaf(unknown);
+  std::string lf = last_component(unknown);
   std::optional<std::string> best;
   size_t best_d = std::max<size_t>(2, lf.size() / 3) + 1;
   for (const auto& k : known) {
-    size_t d = edit_distance(lf, leaf(k));
+    size_t d = edit_distance(lf, last_component(k));
     if (d < best_d) best_d = d, best = k;
   }
   return best.value_or("");
@@ -77,7 +69,7 @@ std::string Range::describe() const {
 }
 
 std::optional<double> parse_double(const std::string& s0) {
-  std::string s = lower(s0);
+  std::string s = to_lower(s0);
   if (s == "inf" || s == "+inf" || s == "infinity" || s == ".inf" || s == "+.inf")
     return std::numeric_limits<double>::infinity();
   if (s == "-inf" || s == "-.inf" || s == "-infinity") return -std::numeric_limits<double>::infinity();
@@ -134,7 +126,7 @@ bool Fields::get(const std::string& key, std::string& out) {
 bool Fields::get(const std::string& key, bool& out) {
   YAML::Node n = lookup(key);
   if (!n || n.IsNull()) return false;
-  std::string s = n.IsScalar() ? lower(n.Scalar()) : "";
+  std::string s = n.IsScalar() ? to_lower(n.Scalar()) : "";
   if (s == "true" || s == "yes" || s == "on") out = true;
   else if (s == "false" || s == "no" || s == "off") out = false;
   else throw ConfigError(fmt::format("{}: expected true or false, got {}", key_path(key), show(n)));

@@ -16,12 +16,14 @@
 #include <string>
 #include <vector>
 
+#include "core/util/enum_names.hpp"
+
 namespace dpft {
 
 // All key paths known to one parse, and the unknown ones found, reported together at the end.
 struct KeyRegistry {
-  std::set<std::string> known;                  // full dotted paths, e.g. "privacy.epsilon"
-  std::vector<std::string> unknown;             // full dotted paths of unknown keys
+  std::set<std::string> known;       // full dotted paths, e.g. "privacy.epsilon"
+  std::vector<std::string> unknown;  // full dotted paths of unknown keys
   // Throws ConfigError listing every unknown key with a suggestion; no-op if none.
   void throw_if_unknown() const;
 };
@@ -35,8 +37,12 @@ struct Range {
   std::string describe() const;  // "(0, 1)", "[1, inf)"
   static Range open(double lo, double hi) { return {lo, hi, true, true}; }
   static Range closed(double lo, double hi) { return {lo, hi, false, false}; }
-  static Range at_least(double lo) { return {lo, std::numeric_limits<double>::infinity(), false, true}; }
-  static Range above(double lo) { return {lo, std::numeric_limits<double>::infinity(), true, true}; }
+  static Range at_least(double lo) {
+    return {lo, std::numeric_limits<double>::infinity(), false, true};
+  }
+  static Range above(double lo) {
+    return {lo, std::numeric_limits<double>::infinity(), true, true};
+  }
 };
 
 class Fields {
@@ -55,7 +61,16 @@ class Fields {
   bool get(const std::string& key, std::optional<int64_t>& out, Range r = {});
   bool get(const std::string& key, std::vector<std::string>& out);
   // A string restricted to `allowed`; the error lists them.
-  bool get_choice(const std::string& key, std::string& out, const std::vector<std::string>& allowed);
+  bool get_choice(const std::string& key, std::string& out,
+                  const std::vector<std::string>& allowed);
+  // An enum spelled as one of the names of its table (core/util/enum_names.hpp).
+  template <class E, size_t N>
+  bool get_enum(const std::string& key, E& out, const std::array<EnumName<E>, N>& table) {
+    std::string s = enum_name(out, table);
+    const bool present = get_choice(key, s, enum_names(table));
+    out = enum_value(s, table, key_path(key));
+    return present;
+  }
   // A nested block: a Fields over node[key] (which may be absent), sharing this registry.
   Fields child(const std::string& key);
   // The raw node (for blocks owned by someone else); marks `key` and everything below as known.

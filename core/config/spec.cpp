@@ -9,8 +9,6 @@
 #include "core/config/fields.hpp"
 #include "core/util/error.hpp"
 #include "core/util/strings.hpp"
-#include "methods/method.hpp"
-#include "methods/registry.hpp"
 
 namespace dpft {
 
@@ -117,7 +115,8 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
   last[parts.back()] = parsed;
 }
 
-Spec parse_spec(const YAML::Node& root) {
+Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
+  DPFT_CHECK(static_cast<bool>(parse_method), "parse_spec: no method parser given");
   auto keys = std::make_shared<KeyRegistry>();
   Fields top(root, "", keys);
   Spec s;
@@ -205,8 +204,8 @@ Spec parse_spec(const YAML::Node& root) {
     p.get("sampling_rate", pr.sampling_rate, Range{0, 1, true, false});
     p.get("clip_norm", pr.clip_norm,
           Range{0, std::numeric_limits<double>::infinity(), true, false});  // inf: no clipping
-    p.get_choice("clipping", pr.clipping, {"clip", "normalize"});
-    p.get_choice("noise_divisor", pr.noise_divisor, {"expected", "realized"});
+    p.get_enum("clipping", pr.clipping, privacy::kClippingNames);
+    p.get_enum("noise_divisor", pr.noise_divisor, privacy::kNoiseDivisorNames);
     p.get("secure_noise", pr.secure_noise);
     if (pr.noise_multiplier) {
       if (eps_given)
@@ -250,20 +249,21 @@ Spec parse_spec(const YAML::Node& root) {
   {
     Fields m = top.child("method");
     m.get("name", s.method.name);
-    std::unique_ptr<Method> impl = make_method(s.method.name);
-    impl->configure(m);  // the method reads its own keys from the same block
+    MethodBlock b = parse_method(s.method.name, m);  // the method reads its keys from the block
     m.finish();
-    s.method.impl = std::move(impl);
+    s.method.options = b.options;
+    s.method.label = b.label;
   }
   top.finish();
   keys->throw_if_unknown();
   return s;
 }
 
-Spec load_spec(const std::string& path, const std::vector<std::string>& overrides) {
+Spec load_spec(const std::string& path, const std::vector<std::string>& overrides,
+               const MethodParser& parse_method) {
   YAML::Node root = path.empty() ? YAML::Node(YAML::NodeType::Map) : load_spec_yaml(path);
   for (const auto& o : overrides) apply_override(root, o);
-  return parse_spec(root);
+  return parse_spec(root, parse_method);
 }
 
 YAML::Node spec_to_yaml(const Spec& s) {
@@ -299,8 +299,8 @@ YAML::Node spec_to_yaml(const Spec& s) {
   p["noise_multiplier"] = opt(s.privacy.noise_multiplier);
   p["sampling_rate"] = opt(s.privacy.sampling_rate);
   p["clip_norm"] = num(s.privacy.clip_norm);
-  p["clipping"] = s.privacy.clipping;
-  p["noise_divisor"] = s.privacy.noise_divisor;
+  p["clipping"] = privacy::name_of(s.privacy.clipping);
+  p["noise_divisor"] = privacy::name_of(s.privacy.noise_divisor);
   p["secure_noise"] = s.privacy.secure_noise;
   n["privacy"] = p;
   YAML::Node t;
@@ -316,8 +316,8 @@ YAML::Node spec_to_yaml(const Spec& s) {
   n["train"] = t;
   YAML::Node me;
   me["name"] = s.method.name;
-  if (s.method.impl) {
-    YAML::Node opts = s.method.impl->options_yaml();
+  {
+    YAML::Node opts = YAML::Clone(s.method.options);
     if (opts.IsMap())
       for (auto it = opts.begin(); it != opts.end(); ++it)
         me[it->first.as<std::string>()] = it->second;

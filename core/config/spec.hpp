@@ -4,8 +4,11 @@
 #pragma once
 #include <yaml-cpp/yaml.h>
 
+#include "core/privacy/modes.hpp"
+
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -14,7 +17,7 @@
 
 namespace dpft {
 
-class Method;
+class Fields;
 
 struct PeftSpec {
   std::string kind = "lora";  // lora | full | none
@@ -64,10 +67,11 @@ struct PrivacySpec {
   double eps_error = 0.01;                 // PRV accountant's epsilon discretisation error
   std::optional<double> noise_multiplier;  // sigma; when set, epsilon is computed, not targeted
   std::optional<double> sampling_rate;     // Poisson rate q; null = train.batch_size / N
-  double clip_norm = 1.0;         // per-sample clipping bound C (inf = none; only without noise)
-  std::string clipping = "clip";  // clip | normalize (Bu et al. automatic clipping)
-  std::string noise_divisor = "expected";  // expected (q*N) | realized (actual batch size)
-  bool secure_noise = false;               // draw noise from the OS CSPRNG (getrandom)
+  double clip_norm = 1.0;  // per-sample clipping bound C (inf = none; only without noise)
+  privacy::Clipping clipping = privacy::Clipping::kClip;  // clip | normalize (automatic clipping)
+  privacy::NoiseDivisor noise_divisor =
+      privacy::NoiseDivisor::kExpected;  // expected (q*N) | realized (actual batch size)
+  bool secure_noise = false;             // draw noise from the OS CSPRNG (getrandom)
   bool is_private() const {
     return noise_multiplier ? *noise_multiplier > 0 : epsilon && std::isfinite(*epsilon);
   }
@@ -98,9 +102,13 @@ struct OutputSpec {
   std::string save_dtype = "float32";  // dtype of a saved full model: float32 | float16 | bfloat16
 };
 
+// The method block: its name and its options as the method resolved them (every key, defaults
+// included). The methods layer owns their meaning: methods/registry.hpp parses and validates
+// them (MethodParser below) and builds the configured method from them.
 struct MethodSpec {
   std::string name = "noop";
-  std::shared_ptr<Method> impl;  // configured from the method block (methods/registry)
+  YAML::Node options;  // resolved options (a map; without `name`)
+  std::string label;   // the method's report label for these options (e.g. PE-SGD-FixSample)
 };
 
 struct Spec {
@@ -123,11 +131,22 @@ YAML::Node load_spec_yaml(const std::string& path);
 // Apply one `key.path=value` override; the value is typed as YAML (so `1e-5`, `inf`, `[a, b]`).
 void apply_override(YAML::Node& root, const std::string& assignment);
 
+// Reads and validates a method block (every key but `name`, through `block`, so unknown keys are
+// reported with the rest of the spec's) and returns the resolved options and label. Supplied by
+// the methods layer (methods/registry.hpp), which knows the methods; ConfigError for an unknown
+// method name.
+struct MethodBlock {
+  YAML::Node options;
+  std::string label;
+};
+using MethodParser = std::function<MethodBlock(const std::string& name, Fields& block)>;
+
 // Parse and validate a whole spec (the node after overrides). Throws ConfigError.
-Spec parse_spec(const YAML::Node& root);
+Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method);
 
 // Convenience: file + overrides -> validated Spec. An empty path means "defaults only".
-Spec load_spec(const std::string& path, const std::vector<std::string>& overrides);
+Spec load_spec(const std::string& path, const std::vector<std::string>& overrides,
+               const MethodParser& parse_method);
 
 // The fully resolved spec, every field present.
 YAML::Node spec_to_yaml(const Spec& spec);

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/util/atomic_file.hpp"
+#include "core/util/clock.hpp"
 #include "core/util/error.hpp"
 
 namespace dpft::eval {
@@ -29,10 +30,6 @@ torch::Device device_of(model::CausalLM& m) {
   return torch::kCPU;
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 void check_micro_batch(int64_t micro_batch) {
   if (micro_batch < 1)
     throw ConfigError(
@@ -48,7 +45,7 @@ nlohmann::json LmEvalResult::to_json() const {
           {"samples", samples}, {"tokens", tokens},     {"seconds", seconds}};
 }
 
-LmEvalResult evaluate_lm(model::CausalLM& model, const data::LmDataset& ds, int64_t micro_batch,
+LmEvalResult evaluate_lm(model::CausalLM& model, const lm::LmDataset& ds, int64_t micro_batch,
                          int64_t max_samples, int64_t pad_id) {
   check_micro_batch(micro_batch);
   auto t0 = std::chrono::steady_clock::now();
@@ -63,7 +60,7 @@ LmEvalResult evaluate_lm(model::CausalLM& model, const data::LmDataset& ds, int6
   for (int64_t start = 0; start < n; start += micro_batch) {
     std::vector<int64_t> rows;
     for (int64_t i = start; i < std::min(n, start + micro_batch); ++i) rows.push_back(i);
-    data::LmBatch b = data::collate(ds, rows, pad_id);
+    lm::LmBatch b = lm::collate(ds, rows, pad_id);
     torch::Tensor ids = b.input_ids.to(dev), mask = b.attention_mask.to(dev),
                   labels = b.labels.to(dev);
     torch::Tensor logits = model->forward(ids, mask);              // (B, T, V)
@@ -110,9 +107,9 @@ nlohmann::json ClassEvalResult::to_json() const {
   return {{"accuracy", accuracy}, {"samples", samples}, {"correct", correct}, {"seconds", seconds}};
 }
 
-std::vector<std::string> label_set(const std::vector<data::Example>& examples) {
+std::vector<std::string> label_set(const std::vector<lm::Example>& examples) {
   std::set<std::string> s;
-  for (const data::Example& e : examples)
+  for (const lm::Example& e : examples)
     if (!e.label.empty()) s.insert(e.label);
   return {s.begin(), s.end()};
 }
@@ -144,7 +141,7 @@ std::vector<int32_t> candidate_ids(const tok::Tokenizer& tok, const std::string&
 }
 
 ClassEvalResult evaluate_classification(model::CausalLM& model,
-                                        const std::vector<data::Example>& examples,
+                                        const std::vector<lm::Example>& examples,
                                         const tok::Tokenizer& tok,
                                         const std::vector<std::string>& labels, int64_t micro_batch,
                                         int64_t max_length, int64_t max_samples, int64_t pad_id) {
@@ -156,13 +153,13 @@ ClassEvalResult evaluate_classification(model::CausalLM& model,
       max_samples > 0 ? std::min<int64_t>(max_samples, examples.size()) : examples.size();
   const int64_t C = static_cast<int64_t>(labels.size());
   // Every (example, label) pair is one row whose only scored ids are the label's.
-  data::LmDataset rows;
+  lm::LmDataset rows;
   std::vector<int64_t> truth(static_cast<size_t>(n), -1);
   for (int64_t i = 0; i < n; ++i) {
-    const data::Example& e = examples[i];
+    const lm::Example& e = examples[i];
     for (int64_t c = 0; c < C; ++c) {
       if (labels[c] == e.label) truth[i] = c;
-      data::TokenizedExample t;
+      lm::TokenizedExample t;
       size_t first = 0;
       t.index = i * C + c;
       t.ids = candidate_ids(tok, e.text, labels[c], max_length, first);
@@ -182,7 +179,7 @@ ClassEvalResult evaluate_classification(model::CausalLM& model,
   for (int64_t start = 0; start < rows.size(); start += micro_batch) {
     std::vector<int64_t> idx;
     for (int64_t i = start; i < std::min(rows.size(), start + micro_batch); ++i) idx.push_back(i);
-    data::LmBatch b = data::collate(rows, idx, pad_id);
+    lm::LmBatch b = lm::collate(rows, idx, pad_id);
     torch::Tensor logits =
         model->forward(b.input_ids.to(dev), b.attention_mask.to(dev));                 // (B, T, V)
     torch::Tensor sum = model::per_token_loss(logits, b.labels.to(dev)).first.sum(1);  // (B)

@@ -16,10 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "core/lm/examples.hpp"
 #include "core/model/transformer.hpp"
 #include "core/tokenizer/tokenizer.hpp"
-#include "data/lm_dataset.hpp"
-#include "data/table.hpp"
 
 namespace dpft::eval {
 
@@ -40,8 +39,8 @@ struct LmEvalResult {
 
 // Evaluates under NoGradGuard and model->eval(), restoring the previous train/eval mode;
 // batches of micro_batch rows (on the model's device); max_samples > 0: the first max_samples
-// items only. pad_id: data::pad_id_for(tokenizer). ConfigError for micro_batch < 1.
-LmEvalResult evaluate_lm(model::CausalLM& model, const data::LmDataset& ds, int64_t micro_batch,
+// items only. pad_id: lm::pad_id_for(tokenizer). ConfigError for micro_batch < 1.
+LmEvalResult evaluate_lm(model::CausalLM& model, const lm::LmDataset& ds, int64_t micro_batch,
                          int64_t max_samples, int64_t pad_id);
 
 // Appends one JSON line per sample: {"model": tag, "index", "loss", "tokens", "accuracy"} via
@@ -60,7 +59,7 @@ struct ClassEvalResult {
 };
 
 // The distinct non-empty labels of `examples`, sorted: the candidate set for classification.
-std::vector<std::string> label_set(const std::vector<data::Example>& examples);
+std::vector<std::string> label_set(const std::vector<lm::Example>& examples);
 
 // The ids of one candidate: [bos] + encode(text) cut so that everything fits max_length,
 // + encode("\n") + encode(label); `first_label` is the position of the label's first id.
@@ -74,7 +73,7 @@ std::vector<int32_t> candidate_ids(const tok::Tokenizer& tok, const std::string&
 // first). Each example's label must be in `labels` (InputError otherwise). Same mode handling
 // as evaluate_lm; micro_batch rows per forward pass.
 ClassEvalResult evaluate_classification(model::CausalLM& model,
-                                        const std::vector<data::Example>& examples,
+                                        const std::vector<lm::Example>& examples,
                                         const tok::Tokenizer& tok,
                                         const std::vector<std::string>& labels, int64_t micro_batch,
                                         int64_t max_length, int64_t max_samples, int64_t pad_id);

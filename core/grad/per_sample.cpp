@@ -89,8 +89,6 @@ double materialize_cost(const PerSampleGrads::ParamState& s) {
 
 PerSampleGrads::PerSampleGrads(model::CausalLM model, GradOptions opts)
     : model_(std::move(model)), opts_(opts) {
-  DPFT_CHECK(opts_.mode == "auto" || opts_.mode == "materialize" || opts_.mode == "ghost",
-             "grad mode must be auto, materialize or ghost, got '{}'", opts_.mode);
   for (auto& [name, t] : model::trainable_parameters(model_)) {
     params_.push_back({name, t});
     dim_ += t.numel();
@@ -271,9 +269,9 @@ Tensor PerSampleGrads::sq_norms() {
     ParamState& s = *sp;
     if (s.outer.empty() && !s.direct.defined()) continue;
     bool ghost = false;
-    if (!s.outer.empty() && !s.direct.defined() && opts_.mode != "materialize") {
+    if (!s.outer.empty() && !s.direct.defined() && opts_.mode != GradMode::kMaterialize) {
       double mb = static_cast<double>(B) * s.outer[0].m * s.outer[0].n * 4.0 / (1 << 20);
-      ghost = opts_.mode == "ghost" || ghost_cost(s) < materialize_cost(s) ||
+      ghost = opts_.mode == GradMode::kGhost || ghost_cost(s) < materialize_cost(s) ||
               mb > opts_.max_materialize_mb;
     }
     if (ghost && !s.G.defined()) {

@@ -29,13 +29,20 @@
 #include <vector>
 
 #include "core/model/transformer.hpp"
+#include "core/util/enum_names.hpp"
 
 namespace dpft::grad {
 
+// auto: per parameter, ghost norms when they cost fewer flops than materialising (or when the
+// materialised (B, m, n) block would exceed max_materialize_mb); materialize | ghost: force.
+enum class GradMode { kAuto, kMaterialize, kGhost };
+inline constexpr std::array<EnumName<GradMode>, 3> kGradModeNames = {
+    {{GradMode::kAuto, "auto"},
+     {GradMode::kMaterialize, "materialize"},
+     {GradMode::kGhost, "ghost"}}};
+
 struct GradOptions {
-  // auto: per parameter, ghost norms when they cost fewer flops than materialising (or when the
-  // materialised (B, m, n) block would exceed max_materialize_mb); materialize | ghost: force.
-  std::string mode = "auto";
+  GradMode mode = GradMode::kAuto;
   double max_materialize_mb = 512;
 };
 

@@ -15,12 +15,6 @@ bool module_matches(const std::string& path, const std::string& target) {
          path[path.size() - target.size() - 1] == '.';
 }
 
-namespace {
-std::string leaf(const std::string& p) {
-  auto d = p.rfind('.');
-  return d == std::string::npos ? p : p.substr(d + 1);
-}
-}  // namespace
 
 void apply_peft(CausalLM& model, const PeftOptions& o, uint64_t seed) {
   if (o.kind != "lora" && o.kind != "full" && o.kind != "none")
@@ -33,7 +27,7 @@ void apply_peft(CausalLM& model, const PeftOptions& o, uint64_t seed) {
     auto gen = at::detail::createCPUGenerator(seed);
     auto lins = model->linears();
     std::set<std::string> names;
-    for (auto& [path, lin] : lins) names.insert(leaf(path));
+    for (auto& [path, lin] : lins) names.insert(last_component(path));
     for (const auto& t : o.targets) {
       bool hit = false;
       for (auto& [path, lin] : lins) hit = hit || module_matches(path, t);

@@ -51,7 +51,7 @@ std::string supported_dtypes() {
   return join(v, " ");
 }
 
-std::string shape_str(const std::vector<int64_t>& shape) {
+std::string dims_str(const std::vector<int64_t>& shape) {
   std::vector<std::string> v;
   for (auto d : shape) v.push_back(std::to_string(d));
   return "[" + join(v, ", ") + "]";
@@ -310,7 +310,7 @@ void SafetensorsFile::parse(const std::string& what) {
                       t.begin, t.end, data_size));
     if (t.end - t.begin != nbytes)
       throw bad(fmt::format("data_offsets [{}, {}] hold {} bytes but {} shape {} needs {}", t.begin,
-                            t.end, t.end - t.begin, dtype_name(t.dtype), shape_str(t.shape),
+                            t.end, t.end - t.begin, dtype_name(t.dtype), dims_str(t.shape),
                             nbytes));
     infos.push_back(std::move(t));
   }

@@ -15,12 +15,16 @@
 // Every result is an upper bound on the true epsilon (or exact); never an optimistic number.
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace dpft::privacy {
+
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+
 
 struct GaussianBlock {
   double sigma = 1.0;     // noise multiplier (> 0; 0 means a non-private release)

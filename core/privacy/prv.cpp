@@ -18,7 +18,6 @@ namespace dpft::privacy {
 
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // log(e^y - (1-q)) for y > log(1-q), without cancellation or overflow.
 double log_exp_minus(double y, double q) {

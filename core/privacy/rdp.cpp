@@ -18,7 +18,6 @@ namespace dpft::privacy {
 
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // log |C(a, i)| and its sign, for real a and integer i >= 0.
 double log_abs_binom(double a, double i, int* sign) {

@@ -90,60 +90,55 @@ Tensor GramSolver::solve(const Tensor& rhs) const {
   return vec ? x.squeeze(1) : x;
 }
 
-double column_bound(const std::string& sensitivity, double C) {
-  if (sensitivity == "normalize") return 1.0;
-  DPFT_CHECK(sensitivity == "clip", "sensitivity must be normalize or clip, got {}", sensitivity);
+double column_bound(ColumnScaling scaling, double C) {
+  if (scaling == ColumnScaling::kUnitNorm) return 1.0;
   DPFT_CHECK(C > 0, "clip bound must be > 0, got {}", C);
   return C;
 }
 
-Tensor scale_columns(const Tensor& X, const std::string& sensitivity, double C) {
+Tensor scale_columns(const Tensor& X, ColumnScaling scaling, double C) {
   Tensor n = col_norms(X);
   Tensor ok = torch::isfinite(n);
   if (!ok.all().item<bool>()) {
     // A column that is not finite (one private example's NaN or Inf gradient) contributes 0:
     // scaling it by 0 would keep the NaN (0 * NaN = NaN) and let one example decide the whole
     // release. 0 is within the bound, so the sensitivity is unchanged.
-    return scale_columns(X.masked_fill(ok.logical_not().unsqueeze(0), 0), sensitivity, C);
+    return scale_columns(X.masked_fill(ok.logical_not().unsqueeze(0), 0), scaling, C);
   }
   Tensor w;
-  if (sensitivity == "normalize")
+  if (scaling == ColumnScaling::kUnitNorm)
     w = torch::where(n > 0, 1.0 / n, torch::zeros_like(n));
   else
-    w = (column_bound(sensitivity, C) / n.clamp_min(1e-300)).clamp_max(1.0);
+    w = (column_bound(scaling, C) / n.clamp_min(1e-300)).clamp_max(1.0);
   return X * w.unsqueeze(0);
 }
 
 ProjectionResult pe_project(const Tensor& Gs, const Tensor& Hs, const GramSolver& solver,
-                            const std::string& placement, const NoiseOptions& o,
+                            NoisePlacement placement, const NoiseOptions& o,
                             privacy::NoiseSource& noise) {
   check_rows(Gs, Hs);
   const int64_t N = Gs.size(0), p = Gs.size(1);
-  const double std = o.sigma * column_bound(o.sensitivity, o.clip_norm);
+  const double std = o.sigma * column_bound(o.scaling, o.clip_norm);
   ProjectionResult r;
   r.noise_std = std;
-  r.norm_bound = column_bound(o.sensitivity, o.clip_norm);
+  r.norm_bound = column_bound(o.scaling, o.clip_norm);
   Tensor z;  // (N) double
-  if (placement == "coefficients") {
+  if (placement == NoisePlacement::kCoefficients) {
     Tensor Z = solver.solve(gram_f64(Gs, Hs));  // (N, M)
     r.noised_norms = col_norms(Z).to(torch::kFloat32);
-    z = add_noise(scale_columns(Z, o.sensitivity, o.clip_norm).sum(1),
+    z = add_noise(scale_columns(Z, o.scaling, o.clip_norm).sum(1),
                   noise.normal({N}, std, torch::kFloat64), r);
-  } else if (placement == "inner_product") {
+  } else if (placement == NoisePlacement::kInnerProduct) {
     Tensor A = gram_f64(Gs, Hs);  // (N, M) = G^T H
     r.noised_norms = col_norms(A).to(torch::kFloat32);
-    Tensor a = add_noise(scale_columns(A, o.sensitivity, o.clip_norm).sum(1),
+    Tensor a = add_noise(scale_columns(A, o.scaling, o.clip_norm).sum(1),
                          noise.normal({N}, std, torch::kFloat64), r);
     z = solver.solve(a);
-  } else if (placement == "private_gradient") {
+  } else {  // NoisePlacement::kPrivateGradient
     r.noised_norms = row_norms(Hs);
-    Tensor h = add_noise(scale_columns(Hs.t(), o.sensitivity, o.clip_norm).sum(1),
+    Tensor h = add_noise(scale_columns(Hs.t(), o.scaling, o.clip_norm).sum(1),
                          noise.normal({p}, std, Hs.scalar_type()), r);  // (p)
     z = solver.solve(gram_f64(Gs, h.unsqueeze(0)).squeeze(1));
-  } else {
-    throw ConfigError(
-        "noise_placement must be coefficients, inner_product or private_gradient, got " +
-        placement);
   }
   r.z = z.to(torch::kFloat32);
   r.direction = Gs.t().matmul(z.to(Gs.scalar_type())) / o.divisor;
@@ -156,9 +151,9 @@ ProjectionResult inpro_project(const Tensor& Gs, const Tensor& Hs, const NoiseOp
   Tensor A = gram_f64(Gs, Hs);  // (N, M)
   ProjectionResult r;
   r.noised_norms = col_norms(A).to(torch::kFloat32);
-  r.norm_bound = column_bound(o.sensitivity, o.clip_norm);
+  r.norm_bound = column_bound(o.scaling, o.clip_norm);
   r.noise_std = o.sigma * r.norm_bound;
-  Tensor a = add_noise(scale_columns(A, o.sensitivity, o.clip_norm).sum(1),
+  Tensor a = add_noise(scale_columns(A, o.scaling, o.clip_norm).sum(1),
                        noise.normal({Gs.size(0)}, r.noise_std, torch::kFloat64), r);
   r.z = a.to(torch::kFloat32);
   r.direction = Gs.t().matmul(a.to(Gs.scalar_type())) / o.divisor;
@@ -233,7 +228,7 @@ ProjectionResult pdp_project(const Tensor& E, const Tensor& Hs, const NoiseOptio
   r.noised_norms = row_norms(Hs);
   r.norm_bound = o.clip_norm;
   r.noise_std = o.sigma * o.clip_norm;
-  Tensor h = add_noise(scale_columns(Hs.t(), "clip", o.clip_norm).sum(1),
+  Tensor h = add_noise(scale_columns(Hs.t(), ColumnScaling::kClip, o.clip_norm).sum(1),
                        noise.normal({Hs.size(1)}, r.noise_std, Hs.scalar_type()), r);  // (p)
   r.z = E.t().matmul(h);                                                               // (k)
   r.direction = E.matmul(r.z) / o.divisor;
@@ -256,13 +251,13 @@ ProjectionResult gep_project(const Tensor& E, const Tensor& Hs, const GepOptions
   Tensor C = E.t().matmul(Hs.t());  // (k, M) coefficients c_j
   r.noised_norms = col_norms(C);
   r.norm_bound = g.coef_clip;
-  Tensor c = add_noise(scale_columns(C, "clip", g.coef_clip).sum(1),
+  Tensor c = add_noise(scale_columns(C, ColumnScaling::kClip, g.coef_clip).sum(1),
                        noise.normal({E.size(1)}, std_c, E.scalar_type()), r);  // (k)
   r.z = c;
   r.direction = E.matmul(c);
   if (g.residual) {
     Tensor R = Hs.t() - E.matmul(C);  // (p, M) residuals r_j
-    Tensor res = scale_columns(R, "clip", g.residual_clip).sum(1) +
+    Tensor res = scale_columns(R, ColumnScaling::kClip, g.residual_clip).sum(1) +
                  noise.normal({Hs.size(1)}, std_r, Hs.scalar_type());
     r.direction = r.direction + res;
   }
@@ -293,18 +288,6 @@ std::vector<int64_t> sample_selection(const Tensor& z, int64_t count, uint64_t s
     w[static_cast<size_t>(j)] = 0;  // without replacement: renormalise over the rest
   }
   return out;
-}
-
-torch::Tensor principal_angles_deg(const Tensor& A, const Tensor& B) {
-  if (A.size(1) == 0 || B.size(1) == 0) return torch::zeros({0}, torch::kFloat64);
-  Tensor s = torch::linalg_svdvals(A.t().to(torch::kFloat64).matmul(B.to(torch::kFloat64)));
-  return torch::rad2deg(torch::acos(s.clamp(-1.0, 1.0)));  // s descending: angles ascending
-}
-
-double subspace_overlap(const Tensor& A, const Tensor& B) {
-  if (A.size(1) == 0 || B.size(1) == 0) return 0;
-  Tensor O = A.t().to(torch::kFloat64).matmul(B.to(torch::kFloat64));
-  return O.pow(2).sum().item<double>();
 }
 
 }  // namespace dpft::project

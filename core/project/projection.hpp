@@ -4,7 +4,7 @@
 // Convention: per-sample gradients are ROWS. Gs (N, p) holds the synthetic gradients g_i (the
 // paper's G = Gs^T, p x N); Hs (M, p) the private gradients h_j of the Poisson batch (H = Hs^T).
 //
-// PE-SGD (Wang et al., ICLR 2026, "PE-SGD", Sec. 4, Eq. 1-3, Alg. 1 line 8-9 and Alg. 3):
+// PE-SGD (Zou et al., ICLR 2026, "PE-SGD", Sec. 4, Eq. 1-3, Alg. 1 line 8-9 and Alg. 3):
 //   Z = (G^T G + eta I)^-1 G^T H                         (N, M)   Eq. 2 with footnote 1's eta
 //   Z_j <- Z_j / ||Z_j||  (normalize)  or  Z_j * min(1, C / ||Z_j||)  (clip)      Alg. 3
 //   z  = sum_j Z_j + N(0, (sigma s)^2 I_N),  s = 1 (normalize) or C (clip)        Alg. 1 line 8
@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/privacy/modes.hpp"
 #include "core/privacy/noise.hpp"
 
 namespace dpft::project {
@@ -55,18 +56,20 @@ class GramSolver {
   bool eig_ = false;
 };
 
-// Per-column sensitivity control of X (n, M): "normalize" X_j / ||X_j|| (a zero column stays
-// zero) or "clip" X_j min(1, C / ||X_j||). A column with a NaN or Inf (a private example whose
+// Per-column sensitivity control of X (n, M): kUnitNorm X_j / ||X_j|| (a zero column stays
+// zero) or kClip X_j min(1, C / ||X_j||). A column with a NaN or Inf (a private example whose
 // gradient is not finite) becomes zero. Returns the scaled X (same dtype).
-torch::Tensor scale_columns(const torch::Tensor& X, const std::string& sensitivity, double C);
-// The bound on each scaled column's norm: 1 (normalize) or C (clip).
-double column_bound(const std::string& sensitivity, double C);
+using privacy::ColumnScaling;
+using privacy::NoisePlacement;
+torch::Tensor scale_columns(const torch::Tensor& X, ColumnScaling scaling, double C);
+// The bound on each scaled column's norm: 1 (kUnitNorm) or C (kClip).
+double column_bound(ColumnScaling scaling, double C);
 
 struct NoiseOptions {
-  double sigma = 0;                       // noise multiplier
-  std::string sensitivity = "normalize";  // normalize | clip
-  double clip_norm = 1;                   // C for clip
-  double divisor = 1;                     // q N or the realised batch size
+  double sigma = 0;                                  // noise multiplier
+  ColumnScaling scaling = ColumnScaling::kUnitNorm;  // the columns' sensitivity control
+  double clip_norm = 1;                              // C for kClip
+  double divisor = 1;                                // q N or the realised batch size
 };
 
 struct ProjectionResult {
@@ -87,7 +90,7 @@ double clipped_fraction(const ProjectionResult& r);
 
 // PE-SGD with a noise placement: coefficients | inner_product | private_gradient.
 ProjectionResult pe_project(const torch::Tensor& Gs, const torch::Tensor& Hs,
-                            const GramSolver& solver, const std::string& placement,
+                            const GramSolver& solver, NoisePlacement placement,
                             const NoiseOptions& o, privacy::NoiseSource& noise);
 
 // InPro: G (sum of normalised columns of G^T H + noise) / divisor.
@@ -123,10 +126,5 @@ std::pair<double, double> gep_noise_stds(const GepOptions& g, double sigma);
 // SampleSelection (Alg. 3): p = softmax(|z|); `count` distinct indices drawn one after another
 // with probability proportional to p among those not yet drawn (sampling without replacement).
 std::vector<int64_t> sample_selection(const torch::Tensor& z, int64_t count, uint64_t seed);
-
-// Diagnostics (analysis only). Principal angles (degrees, ascending) between the column spans
-// of two orthonormal bases A (p, a), B (p, b); and the overlap sum_j s_j^2 of A^T B.
-torch::Tensor principal_angles_deg(const torch::Tensor& A, const torch::Tensor& B);
-double subspace_overlap(const torch::Tensor& A, const torch::Tensor& B);
 
 }  // namespace dpft::project

@@ -18,45 +18,20 @@
 
 namespace dpft::report {
 
-namespace {
-
 using json = nlohmann::json;
 
-// Row order of the PE-SGD paper's tables; other labels follow alphabetically.
-const std::vector<std::string> kLabelOrder = {"SGD",
-                                              "SFT",
-                                              "DP-SGD",
-                                              "SFT+DP-SGD",
-                                              "PDP-SGD",
-                                              "GEP",
-                                              "GEP-NoResidual",
-                                              "InPro",
-                                              "PE-SGD-FixSample",
-                                              "PE-SGD"};
+namespace {
+
 constexpr const char* kBaseLabel = "Base Model";
-constexpr const char* kSftLabel = "SFT";  // eval.sft of SFT+DP-SGD runs (before any DP step)
 
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
+// Index in `order` (case-insensitive), or order.size() for another label.
+size_t label_rank(const std::string& label, const std::vector<std::string>& order) {
+  for (size_t i = 0; i < order.size(); ++i)
+    if (to_lower(order[i]) == to_lower(label)) return i;
+  return order.size();
 }
 
-// Index in kLabelOrder (case-insensitive), or kLabelOrder.size() for another label.
-size_t label_rank(const std::string& label) {
-  for (size_t i = 0; i < kLabelOrder.size(); ++i)
-    if (lower(kLabelOrder[i]) == lower(label)) return i;
-  return kLabelOrder.size();
-}
-
-bool label_less(const std::string& a, const std::string& b) {
-  return std::make_tuple(label_rank(a), a) < std::make_tuple(label_rank(b), b);
-}
-
-// "dp-sgd" -> "DP-SGD": a known label in its canonical spelling; others unchanged.
-std::string canonical_label(const std::string& label) {
-  size_t r = label_rank(label);
-  return r < kLabelOrder.size() ? kLabelOrder[r] : label;
-}
+}  // namespace
 
 // j[k0][k1]..., or nullptr where a key is missing or a level is not an object.
 const json* find(const json& j, std::initializer_list<const char*> path) {
@@ -81,6 +56,8 @@ std::optional<double> number_at(const json& j, std::initializer_list<const char*
   if (v && v->is_number()) return v->get<double>();
   return std::nullopt;
 }
+
+namespace {
 
 bool is_inf_string(const json* v) {
   return v && v->is_string() && v->get<std::string>() == "inf";
@@ -130,7 +107,7 @@ std::optional<RunRecord> read_run(const fs::path& dir, std::string* skip_reason)
   r.dir = dir;
   auto label = string_at(m, {"run", "label"});
   if (!label || label->empty()) label = string_at(m, {"run", "method"});
-  r.label = canonical_label(label.value_or("?"));
+  r.label = label.value_or("?");
   r.dataset = dataset_name(m);
   r.eps = run_eps(m);
   if (const json* s = find(m, {"run", "seed"}); s && s->is_number_integer())
@@ -140,14 +117,7 @@ std::optional<RunRecord> read_run(const fs::path& dir, std::string* skip_reason)
   return r;
 }
 
-using ColKey = std::pair<std::string, double>;  // (dataset, eps)
-
-// The raw values of one block: label -> column -> one value per run.
-struct Collected {
-  std::string key, title;
-  std::map<std::string, std::map<ColKey, std::vector<double>>> by_label;
-  std::map<std::string, std::vector<double>> base_by_dataset;  // table 1 only
-};
+}  // namespace
 
 // Warn about groups that pool different configurations or repeat a seed: their std would
 // not be a spread over seeds of one configuration.
@@ -171,7 +141,8 @@ void check_groups(const std::vector<RunRecord>& runs) {
   }
 }
 
-Table assemble(const std::string& caption, const std::vector<Collected>& blocks) {
+Table assemble(const std::string& caption, const std::vector<Collected>& blocks,
+               const std::vector<std::string>& row_order) {
   std::set<ColKey> keys;  // datasets alphabetically, then eps ascending (inf is largest)
   for (const auto& b : blocks)
     for (const auto& [label, cols] : b.by_label)
@@ -194,7 +165,10 @@ Table assemble(const std::string& caption, const std::vector<Collected>& blocks)
     }
     std::vector<std::string> labels;
     for (const auto& [label, cols] : b.by_label) labels.push_back(label);
-    std::sort(labels.begin(), labels.end(), label_less);
+    std::sort(labels.begin(), labels.end(), [&](const std::string& a, const std::string& b) {
+      return std::make_tuple(label_rank(a, row_order), a) <
+             std::make_tuple(label_rank(b, row_order), b);
+    });
     for (const auto& label : labels) {
       Row row{label, {}, false};
       const auto& cols = b.by_label.at(label);
@@ -213,98 +187,11 @@ std::string no_runs_error(const std::string& table, const std::string& what) {
   return fmt::format("report {}: no run has {}", table, what);
 }
 
-Table table1(const std::vector<RunRecord>& runs) {
-  Collected loss{"loss", "Next Token Prediction Loss (↓)", {}, {}};
-  Collected acc{"accuracy", "Next Token Prediction Accuracy (↑)", {}, {}};
-  for (const auto& r : runs) {
-    auto fl = number_at(r.metrics, {"eval", "final", "loss"});
-    if (!fl) {
-      spdlog::warn("skipped {}: eval.final.loss is missing or null (no eval set, or NaN)",
-                   r.dir.string());
-      continue;
-    }
-    ColKey k{r.dataset, r.eps};
-    loss.by_label[r.label][k].push_back(*fl);
-    if (auto fa = number_at(r.metrics, {"eval", "final", "accuracy"}))
-      acc.by_label[r.label][k].push_back(*fa);
-    if (r.label == "SFT+DP-SGD") {  // Table 9's "SFT" row: the model after its SFT stage
-      if (auto sl = number_at(r.metrics, {"eval", "sft", "loss"}))
-        loss.by_label[kSftLabel][k].push_back(*sl);
-      if (auto sa = number_at(r.metrics, {"eval", "sft", "accuracy"}))
-        acc.by_label[kSftLabel][k].push_back(*sa);
-    }
-    if (auto bl = number_at(r.metrics, {"eval", "base", "loss"}))
-      loss.base_by_dataset[r.dataset].push_back(*bl);
-    if (auto ba = number_at(r.metrics, {"eval", "base", "accuracy"}))
-      acc.base_by_dataset[r.dataset].push_back(*ba);
-  }
-  if (loss.by_label.empty()) throw InputError(no_runs_error("pe-sgd-table1", "eval results"));
-  std::vector<Collected> blocks = {loss};
-  if (!acc.by_label.empty()) blocks.push_back(acc);
-  return assemble("Performance of the trained model (mean ± std over seeds)", blocks);
-}
-
-Table longtail(const std::vector<RunRecord>& runs) {
-  Collected d{"delta_loss_top10pct",
-              "Loss change (final - base) of the 10% samples with the highest base loss (↓)",
-              {},
-              {}};
-  for (const auto& r : runs) {
-    double delta;
-    try {
-      delta = longtail_delta(r.dir);
-    } catch (const InputError& e) {
-      spdlog::warn("skipped {}: {}", r.dir.string(), e.what());
-      continue;
-    }
-    d.by_label[r.label][{r.dataset, r.eps}].push_back(delta);
-  }
-  if (d.by_label.empty())
-    throw InputError(no_runs_error("pe-sgd-longtail", "a usable per_sample.jsonl"));
-  return assemble("Average loss change of the top 10% samples with the largest base-model loss",
-                  {d});
-}
-
-// Diagnostics keys in the paper's order, with their tables' titles; others follow by name.
-const std::vector<std::pair<std::string, std::string>> kDiagnostics = {
-    {"norm_std_over_mean", "STD / Mean of column norms (↓)"},
-    {"norm_min_over_max", "Min / Max of column norms (↑)"},
-    {"overlap_g_h", "Overlap of synthetic and private gradient subspaces (↑)"},
-    {"cosine_mean", "cosine_mean"},
-    {"l2_mean", "l2_mean"},
-    {"principal_angle_mean_deg", "principal_angle_mean_deg"}};
-
-Table diagnostics(const std::vector<RunRecord>& runs) {
-  std::map<std::string, Collected> by_key;
-  for (const auto& r : runs) {
-    const json* d = find(r.metrics, {"diagnostics"});
-    if (!d || !d->is_object()) continue;  // only projection methods have diagnostics
-    for (const auto& [key, v] : d->items())
-      if (v.is_number())
-        by_key[key].by_label[r.label][{r.dataset, r.eps}].push_back(v.get<double>());
-  }
-  if (by_key.empty()) throw InputError(no_runs_error("pe-sgd-diagnostics", "a diagnostics block"));
-  std::vector<Collected> blocks;
-  for (const auto& [key, title] : kDiagnostics) {
-    auto it = by_key.find(key);
-    if (it == by_key.end()) continue;
-    it->second.key = key;
-    it->second.title = title == key ? key : key + ": " + title;
-    blocks.push_back(it->second);
-    by_key.erase(it);
-  }
-  for (auto& [key, c] : by_key) {
-    c.key = c.title = key;
-    blocks.push_back(c);
-  }
-  return assemble("Projection diagnostics (mean over steps; mean ± std over seeds)", blocks);
-}
-
 // Learning-rate selection: final eval loss per label and (dataset, lr, eps), the lr folded
 // into the column's dataset name ("pubmed lr=0.001"); the caption names the lr with the lowest
 // mean loss for each (label, dataset, eps). Meant for runs evaluated on a held-out validation
 // set (data.eval.exclude_train), never on the test set.
-Table lr_select(std::vector<RunRecord> runs) {
+Table lr_select(std::vector<RunRecord> runs, const TableDef& def) {
   struct Best {
     double lr = 0, loss = kInf;
   };
@@ -337,10 +224,8 @@ Table lr_select(std::vector<RunRecord> runs) {
                            format_eps(std::get<2>(key), "csv"), b.lr);
   }
   caption.pop_back();
-  return assemble(caption, {loss});
+  return assemble(caption, {loss}, def.row_order);
 }
-
-}  // namespace
 
 LoadedRuns load_runs(const std::vector<fs::path>& dirs) {
   std::vector<std::string> names;
@@ -396,12 +281,6 @@ Stat summarize(const std::vector<double>& xs) {
   return s;
 }
 
-const std::vector<std::string>& table_names() {
-  static const std::vector<std::string> names = {"pe-sgd-table1", "pe-sgd-longtail",
-                                                 "pe-sgd-diagnostics", "lr-select"};
-  return names;
-}
-
 const std::vector<std::string>& format_names() {
   static const std::vector<std::string> names = {"md", "csv", "latex"};
   return names;
@@ -416,18 +295,29 @@ void check_member(const char* flag, const std::string& value,
 }
 }  // namespace
 
-void check_names(const std::string& table, const std::string& format) {
-  check_member("--table", table, table_names());
+void check_format(const std::string& format) {
   check_member("--format", format, format_names());
 }
 
-Table build_table(const std::string& name, const std::vector<RunRecord>& runs) {
-  check_member("--table", name, table_names());
-  if (name == "lr-select") return lr_select(runs);  // groups differ in lr by design
-  check_groups(runs);
-  if (name == "pe-sgd-table1") return table1(runs);
-  if (name == "pe-sgd-longtail") return longtail(runs);
-  return diagnostics(runs);
+const TableDef& find_table(const std::vector<TableDef>& tables, const std::string& name) {
+  std::vector<std::string> names;
+  for (const TableDef& t : tables) {
+    if (t.name == name) return t;
+    names.push_back(t.name);
+  }
+  check_member("--table", name, names);  // throws
+  throw ConfigError("--table: no tables are registered");
+}
+
+std::string canonical_label(const std::string& label, const std::vector<std::string>& order) {
+  size_t r = label_rank(label, order);
+  return r < order.size() ? order[r] : label;
+}
+
+Table build_table(const TableDef& def, std::vector<RunRecord> runs) {
+  DPFT_CHECK(static_cast<bool>(def.build), "report table {} has no builder", def.name);
+  for (RunRecord& r : runs) r.label = canonical_label(r.label, def.row_order);
+  return def.build(runs, def);
 }
 
 double longtail_delta(const fs::path& run_dir) {
@@ -640,7 +530,7 @@ std::string render_latex(const Table& t) {
 }  // namespace
 
 std::string render(const Table& table, const std::string& format) {
-  check_member("--format", format, format_names());
+  check_format(format);
   if (format == "csv") return render_csv(table);
   if (format == "latex") return render_latex(table);
   return render_md(table);

@@ -1,16 +1,21 @@
-// `dpft report`: tables of finished runs in the layout of the PE-SGD paper (Table 1: loss and
-// accuracy; Table 2: loss change of the 10% hardest eval samples; Tables 5 and 13: projection
-// diagnostics). Runs are directories holding a metrics.json (docs/outputs.md); they are grouped
-// by (label, dataset, epsilon), and each cell is the mean and sample standard deviation (n-1)
-// over the group's runs (normally one per seed). Rendered as Markdown, CSV or LaTeX.
+// `dpft report`: tables of finished runs in the layout of a paper's tables. Runs are
+// directories holding a metrics.json (docs/outputs.md); they are grouped by (label, dataset,
+// epsilon), and each cell is the mean and sample standard deviation (n-1) over the group's runs
+// (normally one per seed). Rendered as Markdown, CSV or LaTeX.
 //
 //   load_runs   finds run directories under DIRs; skips (with a warning) those not `ok`
-//   build_table groups and aggregates the runs into a Table
+//   TableDef    one table: its name, row order and builder. Each paper's folder in methods/
+//               contributes its tables (e.g. methods/pe_sgd/report_tables.cpp), listed by
+//               methods/tables.cpp; this file knows none of them.
+//   build_table labels in the table's spelling, then its builder (assemble() does the
+//               grouping and aggregation)
 //   render      formats a Table
 #pragma once
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <functional>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <optional>
@@ -26,7 +31,7 @@ inline constexpr double kInf = std::numeric_limits<double>::infinity();
 // One finished run, as the report needs it.
 struct RunRecord {
   fs::path dir;
-  std::string label;    // run.label, else run.method; known labels in their canonical spelling
+  std::string label;    // run.label, else run.method (build_table spells it as its table does)
   std::string dataset;  // run.dataset_name, else the name of the directory of run.dataset
   double eps = kInf;    // the column: privacy.target_epsilon (inf when null, absent or when the
                         // run spent epsilon inf, i.e. released without noise)
@@ -79,17 +84,63 @@ struct Table {
   std::vector<Block> blocks;
 };
 
-// pe-sgd-table1, pe-sgd-longtail, pe-sgd-diagnostics, lr-select (final eval loss per label
-// and learning rate, columns "<dataset> lr=<lr>"; the caption names each row's best lr).
-const std::vector<std::string>& table_names();
+// One table of `dpft report --table NAME`.
+struct TableDef {
+  std::string name;                    // e.g. pe-sgd-table1
+  std::string summary;                 // one line for --help and docs
+  std::vector<std::string> row_order;  // labels in the paper's row order, canonical spelling;
+                                       // other labels follow alphabetically
+  // Builds the table from the runs (labels already canonical). InputError when no run has what
+  // the table needs; runs lacking it are skipped with a warning.
+  std::function<Table(const std::vector<RunRecord>& runs, const TableDef& def)> build;
+};
+
+// The table named `name`; ConfigError listing the registered names otherwise.
+const TableDef& find_table(const std::vector<TableDef>& tables, const std::string& name);
+// "dp-sgd" -> "DP-SGD": a label of `order` in its spelling there (case-insensitive); others
+// unchanged.
+std::string canonical_label(const std::string& label, const std::vector<std::string>& order);
+// The runs' labels canonical for def.row_order, then def.build.
+Table build_table(const TableDef& def, std::vector<RunRecord> runs);
+
 // md, csv, latex.
 const std::vector<std::string>& format_names();
-// ConfigError naming the flag and the valid values for an unknown table or format.
-void check_names(const std::string& table, const std::string& format);
-// ConfigError listing the valid names for an unknown one; InputError when no run has what the
-// table needs (eval results, per_sample.jsonl, a diagnostics block). Runs lacking it are
-// skipped with a warning (diagnostics: silently, as only projection methods have it).
-Table build_table(const std::string& name, const std::vector<RunRecord>& runs);
+// ConfigError naming --format and the valid values for an unknown format.
+void check_format(const std::string& format);
+
+// --- Building blocks of table builders ---------------------------------------------------
+
+// j[k0][k1]..., or nullptr where a key is missing or a level is not an object.
+const nlohmann::json* find(const nlohmann::json& j, std::initializer_list<const char*> path);
+std::optional<std::string> string_at(const nlohmann::json& j,
+                                     std::initializer_list<const char*> path);
+std::optional<double> number_at(const nlohmann::json& j, std::initializer_list<const char*> path);
+
+using ColKey = std::pair<std::string, double>;  // (dataset, eps)
+
+// The raw values of one block: label -> column -> one value per run.
+struct Collected {
+  std::string key, title;
+  std::map<std::string, std::map<ColKey, std::vector<double>>> by_label;
+  std::map<std::string, std::vector<double>> base_by_dataset;  // a "Base Model" row (mean only)
+};
+
+// Columns: every (dataset, eps) of the blocks, datasets alphabetically, eps ascending (inf
+// last); rows: the base row first, then labels in row_order, then the others alphabetically.
+Table assemble(const std::string& caption, const std::vector<Collected>& blocks,
+               const std::vector<std::string>& row_order);
+
+// "report <table>: no run has <what>" (the InputError text of a table without data).
+std::string no_runs_error(const std::string& table, const std::string& what);
+
+// Warns about groups that pool different configurations (config_hash) or repeat a seed: their
+// std would not be a spread over seeds of one configuration.
+void check_groups(const std::vector<RunRecord>& runs);
+
+// Learning-rate selection: final eval loss per label and (dataset, lr, eps), columns
+// "<dataset> lr=<lr>"; the caption names the lr with the lowest mean loss for each (label,
+// dataset, eps). Meant for runs evaluated on a held-out validation set, never the test set.
+Table lr_select(std::vector<RunRecord> runs, const TableDef& def);
 
 // Mean over the ceil(10%) samples with the highest base loss of (final loss - base loss), from
 // the run's per_sample.jsonl (the last line wins for a repeated (model, index)); ties in base

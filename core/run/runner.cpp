@@ -4,17 +4,17 @@
 
 #include <chrono>
 
+#include "core/privacy/ledger_options.hpp"
 #include "core/run/run_context.hpp"
 #include "core/run/run_dir.hpp"
-#include "core/train/setup.hpp"
 #include "core/util/atomic_file.hpp"
+#include "core/util/clock.hpp"
 #include "core/util/error.hpp"
 #include "core/util/git_commit.hpp"
 #include "core/util/log.hpp"
 #include "core/util/signals.hpp"
 #include "core/util/system.hpp"
 #include "dpft/build_info.hpp"
-#include "methods/method.hpp"
 
 namespace dpft {
 
@@ -39,9 +39,9 @@ nlohmann::json identity(const Spec& spec, const RunDir& dir) {
   return {{"name", spec.name},
           {"run_id", dir.run_id()},
           {"method", spec.method.name},
-          {"label", !spec.label.empty() ? spec.label
-                    : spec.method.impl  ? spec.method.impl->label()
-                                        : spec.method.name},
+          {"label", !spec.label.empty()          ? spec.label
+                    : !spec.method.label.empty() ? spec.method.label
+                                                 : spec.method.name},
           {"dataset", spec.data.train.path},
           {"model", spec.model.path.empty() ? "embedded-default" : spec.model.path},
           {"seed", spec.seed},
@@ -49,15 +49,6 @@ nlohmann::json identity(const Spec& spec, const RunDir& dir) {
 }
 
 }  // namespace
-
-privacy::LedgerOptions ledger_options(const Spec& spec) {
-  privacy::LedgerOptions lo;
-  lo.accountant = spec.privacy.accountant;
-  lo.delta = spec.privacy.delta;
-  lo.target_epsilon = spec.privacy.epsilon;
-  lo.accountant_options.eps_error = spec.privacy.eps_error;
-  return lo;
-}
 
 void check_executable(const Spec& spec) {
   DPFT_CHECK_AS(ConfigError, spec.device == "cpu",
@@ -69,8 +60,8 @@ void check_executable(const Spec& spec) {
                 spec.model.dtype);
 }
 
-RunResult run_experiment(const Spec& spec, const RunOptions& opts) {
-  DPFT_CHECK(spec.method.impl != nullptr, "spec has no configured method");
+RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptions& opts) {
+  DPFT_CHECK(hooks.plan && hooks.run, "run_experiment: the method's hooks are missing");
   const bool resume = !opts.resume_dir.empty();
   try {
     check_executable(spec);
@@ -80,11 +71,7 @@ RunResult run_experiment(const Spec& spec, const RunOptions& opts) {
     // it there, as it began.
     spdlog::warn("{}; this run began on the CPU in float32 and continues there", e.what());
   }
-  // Refuse a plan over budget before anything is created or released.
-  privacy::PrivacyLedger ledger(ledger_options(spec));
-  PlanInputs plan_in;
-  plan_in.dataset_size = train::count_train_examples(spec);
-  if (!resume) ledger.check_plan(spec.method.impl->planned_releases(spec, plan_in));
+  privacy::PrivacyLedger ledger(privacy::ledger_options(spec.privacy));
   if (resume) {  // a finished run has nothing to continue
     std::filesystem::path prev = std::filesystem::path(opts.resume_dir) / "metrics.json";
     nlohmann::json m = std::filesystem::exists(prev)
@@ -95,6 +82,10 @@ RunResult run_experiment(const Spec& spec, const RunOptions& opts) {
           fmt::format("run {} already finished (status ok); start a new run instead of resuming it",
                       opts.resume_dir));
   }
+  // Load what the method needs and plan its releases, once; refuse a plan over budget before
+  // anything is created or released.
+  const std::vector<privacy::Release> plan = hooks.plan();
+  if (!resume) ledger.check_plan(plan);
   RunDir dir = resume ? RunDir::open(opts.resume_dir)
                       : RunDir::create(opts.out_dir.empty() ? spec.output.dir : opts.out_dir, spec);
   if (!resume) write_file_atomic(dir.file("config.resolved.yaml"), spec_to_yaml_string(spec));
@@ -114,7 +105,7 @@ RunResult run_experiment(const Spec& spec, const RunOptions& opts) {
       {"schema", kMetricsSchema}, {"status", "running"}, {"run", identity(spec, dir)}};
   auto t0 = std::chrono::steady_clock::now();
   auto finish = [&](const std::string& status, int exit_code, const std::string& error) {
-    double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double total = seconds_since(t0);
     metrics["status"] = status;
     nlohmann::json priv = ledger.to_json();  // the ledger's numbers, plus the method's settings
     if (metrics.contains("privacy") && metrics["privacy"].is_object())
@@ -138,7 +129,7 @@ RunResult run_experiment(const Spec& spec, const RunOptions& opts) {
   dir.event("start", {{"method", spec.method.name}, {"seed", spec.seed}});
   RunContext ctx{spec, dir, ledger, resume, opts.stop_after};
   try {
-    nlohmann::json block = spec.method.impl->run(ctx);
+    nlohmann::json block = hooks.run(ctx);
     if (block.is_object()) metrics.update(block);
   } catch (const Error& e) {
     finish("failed", e.exit_code(), e.what());

@@ -1,10 +1,16 @@
-// Executes one experiment: run directory, resolved config, manifest, log file, the method,
-// metrics.json; maps interruption (SIGINT/SIGTERM) and failures to a recorded status.
+// Executes one experiment: run directory, resolved config, manifest, log file, the method (as
+// hooks: core knows no method; methods/run.hpp supplies them), metrics.json; maps interruption
+// (SIGINT/SIGTERM) and failures to a recorded status.
 #pragma once
+#include <nlohmann/json.hpp>
+
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "core/config/spec.hpp"
 #include "core/privacy/ledger.hpp"
+#include "core/run/run_context.hpp"
 
 namespace dpft {
 
@@ -21,17 +27,23 @@ struct RunResult {
   std::string status;  // ok | interrupted | stopped (--stop-after; resume later)
 };
 
-RunResult run_experiment(const Spec& spec, const RunOptions& opts);
+// What the runner needs from the methods layer (methods/run.hpp builds it from the registry).
+struct RunHooks {
+  // Called once, before the run directory is created (or reopened): loads what the method needs
+  // and returns the DP releases the whole run will make; a fresh run whose plan exceeds
+  // privacy.epsilon is refused here, before anything is written or released.
+  std::function<std::vector<privacy::Release>()> plan;
+  // The method itself; returns its blocks for metrics.json. Every release goes to ctx.ledger.
+  std::function<nlohmann::json(RunContext&)> run;
+};
 
-// Throws ConfigError when this build cannot execute the spec as written: every method runs on
-// the CPU in float32 today, so `device: cuda[:N]` is refused rather than silently run on the
-// CPU, and so is a `model.dtype` other than float32. Called by run_experiment (not when
-// resuming: a run started by an older dpft that accepted such a spec ran on the CPU and
-// continues there, with a warning) and by `dpft run --dry-run`; `dpft config validate` warns.
+RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptions& opts);
+
+// Throws ConfigError when this build cannot execute the spec as written (settings parsed but
+// not implemented: `device: cuda[:N]`, a `model.dtype` other than float32). Called by
+// run_experiment for a fresh run (a resumed run whose spec has them continues on the CPU in
+// float32, with a warning) and by `dpft run --dry-run`; `dpft config validate` warns.
 void check_executable(const Spec& spec);
-
-// The ledger settings of a spec's privacy block (accountant, delta, target epsilon, eps_error).
-privacy::LedgerOptions ledger_options(const Spec& spec);
 
 // The manifest fields that do not depend on the run's outcome.
 nlohmann::json base_manifest(const Spec& spec, const std::string& command_line);

@@ -9,6 +9,7 @@
 
 #include "core/tokenizer/chat.hpp"
 #include "core/tokenizer/unicode.hpp"
+#include "core/util/clock.hpp"
 #include "core/util/error.hpp"
 
 namespace dpft::synth {
@@ -142,7 +143,7 @@ std::vector<std::string> SyntheticGenerator::run(const std::vector<std::string>&
   }
   if (was_training) model_->train();
   stats.samples += static_cast<int64_t>(prompts.size());
-  stats.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  stats.seconds += seconds_since(t0);
   return out;
 }
 

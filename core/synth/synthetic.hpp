@@ -1,4 +1,4 @@
-// Synthetic-data generation for PE-SGD (Wang et al., ICLR 2026, Alg. 1 lines 1 and 10, Alg. 3
+// Synthetic-data generation for PE-SGD (Zou et al., ICLR 2026, Alg. 1 lines 1 and 10, Alg. 3
 // SynDataGeneration; prompts of Table 4, Appendix C.2; RANDOM_API / VARIATIONAL_API as named by
 // Xie et al. 2024, Aug-PE).
 //

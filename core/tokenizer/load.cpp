@@ -441,11 +441,6 @@ TokenizerParts parts_from_tiktoken(const fs::path& file, const std::string& fami
   return p;
 }
 
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 std::string detect_tiktoken_family(const fs::path& file, const json* config) {
   if (config && config->is_object()) {
     std::string cls =
@@ -460,7 +455,7 @@ std::string detect_tiktoken_family(const fs::path& file, const json* config) {
       return "llama3";
     if (dump.find("<|im_start|>") != std::string::npos) return "qwen2";
   }
-  std::string name = lower(file.filename().string());
+  std::string name = to_lower(file.filename().string());
   if (name.find("qwen") != std::string::npos) return "qwen2";
   if (name.find("llama") != std::string::npos || name == "tokenizer.model") return "llama3";
   throw InputError(

@@ -1,9 +1,10 @@
 #include "core/train/dp_settings.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/privacy/calibrate.hpp"
-#include "core/run/runner.hpp"
+#include "core/privacy/ledger_options.hpp"
 #include "core/util/error.hpp"
 
 namespace dpft::train {
@@ -12,19 +13,32 @@ privacy::Release DpSettings::release(int64_t count) const {
   return {"train", sigma, q, count};
 }
 
+double DpSettings::noise_std() const {
+  if (noise_std_override) return *noise_std_override;
+  return sigma * (std::isfinite(clip_norm) ? clip_norm : 0.0);
+}
+
+double DpSettings::divisor_for(int64_t realized_batch) const {
+  return divisor == privacy::NoiseDivisor::kRealized
+             ? static_cast<double>(std::max<int64_t>(realized_batch, 1))
+             : expected_batch();
+}
+
 nlohmann::json DpSettings::to_json() const {
   nlohmann::json clip =
       std::isfinite(clip_norm) ? nlohmann::json(clip_norm) : nlohmann::json("inf");
-  return {{"noise_multiplier", sigma},
-          {"sigma_source", sigma_source},
-          {"sampling_rate", q},
-          {"steps", steps},
-          {"dataset_size", dataset_size},
-          {"expected_batch_size", expected_batch()},
-          {"clip_norm", clip},
-          {"clipping", clipping},
-          {"noise_divisor", divisor},
-          {"noise_std", sigma * (std::isfinite(clip_norm) ? clip_norm : 0.0)}};
+  nlohmann::json j = {{"noise_multiplier", sigma},
+                      {"sigma_source", sigma_source},
+                      {"sampling_rate", q},
+                      {"steps", steps},
+                      {"dataset_size", dataset_size},
+                      {"expected_batch_size", expected_batch()},
+                      {"clip_norm", clip},
+                      {"clipping", privacy::name_of(clipping)},
+                      {"noise_divisor", privacy::name_of(divisor)},
+                      {"noise_std", noise_std()}};
+  if (noise_std_residual > 0) j["noise_std_residual"] = noise_std_residual;
+  return j;
 }
 
 DpSettings resolve_dp(const Spec& spec, int64_t n) {
@@ -44,7 +58,8 @@ DpSettings resolve_dp(const Spec& spec, int64_t n) {
     s.sigma = *p.noise_multiplier;
     s.sigma_source = s.sigma > 0 ? "given" : "non-private";
   } else if (p.epsilon && std::isfinite(*p.epsilon)) {
-    auto acc = privacy::make_accountant(p.accountant, ledger_options(spec).accountant_options);
+    auto acc =
+        privacy::make_accountant(p.accountant, privacy::ledger_options(p).accountant_options);
     s.sigma = privacy::calibrate_sigma(*acc, s.q, s.steps, *p.epsilon, p.delta).sigma;
     s.sigma_source = "calibrated";
   } else {
@@ -56,11 +71,6 @@ DpSettings resolve_dp(const Spec& spec, int64_t n) {
         "privacy.clip_norm: inf (no clipping) leaves the sensitivity unbounded; set a finite "
         "clip_norm, or make the run non-private (privacy.epsilon: inf)");
   return s;
-}
-
-std::vector<privacy::Release> planned_step_releases(const Spec& spec, int64_t dataset_size) {
-  if (dataset_size <= 0) return {};
-  return {resolve_dp(spec, dataset_size).release(spec.train.steps)};
 }
 
 }  // namespace dpft::train

@@ -4,10 +4,15 @@
 // C and mode, and the noise divisor. Abadi et al. 2016, Alg. 1: g~ = (sum_b clip_C(g_b) + N(0,
 // sigma^2 C^2 I)) / L, with L = q N ("expected", the lot size the analysis assumes) or the
 // realised batch size ("realized", as the PE-SGD reference code does).
+//
+// DpSettings is the one source of sigma, q, C, the divisor and the noise std that every method
+// uses and that metrics.json reports: resolved (sigma calibrated) once per run, by the method's
+// plan (methods/method.hpp), from the tokenised private set's size.
 #pragma once
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,15 +22,24 @@
 namespace dpft::train {
 
 struct DpSettings {
-  double sigma = 0;                  // noise multiplier; 0 = no noise (eps = inf)
-  double q = 1;                      // Poisson sampling rate
-  double clip_norm = 1;              // C; inf = no clipping (only without noise)
-  std::string clipping = "clip";     // clip | normalize
-  std::string divisor = "expected";  // expected | realized
-  int64_t dataset_size = 0;          // N
-  int64_t steps = 0;                 // T
-  std::string sigma_source;          // "given" | "calibrated" | "non-private"
+  double sigma = 0;      // noise multiplier; 0 = no noise (eps = inf)
+  double q = 1;          // Poisson sampling rate
+  double clip_norm = 1;  // C; inf = no clipping (only without noise)
+  privacy::Clipping clipping = privacy::Clipping::kClip;
+  privacy::NoiseDivisor divisor = privacy::NoiseDivisor::kExpected;
+  int64_t dataset_size = 0;  // N
+  int64_t steps = 0;         // T
+  std::string sigma_source;  // "given" | "calibrated" | "non-private"
+  // Std of each noise coordinate: sigma times the bound on one example's contribution to the
+  // noised sum; sigma C (per-sample clipping) unless a method whose noised space has another
+  // bound sets it (PE-SGD normalize: sigma; GEP: sigma sqrt(2) C1). The projection loop checks
+  // that the noise it drew has this std.
+  std::optional<double> noise_std_override;
+  double noise_std_residual = 0;  // GEP with residual: std on the residual (0: no second part)
+  double noise_std() const;
   double expected_batch() const { return q * static_cast<double>(dataset_size); }
+  // What a noised sum of `realized_batch` examples is divided by: q N or max(|B|, 1).
+  double divisor_for(int64_t realized_batch) const;
   privacy::Release release(int64_t count = 1) const;  // one step's release, for the ledger
   nlohmann::json to_json() const;
 };
@@ -33,10 +47,5 @@ struct DpSettings {
 // q = privacy.sampling_rate, or train.batch_size / N (capped at 1). Throws ConfigError when
 // N = 0, when clip_norm is inf with noise, or when the target cannot be met.
 DpSettings resolve_dp(const Spec& spec, int64_t dataset_size);
-
-// The plan of every method that releases one subsampled Gaussian per step (dp-sgd and the
-// projection methods): T = train.steps releases of resolve_dp's settings; {} when the data set's
-// size is unknown (<= 0).
-std::vector<privacy::Release> planned_step_releases(const Spec& spec, int64_t dataset_size);
 
 }  // namespace dpft::train

@@ -5,16 +5,11 @@
 #include <optional>
 
 #include "core/util/error.hpp"
+#include "core/util/shape.hpp"
 
 namespace dpft::train {
 
 namespace {
-
-std::string shape_str(at::IntArrayRef s) {
-  std::string r = "(";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + (s.size() == 1 ? ",)" : ")");
-}
 
 torch::Tensor cpu_copy(const torch::Tensor& t) {
   return t.detach().to(torch::kCPU).clone().contiguous();

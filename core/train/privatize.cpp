@@ -5,24 +5,19 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/util/clock.hpp"
 #include "core/util/error.hpp"
 
 namespace dpft::train {
 
-namespace {
-double since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-}  // namespace
-
-torch::Tensor clip_weights(const torch::Tensor& norms, double C, const std::string& clipping) {
-  if (clipping == "normalize") return C / (norms + kNormalizeGamma);
+torch::Tensor clip_weights(const torch::Tensor& norms, double C, privacy::Clipping clipping) {
+  if (clipping == privacy::Clipping::kAutoClip) return C / (norms + privacy::kAutoClipGamma);
   if (!std::isfinite(C)) return torch::ones_like(norms);
   // min(1, C / ||g||), with ||g|| = 0 -> 1
   return torch::where(norms > C, C / norms.clamp_min(1e-30), torch::ones_like(norms));
 }
 
-std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const data::LmDataset& ds,
+std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const lm::LmDataset& ds,
                                        const std::vector<int64_t>& rows, int64_t micro_batch,
                                        int64_t pad_id, const DpSettings& dp, BatchStats* stats,
                                        std::vector<torch::Tensor>* unclipped) {
@@ -38,7 +33,7 @@ std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const data::Lm
   for (size_t i = 0; i < rows.size(); i += static_cast<size_t>(micro_batch)) {
     std::vector<int64_t> chunk(rows.begin() + i,
                                rows.begin() + std::min(rows.size(), i + micro_batch));
-    data::LmBatch b = data::collate(ds, chunk, pad_id);
+    lm::LmBatch b = lm::collate(ds, chunk, pad_id);
     torch::Tensor losses = psg.compute(b.input_ids, b.attention_mask, b.labels);
     torch::Tensor norms = psg.sq_norms().sqrt();
     if (!torch::isfinite(norms).all().item<bool>()) {
@@ -57,7 +52,7 @@ std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const data::Lm
           chunk.size() - kept.size());
       if (kept.empty()) continue;
       chunk = kept;
-      b = data::collate(ds, chunk, pad_id);
+      b = lm::collate(ds, chunk, pad_id);
       losses = psg.compute(b.input_ids, b.attention_mask, b.labels);
       norms = psg.sq_norms().sqrt();
       DPFT_CHECK(torch::isfinite(norms).all().item<bool>(),
@@ -81,7 +76,7 @@ std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const data::Lm
     stats->loss = loss / n;
     stats->grad_norm_mean = norm_sum / n;
     stats->clipped_fraction = static_cast<double>(clipped) / n;
-    stats->grad_seconds += since(t0);
+    stats->grad_seconds += seconds_since(t0);
   }
   return sum;
 }
@@ -92,7 +87,7 @@ double noise_and_scale(std::vector<torch::Tensor>& grads, const DpSettings& dp,
   auto t0 = std::chrono::steady_clock::now();
   double sq = 0;
   if (dp.sigma > 0) {
-    double std = dp.sigma * dp.clip_norm;
+    const double std = dp.noise_std();  // sigma C
     for (auto& g : grads) {
       torch::Tensor z = noise.normal(g.sizes(), std, torch::kFloat32);
       if (noise_norm) sq += z.to(torch::kFloat64).pow(2).sum().item<double>();
@@ -100,19 +95,10 @@ double noise_and_scale(std::vector<torch::Tensor>& grads, const DpSettings& dp,
     }
   }
   if (noise_norm) *noise_norm = std::sqrt(sq);
-  double div = dp.divisor == "realized" ? static_cast<double>(std::max<int64_t>(realized_batch, 1))
-                                        : dp.expected_batch();
+  const double div = dp.divisor_for(realized_batch);
   for (auto& g : grads) g.div_(div);
-  if (stats) stats->noise_seconds += since(t0);
+  if (stats) stats->noise_seconds += seconds_since(t0);
   return div;
-}
-
-DirectionError direction_error(const torch::Tensor& d, const torch::Tensor& ref) {
-  torch::Tensor a = d.to(torch::kFloat64), b = ref.to(torch::kFloat64);
-  DirectionError e;
-  e.l2 = (a - b).norm().item<double>();
-  e.cosine = (a.dot(b) / (a.norm() * b.norm()).clamp_min(1e-300)).item<double>();
-  return e;
 }
 
 }  // namespace dpft::train

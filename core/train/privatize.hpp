@@ -1,7 +1,8 @@
 // One logical batch of DP-SGD (Abadi et al. 2016, Alg. 1): per-sample gradients of the rows
 // drawn by the Poisson sampler, in physical micro-batches; each clipped to norm C,
 //   clip:      g_b * min(1, C / ||g_b||)                       (Abadi et al. 2016, Eq. "clip")
-//   normalize: g_b * C / (||g_b|| + gamma), gamma = 0.01        (Bu et al. 2023, AUTO-S)
+//   normalize: g_b * C / (||g_b|| + gamma), gamma = 0.01        (Bu et al. 2023, AUTO-S;
+//              Clipping::kAutoClip in core/privacy/modes.hpp)
 // summed (both keep ||.|| <= C, the sensitivity the noise is calibrated to); then Gaussian noise
 // N(0, sigma^2 C^2) per coordinate is added once, and the result divided by q N or by the
 // realised batch size. C = inf with sigma = 0 gives the plain sum (clip-only / no-clip runs).
@@ -12,13 +13,11 @@
 #include <vector>
 
 #include "core/grad/per_sample.hpp"
+#include "core/lm/examples.hpp"
 #include "core/privacy/noise.hpp"
 #include "core/train/dp_settings.hpp"
-#include "data/lm_dataset.hpp"
 
 namespace dpft::train {
-
-constexpr double kNormalizeGamma = 0.01;
 
 struct BatchStats {
   int64_t batch_size = 0;       // realised |B|
@@ -32,23 +31,15 @@ struct BatchStats {
 
 // Per-sample clipping weights w_b for norms (B): clip or normalize, as above.
 torch::Tensor clip_weights(const torch::Tensor& norms, double clip_norm,
-                           const std::string& clipping);
+                           privacy::Clipping clipping);
 
 // sum_b w_b g_b over `rows` of `ds` (micro-batches of at most `micro_batch` rows), one tensor
 // per trainable parameter (PerSampleGrads::params() order). With `unclipped`, also the plain sum
 // sum_b g_b from the same pass (analysis only: diagnostics compare against it).
-std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const data::LmDataset& ds,
+std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const lm::LmDataset& ds,
                                        const std::vector<int64_t>& rows, int64_t micro_batch,
                                        int64_t pad_id, const DpSettings& dp, BatchStats* stats,
                                        std::vector<torch::Tensor>* unclipped = nullptr);
-
-// Diagnostics (analysis only; Fig. 1 / 10 of the PE-SGD paper): how far an update direction d
-// (p) is from the true mean private gradient ref (p).
-struct DirectionError {
-  double l2 = 0;      // ||d - ref||
-  double cosine = 0;  // <d, ref> / (||d|| ||ref||)
-};
-DirectionError direction_error(const torch::Tensor& d, const torch::Tensor& ref);
 
 // In place: g += N(0, (sigma C)^2) (drawn parameter by parameter, in order), then g /= divisor
 // (q N, or max(|B|, 1) for "realized"). Returns the divisor used. With `noise_norm`, also the

@@ -7,9 +7,9 @@
 #include <string>
 
 #include "core/config/spec.hpp"
+#include "core/lm/examples.hpp"
 #include "core/model/peft.hpp"
 #include "core/tokenizer/tokenizer.hpp"
-#include "data/lm_dataset.hpp"
 
 namespace dpft::train {
 
@@ -21,21 +21,21 @@ struct TrainInputs {
   std::filesystem::path model_dir;
   model::CausalLM model;
   std::shared_ptr<tok::Tokenizer> tok;
-  data::LmDataset train, eval;  // eval empty when data.eval.path is ""
+  lm::LmDataset train, eval;  // eval empty when data.eval.path is ""
   // With data.eval.label_column: the labelled eval examples (same subsample as `eval`) and the
   // candidate labels, for classification accuracy by label likelihood (core/eval/lm_eval.hpp).
-  std::vector<data::Example> eval_examples;
+  std::vector<lm::Example> eval_examples;
   std::vector<std::string> labels;
   int64_t pad_id = 0;
   model::PeftOptions peft;
 };
 
 model::PeftOptions peft_options(const Spec& spec);
-// Loads everything (LoRA initialised from derive_seed(seed, "peft"); subsamples from
-// derive_seed(seed, "data")). Logs sizes.
-TrainInputs load_train_inputs(const Spec& spec);
-// Rows of the training set without loading the model (planning, `dpft account --spec`):
-// num_samples when set and smaller, else the number of examples the file holds.
-int64_t count_train_examples(const Spec& spec);
+// The model (wrapped per model.peft, LoRA initialised from derive_seed(seed, "peft")), its
+// tokenizer and pad id into `in`; the data sets are the data layer's (data/train_inputs.hpp).
+void load_model(const Spec& spec, TrainInputs& in);
+
+// One line for the log: model, trainable / total parameters, peft, data set sizes.
+std::string describe(const TrainInputs& in);
 
 }  // namespace dpft::train

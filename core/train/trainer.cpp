@@ -16,6 +16,7 @@
 #include "core/train/optimizer.hpp"
 #include "core/train/schedule.hpp"
 #include "core/util/atomic_file.hpp"
+#include "core/util/clock.hpp"
 #include "core/util/error.hpp"
 #include "core/util/progress.hpp"
 #include "core/util/seed.hpp"
@@ -27,7 +28,9 @@ namespace dpft::train {
 namespace fs = std::filesystem;
 using torch::Tensor;
 
-namespace {
+// Named (not anonymous): Trainer::State holds a ShuffleSampler, and in a unity build this file is
+// not the main file, where GCC warns about members of anonymous-namespace types.
+namespace trainer_detail {
 
 // Epochs of fixed-size batches without replacement (non-private runs). State: the generator
 // at the start of the current epoch, and the position in it.
@@ -78,10 +81,6 @@ class ShuffleSampler {
   }
 };
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -89,7 +88,9 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
-}  // namespace
+}  // namespace trainer_detail
+using trainer_detail::median;
+using trainer_detail::ShuffleSampler;
 
 struct Trainer::State {
   RunContext& ctx;

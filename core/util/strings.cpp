@@ -1,5 +1,7 @@
 #include "core/util/strings.hpp"
 
+#include <cctype>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -51,6 +53,16 @@ std::string format_duration(double s) {
   long t = std::lround(s);
   if (t < 3600) return fmt::format("{}m{:02d}s", t / 60, static_cast<int>(t % 60));
   return fmt::format("{}h{:02d}m", t / 3600, static_cast<int>((t % 3600) / 60));
+}
+
+std::string to_lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string last_component(const std::string& dotted) {
+  auto dot = dotted.rfind('.');
+  return dot == std::string::npos ? dotted : dotted.substr(dot + 1);
 }
 
 }  // namespace dpft

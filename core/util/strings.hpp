@@ -15,6 +15,12 @@ std::optional<std::string> closest_match(const std::string& word,
 
 std::string join(const std::vector<std::string>& parts, const std::string& sep);
 
+// ASCII lower case.
+std::string to_lower(std::string s);
+
+// "a.b.c" -> "c": the part after the last dot (the whole string without one).
+std::string last_component(const std::string& dotted);
+
 // "1h02m", "3m05s", "4.2s", "120ms".
 std::string format_duration(double seconds);
 

@@ -4,9 +4,9 @@
 // D is generated from the model alone (no private data), so the SFT stage releases nothing.
 #include "core/config/fields.hpp"
 #include "core/config/spec.hpp"
-#include "core/project/projection_run.hpp"
-#include "core/train/dp_sgd_run.hpp"
+#include "methods/dp_sgd/dp_sgd_loop.hpp"
 #include "methods/method.hpp"
+#include "methods/pe_sgd/synthetic_set.hpp"
 
 namespace dpft {
 
@@ -23,19 +23,19 @@ class SftDpSgdMethod : public StepReleaseMethod {
   }
   YAML::Node options_yaml() const override { return so_.to_yaml(false); }
 
-  nlohmann::json run(RunContext& ctx) override {
-    train::DpSgdRunOptions o;
+  nlohmann::json run(RunContext& ctx, train::TrainInputs& in) override {
+    dp_sgd::DpSgdOptions o;
     o.grad = so_.grad;
     o.method_info = {{"name", name()}, {"label", label()}, {"sft_epochs", so_.sft_epochs}};
-    o.prepare = [&](train::TrainInputs& in) { return project::synthetic_sft(ctx, in, so_); };
+    o.prepare = [&](train::TrainInputs& t) { return pe_sgd::synthetic_sft(ctx, t, so_); };
     o.prepare_key = "synthetic";
     o.diagnostics = so_.diagnostics;
     if (so_.sft_epochs > 0) o.eval_after_prepare = "sft";  // Table 9's "SFT" row
-    return train::run_dp_sgd(ctx, o);
+    return dp_sgd::run_dp_sgd(ctx, in, dp(), o);
   }
 
  private:
-  project::SyntheticOptions so_;
+  pe_sgd::SyntheticOptions so_;
 };
 
 }  // namespace

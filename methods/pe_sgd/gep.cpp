@@ -8,10 +8,10 @@
 // the no-residual variant (c alone, std sigma C1).
 #include "core/config/fields.hpp"
 #include "core/config/spec.hpp"
-#include "core/project/projection_run.hpp"
 #include "core/util/error.hpp"
 #include "core/util/seed.hpp"
 #include "methods/method.hpp"
+#include "methods/pe_sgd/projection_loop.hpp"
 
 namespace dpft {
 
@@ -36,10 +36,8 @@ class GepMethod : public StepReleaseMethod {
     n["residual_clip"] = g_.residual_clip;  // C2
     return n;
   }
-  nlohmann::json run(RunContext& ctx) override {
-    project::GepOptions g = g_;
-    g.coef_clip = ctx.spec.privacy.clip_norm;
-    DPFT_CHECK_AS(ConfigError, std::isfinite(g.coef_clip), "gep needs a finite privacy.clip_norm");
+  nlohmann::json run(RunContext& ctx, train::TrainInputs& in) override {
+    const project::GepOptions g = gep_options(ctx.spec);
     const uint64_t seed = derive_seed(static_cast<uint64_t>(ctx.spec.seed), "gep-basis");
     nlohmann::json info = {
         {"name", name()},        {"label", label()},       {"k", k_},
@@ -51,17 +49,33 @@ class GepMethod : public StepReleaseMethod {
         {"noise_split", g.residual ? "coefficients and residual each sigma*sqrt(2) times their "
                                      "clip bound: one Gaussian mechanism of multiplier sigma"
                                    : "coefficients only, sigma times their clip bound"}};
-    return project::run_projection(
-        ctx, so_, info, priv, [&, g, seed](const project::ProjectionInput& x) {
+    return pe_sgd::run_projection(
+        ctx, in, dp(), so_, info, priv, [&, g, seed](const pe_sgd::ProjectionInput& x) {
           torch::Tensor E =
               project::power_basis(x.Gs, k_, iters_, seed + static_cast<uint64_t>(x.step));
-          return project::gep_project(E, x.Hs, g, {x.sigma, "clip", g.coef_clip, x.divisor},
-                                      x.noise);
+          return project::gep_project(
+              E, x.Hs, g, {x.sigma, privacy::ColumnScaling::kClip, g.coef_clip, x.divisor},
+              x.noise);
         });
   }
 
+ protected:
+  void set_noise_std(train::DpSettings& dp, const Spec& spec) const override {
+    auto [std_c, std_r] = project::gep_noise_stds(gep_options(spec), dp.sigma);
+    dp.noise_std_override = std_c;
+    dp.noise_std_residual = std_r;
+  }
+
  private:
-  project::SyntheticOptions so_;
+  // The options with C1 = privacy.clip_norm (ConfigError unless finite).
+  project::GepOptions gep_options(const Spec& spec) const {
+    project::GepOptions g = g_;
+    g.coef_clip = spec.privacy.clip_norm;
+    DPFT_CHECK_AS(ConfigError, std::isfinite(g.coef_clip), "gep needs a finite privacy.clip_norm");
+    return g;
+  }
+
+  pe_sgd::SyntheticOptions so_;
   project::GepOptions g_;
   int64_t k_ = 50, iters_ = 20;
 };

@@ -6,8 +6,9 @@
 // ledger records a non-private release, so eps is reported as inf.
 #include "core/config/fields.hpp"
 #include "core/config/spec.hpp"
-#include "core/run/run_context.hpp"
+#include "core/train/privatize.hpp"
 #include "core/train/trainer.hpp"
+#include "core/util/clock.hpp"
 #include "methods/method.hpp"
 
 namespace dpft {
@@ -32,20 +33,25 @@ class SgdMethod : public Method {
     return n;
   }
 
-  nlohmann::json run(RunContext& ctx) override {
+  // No DP release to plan (the trainer records each step as a non-private release, so the
+  // run reports epsilon inf whatever privacy.epsilon says); keeps the clip-only settings.
+  std::vector<privacy::Release> plan(const Spec& spec, int64_t n) override {
+    dp_ = train::DpSettings();  // clip-only settings: no noise, divisor = realised batch size
+    dp_.sigma = 0;
+    dp_.q = std::min(1.0, static_cast<double>(spec.train.batch_size) /
+                              static_cast<double>(std::max<int64_t>(n, 1)));
+    dp_.clip_norm = spec.privacy.clip_norm;
+    dp_.clipping = spec.privacy.clipping;
+    dp_.divisor = privacy::NoiseDivisor::kRealized;
+    dp_.dataset_size = n;
+    dp_.steps = spec.train.steps;
+    dp_.sigma_source = "non-private";
+    return {};
+  }
+
+  nlohmann::json run(RunContext& ctx, train::TrainInputs& in) override {
     const Spec& spec = ctx.spec;
-    train::TrainInputs in = train::load_train_inputs(spec);
-    const int64_t n = in.train.size();
-    train::DpSettings dp;  // clip-only settings: no noise, divisor = realised batch size
-    dp.sigma = 0;
-    dp.q = std::min(1.0, static_cast<double>(spec.train.batch_size) /
-                             static_cast<double>(std::max<int64_t>(n, 1)));
-    dp.clip_norm = spec.privacy.clip_norm;
-    dp.clipping = spec.privacy.clipping;
-    dp.divisor = "realized";
-    dp.dataset_size = n;
-    dp.steps = spec.train.steps;
-    dp.sigma_source = "non-private";
+    const train::DpSettings& dp = dp_;
     train::LoopOptions lo;
     lo.sampling = sampling_;
     lo.q = dp.q;
@@ -73,7 +79,7 @@ class SgdMethod : public Method {
         std::vector<int64_t> chunk(
             rows.begin() + i,
             rows.begin() + std::min(rows.size(), i + spec.train.micro_batch_size));
-        data::LmBatch b = data::collate(in.train, chunk, in.pad_id);
+        lm::LmBatch b = lm::collate(in.train, chunk, in.pad_id);
         torch::Tensor losses =
             model::per_sample_loss(in.model->forward(b.input_ids, b.attention_mask), b.labels)
                 .first;
@@ -86,8 +92,7 @@ class SgdMethod : public Method {
       for (auto& p : params) p.mutable_grad() = torch::Tensor();
       st.batch_size = static_cast<int64_t>(rows.size());
       st.loss = loss / denom;
-      st.grad_seconds +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      st.grad_seconds += seconds_since(t0);
       return g;
     };
     nlohmann::json out = trainer.run(gradient);
@@ -98,6 +103,7 @@ class SgdMethod : public Method {
  private:
   std::string sampling_ = "shuffle";
   bool clip_ = false;
+  train::DpSettings dp_;
 };
 
 }  // namespace

@@ -5,9 +5,9 @@
 // G is recomputed on the current model every step.
 #include "core/config/fields.hpp"
 #include "core/config/spec.hpp"
-#include "core/project/projection_run.hpp"
 #include "core/util/error.hpp"
 #include "methods/method.hpp"
+#include "methods/pe_sgd/projection_loop.hpp"
 
 namespace dpft {
 
@@ -26,20 +26,28 @@ class PdpSgdMethod : public StepReleaseMethod {
     n["k"] = k_;  // eigenspace dimension
     return n;
   }
-  nlohmann::json run(RunContext& ctx) override {
+  nlohmann::json run(RunContext& ctx, train::TrainInputs& in) override {
     const double C = ctx.spec.privacy.clip_norm;
-    DPFT_CHECK_AS(ConfigError, std::isfinite(C), "pdp-sgd needs a finite privacy.clip_norm");
     nlohmann::json info = {{"name", name()}, {"label", label()}, {"k", k_}};
     nlohmann::json priv = {
         {"sensitivity", "clip"}, {"sensitivity_bound", C}, {"noise_space", "R^p"}};
-    return project::run_projection(ctx, so_, info, priv, [&](const project::ProjectionInput& x) {
-      torch::Tensor E = project::top_basis(x.Gs, k_);
-      return project::pdp_project(E, x.Hs, {x.sigma, "clip", C, x.divisor}, x.noise);
-    });
+    return pe_sgd::run_projection(
+        ctx, in, dp(), so_, info, priv, [&](const pe_sgd::ProjectionInput& x) {
+          torch::Tensor E = project::top_basis(x.Gs, k_);
+          return project::pdp_project(
+              E, x.Hs, {x.sigma, privacy::ColumnScaling::kClip, C, x.divisor}, x.noise);
+        });
+  }
+
+ protected:
+  void set_noise_std(train::DpSettings& dp, const Spec& spec) const override {
+    DPFT_CHECK_AS(ConfigError, std::isfinite(spec.privacy.clip_norm),
+                  "pdp-sgd needs a finite privacy.clip_norm");
+    dp.noise_std_override = dp.sigma * spec.privacy.clip_norm;  // N(0, (sigma C)^2 I_p)
   }
 
  private:
-  project::SyntheticOptions so_;
+  pe_sgd::SyntheticOptions so_;
   int64_t k_ = 50;
 };
 

@@ -5,8 +5,7 @@
 // delta, q, T) unless given; with epsilon inf it clips without noise and reports eps = inf.
 #include "core/config/fields.hpp"
 #include "core/config/spec.hpp"
-#include "core/run/run_context.hpp"
-#include "core/train/dp_sgd_run.hpp"
+#include "methods/dp_sgd/dp_sgd_loop.hpp"
 #include "methods/method.hpp"
 
 namespace dpft {
@@ -19,26 +18,26 @@ class DpSgdMethod : public StepReleaseMethod {
   std::string label() const override { return "DP-SGD"; }
 
   void configure(Fields& f) override {
-    f.get_choice("grad_mode", opts_.mode, {"auto", "materialize", "ghost"});
+    f.get_enum("grad_mode", opts_.mode, grad::kGradModeNames);
     f.get("max_materialize_mb", opts_.max_materialize_mb, Range::above(0));
     f.get("diagnostics", diagnostics_);
   }
 
   YAML::Node options_yaml() const override {
     YAML::Node n;
-    n["grad_mode"] = opts_.mode;  // per-sample norms: auto (by cost) | materialize | ghost
+    n["grad_mode"] = enum_name(opts_.mode, grad::kGradModeNames);  // auto | materialize | ghost
     n["max_materialize_mb"] =
         opts_.max_materialize_mb;     // auto uses ghost norms above this block size
     n["diagnostics"] = diagnostics_;  // analysis only: per-step cosine / l2 to the true gradient
     return n;
   }
 
-  nlohmann::json run(RunContext& ctx) override {
-    train::DpSgdRunOptions o;
+  nlohmann::json run(RunContext& ctx, train::TrainInputs& in) override {
+    dp_sgd::DpSgdOptions o;
     o.grad = opts_;
-    o.method_info = {{"grad_mode", opts_.mode}};
+    o.method_info = {{"grad_mode", enum_name(opts_.mode, grad::kGradModeNames)}};
     o.diagnostics = diagnostics_;
-    return train::run_dp_sgd(ctx, o);
+    return dp_sgd::run_dp_sgd(ctx, in, dp(), o);
   }
 
  private:

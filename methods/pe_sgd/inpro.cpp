@@ -3,8 +3,8 @@
 // synthetic set D (the same D as PE-SGD-FixSample for a seed).
 #include "core/config/fields.hpp"
 #include "core/config/spec.hpp"
-#include "core/project/projection_run.hpp"
 #include "methods/method.hpp"
+#include "methods/pe_sgd/projection_loop.hpp"
 
 namespace dpft {
 
@@ -16,17 +16,24 @@ class InProMethod : public StepReleaseMethod {
   std::string label() const override { return "InPro"; }
   void configure(Fields& f) override { so_.configure(f, /*evolution=*/false); }
   YAML::Node options_yaml() const override { return so_.to_yaml(false); }
-  nlohmann::json run(RunContext& ctx) override {
+  nlohmann::json run(RunContext& ctx, train::TrainInputs& in) override {
     nlohmann::json info = {{"name", name()}, {"label", label()}};
     nlohmann::json priv = {
         {"sensitivity", "normalize"}, {"sensitivity_bound", 1.0}, {"noise_space", "R^N"}};
-    return project::run_projection(ctx, so_, info, priv, [](const project::ProjectionInput& x) {
-      return project::inpro_project(x.Gs, x.Hs, {x.sigma, "normalize", 1.0, x.divisor}, x.noise);
-    });
+    return pe_sgd::run_projection(
+        ctx, in, dp(), so_, info, priv, [](const pe_sgd::ProjectionInput& x) {
+          return project::inpro_project(
+              x.Gs, x.Hs, {x.sigma, privacy::ColumnScaling::kUnitNorm, 1.0, x.divisor}, x.noise);
+        });
+  }
+
+ protected:
+  void set_noise_std(train::DpSettings& dp, const Spec&) const override {
+    dp.noise_std_override = dp.sigma;  // unit-norm columns: N(0, sigma^2 I_N)
   }
 
  private:
-  project::SyntheticOptions so_;
+  pe_sgd::SyntheticOptions so_;
 };
 
 }  // namespace

@@ -1,0 +1,57 @@
+// The typed vocabulary of privatisation, parsed once from the spec (spelling in quotes):
+//
+//   Clipping         how each private per-sample gradient g_b is bounded by C before summing:
+//     kClip          "clip":      g_b min(1, C / ||g_b||)               (Abadi et al. 2016)
+//     kAutoClip      "normalize": g_b C / (||g_b|| + 0.01)              (Bu et al. 2023, AUTO-S)
+//   NoiseDivisor     what the noised sum is divided by:
+//     kExpected      "expected":  q N, the lot size the analysis assumes (Abadi et al. 2016)
+//     kRealized      "realized":  the realised batch size max(|B|, 1) (PE-SGD's Algorithm 1)
+//   ColumnScaling    PE-SGD's sensitivity control of the columns of the matrix that is noised:
+//     kUnitNorm      "normalize": X_j / ||X_j||, bound 1                 (PE-SGD, Alg. 3)
+//     kClip          "clip":      X_j min(1, C / ||X_j||), bound C
+//   NoisePlacement   where PE-SGD adds its noise (PE-SGD paper, Sec. 5.4):
+//     kCoefficients  "coefficients":     on the summed coefficients z (R^N), the paper's method
+//     kInnerProduct  "inner_product":    on G^T H before the solve (R^N)
+//     kPrivateGradient "private_gradient": on the summed private gradients (R^p)
+// The two normalisations differ: kAutoClip keeps ||.|| < C with a stabiliser and scales by C;
+// kUnitNorm maps every column to norm exactly 1.
+#pragma once
+#include <array>
+
+#include "core/util/enum_names.hpp"
+
+namespace dpft::privacy {
+
+enum class Clipping { kClip, kAutoClip };
+enum class NoiseDivisor { kExpected, kRealized };
+enum class ColumnScaling { kUnitNorm, kClip };
+enum class NoisePlacement { kCoefficients, kInnerProduct, kPrivateGradient };
+
+inline constexpr std::array<EnumName<Clipping>, 2> kClippingNames = {
+    {{Clipping::kClip, "clip"}, {Clipping::kAutoClip, "normalize"}}};
+inline constexpr std::array<EnumName<NoiseDivisor>, 2> kNoiseDivisorNames = {
+    {{NoiseDivisor::kExpected, "expected"}, {NoiseDivisor::kRealized, "realized"}}};
+inline constexpr std::array<EnumName<ColumnScaling>, 2> kColumnScalingNames = {
+    {{ColumnScaling::kUnitNorm, "normalize"}, {ColumnScaling::kClip, "clip"}}};
+inline constexpr std::array<EnumName<NoisePlacement>, 3> kNoisePlacementNames = {
+    {{NoisePlacement::kCoefficients, "coefficients"},
+     {NoisePlacement::kInnerProduct, "inner_product"},
+     {NoisePlacement::kPrivateGradient, "private_gradient"}}};
+
+inline const char* name_of(Clipping v) {
+  return enum_name(v, kClippingNames);
+}
+inline const char* name_of(NoiseDivisor v) {
+  return enum_name(v, kNoiseDivisorNames);
+}
+inline const char* name_of(ColumnScaling v) {
+  return enum_name(v, kColumnScalingNames);
+}
+inline const char* name_of(NoisePlacement v) {
+  return enum_name(v, kNoisePlacementNames);
+}
+
+// Stabiliser gamma of automatic clipping (Bu et al. 2023): C / (||g|| + gamma).
+inline constexpr double kAutoClipGamma = 0.01;
+
+}  // namespace dpft::privacy

@@ -1,0 +1,51 @@
+#include "data/train_inputs.hpp"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "core/eval/lm_eval.hpp"
+#include "core/util/error.hpp"
+#include "core/util/seed.hpp"
+#include "data/lm_dataset.hpp"
+#include "data/table.hpp"
+
+namespace dpft::data {
+
+train::TrainInputs load_train_inputs(const Spec& spec) {
+  train::TrainInputs in;
+  train::load_model(spec, in);
+  DPFT_CHECK_AS(ConfigError, !spec.data.train.path.empty(),
+                "data.train.path: no private training set given");
+  const std::vector<Example> train_examples = select_examples(
+      spec.data.train, spec.data.train_extra, spec.data, derive_seed(spec.seed, "data"));
+  in.train = build_lm_dataset(train_examples, *in.tok, lm_data_options(spec.data));
+  if (!spec.data.eval.path.empty()) {
+    uint64_t eval_seed = derive_seed(spec.seed, "eval-data");
+    std::unordered_set<std::string> train_texts;  // data.eval.exclude_train: held-out rows only
+    for (const Example& e : train_examples) train_texts.insert(e.text);
+    const auto* exclude = spec.data.eval.exclude_train ? &train_texts : nullptr;
+    std::vector<Example> eval_examples =
+        select_examples(spec.data.eval, {}, spec.data, eval_seed, exclude);
+    in.eval = build_lm_dataset(eval_examples, *in.tok, lm_data_options(spec.data));
+    if (!spec.data.eval.label_column.empty()) {
+      in.eval_examples = eval_examples;
+      in.labels = eval::label_set(in.eval_examples);
+      DPFT_CHECK_AS(InputError, in.labels.size() >= 2,
+                    "data.eval.label_column '{}': need at least 2 distinct labels, found {}",
+                    spec.data.eval.label_column, in.labels.size());
+    }
+  }
+  return in;
+}
+
+int64_t count_train_examples(const Spec& spec) {
+  if (spec.data.train.path.empty()) return 0;
+  int64_t n =
+      static_cast<int64_t>(read_table(spec.data.train.path, spec.data.train.format).rows.size());
+  for (const auto& e : spec.data.train_extra)
+    n += static_cast<int64_t>(read_table(e.path, e.format).rows.size());
+  if (spec.data.train.num_samples > 0) n = std::min(n, spec.data.train.num_samples);
+  return n;
+}
+
+}  // namespace dpft::data

@@ -1,0 +1,20 @@
+// A training run's inputs built from the spec: the model and tokenizer (core/train/setup.hpp)
+// and the tokenised private training and evaluation sets, each file read once.
+#pragma once
+#include <cstdint>
+
+#include "core/config/spec.hpp"
+#include "core/train/setup.hpp"
+
+namespace dpft::data {
+
+// Loads everything (LoRA initialised from derive_seed(seed, "peft"); subsamples from
+// derive_seed(seed, "data") and "eval-data"). ConfigError without data.train.path.
+train::TrainInputs load_train_inputs(const Spec& spec);
+
+// Rows of the training set without loading the model (`dpft account --spec`): num_samples when
+// set and smaller, else the number of rows the files hold. A run's N is the size of the
+// tokenised set, which is smaller when examples are dropped (empty texts).
+int64_t count_train_examples(const Spec& spec);
+
+}  // namespace dpft::data

@@ -1,0 +1,68 @@
+#include "methods/dp_sgd/dp_sgd_loop.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "core/eval/grad_diagnostics.hpp"
+#include "core/train/privatize.hpp"
+#include "core/train/trainer.hpp"
+#include "core/util/seed.hpp"
+
+namespace dpft::dp_sgd {
+
+namespace {
+
+torch::Tensor flatten(const std::vector<torch::Tensor>& ts) {  // -> (p) float32
+  std::vector<torch::Tensor> parts;
+  for (const auto& t : ts) parts.push_back(t.reshape(-1).to(torch::kFloat32));
+  return torch::cat(parts);
+}
+
+}  // namespace
+
+nlohmann::json run_dp_sgd(RunContext& ctx, train::TrainInputs& in, const train::DpSettings& dp,
+                          const DpSgdOptions& o) {
+  const Spec& spec = ctx.spec;
+  spdlog::info("dp-sgd: sigma {:.4f} ({}), q {:.5f}, T {}, C {}, {} clipping, divisor {} ({:.1f})",
+               dp.sigma, dp.sigma_source, dp.q, dp.steps, dp.clip_norm,
+               privacy::name_of(dp.clipping), privacy::name_of(dp.divisor), dp.expected_batch());
+  privacy::NoiseSource noise(derive_seed(static_cast<uint64_t>(spec.seed), "noise"),
+                             spec.privacy.secure_noise);
+  grad::PerSampleGrads psg(in.model, o.grad);
+  train::LoopOptions lo;
+  lo.sampling = "poisson";  // line 4: Poisson lots at rate q
+  lo.q = dp.q;
+  lo.release = dp.release();
+  lo.method_info = o.method_info;
+  nlohmann::json prepared;
+  if (o.prepare) {
+    lo.before_training = [&] { prepared = o.prepare(in); };
+    lo.save_state = [&] { return prepared; };
+    lo.load_state = [&](const nlohmann::json& j) { prepared = j; };
+    lo.eval_after_prepare = o.eval_after_prepare;
+  }
+  train::Trainer trainer(ctx, in, lo, &noise);
+  in.model->train();
+  nlohmann::json out = trainer.run([&](const std::vector<int64_t>& rows, train::BatchStats& st) {
+    // Abadi et al. 2016, Alg. 1: per-sample gradients, clipped and summed ("clip gradient")
+    std::vector<torch::Tensor> raw;
+    auto g = train::clipped_sum(psg, in.train, rows, spec.train.micro_batch_size, in.pad_id, dp,
+                                &st, o.diagnostics ? &raw : nullptr);
+    torch::Tensor signal = o.diagnostics ? flatten(g) : torch::Tensor();
+    // "add noise": N(0, sigma^2 C^2 I), then divide by the lot size
+    double noise_norm = 0;
+    train::noise_and_scale(g, dp, noise, static_cast<int64_t>(rows.size()), &st,
+                           o.diagnostics ? &noise_norm : nullptr);
+    if (o.diagnostics && !rows.empty())
+      st.extra["diagnostics"] =
+          eval::dp_sgd_step(flatten(g), flatten(raw) / static_cast<double>(rows.size()),
+                            signal.norm().item<double>(), noise_norm);
+    return g;  // "descent": the trainer's optimizer step
+  });
+  if (o.diagnostics) out["diagnostics"] = eval::summarize_history(out["history"]);
+  out["privacy"] = dp.to_json();
+  out["privacy"]["secure_noise"] = spec.privacy.secure_noise;
+  if (o.prepare) out[o.prepare_key] = prepared;
+  return out;
+}
+
+}  // namespace dpft::dp_sgd

@@ -1,0 +1,35 @@
+#include "methods/run.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <memory>
+
+#include "data/train_inputs.hpp"
+#include "methods/registry.hpp"
+
+namespace dpft {
+
+RunResult run_method(const Spec& spec, const RunOptions& opts) {
+  std::shared_ptr<Method> method = configured_method(spec.method);
+  auto in = std::make_shared<train::TrainInputs>();
+  RunHooks hooks;
+  hooks.plan = [&spec, method, in] {
+    if (!method->trains()) return method->plan(spec, 0);
+    *in = data::load_train_inputs(spec);  // each file read once
+    return method->plan(spec, in->train.size());
+  };
+  hooks.run = [method, in](RunContext& ctx) {
+    if (method->trains()) spdlog::info("{}", train::describe(*in));
+    return method->run(ctx, *in);
+  };
+  return run_experiment(spec, hooks, opts);
+}
+
+std::vector<privacy::Release> planned_releases(const Spec& spec, int64_t dataset_size) {
+  std::unique_ptr<Method> method = configured_method(spec.method);
+  if (!method->trains()) return method->plan(spec, 0);
+  const int64_t n = dataset_size > 0 ? dataset_size : data::count_train_examples(spec);
+  return method->plan(spec, n);
+}
+
+}  // namespace dpft

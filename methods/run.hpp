@@ -1,0 +1,20 @@
+// One experiment with the registry's methods: the configured method, the model and data sets
+// loaded once (data/train_inputs.hpp), the DP settings resolved once (Method::plan), then core's
+// runner (core/run/runner.hpp: run directory, ledger, metrics.json, status).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/config/spec.hpp"
+#include "core/privacy/ledger.hpp"
+#include "core/run/runner.hpp"
+
+namespace dpft {
+
+RunResult run_method(const Spec& spec, const RunOptions& opts);
+
+// The releases a run of `spec` would make on a private set of `dataset_size` examples (0: the
+// rows data.train holds, data::count_train_examples), without loading the model.
+std::vector<privacy::Release> planned_releases(const Spec& spec, int64_t dataset_size = 0);
+
+}  // namespace dpft

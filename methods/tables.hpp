@@ -1,0 +1,18 @@
+// The tables of `dpft report --table NAME`: each paper's folder contributes its own (e.g.
+// methods/pe_sgd/report_tables.hpp); lr-select is shared. Adding a paper's tables = one line in
+// tables.cpp.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/report/report.hpp"
+
+namespace dpft {
+
+const std::vector<report::TableDef>& report_tables();
+std::vector<std::string> report_table_names();
+// build_table of the table named `name` (ConfigError listing the names for an unknown one).
+report::Table build_report_table(const std::string& name,
+                                 const std::vector<report::RunRecord>& runs);
+
+}  // namespace dpft

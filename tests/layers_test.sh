@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The one-way layers of docs/architecture.md, checked on the source tree:
+#   cli/ -> methods/ -> data/ -> core/        (an arrow = "may include")
+# and, inside core/, core/run/ (the run directory and runner) never includes core/train/.
+# Every #include of a layer above is reported with file:line; every .cpp of a layer must be in
+# that layer's explicit source list in CMakeLists.txt (and no list names a missing file).
+# Usage: tests/layers_test.sh [REPO_ROOT]
+set -uo pipefail
+ROOT=${1:-$(cd "$(dirname "$0")/.." && pwd)}
+cd "$ROOT" || exit 2
+. tests/shell_check.sh
+
+violations=0
+# forbid DIR PATTERN WHY: no file under DIR may include a path matching PATTERN.
+forbid() {
+  local dir=$1 pattern=$2 why=$3 hits
+  hits=$(grep -rnE "^[[:space:]]*#[[:space:]]*include[[:space:]]*\"($pattern)" "$dir" \
+           --include='*.hpp' --include='*.cpp' --include='*.h' --include='*.in' || true)
+  if [ -n "$hits" ]; then
+    while IFS= read -r h; do echo "layers: $h  <- $why"; done <<< "$hits"
+    violations=$((violations + $(wc -l <<< "$hits")))
+  fi
+}
+forbid core  'data/|methods/|cli/' "core/ includes only core/"
+forbid data  'methods/|cli/'       "data/ includes only core/ and data/"
+forbid methods 'cli/'              "methods/ includes core/, data/ and methods/"
+forbid core/run 'core/train/'      "core/run/ never includes core/train/ (train uses run)"
+check "no include runs against the layers ($violations found)" [ "$violations" = 0 ]
+
+# The include scan saw the tree (not vacuous): each layer has files and includes.
+for d in core data methods cli; do
+  n=$(grep -rlE '^#include "' "$d" --include='*.cpp' | wc -l)
+  check "$d/ has source files with includes ($n)" [ "$n" -gt 0 ]
+done
+
+# Explicit source lists: CMakeLists.txt's DPFT_<LAYER>_SOURCES name exactly the layer's .cpp files.
+listed() {  # the files of one set(...) block of CMakeLists.txt
+  awk -v name="$1" '$0 ~ "^set\\(" name "$" {on=1; next} on {print} on && /\)/ {exit}' \
+    CMakeLists.txt | tr ' ()' '\n\n\n' | grep '\.cpp$' | sort
+}
+for layer in core data methods cli; do
+  var="DPFT_$(tr a-z A-Z <<< "$layer")_SOURCES"
+  want=$(find "$layer" -name '*.cpp' ! -path 'cli/main.cpp' | sort)
+  have=$(listed "$var")
+  check "$var lists the $(wc -l <<< "$want") .cpp files of $layer/" [ "$want" = "$have" ]
+  if [ "$want" != "$have" ]; then diff <(echo "$want") <(echo "$have") | sed 's/^/  /'; fi
+done
+finish layers_test
