@@ -22,7 +22,8 @@ in place, keeping:
 and deleting everything else in a run directory and around it (config.resolved.yaml,
 manifest.json, log.txt, sweep.log, synthetic/, ...). It reads metrics.json to find the run
 directories; files outside them other than sweep.log (e.g. the .md pages) are left alone.
-Running it twice gives the same files. The full run files stay in git history.
+Running it twice gives the same files. The full run files stay in git history. Then
+experiments/run_files.py turns each compacted run directory into one *.run.json file.
 
 Usage: experiments/compact_results.py [--per-sample-for DIR]... [--history-for RUN_DIR]...
                                       [--dry-run] ROOT...

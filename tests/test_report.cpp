@@ -451,3 +451,44 @@ TEST_CASE("dpft report: exit codes and --out", "[report][cli]") {
   CHECK(out.empty());
   CHECK_THAT(read_file(file), Contains("\\begin{tabular}"));
 }
+
+TEST_CASE("dpft report: run files (*.run.json) give the tables of their run directories",
+          "[report]") {
+  test::TempDir d;
+  // Two seeds as run directories; the same runs as run files built from those directories.
+  for (int s = 0; s < 2; ++s) {
+    FakeRun r = dp("PE-SGD", 1.0, s, 2.0 + 0.5 * s);
+    for (int i = 0; i < 10; ++i) {
+      r.per_sample.push_back(sample("base", i, i));
+      r.per_sample.push_back(sample("final", i, i - 1.0 - s));
+    }
+    fs::path dir = d.path / "dirs" / ("s" + std::to_string(s));
+    write_run(dir, r);
+    json file = {{"metrics", json::parse(read_file(dir / "metrics.json"))},
+                 {"per_sample", read_jsonl(dir / "per_sample.jsonl")}};
+    fs::create_directories(d.path / "files" / "eps1");
+    write_json_atomic(d.path / "files" / "eps1" / ("s" + std::to_string(s) + ".run.json"), file);
+  }
+  for (const char* table : {"pe-sgd-table1", "pe-sgd-longtail"}) {
+    INFO(table);
+    std::string from_dirs =
+        report::render(build_report_table(table, report::load_runs({d.path / "dirs"}).runs), "csv");
+    std::string from_files = report::render(
+        build_report_table(table, report::load_runs({d.path / "files"}).runs), "csv");
+    CHECK(from_files == from_dirs);
+    CHECK_THAT(from_files, Contains("PE-SGD"));
+  }
+  // Longtail: the top sample (index 9) loses 1 (seed 0) and 2 (seed 1).
+  auto runs = report::load_runs({d.path / "files" / "eps1" / "s1.run.json"}).runs;
+  REQUIRE(runs.size() == 1);
+  CHECK(report::longtail_delta(runs[0]) == Approx(-2.0));
+  // A file named like a run file without a metrics block is skipped with its reason; another
+  // kind of file is not a run.
+  write_file_atomic(d.path / "files" / "bad.run.json", "{\"per_sample\": []}");
+  auto loaded = report::load_runs({d.path / "files"});
+  CHECK(loaded.runs.size() == 2);
+  REQUIRE(loaded.skipped.size() == 1);
+  CHECK_THAT(loaded.skipped[0].reason, Contains("metrics"));
+  write_file_atomic(d.path / "notes.txt", "x");
+  CHECK_THROWS_AS(report::load_runs({d.path / "notes.txt"}), InputError);
+}

@@ -83,14 +83,31 @@ std::string dataset_name(const json& m) {
   return dir.empty() ? p.stem().string() : dir;
 }
 
-std::optional<RunRecord> read_run(const fs::path& dir, std::string* skip_reason) {
-  fs::path file = dir / "metrics.json";
-  json m;
+bool is_run_file(const fs::path& p) {
+  const std::string name = p.filename().string();
+  return name.size() > kRunFileSuffix.size() &&
+         name.compare(name.size() - kRunFileSuffix.size(), kRunFileSuffix.size(),
+                      kRunFileSuffix) == 0;
+}
+
+// `where`: a run directory (metrics.json, per_sample.jsonl) or a run file (kRunFileSuffix).
+std::optional<RunRecord> read_run(const fs::path& where, std::string* skip_reason) {
+  const bool run_file = is_run_file(where);
+  fs::path file = run_file ? where : where / "metrics.json";
+  json m, per_sample;
   try {
     m = json::parse(read_file(file));
   } catch (const json::parse_error& e) {
-    *skip_reason = fmt::format("metrics.json is not valid JSON ({})", e.what());
+    *skip_reason = fmt::format("{} is not valid JSON ({})", file.filename().string(), e.what());
     return std::nullopt;
+  }
+  if (run_file) {
+    if (!m.is_object() || !m.contains("metrics")) {
+      *skip_reason = "a run file holds {\"metrics\": {...}, \"per_sample\": [...]}";
+      return std::nullopt;
+    }
+    per_sample = m.value("per_sample", json());
+    m = json(m["metrics"]);
   }
   auto schema = string_at(m, {"schema"});
   if (schema != std::string(kMetricsSchema)) {
@@ -104,7 +121,7 @@ std::optional<RunRecord> read_run(const fs::path& dir, std::string* skip_reason)
     return std::nullopt;
   }
   RunRecord r;
-  r.dir = dir;
+  r.dir = where;
   auto label = string_at(m, {"run", "label"});
   if (!label || label->empty()) label = string_at(m, {"run", "method"});
   r.label = label.value_or("?");
@@ -114,6 +131,7 @@ std::optional<RunRecord> read_run(const fs::path& dir, std::string* skip_reason)
     r.seed = s->get<int64_t>();
   r.config_hash = string_at(m, {"run", "config_hash"}).value_or("");
   r.metrics = std::move(m);
+  r.per_sample = std::move(per_sample);
   return r;
 }
 
@@ -233,12 +251,21 @@ LoadedRuns load_runs(const std::vector<fs::path>& dirs) {
   // canonical path -> the path as found (relative DIRs stay relative in messages)
   std::map<fs::path, fs::path> found;
   for (const auto& d : dirs) {
+    if (fs::is_regular_file(d) && is_run_file(d)) {
+      found.emplace(fs::canonical(d), d);
+      continue;
+    }
     if (!fs::is_directory(d))
-      throw InputError(fmt::format("dpft report: {} is not a directory", d.string()));
+      throw InputError(fmt::format(
+          "dpft report: {} is neither a directory nor a run file (*{})", d.string(),
+          kRunFileSuffix));
     for (const auto& e :
          fs::recursive_directory_iterator(d, fs::directory_options::skip_permission_denied)) {
-      if (e.path().filename() == "metrics.json" && e.is_regular_file())
+      if (!e.is_regular_file()) continue;
+      if (e.path().filename() == "metrics.json")
         found.emplace(fs::canonical(e.path().parent_path()), e.path().parent_path());
+      else if (is_run_file(e.path()))
+        found.emplace(fs::canonical(e.path()), e.path());
     }
   }
   std::vector<fs::path> run_dirs;
@@ -320,21 +347,32 @@ Table build_table(const TableDef& def, std::vector<RunRecord> runs) {
   return def.build(runs, def);
 }
 
+double longtail_delta(const RunRecord& run) {
+  if (run.per_sample.is_array())
+    return longtail_delta(run.per_sample.get<std::vector<json>>(), run.dir.string());
+  return longtail_delta(run.dir);
+}
+
 double longtail_delta(const fs::path& run_dir) {
   fs::path file = run_dir / "per_sample.jsonl";
   if (!fs::exists(file)) throw InputError(fmt::format("{} does not exist", file.string()));
+  return longtail_delta(read_jsonl(file), file.string());
+}
+
+double longtail_delta(const std::vector<json>& lines, const std::string& source) {
+  const std::string file = source;
   std::map<int64_t, double> base, fin;  // index -> loss; the last line wins
-  for (const auto& line : read_jsonl(file)) {
+  for (const auto& line : lines) {
     auto model = string_at(line, {"model"});
     auto loss = number_at(line, {"loss"});
     const json* index = find(line, {"index"});
     if (!model || !loss || !index || !index->is_number_integer())
       throw InputError(
-          fmt::format("{}: a line lacks model, index or loss: {}", file.string(), line.dump()));
+          fmt::format("{}: a line lacks model, index or loss: {}", file, line.dump()));
     if (*model == "base") base[index->get<int64_t>()] = *loss;
     if (*model == "final") fin[index->get<int64_t>()] = *loss;
   }
-  if (base.empty()) throw InputError(fmt::format("{} has no base-model losses", file.string()));
+  if (base.empty()) throw InputError(fmt::format("{} has no base-model losses", file));
   // Highest base loss first; stable_sort keeps ascending index among ties.
   std::vector<std::pair<int64_t, double>> order(base.begin(), base.end());
   std::stable_sort(order.begin(), order.end(),
@@ -345,7 +383,7 @@ double longtail_delta(const fs::path& run_dir) {
     auto it = fin.find(order[i].first);
     if (it == fin.end())
       throw InputError(
-          fmt::format("{}: no final-model loss for index {}", file.string(), order[i].first));
+          fmt::format("{}: no final-model loss for index {}", file, order[i].first));
     sum += it->second - order[i].second;
   }
   return sum / static_cast<double>(k);

@@ -28,6 +28,10 @@ namespace fs = std::filesystem;
 
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
 
+// A run kept as one file (results pages: docs/results/), in place of a run directory:
+// {"metrics": <metrics.json>, "per_sample": [<per_sample.jsonl lines>] (optional)}.
+inline const std::string kRunFileSuffix = ".run.json";
+
 // One finished run, as the report needs it.
 struct RunRecord {
   fs::path dir;
@@ -37,7 +41,8 @@ struct RunRecord {
                         // run spent epsilon inf, i.e. released without noise)
   int64_t seed = 0;
   std::string config_hash;
-  nlohmann::json metrics;  // the whole metrics.json
+  nlohmann::json metrics;     // the whole metrics.json
+  nlohmann::json per_sample;  // a run file's per-sample lines (array); null: per_sample.jsonl
 };
 
 struct Skipped {
@@ -50,7 +55,8 @@ struct LoadedRuns {
   std::vector<Skipped> skipped;  // each also logged as a warning
 };
 
-// Every directory under `dirs` (recursively, a DIR itself included) that holds a metrics.json.
+// Every directory under `dirs` (recursively, a DIR itself included) that holds a metrics.json,
+// and every run file (*.run.json) under them or named among them.
 // Runs whose status is not "ok", or whose metrics.json does not parse or is not dpft's, are
 // skipped with a warning. InputError if a DIR does not exist or if no run is left (the message
 // names the DIRs).
@@ -147,6 +153,10 @@ Table lr_select(std::vector<RunRecord> runs, const TableDef& def);
 // loss go to the lower index. InputError when the file is missing or lacks a final loss for a
 // chosen sample.
 double longtail_delta(const fs::path& run_dir);
+// The same from a run file's per-sample lines when it has them, else from r.dir.
+double longtail_delta(const RunRecord& r);
+// The same from per-sample lines ({model, index, loss}); `source` names them in errors.
+double longtail_delta(const std::vector<nlohmann::json>& lines, const std::string& source);
 
 // An eps column heading: "1", "0.5"; inf as "∞" (md), "inf" (csv) or "$\infty$" (latex).
 std::string format_eps(double eps, const std::string& format);

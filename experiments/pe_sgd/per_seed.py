@@ -7,7 +7,8 @@ accuracy, and each method's loss minus the reference method's loss of the same s
 private set, eval set and noise seed), with the mean +- sample std of those differences.
 
 Usage: experiments/pe_sgd/per_seed.py --eps 1|inf|2|... [--ref DP-SGD] RUN_ROOT...
-Runs are found under the roots as scripts/sweep.sh lays them out (.../eps<E>/s<S>/.../metrics.json;
+Runs are found under the roots as scripts/sweep.sh lays them out (.../eps<E>/s<S>/.../metrics.json,
+or run files .../eps<E>/s<S>.run.json as docs/results keeps them;
 non-private specs in .../noeps/... count for --eps inf); only runs with status "ok" are read.
 A (label, seed) pair found twice is an error: pass roots that hold one run per pair.
 """
@@ -26,12 +27,16 @@ def load(roots, eps):
     for root in roots:
         if not os.path.isdir(root):
             sys.exit(f"per_seed: {root} is not a directory")
-        for path in glob.glob(os.path.join(root, "**", "metrics.json"), recursive=True):
+        paths = glob.glob(os.path.join(root, "**", "metrics.json"), recursive=True)
+        paths += glob.glob(os.path.join(root, "**", "*.run.json"), recursive=True)  # run files
+        for path in sorted(paths):
             in_column = f"/eps{eps}/" in path or (eps == "inf" and "/noeps/" in path)
             if not in_column:
                 continue
             with open(path) as f:
                 m = json.load(f)
+            if path.endswith(".run.json"):  # {"metrics": ..., "per_sample": [...]}
+                m = m["metrics"]
             if m.get("status") != "ok":
                 continue
             key = (m["run"]["label"], m["run"]["seed"])

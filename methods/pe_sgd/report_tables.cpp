@@ -59,7 +59,7 @@ Table longtail(const std::vector<RunRecord>& runs, const TableDef& def) {
   for (const auto& r : runs) {
     double delta;
     try {
-      delta = longtail_delta(r.dir);
+      delta = longtail_delta(r);
     } catch (const InputError& e) {
       spdlog::warn("skipped {}: {}", r.dir.string(), e.what());
       continue;
