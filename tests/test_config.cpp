@@ -34,7 +34,8 @@ std::string config_error(const std::string& yaml, const std::vector<std::string>
 TEST_CASE("defaults parse and are what the struct says", "[config]") {
   Spec s = parse("");
   CHECK(s.name == "experiment");
-  CHECK(s.privacy.epsilon.value() == 8.0);
+  CHECK(!s.privacy.epsilon.has_value());  // no default: a DP method must be given one
+  CHECK(!s.privacy.noise_multiplier.has_value());
   CHECK(s.privacy.delta == 1e-5);
   CHECK(s.privacy.accountant == "prv");
   CHECK(s.method.name == "noop");
@@ -194,6 +195,77 @@ TEST_CASE("spec files: missing file is an input error, bad YAML a config error w
   auto ok = d.write("ok.yaml", "name: file-spec\n");
   CHECK(load_spec(ok.string(), {"seed=4"}).seed == 4);
   CHECK(load_spec(ok.string(), {}).name == "file-spec");
+}
+
+TEST_CASE("nothing silently swaps a privacy value: empty, null, overflowing, duplicate keys",
+          "[config]") {
+  // An empty or null key is unset for the optional values (epsilon, noise_multiplier,
+  // sampling_rate) and an error for the rest; it never falls back to a default epsilon.
+  CHECK(!parse("privacy:\n  epsilon:\n").privacy.epsilon.has_value());
+  CHECK(!parse("privacy:\n  epsilon: ~\n").privacy.epsilon.has_value());
+  CHECK(!parse("privacy: {epsilon: 1}\n", {"privacy.epsilon=null"}).privacy.epsilon.has_value());
+  CHECK_THAT(config_error("privacy:\n  delta:\n"), Contains("privacy.delta: no value given"));
+  CHECK_THAT(config_error("privacy:\n  clip_norm: ~\n"),
+             Contains("privacy.clip_norm: no value given"));
+  CHECK_THAT(config_error("train:\n  steps:\n"), Contains("train.steps: no value given"));
+  CHECK_THAT(config_error("model:\n  path:\n"), Contains("model.path: no value given"));
+  // --set with an empty value (an unset shell variable) is refused, whatever the key.
+  CHECK_THAT(config_error("privacy: {epsilon: 1}\n", {"privacy.epsilon="}),
+             Contains("empty value"));
+  CHECK_THAT(config_error("", {"privacy.delta=  "}), Contains("empty value"));
+  // A number a double cannot hold is not infinity (only .inf / inf are).
+  CHECK_THAT(config_error("privacy: {epsilon: 1e999}\n"),
+             Contains("privacy.epsilon: 1e999 is outside the range of a double"));
+  CHECK_THAT(config_error("privacy: {delta: 1e-999}\n"),
+             Contains("privacy.delta: 1e-999 is outside the range of a double"));
+  CHECK_THAT(config_error("train: {steps: 1e999}\n"), Contains("outside the range of a double"));
+  CHECK(std::isinf(*parse("privacy: {epsilon: .inf}\n").privacy.epsilon));
+  CHECK(!parse_double("1e309").has_value());
+  CHECK(parse_double("1e308").value() == 1e308);
+  // Duplicate keys (yaml-cpp would read the first), complex keys and deep nesting.
+  CHECK_THAT(config_error("privacy:\n  epsilon: 1\n  delta: 1e-5\n  epsilon: 8\n"),
+             Contains("privacy.epsilon: the key appears twice"));
+  CHECK_THAT(config_error("seed: 1\nseed: 2\n"), Contains("seed: the key appears twice"));
+  CHECK_THAT(config_error("privacy:\n  ? [a, b]\n  : 1\n"),
+             Contains("a key must be a plain name"));
+  std::string deep = "a: ";
+  for (int i = 0; i < 40; ++i) deep += "{b: ";
+  deep += "1" + std::string(40, '}') + "\n";
+  CHECK_THAT(config_error(deep), Contains("nested more than"));
+  // From a file, the lines of both occurrences are named.
+  test::TempDir d;
+  auto dup = d.write("dup.yaml", "privacy:\n  epsilon: 1\n  epsilon: 8\n");
+  try {
+    load_spec(dup.string(), {});
+    FAIL("a duplicate key was accepted");
+  } catch (const ConfigError& e) {
+    CHECK_THAT(std::string(e.what()), Contains("(line 2) and (line 3)"));
+  }
+  try {
+    load_spec(d.path.string(), {});
+    FAIL("a directory was accepted as a spec");
+  } catch (const InputError& e) {
+    CHECK_THAT(std::string(e.what()), Contains("is a directory"));
+  }
+  auto list = d.write("list.yaml", "- a\n- b\n");
+  CHECK_THROWS_WITH(load_spec(list.string(), {}), Contains("a spec is a mapping"));
+}
+
+TEST_CASE("a DP method needs epsilon or noise_multiplier given: no default budget", "[config]") {
+  for (const char* m : {"dp-sgd", "pe-sgd", "pdp-sgd", "gep", "inpro", "sft+dp-sgd"}) {
+    INFO(m);
+    const std::string prompts = std::string(m) != "dp-sgd"
+                                    ? ", prompts: " + (fs::path(DPFT_SOURCE_DIR) / "experiments/prompts/pubmed.yaml").string()
+                                    : "";
+    Spec s = parse(fmt::format("method: {{name: {}{}}}\n", m, prompts));
+    std::unique_ptr<Method> method = configured_method(s.method);
+    CHECK_THROWS_WITH(method->plan(s, 100),
+                      Contains("neither privacy.epsilon") && Contains("noise_multiplier"));
+    s.privacy.epsilon = 1.0;
+    CHECK(method->plan(s, 100).size() == 1);
+  }
+  Spec s = parse("method: {name: sgd}\n");  // non-private methods need neither
+  CHECK(configured_method(s.method)->plan(s, 100).empty());
 }
 
 TEST_CASE("name and device are validated", "[config]") {

@@ -75,9 +75,22 @@ std::optional<double> parse_double(const std::string& s0) {
   if (s == "-inf" || s == "-.inf" || s == "-infinity") return -std::numeric_limits<double>::infinity();
   if (s.empty()) return std::nullopt;
   char* end = nullptr;
+  errno = 0;
   double v = std::strtod(s.c_str(), &end);
   if (end != s.c_str() + s.size() || std::isnan(v)) return std::nullopt;
+  // A finite-looking number that overflows (1e999) is not infinity: only the literal spellings
+  // above are (epsilon: 1e999 must not quietly become a non-private run). Underflow to a
+  // subnormal or zero is refused alike.
+  if (errno == ERANGE && (std::isinf(v) || v == 0 || !std::isnormal(v))) return std::nullopt;
   return v;
+}
+
+bool overflows_double(const std::string& s) {
+  if (parse_double(s)) return false;
+  char* end = nullptr;
+  errno = 0;
+  std::strtod(s.c_str(), &end);
+  return !s.empty() && end == s.c_str() + s.size() && errno == ERANGE;
 }
 
 void check_range(const std::string& path, double v, const Range& r, const std::string& hint) {
@@ -110,12 +123,35 @@ YAML::Node Fields::lookup(const std::string& key) {
   return node_[key];
 }
 
+bool Fields::present_null(const YAML::Node& n) const {
+  // lookup() of an absent key gives an undefined node, or a default (null) one when this block
+  // is absent: only a key written with no value is "present and null".
+  return node_ && node_.IsMap() && n.IsDefined() && n.IsNull();
+}
+
+YAML::Node Fields::lookup_value(const std::string& key) {
+  YAML::Node n = lookup(key);
+  if (present_null(n))
+    throw ConfigError(fmt::format(
+        "{}: no value given (the key is empty or null; an unset shell variable in --set?); give "
+        "a value, or delete the key to use the default (`dpft config dump` shows it)",
+        key_path(key)));
+  return n;
+}
+
+std::string Fields::number_error(const std::string& key, const YAML::Node& n) const {
+  if (n.IsScalar() && overflows_double(n.Scalar()))
+    return fmt::format("{}: {} is outside the range of a double (write .inf for infinity)",
+                       key_path(key), n.Scalar());
+  return fmt::format("{}: expected a number, got {}", key_path(key), show(n));
+}
+
 bool Fields::has(const std::string& key) const {
   return node_ && node_.IsMap() && node_[key] && !node_[key].IsNull();
 }
 
 bool Fields::get(const std::string& key, std::string& out) {
-  YAML::Node n = lookup(key);
+  YAML::Node n = lookup_value(key);
   if (!n || n.IsNull()) return false;
   if (!n.IsScalar())
     throw ConfigError(fmt::format("{}: expected a string, got {}", key_path(key), show(n)));
@@ -124,7 +160,7 @@ bool Fields::get(const std::string& key, std::string& out) {
 }
 
 bool Fields::get(const std::string& key, bool& out) {
-  YAML::Node n = lookup(key);
+  YAML::Node n = lookup_value(key);
   if (!n || n.IsNull()) return false;
   std::string s = n.IsScalar() ? to_lower(n.Scalar()) : "";
   if (s == "true" || s == "yes" || s == "on") out = true;
@@ -134,16 +170,21 @@ bool Fields::get(const std::string& key, bool& out) {
 }
 
 bool Fields::get(const std::string& key, double& out, Range r) {
-  YAML::Node n = lookup(key);
+  YAML::Node n = lookup_value(key);
   if (!n || n.IsNull()) return false;
   std::optional<double> v = n.IsScalar() ? parse_double(n.Scalar()) : std::nullopt;
-  if (!v) throw ConfigError(fmt::format("{}: expected a number, got {}", key_path(key), show(n)));
+  if (!v) throw ConfigError(number_error(key, n));
   check_range(key_path(key), *v, r);
   out = *v;
   return true;
 }
 
 bool Fields::get(const std::string& key, std::optional<double>& out, Range r) {
+  YAML::Node n = lookup(key);
+  if (present_null(n)) {  // an explicit null unsets an optional value
+    out.reset();
+    return false;
+  }
   double v = 0;
   if (!get(key, v, r)) return false;
   out = v;
@@ -151,7 +192,7 @@ bool Fields::get(const std::string& key, std::optional<double>& out, Range r) {
 }
 
 bool Fields::get(const std::string& key, int64_t& out, Range r) {
-  YAML::Node n = lookup(key);
+  YAML::Node n = lookup_value(key);
   if (!n || n.IsNull()) return false;
   bool ok = n.IsScalar();
   long long v = 0;
@@ -169,7 +210,10 @@ bool Fields::get(const std::string& key, int64_t& out, Range r) {
       }
     }
   }
-  if (!ok) throw ConfigError(fmt::format("{}: expected an integer, got {}", key_path(key), show(n)));
+  if (!ok)
+    throw ConfigError(n.IsScalar() && overflows_double(n.Scalar())
+                          ? number_error(key, n)
+                          : fmt::format("{}: expected an integer, got {}", key_path(key), show(n)));
   check_range(key_path(key), static_cast<double>(v), r);
   out = v;
   return true;
@@ -186,6 +230,11 @@ bool Fields::get(const std::string& key, int& out, Range r) {
 }
 
 bool Fields::get(const std::string& key, std::optional<int64_t>& out, Range r) {
+  YAML::Node n = lookup(key);
+  if (present_null(n)) {
+    out.reset();
+    return false;
+  }
   int64_t v = 0;
   if (!get(key, v, r)) return false;
   out = v;
@@ -193,7 +242,7 @@ bool Fields::get(const std::string& key, std::optional<int64_t>& out, Range r) {
 }
 
 bool Fields::get(const std::string& key, std::vector<std::string>& out) {
-  YAML::Node n = lookup(key);
+  YAML::Node n = lookup_value(key);
   if (!n || n.IsNull()) return false;
   std::vector<std::string> v;
   if (n.IsScalar()) {

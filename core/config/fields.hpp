@@ -50,8 +50,9 @@ class Fields {
   // `node` must be a map or null/absent (then all fields keep their defaults).
   Fields(const YAML::Node& node, std::string path, std::shared_ptr<KeyRegistry> keys);
 
-  // Each getter leaves `out` unchanged when the key is absent (or null, for optionals).
-  // Returns true if the key was present.
+  // Each getter leaves `out` unchanged when the key is absent and returns whether it was
+  // present. A key present with no value (`key:`, `key: ~`, `--set key=`) is a ConfigError,
+  // except for the optional getters, where null means "unset" (out.reset(), returns false).
   bool get(const std::string& key, std::string& out);
   bool get(const std::string& key, bool& out);
   bool get(const std::string& key, int64_t& out, Range r = {});
@@ -90,10 +91,16 @@ class Fields {
   std::shared_ptr<KeyRegistry> keys_;
   std::set<std::string> asked_;
   YAML::Node lookup(const std::string& key);
+  YAML::Node lookup_value(const std::string& key);  // lookup; ConfigError if null
+  bool present_null(const YAML::Node& n) const;     // n (from lookup) is a key with no value
+  std::string number_error(const std::string& key, const YAML::Node& n) const;
 };
 
-// Parse a double as the spec does: YAML numbers plus inf/+inf/infinity/.inf (any case).
+// Parse a double as the spec does: YAML numbers plus inf/+inf/infinity/.inf (any case);
+// nullopt for anything else, including numbers outside a double's range (1e999, 1e-999).
 std::optional<double> parse_double(const std::string& s);
+// Whether s is a number that parse_double refused only because a double cannot hold it.
+bool overflows_double(const std::string& s);
 
 // Throws ConfigError("<path>: <value> is out of range; allowed <range>") unless r.contains(v).
 void check_range(const std::string& path, double v, const Range& r, const std::string& hint = "");

@@ -4,6 +4,9 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <regex>
 
 #include "core/config/fields.hpp"
@@ -56,20 +59,85 @@ YAML::Node opt(const std::optional<double>& v) {
 
 }  // namespace
 
+namespace {
+
+constexpr int kMaxSpecDepth = 32;  // a spec is 3-4 levels deep; method blocks add a few
+
+std::string where(const YAML::Node& n) {
+  const YAML::Mark m = n.Mark();
+  return m.is_null() ? std::string() : fmt::format(" (line {})", m.line + 1);
+}
+
+// Keys are plain names, each at most once per mapping, and nesting is shallow: yaml-cpp accepts
+// duplicate keys (the first wins on lookup, so `epsilon: 1` then `epsilon: 8` reads 1 while a
+// reader of the file may see 8), complex keys and very deep nesting, none of which a spec needs.
+void check_structure(const YAML::Node& n, const std::string& path, int depth) {
+  if (depth > kMaxSpecDepth)
+    throw ConfigError(fmt::format("{}: nested more than {} levels deep{}; a spec is a few levels "
+                                  "of mappings",
+                                  path.empty() ? "spec" : path, kMaxSpecDepth, where(n)));
+  if (n.IsMap()) {
+    std::map<std::string, YAML::Node> seen;
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      if (!it->first.IsScalar())
+        throw ConfigError(fmt::format("{}: a key must be a plain name, not a list or mapping{}",
+                                      path.empty() ? "spec" : path, where(it->first)));
+      const std::string k = it->first.Scalar();
+      const std::string kp = path.empty() ? k : path + "." + k;
+      auto [prev, fresh] = seen.emplace(k, it->first);
+      if (!fresh)
+        throw ConfigError(fmt::format(
+            "{}: the key appears twice{} and{}; keep one (YAML readers disagree on which wins)",
+            kp, where(prev->second), where(it->first)));
+      check_structure(it->second, kp, depth + 1);
+    }
+  } else if (n.IsSequence()) {
+    for (size_t i = 0; i < n.size(); ++i)
+      check_structure(n[i], fmt::format("{}[{}]", path, i), depth + 1);
+  }
+}
+
+}  // namespace
+
+void check_spec_structure(const YAML::Node& root) {
+  check_structure(root, "", 0);
+}
+
 YAML::Node load_spec_yaml(const std::string& path) {
-  if (!std::filesystem::exists(path))
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
     throw InputError(
         fmt::format("spec file '{}' not found (check the path; specs live in experiments/)", path));
+  if (std::filesystem::is_directory(path, ec))
+    throw InputError(fmt::format(
+        "spec '{}' is a directory; give a spec file (YAML), or --resume DIR to continue a run",
+        path));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(fmt::format("spec file '{}' cannot be read (check its permissions)", path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  YAML::Node n;
   try {
-    YAML::Node n = YAML::LoadFile(path);
-    if (n.IsNull()) return YAML::Node(YAML::NodeType::Map);
-    return n;
+    n = YAML::Load(text.str());
   } catch (const YAML::ParserException& e) {
     throw ConfigError(
         fmt::format("{}:{}:{}: invalid YAML: {}", path, e.mark.line + 1, e.mark.column + 1, e.msg));
-  } catch (const YAML::BadFile&) {
-    throw InputError(fmt::format("spec file '{}' cannot be read", path));
+  } catch (const YAML::Exception& e) {
+    // yaml-cpp's recursion guard reports very deep nesting as a "bad file" error.
+    throw ConfigError(fmt::format("{}: the YAML cannot be parsed (nested too deeply?): {}", path,
+                                  e.what()));
   }
+  if (n.IsNull()) return YAML::Node(YAML::NodeType::Map);
+  if (!n.IsMap())
+    throw ConfigError(fmt::format("{}: a spec is a mapping of keys (name:, model:, data:, ...), "
+                                  "got {}",
+                                  path, n.IsSequence() ? "a list" : "a single value"));
+  try {
+    check_structure(n, "", 0);
+  } catch (const ConfigError& e) {
+    throw ConfigError(fmt::format("{}: {}", path, e.what()));
+  }
+  return n;
 }
 
 void apply_override(YAML::Node& root, const std::string& assignment) {
@@ -78,6 +146,11 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
     throw ConfigError(fmt::format(
         "--set '{}': expected key.path=value, e.g. --set privacy.epsilon=2", assignment));
   std::string key = assignment.substr(0, eq), value = assignment.substr(eq + 1);
+  if (value.find_first_not_of(" \t") == std::string::npos)
+    throw ConfigError(fmt::format(
+        "--set '{}': empty value (an unset shell variable?); give a value, or `{}=null` to unset "
+        "an optional key",
+        assignment, key));
   std::vector<std::string> parts;
   size_t start = 0;
   while (true) {
@@ -117,6 +190,7 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
 
 Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
   DPFT_CHECK(static_cast<bool>(parse_method), "parse_spec: no method parser given");
+  check_structure(root, "", 0);
   auto keys = std::make_shared<KeyRegistry>();
   Fields top(root, "", keys);
   Spec s;

@@ -60,8 +60,9 @@ struct DataSpec {
 };
 
 struct PrivacySpec {
-  // Target epsilon; .inf = non-private. Null when noise_multiplier is given instead.
-  std::optional<double> epsilon = 8.0;
+  // Target epsilon; .inf = non-private. No default: a DP method needs epsilon or
+  // noise_multiplier given (train::resolve_dp refuses neither). Null with noise_multiplier.
+  std::optional<double> epsilon;
   double delta = 1e-5;                     // target delta, (0, 1)
   std::string accountant = "prv";          // prv | rdp | gaussian
   double eps_error = 0.01;                 // PRV accountant's epsilon discretisation error
@@ -125,10 +126,16 @@ struct Spec {
   OutputSpec output;
 };
 
-// Load a spec file (InputError, exit 3, if missing; ConfigError with line:column on bad YAML).
+// Load a spec file (InputError, exit 3, if missing, a directory or unreadable; ConfigError
+// with line:column on bad YAML, and for duplicate or non-scalar keys and deep nesting).
 YAML::Node load_spec_yaml(const std::string& path);
 
-// Apply one `key.path=value` override; the value is typed as YAML (so `1e-5`, `inf`, `[a, b]`).
+// ConfigError naming the key (and line) of a duplicate key, a key that is not a plain name, or
+// nesting deeper than a spec needs. load_spec_yaml and parse_spec call it.
+void check_spec_structure(const YAML::Node& root);
+
+// Apply one `key.path=value` override; the value is typed as YAML (so `1e-5`, `inf`, `[a, b]`,
+// `null` to unset an optional key); an empty value is a ConfigError.
 void apply_override(YAML::Node& root, const std::string& assignment);
 
 // Reads and validates a method block (every key but `name`, through `block`, so unknown keys are

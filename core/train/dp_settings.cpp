@@ -62,9 +62,15 @@ DpSettings resolve_dp(const Spec& spec, int64_t n) {
         privacy::make_accountant(p.accountant, privacy::ledger_options(p).accountant_options);
     s.sigma = privacy::calibrate_sigma(*acc, s.q, s.steps, *p.epsilon, p.delta).sigma;
     s.sigma_source = "calibrated";
-  } else {
+  } else if (p.epsilon) {  // epsilon: .inf, a deliberate non-private run
     s.sigma = 0;
     s.sigma_source = "non-private";
+  } else {
+    throw ConfigError(
+        fmt::format("privacy: method {} releases a DP model but neither privacy.epsilon (sigma is "
+                    "calibrated to it) nor privacy.noise_multiplier (epsilon is computed) is set; "
+                    "give one (epsilon: .inf for a deliberately non-private run)",
+                    spec.method.name));
   }
   if (s.sigma > 0 && !std::isfinite(s.clip_norm))
     throw ConfigError(
