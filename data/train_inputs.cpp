@@ -1,11 +1,13 @@
 #include "data/train_inputs.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <unordered_set>
 
 #include "core/eval/lm_eval.hpp"
 #include "core/util/error.hpp"
 #include "core/util/seed.hpp"
+#include "core/util/sha256.hpp"
 #include "data/lm_dataset.hpp"
 #include "data/table.hpp"
 
@@ -46,6 +48,21 @@ int64_t count_train_examples(const Spec& spec) {
     n += static_cast<int64_t>(read_table(e.path, e.format).rows.size());
   if (spec.data.train.num_samples > 0) n = std::min(n, spec.data.train.num_samples);
   return n;
+}
+
+nlohmann::json train_file_identity(const Spec& spec) {
+  nlohmann::json files = nlohmann::json::array();
+  auto add = [&](const DatasetSpec& d) {
+    if (d.path.empty()) return;
+    std::error_code ec;
+    const auto bytes = std::filesystem::file_size(d.path, ec);
+    files.push_back({{"path", d.path},
+                     {"bytes", ec ? -1 : static_cast<int64_t>(bytes)},
+                     {"sha256", sha256_file_hex(d.path)}});
+  };
+  add(spec.data.train);
+  for (const DatasetSpec& e : spec.data.train_extra) add(e);
+  return files;
 }
 
 }  // namespace dpft::data

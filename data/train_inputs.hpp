@@ -1,6 +1,8 @@
 // A training run's inputs built from the spec: the model and tokenizer (core/train/setup.hpp)
 // and the tokenised private training and evaluation sets, each file read once.
 #pragma once
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 
 #include "core/config/spec.hpp"
@@ -16,5 +18,9 @@ train::TrainInputs load_train_inputs(const Spec& spec);
 // set and smaller, else the number of rows the files hold. A run's N is the size of the
 // tokenised set, which is smaller when examples are dropped (empty texts).
 int64_t count_train_examples(const Spec& spec);
+
+// The private training files' identity for the run's privacy lock: [{path, bytes, sha256}] for
+// data.train and each data.train_extra file, in order.
+nlohmann::json train_file_identity(const Spec& spec);
 
 }  // namespace dpft::data

@@ -49,6 +49,9 @@ class Method {
   // budget check and `dpft account --spec`); {} for a method that releases nothing. Resolves
   // and keeps the method's DP settings: called once per run, before run().
   virtual std::vector<privacy::Release> plan(const Spec& spec, int64_t dataset_size) { return {}; }
+  // The settings plan() resolved that the releases rest on (sigma, q, C, divisor, noise std),
+  // for the run's privacy lock (core/run/privacy_lock.hpp); null for a method without any.
+  virtual nlohmann::json plan_settings() const { return nullptr; }
   // Run the method. Long loops poll dpft::interrupted() and return early when it is set.
   // `in` is empty for a method that does not train.
   virtual nlohmann::json run(RunContext& ctx, train::TrainInputs& in) = 0;
@@ -60,6 +63,7 @@ class Method {
 class StepReleaseMethod : public Method {
  public:
   std::vector<privacy::Release> plan(const Spec& spec, int64_t dataset_size) override;
+  nlohmann::json plan_settings() const override { return dp().to_json(); }
 
  protected:
   // The settings plan() resolved; RuntimeError before plan().

@@ -14,9 +14,17 @@ RunResult run_method(const Spec& spec, const RunOptions& opts) {
   auto in = std::make_shared<train::TrainInputs>();
   RunHooks hooks;
   hooks.plan = [&spec, method, in] {
-    if (!method->trains()) return method->plan(spec, 0);
-    *in = data::load_train_inputs(spec);  // each file read once
-    return method->plan(spec, in->train.size());
+    RunPlan p;
+    if (!method->trains()) {
+      p.releases = method->plan(spec, 0);
+    } else {
+      *in = data::load_train_inputs(spec);  // each file read once
+      p.releases = method->plan(spec, in->train.size());
+      p.settings["data"] = {{"files", data::train_file_identity(spec)},
+                            {"examples", in->train.size()}};
+    }
+    p.settings["dp"] = method->plan_settings();
+    return p;
   };
   hooks.run = [method, in](RunContext& ctx) {
     if (method->trains()) spdlog::info("{}", train::describe(*in));

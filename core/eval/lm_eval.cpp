@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <set>
+#include <sstream>
 
 #include "core/util/atomic_file.hpp"
 #include "core/util/clock.hpp"
@@ -92,15 +93,30 @@ LmEvalResult evaluate_lm(model::CausalLM& model, const lm::LmDataset& ds, int64_
 
 void append_per_sample(const std::filesystem::path& file, const std::string& tag,
                        const LmEvalResult& r) {
-  JsonlWriter w(file);
+  // Lines of this tag from an earlier attempt (a run resumed after a crash in its final
+  // evaluation) are replaced, never duplicated; the file is rewritten atomically.
+  std::string out;
+  if (std::filesystem::exists(file)) {
+    std::istringstream in(read_file(file));
+    std::string line;
+    while (std::getline(in, line)) {
+      nlohmann::json e = nlohmann::json::parse(line, nullptr, false);
+      if (!e.is_object()) continue;  // a torn last line of a killed run
+      if (e.value("model", "") != tag) out += line + "\n";
+    }
+  }
   for (const SampleScore& s : r.per_sample)
-    w.write(
-        {{"model", tag},
-         {"index", s.index},
-         {"loss", s.loss},
-         {"tokens", s.tokens},
-         {"accuracy",
-          s.tokens > 0 ? static_cast<double>(s.correct) / static_cast<double>(s.tokens) : 0.0}});
+    out += nlohmann::json(
+               {{"model", tag},
+                {"index", s.index},
+                {"loss", s.loss},
+                {"tokens", s.tokens},
+                {"accuracy", s.tokens > 0 ? static_cast<double>(s.correct) /
+                                                static_cast<double>(s.tokens)
+                                          : 0.0}})
+               .dump() +
+           "\n";
+  write_file_atomic(file, out);
 }
 
 nlohmann::json ClassEvalResult::to_json() const {

@@ -43,8 +43,9 @@ struct LmEvalResult {
 LmEvalResult evaluate_lm(model::CausalLM& model, const lm::LmDataset& ds, int64_t micro_batch,
                          int64_t max_samples, int64_t pad_id);
 
-// Appends one JSON line per sample: {"model": tag, "index", "loss", "tokens", "accuracy"} via
-// JsonlWriter (accuracy = correct / tokens, 0 for a sample without tokens).
+// Writes one JSON line per sample: {"model": tag, "index", "loss", "tokens", "accuracy"}
+// (accuracy = correct / tokens, 0 for a sample without tokens), after the lines of other tags;
+// earlier lines of the same tag are replaced. The file is rewritten atomically.
 void append_per_sample(const std::filesystem::path& file, const std::string& tag,
                        const LmEvalResult& r);
 

@@ -2,6 +2,8 @@
 // artefacts) and the privacy ledger, where every DP release must be recorded. Later issues add
 // the model, data and device here.
 #pragma once
+#include <nlohmann/json.hpp>
+
 #include "core/config/spec.hpp"
 #include "core/privacy/ledger.hpp"
 #include "core/run/run_dir.hpp"
@@ -16,6 +18,12 @@ struct RunContext {
   int64_t stop_after =
       0;                 // > 0: stop after this many steps of this invocation, leaving a checkpoint
   bool stopped = false;  // set by the method when it stopped early that way (status "stopped")
+  // The run's privacy lock (core/run/privacy_lock.hpp): checkpoints carry it and its integrity
+  // hash, and a checkpoint with another lock is refused.
+  nlohmann::json privacy_lock;
+  // Set by the method once its outputs are complete (adapter saved, checkpoint removed): a
+  // signal arriving after that leaves the run "ok", never a run to train again.
+  bool finished = false;
 };
 
 }  // namespace dpft

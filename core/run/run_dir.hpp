@@ -4,11 +4,14 @@
 //   log.txt               the run's log (also on stderr)
 //   metrics.jsonl         one JSON event per line (step, eval, privacy, ...)
 //   metrics.json          the final summary (schema "dpft.metrics/1")
+//   privacy_lock.json     the privacy settings the run started with (core/run/privacy_lock.hpp)
+//   .lock                 held (flock) by the process working in the directory
 // JSON files are replaced atomically (core/util/atomic_file.hpp).
 #pragma once
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <memory>
 #include <string>
 
 #include "core/config/spec.hpp"
@@ -26,6 +29,9 @@ class RunDir {
   static RunDir create(const std::string& out_root, const Spec& spec);
   // An existing run directory (for --resume); InputError if it is not one.
   static RunDir open(const fs::path& dir);
+  // Both hold an exclusive lock on <dir>/.lock while the RunDir (or a copy) lives: a second
+  // process opening the same run (two `--resume` at once) gets a RuntimeError naming the pid
+  // that holds it. The kernel drops the lock when the process ends, however it ends.
 
   const fs::path& path() const { return path_; }
   const std::string& run_id() const { return run_id_; }
@@ -33,6 +39,8 @@ class RunDir {
 
   // Append one event to metrics.jsonl; "event" names its kind, "time" is added.
   void event(const std::string& kind, nlohmann::json fields);
+  // Events of this kind in metrics.jsonl so far (all invocations of the run).
+  int64_t count_events(const std::string& kind) const;
   void write_metrics(const nlohmann::json& metrics) const;  // metrics.json, atomically
   void write_manifest(const nlohmann::json& manifest) const;
 
@@ -40,6 +48,8 @@ class RunDir {
   fs::path path_;
   std::string run_id_;
   JsonlWriter events_;
+  std::shared_ptr<int> lock_fd_;
+  void lock();
 };
 
 }  // namespace dpft

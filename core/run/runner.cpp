@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <cmath>
 
 #include "core/privacy/ledger_options.hpp"
 #include "core/run/run_context.hpp"
@@ -13,6 +14,7 @@
 #include "core/util/git_commit.hpp"
 #include "core/util/log.hpp"
 #include "core/util/signals.hpp"
+#include "core/util/strings.hpp"
 #include "core/util/system.hpp"
 #include "dpft/build_info.hpp"
 
@@ -46,6 +48,25 @@ nlohmann::json identity(const Spec& spec, const RunDir& dir) {
           {"model", spec.model.path.empty() ? "embedded-default" : spec.model.path},
           {"seed", spec.seed},
           {"config_hash", config_hash(spec)}};
+}
+
+// The lock a resumed run started with; InputError when it is missing or unreadable (its budget
+// could not be checked).
+nlohmann::json read_privacy_lock(const std::string& run_dir) {
+  const std::filesystem::path p = std::filesystem::path(run_dir) / kPrivacyLockFile;
+  if (!std::filesystem::exists(p))
+    throw InputError(fmt::format(
+        "--resume {}: refused: the run has no {} (an older dpft started it, or the file was "
+        "removed), so the budget it started with cannot be checked; start a new run",
+        run_dir, kPrivacyLockFile));
+  nlohmann::json j = nlohmann::json::parse(read_file(p), nullptr, false);
+  if (!j.is_object() || j.value("schema", "") != kPrivacyLockSchema || !j.contains("settings") ||
+      !j["settings"].is_object() || !j.contains("run_nonce") || !j["run_nonce"].is_string())
+    throw InputError(fmt::format(
+        "--resume {}: refused: {} is damaged (not a {} object); the budget the run started "
+        "with cannot be checked; start a new run",
+        run_dir, p.string(), kPrivacyLockSchema));
+  return j;
 }
 
 }  // namespace
@@ -83,12 +104,30 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
                       opts.resume_dir));
   }
   // Load what the method needs and plan its releases, once; refuse a plan over budget before
-  // anything is created or released.
-  const std::vector<privacy::Release> plan = hooks.plan();
-  if (!resume) ledger.check_plan(plan);
+  // anything is created or released, and a resumed run whose settings changed since it began.
+  const RunPlan plan = hooks.plan();
+  if (!resume) ledger.check_plan(plan.releases);
+  nlohmann::json lock;
+  if (resume) {
+    lock = read_privacy_lock(opts.resume_dir);
+    nlohmann::json now =
+        make_privacy_lock(spec, plan, lock.value("run_nonce", std::string()));
+    std::vector<std::string> diffs = lock_differences(lock["settings"], now["settings"]);
+    if (!diffs.empty())
+      throw ConfigError(fmt::format(
+          "--resume {}: refused: the privacy settings differ from those the run started with "
+          "({}):\n  {}\nA run's budget is fixed when it starts: restore config.resolved.yaml "
+          "and the data files, or start a new run with dpft run SPEC",
+          opts.resume_dir, kPrivacyLockFile, join(diffs, "\n  ")));
+  } else {
+    lock = make_privacy_lock(spec, plan, new_run_nonce());
+  }
   RunDir dir = resume ? RunDir::open(opts.resume_dir)
                       : RunDir::create(opts.out_dir.empty() ? spec.output.dir : opts.out_dir, spec);
-  if (!resume) write_file_atomic(dir.file("config.resolved.yaml"), spec_to_yaml_string(spec));
+  if (!resume) {
+    write_file_atomic(dir.file("config.resolved.yaml"), spec_to_yaml_string(spec));
+    write_json_atomic(dir.file(kPrivacyLockFile), lock);
+  }
   add_log_file(dir.file("log.txt"));
   struct LogGuard {
     ~LogGuard() { remove_log_files(); }
@@ -128,9 +167,21 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
   dir.write_metrics(metrics);  // a run killed outright still leaves a parseable metrics.json
   dir.event("start", {{"method", spec.method.name}, {"seed", spec.seed}});
   RunContext ctx{spec, dir, ledger, resume, opts.stop_after};
+  ctx.privacy_lock = lock;
   try {
     nlohmann::json block = hooks.run(ctx);
     if (block.is_object()) metrics.update(block);
+    // Defence in depth: whatever happened, a DP run that spent more than its target says so
+    // (a non-private method, whose every release has sigma 0, reports inf and is labelled so).
+    const auto& target = ledger.options().target_epsilon;
+    bool dp_run = false;
+    for (const privacy::Release& r : ledger.releases()) dp_run |= r.noise_multiplier > 0;
+    privacy::EpsilonResult spent = dp_run ? ledger.spent() : privacy::EpsilonResult{};
+    if (dp_run && target && std::isfinite(*target) && spent.epsilon > *target * (1 + 1e-9))
+      throw RuntimeError(fmt::format(
+          "privacy: the run spent epsilon {} (delta {}), over its target privacy.epsilon = {}; "
+          "its outputs do not meet the budget it was started with",
+          spent.epsilon, spec.privacy.delta, *target));
   } catch (const Error& e) {
     finish("failed", e.exit_code(), e.what());
     throw;
@@ -140,7 +191,11 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
   }
   RunResult r;
   r.run_dir = dir.path().string();
-  if (interrupted()) {
+  if (interrupted() && ctx.finished) {
+    r.status = "ok";  // the signal came after every output was complete: nothing to resume
+    spdlog::warn("signal {} received after the run finished; its outputs are complete",
+                 interrupt_signal());
+  } else if (interrupted()) {
     r.status = "interrupted";
     r.exit_code = interrupt_exit_code();
     spdlog::warn("interrupted by signal {}; partial results saved in {}", interrupt_signal(),

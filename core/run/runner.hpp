@@ -10,6 +10,7 @@
 
 #include "core/config/spec.hpp"
 #include "core/privacy/ledger.hpp"
+#include "core/run/privacy_lock.hpp"
 #include "core/run/run_context.hpp"
 
 namespace dpft {
@@ -30,9 +31,10 @@ struct RunResult {
 // What the runner needs from the methods layer (methods/run.hpp builds it from the registry).
 struct RunHooks {
   // Called once, before the run directory is created (or reopened): loads what the method needs
-  // and returns the DP releases the whole run will make; a fresh run whose plan exceeds
-  // privacy.epsilon is refused here, before anything is written or released.
-  std::function<std::vector<privacy::Release>()> plan;
+  // and returns the DP releases the whole run will make and the settings they rest on; a fresh
+  // run whose plan exceeds privacy.epsilon is refused here, before anything is written or
+  // released, and a resumed run whose plan differs from its privacy_lock.json is refused.
+  std::function<RunPlan()> plan;
   // The method itself; returns its blocks for metrics.json. Every release goes to ctx.ledger.
   std::function<nlohmann::json(RunContext&)> run;
 };

@@ -13,6 +13,7 @@
 #include "core/model/checkpoint.hpp"
 #include "core/model/safetensors.hpp"
 #include "core/privacy/sampler.hpp"
+#include "core/run/privacy_lock.hpp"
 #include "core/train/optimizer.hpp"
 #include "core/train/schedule.hpp"
 #include "core/util/atomic_file.hpp"
@@ -22,6 +23,7 @@
 #include "core/util/seed.hpp"
 #include "core/util/shape.hpp"
 #include "core/util/signals.hpp"
+#include "core/util/strings.hpp"
 
 namespace dpft::train {
 
@@ -197,6 +199,9 @@ void Trainer::save_checkpoint() {
                       {"grad_seconds", s.grad_seconds},
                       {"eval_seconds", s.eval_seconds}};
   if (s.opts.save_state) j["method_state"] = s.opts.save_state();
+  // The run's privacy lock and a hash binding it to this ledger and step (restore checks both).
+  j["privacy_lock"] = s.ctx.privacy_lock;
+  j["integrity"] = checkpoint_integrity(s.ctx.privacy_lock, j["ledger"], s.step);
   write_file_atomic(tmp / "state.json", j.dump(1));
   fs::remove_all(old);
   if (fs::exists(dir)) fs::rename(dir, old);
@@ -223,6 +228,7 @@ bool Trainer::load_checkpoint() {
 bool Trainer::restore(const fs::path& dir) {
   State& s = *s_;
   nlohmann::json j = nlohmann::json::parse(read_file(dir / "state.json"));
+  verify_checkpoint(j, dir);
   auto st = model::SafetensorsFile::open(dir / "state.safetensors");
   {
     torch::NoGradGuard ng;
@@ -263,13 +269,55 @@ bool Trainer::restore(const fs::path& dir) {
   return true;
 }
 
+void Trainer::verify_checkpoint(const nlohmann::json& j, const fs::path& dir) const {
+  const State& s = *s_;
+  auto refuse = [&](const std::string& why) {
+    throw InputError(fmt::format(
+        "--resume: refused: checkpoint {} {}; resuming from it could misstate what the run "
+        "spent. Start a new run (dpft run SPEC)",
+        dir.string(), why));
+  };
+  if (!j.contains("privacy_lock") || !j.contains("integrity"))
+    refuse("has no privacy lock or integrity hash (written by an older dpft, or edited)");
+  const nlohmann::json& lock = j["privacy_lock"];
+  if (lock.value("run_nonce", std::string()) != s.ctx.privacy_lock.value("run_nonce", std::string()))
+    refuse("belongs to another run (its run nonce differs from this run's privacy_lock.json; "
+           "copied from a run with another seed or spec?)");
+  std::vector<std::string> diffs =
+      lock_differences(lock.value("settings", nlohmann::json()),
+                       s.ctx.privacy_lock.value("settings", nlohmann::json()));
+  if (!diffs.empty()) refuse("was written under other privacy settings: " + join(diffs, "; "));
+  const int64_t step = j.at("step").get<int64_t>();
+  if (j["integrity"] != checkpoint_integrity(lock, j.at("ledger"), step))
+    refuse("fails its integrity check (its ledger, step or lock was modified)");
+  // One release per step: the ledger must have recorded exactly `step` of them.
+  if (s.opts.release && s.opts.release->noise_multiplier > 0) {
+    int64_t recorded = 0;
+    for (const auto& r : j.at("ledger").at("releases"))
+      if (r.value("label", "") == s.opts.release->label) recorded += r.value("count", int64_t{0});
+    if (recorded != step)
+      refuse(fmt::format("records {} releases for {} steps", recorded, step));
+  }
+}
+
 nlohmann::json Trainer::run(const GradientFn& gradient) {
   State& s = *s_;
   const Spec& spec = s.ctx.spec;
   const int64_t T = spec.train.steps;
   bool resumed = s.ctx.resume && load_checkpoint();
-  if (s.ctx.resume && !resumed)
-    spdlog::warn("no checkpoint in {}; starting from step 0", s.ckpt_dir().string());
+  if (s.ctx.resume && !resumed) {
+    // Training again from step 0 would release a second model trained on the same private data
+    // (with fresh noise under secure_noise) while the ledger counts one training.
+    const int64_t done = s.ctx.dir.count_events("step");
+    if (done > 0)
+      throw InputError(fmt::format(
+          "--resume {}: refused: the run recorded {} training steps but has no checkpoint to "
+          "continue from (output.checkpoint_every: 0, or it finished); training again from "
+          "step 0 would spend its budget twice. Start a new run",
+          s.ctx.dir.path().string(), done));
+    spdlog::warn("no checkpoint in {}; starting from step 0 (nothing was trained yet)",
+                 s.ckpt_dir().string());
+  }
   if (!resumed) {
     if (s.opts.release &&
         s.opts.check_budget) {  // the real plan, now that the data set's size is known
@@ -326,6 +374,10 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
     spdlog::warn("stopped at step {} of {}; resume with: dpft run --resume {}", s.step, T,
                  s.ctx.dir.path().string());
   } else {
+    // Training is done: checkpoint step T first, so that a signal during the final evaluation
+    // or the save leaves a run that --resume finishes (evaluate, save) without training again.
+    if (!(resumed && first == T)) save_checkpoint();
+    fault_point("final_eval");
     s.eval_final = evaluate("final", s.step, true);
     if (spec.output.save_model) {
       torch::Dtype dt = spec.output.save_dtype == "float16"    ? torch::kFloat16
@@ -339,7 +391,9 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
         model::copy_tokenizer_files(s.in.model_dir, s.ctx.dir.file("model"));
       }
     }
+    fault_point("saved");
     fs::remove_all(s.ckpt_dir());
+    s.ctx.finished = true;
   }
   double train_s = 0;
   for (double x : s.step_seconds) train_s += x;

@@ -64,6 +64,9 @@ class Trainer {
   void save_checkpoint();
   bool load_checkpoint();
   bool restore(const std::filesystem::path& dir);  // load_checkpoint's work; JSON errors escape
+  // InputError unless the checkpoint carries this run's privacy lock, its integrity hash
+  // matches, and its ledger holds one release per step.
+  void verify_checkpoint(const nlohmann::json& state, const std::filesystem::path& dir) const;
   nlohmann::json evaluate(const std::string& tag, int64_t step, bool per_sample);
 };
 

@@ -1,6 +1,8 @@
 #include "core/util/signals.hpp"
 
 #include <csignal>
+#include <cstdlib>
+#include <cstring>
 
 namespace dpft {
 
@@ -29,5 +31,12 @@ bool interrupted() { return g_signal != 0; }
 int interrupt_signal() { return g_signal; }
 int interrupt_exit_code() { return g_signal ? 128 + g_signal : 0; }
 void reset_interrupt() { g_signal = 0; }
+
+void fault_point(const char* point) {
+  const char* crash = std::getenv("DPFT_CRASH_AT");
+  if (crash && std::strcmp(crash, point) == 0) std::raise(SIGKILL);
+  const char* sig = std::getenv("DPFT_SIGNAL_AT");
+  if (sig && std::strcmp(sig, point) == 0) std::raise(SIGINT);
+}
 
 }  // namespace dpft

@@ -11,4 +11,10 @@ int interrupt_signal();      // which one (0 if none)
 int interrupt_exit_code();   // 128 + signal number (130 for SIGINT, 143 for SIGTERM)
 void reset_interrupt();      // tests only
 
+// Fault injection for crash-consistency tests (tests/resume_tamper_test.sh): at the named point,
+// DPFT_CRASH_AT=<point> kills the process (SIGKILL: nothing is flushed or cleaned up) and
+// DPFT_SIGNAL_AT=<point> sends it SIGINT (as a user's Ctrl-C would). Unset in normal use; the
+// points are named in docs/outputs.md ("Crash consistency").
+void fault_point(const char* point);
+
 }  // namespace dpft

@@ -49,6 +49,8 @@ class SgdMethod : public Method {
     return {};
   }
 
+  nlohmann::json plan_settings() const override { return dp_.to_json(); }
+
   nlohmann::json run(RunContext& ctx, train::TrainInputs& in) override {
     const Spec& spec = ctx.spec;
     const train::DpSettings& dp = dp_;

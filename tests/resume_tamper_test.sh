@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# A run's privacy budget cannot be changed by resuming it (issue 20): every tampering below is
+# refused with a message naming what changed, and leaves the run untrained; an untouched copy
+# resumes to the end; a finished run is never trained again; a run directory is locked.
+# Usage: resume_tamper_test.sh PATH/TO/dpft SOURCE_DIR
+set -u
+DPFT="$1"; SRC="$2"
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+cd "$SRC"
+fail=0; pass=0
+ok()  { pass=$((pass+1)); }
+bad() { echo "FAIL: $*"; fail=$((fail+1)); }
+steps_in() { grep -c '"event":"step"' "$1/metrics.jsonl"; }
+
+cp experiments/data/pubmed_sample/train.csv "$T/train.csv"
+cat > "$T/s.yaml" <<YAML
+name: tamper
+seed: 0
+model: {path: "", peft: {kind: lora, r: 4, alpha: 8, targets: [c_attn]}}
+data:
+  train: {path: $T/train.csv, text_column: text, num_samples: 60}
+  eval: {path: experiments/data/pubmed_sample/eval.csv, text_column: text, num_samples: 8}
+  max_length: 32
+privacy: {epsilon: 1, delta: 1.0e-5, sampling_rate: 0.2, clip_norm: 1.0}
+train: {steps: 6, micro_batch_size: 16, lr: 5.0e-3}
+method: {name: dp-sgd}
+YAML
+R=$("$DPFT" --quiet run "$T/s.yaml" --out "$T/runs" --stop-after 2 2>/dev/null | tail -1)
+S=$("$DPFT" --quiet run "$T/s.yaml" --out "$T/runs" --set seed=1 --stop-after 2 2>/dev/null | tail -1)
+if [ ! -d "$R/checkpoint" ] || [ ! -f "$R/privacy_lock.json" ] || [ ! -d "$S/checkpoint" ]; then
+  echo "FAIL: the stopped runs have no checkpoint / privacy_lock.json ($R, $S)"; exit 1
+fi
+
+# refused NAME CODE PATTERN EDIT: copy R, apply EDIT (shell code; $D is the copy), resume; want
+# exit CODE, PATTERN in the message, and no training step after the refusal.
+n=0
+refused() {
+  local name="$1" want="$2" pat="$3" edit="$4"
+  n=$((n+1)); local D="$T/copy$n"; cp -r "$R" "$D"
+  (D="$D"; eval "$edit") || { bad "$name: the edit failed"; return; }
+  local before; before=$(steps_in "$D")
+  local out; out=$("$DPFT" run --resume "$D" 2>&1); local rc=$?
+  if [ "$rc" != "$want" ]; then bad "$name: --resume exited $rc, want $want"; echo "$out" | tail -3; return; fi
+  if ! grep -qF -- "$pat" <<<"$out"; then bad "$name: message lacks '$pat'"; echo "$out" | tail -3; return; fi
+  [ "$(steps_in "$D")" = "$before" ] || { bad "$name: the run trained after the refusal"; return; }
+  ok
+}
+cfg() { python3 - "$D/config.resolved.yaml" "$1" "$2" <<'PY'
+import sys, re
+p, key, val = sys.argv[1:]
+block, leaf = key.split(".") if "." in key else (None, key)
+out, cur = [], None
+for line in open(p).read().split("\n"):
+    m = re.match(r"^(\w[\w-]*):", line)
+    if m: cur = m.group(1)
+    if block is None and re.match(rf"^{leaf}:", line): line = f"{leaf}: {val}"
+    elif block == cur and re.match(rf"^  {leaf}:", line): line = f"  {leaf}: {val}"
+    out.append(line)
+open(p, "w").write("\n".join(out))
+PY
+}
+state() { python3 - "$D/checkpoint/state.json" "$1" <<'PY'
+import json, sys
+p, code = sys.argv[1:]
+j = json.load(open(p)); exec(code); json.dump(j, open(p, "w"))
+PY
+}
+
+refused "epsilon 8"            2 "privacy.epsilon: 1 when the run started, 8 now" 'cfg privacy.epsilon 8'
+refused "epsilon inf"          2 "privacy.epsilon: 1 when the run started, .inf now" 'cfg privacy.epsilon .inf'
+refused "delta 0.5"            2 "privacy.delta: 1e-05 when the run started, 0.5 now" 'cfg privacy.delta 0.5'
+refused "noise multiplier 0.3" 2 "privacy.noise_multiplier" 'cfg privacy.epsilon "~" && cfg privacy.noise_multiplier 0.3'
+refused "steps 60"             2 "train.steps: 6 when the run started, 60 now" 'cfg train.steps 60'
+refused "sampling rate"        2 "privacy.sampling_rate" 'cfg privacy.sampling_rate 0.5'
+refused "clip norm"            2 "privacy.clip_norm" 'cfg privacy.clip_norm 10'
+refused "accountant"           2 "privacy.accountant" 'cfg privacy.accountant rdp'
+refused "seed"                 2 "seed: 0 when the run started, 1 now" 'cfg seed 1'
+refused "method"               2 "method.name" 'cfg method.name "{name: sgd}"'
+refused "data file edited"     2 "sha256" 'cp "$T/train.csv" "$T/train.orig"; sed -i "2s/e/E/" "$T/train.csv"'
+cp "$T/train.orig" "$T/train.csv"  # restore the private file for the cases below
+refused "ledger emptied"       3 "fails its integrity check" 'state "j[\"ledger\"][\"releases\"] = []"'
+refused "step edited"          3 "fails its integrity check" 'state "j[\"step\"] = 5"'
+refused "another seed's checkpoint" 3 "belongs to another run" 'rm -rf "$D/checkpoint" && cp -r "$S/checkpoint" "$D/checkpoint"'
+refused "lock file removed"    3 "has no privacy_lock.json" 'rm "$D/privacy_lock.json"'
+refused "lock file damaged"    3 "is damaged" 'echo "{" > "$D/privacy_lock.json"'
+# A forged lock: config and privacy_lock.json both rewritten to another budget (epsilon 8,
+# with the plan that goes with it); the checkpoint still carries the lock it was written under.
+E8=$("$DPFT" --quiet run "$T/s.yaml" --out "$T/runs8" --set privacy.epsilon=8 --stop-after 1 2>/dev/null | tail -1)
+refused "lock and config forged" 3 "was written under other privacy settings" 'cp "$E8/config.resolved.yaml" "$D/config.resolved.yaml" && python3 - "$D/privacy_lock.json" "$E8/privacy_lock.json" <<PY
+import json, sys
+mine, other = (json.load(open(p)) for p in sys.argv[1:])
+other["run_nonce"] = mine["run_nonce"]
+json.dump(other, open(sys.argv[1], "w"))
+PY'
+refused "checkpoint removed after steps" 3 "recorded 2 training steps but has no checkpoint" 'rm -rf "$D/checkpoint"'
+
+# Two processes in one run directory: the second is refused while the first holds the lock.
+D="$T/locked"; cp -r "$R" "$D"
+flock "$D/.lock" sleep 20 & holder=$!
+sleep 0.5
+out=$("$DPFT" run --resume "$D" 2>&1); rc=$?
+kill $holder 2>/dev/null; wait $holder 2>/dev/null
+if [ "$rc" = 4 ] && grep -qF "is in use by another dpft process" <<<"$out"; then ok; else bad "concurrent resume: exit $rc"; echo "$out" | tail -2; fi
+
+# The untouched run resumes to the end: 6 steps in all, epsilon within the target.
+out=$("$DPFT" --quiet run --resume "$R" 2>&1); rc=$?
+if [ "$rc" = 0 ] && python3 - "$R" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1] + "/metrics.json"))
+ok = m["status"] == "ok" and m["train"]["steps_done"] == 6 and m["privacy"]["releases"][0]["count"] == 6 and m["privacy"]["epsilon"] <= 1.0
+sys.exit(0 if ok else 1)
+PY
+then ok; else bad "the untouched run did not resume to the end (exit $rc)"; echo "$out" | tail -3; fi
+out=$("$DPFT" run --resume "$R" 2>&1); rc=$?
+if [ "$rc" = 2 ] && grep -qF "already finished" <<<"$out"; then ok; else bad "a finished run was resumed (exit $rc)"; fi
+
+# Killed after the last step (the step-6 checkpoint written; in the final evaluation, or after
+# the adapter was saved): --resume finishes the run without training again, with the adapter
+# an uninterrupted run writes.
+U=$("$DPFT" --quiet run "$T/s.yaml" --out "$T/runs-u" 2>/dev/null | tail -1)
+for point in final_eval saved; do
+  DPFT_CRASH_AT=$point "$DPFT" --quiet run "$T/s.yaml" --out "$T/runs-$point" > /dev/null 2>&1; rc=$?
+  d=$(ls -d "$T/runs-$point"/tamper/*/ | head -1)
+  if [ "$rc" != 137 ] || [ ! -d "$d/checkpoint" ]; then bad "crash at $point: exit $rc, no checkpoint"; continue; fi
+  out=$("$DPFT" --quiet run --resume "$d" 2>&1); rc=$?
+  if [ "$rc" = 0 ] && [ "$(steps_in "$d")" = 6 ] && [ ! -d "$d/checkpoint" ] &&
+     cmp -s "$U/adapter/adapter_model.safetensors" "$d/adapter/adapter_model.safetensors" &&
+     [ "$(grep -c '"model":"final"' "$d/per_sample.jsonl")" = "$(grep -c '"model":"final"' "$U/per_sample.jsonl")" ]; then ok
+  else bad "resume after a crash at $point: exit $rc, $(steps_in "$d") step events, adapter or per_sample.jsonl differ from the uninterrupted run's"; echo "$out" | tail -3; fi
+done
+# Ctrl-C during the final evaluation: the run completes its outputs and ends ok (exit 0);
+# resuming it is refused as finished.
+DPFT_SIGNAL_AT=final_eval "$DPFT" --quiet run "$T/s.yaml" --out "$T/runs-int" > /dev/null 2>&1; rc=$?
+d=$(ls -d "$T/runs-int"/tamper/*/ | head -1)
+st=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['status'])" "$d/metrics.json" 2>/dev/null)
+out=$("$DPFT" run --resume "$d" 2>&1); rc2=$?
+if [ "$rc" = 0 ] && [ "$st" = ok ] && [ "$rc2" = 2 ] && grep -qF "already finished" <<<"$out"; then ok
+else bad "SIGINT in the final evaluation: exit $rc, status $st, resume exit $rc2"; fi
+
+echo "resume_tamper: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
