@@ -3,8 +3,9 @@
 //   --sigma S --delta D (...)                                                            -> epsilon
 //   --eps E --sigma S --delta D with one of q / steps missing                            -> that
 //   one
-//   --spec SPEC.yaml [--set ...] [--dataset-size N]                                      -> a run's
-//   plan
+//   --spec SPEC.yaml [--set ...] [--dataset-size N] [--eps E]                             -> a run's
+//   plan and its epsilon (N counted from the spec's data as the run does; exit 2 over E or
+//   the spec's privacy.epsilon)
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
@@ -19,6 +20,7 @@
 #include "core/privacy/ledger_options.hpp"
 #include "core/run/runner.hpp"
 #include "core/util/error.hpp"
+#include "data/train_inputs.hpp"
 #include "methods/registry.hpp"
 #include "methods/run.hpp"
 
@@ -70,16 +72,54 @@ void add_result(nlohmann::json& j, const privacy::EpsilonResult& e) {
 }
 
 int account_spec(const AccountOpts& o) {
+  for (const auto& [flag, given] :
+       {std::pair{"--sigma", o.sigma.has_value()}, {"--delta", o.delta.has_value()},
+        {"--q", o.q.has_value()}, {"--steps", o.steps.has_value()},
+        {"--epochs", o.epochs.has_value()}, {"--batch-size", o.batch_size.has_value()}})
+    if (given)
+      throw ConfigError(fmt::format(
+          "{} conflicts with --spec: the spec's own settings are used (change them with --set, "
+          "e.g. --set privacy.delta=1e-6)",
+          flag));
+  require_range("--eps", o.eps, o.eps && *o.eps > 0, "(0, inf]");
   Spec spec = load_spec(o.spec, o.sets);
-  privacy::PrivacyLedger ledger(privacy::ledger_options(spec.privacy));
-  auto plan = planned_releases(spec, o.dataset_size.value_or(0));
+  privacy::LedgerOptions lo = privacy::ledger_options(spec.privacy);
+  if (o.eps) lo.target_epsilon = *o.eps;  // the budget to check the spec's spend against
+  privacy::PrivacyLedger ledger(lo);
+  int64_t n = 0;
+  std::string n_source = "--dataset-size";
+  if (o.dataset_size) {
+    if (*o.dataset_size < 1)
+      throw ConfigError(fmt::format("--dataset-size {}: must be >= 1", *o.dataset_size));
+    n = *o.dataset_size;
+  } else if (method_trains(spec)) {
+    try {
+      n = data::count_train_examples(spec);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format(
+          "{}\n`dpft account --spec` counts the tokenised private examples N as a run would, "
+          "which needs the data and the model's tokenizer; give --dataset-size N instead",
+          e.what()));
+    }
+    n_source = "tokenised data";
+  }
+  auto plan = planned_releases(spec, n);
   for (const auto& r : plan) ledger.record(r);
   nlohmann::json j = ledger.to_json();
   j["method"] = spec.method.name;
-  if (plan.empty()) j["note"] = "this method makes no DP release";
+  if (method_trains(spec)) {
+    j["dataset_size"] = n;
+    j["dataset_size_source"] = n_source;
+  }
+  bool any_private = false;
+  for (const auto& r : plan) any_private |= r.noise_multiplier > 0;
+  if (plan.empty())
+    j["note"] = "this method makes no DP release";
+  else if (!any_private)
+    j["note"] = "non-private: the run releases a model trained without noise (epsilon inf)";
   print(j, o.json);
   for (const auto& w : ledger.spent().warnings) spdlog::warn("{}", w);
-  ledger.check_plan({});  // exit 2 if the plan exceeds the target
+  ledger.check_plan({});  // exit 2 if the spend exceeds the target (privacy.epsilon or --eps)
   return 0;
 }
 
@@ -182,7 +222,9 @@ void register_account(CLI::App& app, CliContext& ctx) {
   sub->add_option("--delta-error", o->delta_error, "PRV delta error (default delta/1000)");
   sub->add_option("--sigma-tol", o->sigma_tol, "relative tolerance of the calibrated sigma")
       ->capture_default_str();
-  sub->add_option("--spec", o->spec, "print what a run of this spec would spend");
+  sub->add_option("--spec", o->spec,
+                  "print what a run of this spec would spend (N counted from its data; with "
+                  "--eps, exit 2 if it exceeds that budget)");
   sub->add_option("--set", o->sets, "spec override key.path=value (with --spec)")->take_all();
   sub->add_flag("--json", o->json, "one JSON object");
   sub->callback([o, &ctx] {

@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "core/eval/lm_eval.hpp"
+#include "core/tokenizer/load.hpp"
 #include "core/util/error.hpp"
 #include "core/util/seed.hpp"
 #include "core/util/sha256.hpp"
@@ -41,13 +42,14 @@ train::TrainInputs load_train_inputs(const Spec& spec) {
 }
 
 int64_t count_train_examples(const Spec& spec) {
-  if (spec.data.train.path.empty()) return 0;
-  int64_t n =
-      static_cast<int64_t>(read_table(spec.data.train.path, spec.data.train.format).rows.size());
-  for (const auto& e : spec.data.train_extra)
-    n += static_cast<int64_t>(read_table(e.path, e.format).rows.size());
-  if (spec.data.train.num_samples > 0) n = std::min(n, spec.data.train.num_samples);
-  return n;
+  DPFT_CHECK_AS(ConfigError, !spec.data.train.path.empty(),
+                "data.train.path: no private training set given");
+  // Exactly as load_train_inputs builds the set (subsample, tokenise, drop empty examples,
+  // pack), without the model's weights: only its tokenizer.
+  const tok::Tokenizer tok = tok::load_tokenizer(train::resolve_model_dir(spec.model.path));
+  const std::vector<Example> examples = select_examples(
+      spec.data.train, spec.data.train_extra, spec.data, derive_seed(spec.seed, "data"));
+  return build_lm_dataset(examples, tok, lm_data_options(spec.data)).size();
 }
 
 nlohmann::json train_file_identity(const Spec& spec) {

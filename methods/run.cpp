@@ -40,4 +40,8 @@ std::vector<privacy::Release> planned_releases(const Spec& spec, int64_t dataset
   return method->plan(spec, n);
 }
 
+bool method_trains(const Spec& spec) {
+  return configured_method(spec.method)->trains();
+}
+
 }  // namespace dpft

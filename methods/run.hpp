@@ -13,8 +13,11 @@ namespace dpft {
 
 RunResult run_method(const Spec& spec, const RunOptions& opts);
 
-// The releases a run of `spec` would make on a private set of `dataset_size` examples (0: the
-// rows data.train holds, data::count_train_examples), without loading the model.
+// The releases a run of `spec` would make on a private set of `dataset_size` examples (0: N
+// counted as the run would, data::count_train_examples), without loading the model's weights.
 std::vector<privacy::Release> planned_releases(const Spec& spec, int64_t dataset_size = 0);
+
+// Whether the spec's method trains on the private data (and so has an N).
+bool method_trains(const Spec& spec);
 
 }  // namespace dpft

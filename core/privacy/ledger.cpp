@@ -47,7 +47,12 @@ EpsilonResult PrivacyLedger::check_plan(const std::vector<Release>& plan) const 
   all.insert(all.end(), plan.begin(), plan.end());
   for (const auto& r : plan) check_block({r.noise_multiplier, r.sampling_rate, r.count}, "release '" + r.label + "'");
   EpsilonResult e = compute(all);
-  if (opts_.target_epsilon && std::isfinite(*opts_.target_epsilon) && e.epsilon > *opts_.target_epsilon * (1 + 1e-9))
+  // A non-private run (every release has sigma 0: sgd, or epsilon .inf) reports inf and is
+  // labelled non-private; privacy.epsilon is not a budget it could meet, so it is not refused.
+  bool any_private = false;
+  for (const auto& r : all) any_private |= r.noise_multiplier > 0;
+  if (any_private && opts_.target_epsilon && std::isfinite(*opts_.target_epsilon) &&
+      e.epsilon > *opts_.target_epsilon * (1 + 1e-9))
     throw ConfigError(fmt::format("the planned DP releases spend epsilon {} ({} accountant, delta {}), more than "
                                   "the target privacy.epsilon = {}; raise the noise multiplier, or lower the "
                                   "steps or sampling rate",

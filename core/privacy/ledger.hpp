@@ -38,7 +38,8 @@ class PrivacyLedger {
   explicit PrivacyLedger(LedgerOptions opts);
 
   // eps of the planned releases (on top of what is already recorded); throws ConfigError if
-  // it exceeds the target epsilon.
+  // it exceeds the target epsilon. A wholly non-private ledger (every sigma 0) is not refused:
+  // it reports inf and the run is labelled non-private.
   EpsilonResult check_plan(const std::vector<Release>& plan) const;
   // Record a release; consecutive releases with the same label, sigma and q are merged.
   void record(const Release& r);

@@ -33,8 +33,8 @@ class SgdMethod : public Method {
     return n;
   }
 
-  // No DP release to plan (the trainer records each step as a non-private release, so the
-  // run reports epsilon inf whatever privacy.epsilon says); keeps the clip-only settings.
+  // T non-private releases (sigma 0: the run reports epsilon inf whatever privacy.epsilon
+  // says, and so does `dpft account --spec`); keeps the clip-only settings.
   std::vector<privacy::Release> plan(const Spec& spec, int64_t n) override {
     dp_ = train::DpSettings();  // clip-only settings: no noise, divisor = realised batch size
     dp_.sigma = 0;
@@ -46,7 +46,7 @@ class SgdMethod : public Method {
     dp_.dataset_size = n;
     dp_.steps = spec.train.steps;
     dp_.sigma_source = "non-private";
-    return {};
+    return {dp_.release(spec.train.steps)};
   }
 
   nlohmann::json plan_settings() const override { return dp_.to_json(); }
