@@ -1,6 +1,7 @@
 // A training-run fixture for CLI-level tests: a tiny random GPT-2 with the real GPT-2
-// tokenizer, PubMed rows from ../shared/data, an empty spec, and `dpft run` arguments that
-// train it for 6 steps in seconds.
+// tokenizer (the embedded model's, models/tiny-gpt2), the PubMed rows shipped in
+// experiments/data/pubmed_sample, an empty spec, and `dpft run` arguments that train it for 6
+// steps in seconds. Everything it needs is in the repository: the tests that use it always run.
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -17,20 +18,20 @@ struct Fixture {
   std::string model, train, eval, spec;
 };
 
-// A tiny random GPT-2 with the real GPT-2 tokenizer and PubMed rows; false when shared data is
-// absent.
-inline bool make_fixture(Fixture& f) {
-  fs::path tok = test::shared_data_subdir("gpt2_tokenizer"),
-           pub = test::shared_data_subdir("pe_sgd_text/pubmed");
-  if (tok.empty() || pub.empty()) return false;
+// A tiny random GPT-2 with the real GPT-2 tokenizer and PubMed rows, all shipped in the
+// repository.
+inline void make_fixture(Fixture& f) {
+  const fs::path src(DPFT_SOURCE_DIR);
+  const fs::path tok = src / "models" / "tiny-gpt2", pub = src / "experiments" / "data" / "pubmed_sample";
+  REQUIRE(fs::exists(tok / "vocab.json"));
+  REQUIRE(fs::exists(pub / "train.csv"));
   f.model = (f.tmp.path / "model").string();
   REQUIRE(test::cli({"model", "init", "--arch", "gpt2", "--preset", "tiny", "--tokenizer",
                      tok.string(), "--out", f.model}) == 0);
-  f.train = (pub / "dev.csv").string();
-  f.eval = (pub / "test.csv").string();
+  f.train = (pub / "train.csv").string();
+  f.eval = (pub / "eval.csv").string();
   f.spec = (f.tmp.path / "spec.yaml").string();
   write_file_atomic(f.spec, "name: engine-test\n");
-  return true;
 }
 
 inline std::vector<std::string> run_args(const Fixture& f, const std::string& out,

@@ -101,7 +101,7 @@ TEST_CASE("prompt files: the shipped ones load, bad ones are named", "[pe-sgd]")
 
 TEST_CASE("pe-sgd: ledger, evolving synthetic sets, diagnostics and determinism", "[pe-sgd]") {
   Fixture f;
-  if (!make_fixture(f)) return;
+  make_fixture(f);
   std::string out = (f.tmp.path / "runs").string(), dir;
   auto a =
       run_metrics(f, out, projection_args("pe-sgd", {"--set", "method.diagnostics=true"}), &dir);
@@ -189,7 +189,7 @@ TEST_CASE("pe-sgd: ledger, evolving synthetic sets, diagnostics and determinism"
 
 TEST_CASE("projection baselines: same ledger as pe-sgd, fixed synthetic set", "[pe-sgd]") {
   Fixture f;
-  if (!make_fixture(f)) return;
+  make_fixture(f);
   std::string out = (f.tmp.path / "runs").string();
   auto pe = run_metrics(f, out, projection_args("pe-sgd", {}));
   const double eps = pe["privacy"]["epsilon"].get<double>();
@@ -251,7 +251,7 @@ TEST_CASE("projection baselines: same ledger as pe-sgd, fixed synthetic set", "[
 
 TEST_CASE("pe-sgd stopped after a step and resumed matches an uninterrupted run", "[pe-sgd]") {
   Fixture f;
-  if (!make_fixture(f)) return;
+  make_fixture(f);
   std::string out = (f.tmp.path / "runs").string(), dir;
   auto args = projection_args("pe-sgd",
                               {"--set", "model.peft.dropout=0.1", "--set", "method.sft_epochs=1"});
@@ -270,7 +270,7 @@ TEST_CASE("pe-sgd stopped after a step and resumed matches an uninterrupted run"
 
 TEST_CASE("pe-sgd rejects bad options with the key named", "[pe-sgd]") {
   Fixture f;
-  if (!make_fixture(f)) return;
+  make_fixture(f);
   std::string out = (f.tmp.path / "runs").string();
   auto run = [&](std::vector<std::string> extra) {
     return cli(run_args(f, out, projection_args("pe-sgd", extra)));
@@ -355,7 +355,7 @@ TEST_CASE("generation settings: the trained model follows data.chat_format", "[p
 TEST_CASE("Algorithm 2: a frozen generator's synthetic sets do not follow the trained model",
           "[pe-sgd]") {
   Fixture f;
-  if (!make_fixture(f)) return;
+  make_fixture(f);
   std::string out = (f.tmp.path / "runs").string();
   // L = inf: every step draws N fresh RANDOM_API samples, with the same generation seed for a
   // step whatever the model. From the trained model (Alg. 1), a large learning rate changes the
@@ -376,7 +376,7 @@ TEST_CASE("Algorithm 2: a frozen generator's synthetic sets do not follow the tr
 
 TEST_CASE("projection runs divide by the realised batch size when asked", "[pe-sgd]") {
   Fixture f;
-  if (!make_fixture(f)) return;
+  make_fixture(f);
   std::string out = (f.tmp.path / "runs").string();
   // One plain-SGD step from LoRA's B = 0: A's gradient is 0 and B becomes -lr direction, so the
   // trained B under `realized` is the one under `expected` times qN / M~ (q N = 7.2 is never an
