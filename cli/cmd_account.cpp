@@ -125,7 +125,9 @@ int account_spec(const AccountOpts& o) {
 
 int account_flags(AccountOpts o) {
   if (!o.delta) throw ConfigError("--delta is required (e.g. --delta 1e-5)");
-  require_range("--eps", o.eps, o.eps && *o.eps > 0, "(0, inf)");
+  require_range("--eps", o.eps, o.eps && *o.eps > 0, "(0, inf]");
+  if (o.eps && std::isinf(*o.eps) && o.sigma)
+    throw ConfigError("--eps inf with --sigma: there is no budget to solve against");
   require_range("--delta", o.delta, *o.delta > 0 && *o.delta < 1, "(0, 1)");
   require_range("--sigma", o.sigma, o.sigma && *o.sigma > 0 && std::isfinite(*o.sigma), "(0, inf)");
   require_range("--q", o.q, o.q && *o.q > 0 && *o.q <= 1, "(0, 1]");
@@ -191,6 +193,10 @@ int account_flags(AccountOpts o) {
   if (o.sigma) {
     j["noise_multiplier"] = *o.sigma;
     add_result(j, acc->epsilon({{*o.sigma, *o.q, *o.steps}}, *o.delta));
+  } else if (std::isinf(*o.eps)) {  // no budget: no noise (a calibration would bottom out)
+    j["target_epsilon"] = "inf";
+    j["noise_multiplier"] = 0.0;
+    j["note"] = "epsilon inf: non-private, no noise";
   } else {
     privacy::SigmaCalibration c =
         privacy::calibrate_sigma(*acc, *o.q, *o.steps, *o.eps, *o.delta, o.sigma_tol);

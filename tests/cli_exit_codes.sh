@@ -28,6 +28,9 @@ for f in "$SRC"/experiments/*.yaml; do expect 0 'ok:' -- "$DPFT" config validate
 expect 0 'tensors: 14, parameters: 51' -- "$DPFT" model inspect "$SRC/tests/data/torch_zip_corpus/ok_state_dict.pt"
 expect 3 "tensors 'a' [0, 8] and 'b' [4, 12] overlap" -- "$DPFT" model inspect "$SRC/tests/data/safetensors_corpus/bad_overlapping_ranges.safetensors"
 expect 2 '' -- "$DPFT" model
+# --eps inf is answered as no noise, not as the calibration's lower bracket (0.00098).
+expect 0 'epsilon inf: non-private, no noise' -- "$DPFT" account --eps inf --delta 1e-5 --q 0.1 --steps 100
+expect 2 'no budget to solve against' -- "$DPFT" account --eps inf --sigma 1 --delta 1e-5 --q 0.1
 mkdir -p "$T/no-runs"
 expect 3 "$T/no-runs" -- "$DPFT" report "$T/no-runs" --table pe-sgd-table1
 expect 2 'pe-sgd-table1, pe-sgd-longtail, pe-sgd-diagnostics' -- "$DPFT" report "$T/no-runs" --table nope

@@ -9,6 +9,7 @@
 #include "core/eval/grad_diagnostics.hpp"
 #include "core/grad/per_sample.hpp"
 #include "core/model/peft.hpp"
+#include "core/model/safetensors.hpp"
 #include "core/train/privatize.hpp"
 #include "core/train/setup.hpp"
 #include "core/util/atomic_file.hpp"
@@ -346,4 +347,41 @@ TEST_CASE("data.eval.exclude_train holds out the rows of the training file that 
   CHECK(data::load_train_inputs(plain).eval.size() == 10);
   CHECK_THROWS_AS(data::load_train_inputs(spec_with(10, 0)), InputError);  // nothing left
   CHECK_THROWS_AS(parse_spec(YAML::Load("data: {train: {exclude_train: true}}")), ConfigError);
+}
+
+TEST_CASE("a diverged run ends failed with the step and the cause; NaN weights are refused",
+          "[train-engine]") {
+  Fixture f;
+  make_fixture(f);
+  std::string out = (f.tmp.path / "runs").string();
+  for (const char* method : {"dp-sgd", "sgd"}) {
+    CAPTURE(method);
+    std::string printed;
+    auto args = run_args(f, out,
+                         {"--set", std::string("method.name=") + method, "--set",
+                          "privacy.epsilon=4", "--set", "train.lr=1e30"});
+    CHECK(test::cli(args, &printed) == 4);
+    // The newest run directory of this spec holds the failure.
+    fs::path newest;
+    for (const auto& e : fs::directory_iterator(fs::path(out) / "engine-test"))
+      if (newest.empty() || fs::last_write_time(e.path()) > fs::last_write_time(newest))
+        newest = e.path();
+    auto m = nlohmann::json::parse(read_file(newest / "metrics.json"));
+    CHECK(m["status"] == "failed");
+    CHECK_THAT(m["error"].get<std::string>(),
+               Catch::Matchers::Contains("training diverged at step"));
+    fs::remove_all(newest);
+  }
+  // A model whose weights hold a NaN is refused before training, naming the weight.
+  fs::path st = fs::path(f.model) / "model.safetensors";
+  auto file = model::SafetensorsFile::open(st);
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const auto& info : file->tensors()) tensors.emplace_back(info.name, file->load(info.name));
+  file.reset();
+  tensors[0].second = tensors[0].second.clone();
+  tensors[0].second.view(-1)[0] = std::numeric_limits<float>::quiet_NaN();
+  model::save_safetensors(st, tensors);
+  std::string printed;
+  CHECK(test::cli(run_args(f, out, {"--set", "method.name=dp-sgd", "--set", "privacy.epsilon=4"}),
+                  &printed) == 3);
 }

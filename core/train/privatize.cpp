@@ -29,7 +29,7 @@ std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const lm::LmDa
     for (auto& t : sum) unclipped->push_back(torch::zeros_like(t));
   }
   double loss = 0, norm_sum = 0;
-  int64_t clipped = 0;
+  int64_t clipped = 0, dropped = 0;
   for (size_t i = 0; i < rows.size(); i += static_cast<size_t>(micro_batch)) {
     std::vector<int64_t> chunk(rows.begin() + i,
                                rows.begin() + std::min(rows.size(), i + micro_batch));
@@ -50,6 +50,7 @@ std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const lm::LmDa
           "{} private example(s) had a non-finite per-sample gradient and were left out "
           "of this step (lower train.lr, or check the data and model)",
           chunk.size() - kept.size());
+      dropped += static_cast<int64_t>(chunk.size() - kept.size());
       if (kept.empty()) continue;
       chunk = kept;
       b = lm::collate(ds, chunk, pad_id);
@@ -76,6 +77,7 @@ std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const lm::LmDa
     stats->loss = loss / n;
     stats->grad_norm_mean = norm_sum / n;
     stats->clipped_fraction = static_cast<double>(clipped) / n;
+    stats->dropped += dropped;
     stats->grad_seconds += seconds_since(t0);
   }
   return sum;

@@ -24,6 +24,7 @@ struct BatchStats {
   double loss = 0;              // mean per-sample loss over the batch (0 if empty)
   double grad_norm_mean = 0;    // mean per-sample gradient norm (before clipping)
   double clipped_fraction = 0;  // share of samples with ||g_b|| > C
+  int64_t dropped = 0;          // samples left out for a non-finite per-sample gradient
   double grad_seconds = 0;      // forward + backward + norms + sums
   double noise_seconds = 0;
   nlohmann::json extra;  // method-specific per-step values (an object), merged into history

@@ -52,6 +52,14 @@ model::PeftOptions peft_options(const Spec& spec) {
 void load_model(const Spec& spec, TrainInputs& in) {
   in.model_dir = resolve_model_dir(spec.model.path);
   in.model = model::load_checkpoint(in.model_dir);
+  {
+    torch::NoGradGuard ng;
+    for (const auto& p : in.model->named_parameters())
+      DPFT_CHECK_AS(InputError, torch::isfinite(p.value()).all().item<bool>(),
+                    "model.path {}: weight {} has NaN or infinite values; the checkpoint is "
+                    "damaged (training on it would only drop every example)",
+                    in.model_dir.string(), p.key());
+  }
   in.peft = peft_options(spec);
   model::apply_peft(in.model, in.peft, derive_seed(spec.seed, "peft"));
   in.tok = std::make_shared<tok::Tokenizer>(tok::load_tokenizer(in.model_dir));

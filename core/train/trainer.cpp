@@ -237,6 +237,10 @@ bool Trainer::restore(const fs::path& dir) {
       DPFT_CHECK_AS(InputError, t.sizes() == s.params[i].sizes(),
                     "checkpoint: parameter {} has shape {}, model {}", s.names[i],
                     shape_str(t.sizes()), shape_str(s.params[i].sizes()));
+      DPFT_CHECK_AS(InputError, torch::isfinite(t).all().item<bool>(),
+                    "checkpoint {}: parameter {} has NaN or infinite values; the checkpoint is "
+                    "damaged (remove the run and start a new one)",
+                    dir.string(), s.names[i]);
       s.params[i].copy_(t);
     }
   }
@@ -267,6 +271,24 @@ bool Trainer::restore(const fs::path& dir) {
   spdlog::info("resumed from {} at step {}", dir.string(), s.step);
   s.ctx.dir.event("resume", {{"step", s.step}});
   return true;
+}
+
+void Trainer::check_finite(const BatchStats& st, int64_t step) const {
+  const State& s = *s_;
+  auto diverged = [&](const std::string& cause) {
+    throw RuntimeError(fmt::format(
+        "training diverged at step {} of {}: {}; lower train.lr (now {}), or check the model's "
+        "weights and the data",
+        step, s.ctx.spec.train.steps, cause, s.ctx.spec.train.lr));
+  };
+  if (st.batch_size > 0 && st.dropped >= st.batch_size)
+    diverged(fmt::format("every example of the batch (|B| = {}) had a non-finite gradient",
+                         st.batch_size));
+  if (!std::isfinite(st.loss)) diverged(fmt::format("the training loss is {}", st.loss));
+  torch::NoGradGuard ng;
+  for (size_t i = 0; i < s.params.size(); ++i)
+    if (!torch::isfinite(s.params[i]).all().item<bool>())
+      diverged(fmt::format("parameter {} has non-finite values after the update", s.names[i]));
 }
 
 void Trainer::verify_checkpoint(const nlohmann::json& j, const fs::path& dir) const {
@@ -344,6 +366,7 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
     std::vector<Tensor> grads = gradient(rows, st);
     double lr = lr_at(s.sched, s.step);
     s.opt->step(grads, lr);
+    check_finite(st, s.step + 1);
     if (s.opts.release) s.ctx.ledger.record(*s.opts.release);
     ++s.step;
     double secs = seconds_since(t0);

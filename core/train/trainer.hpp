@@ -67,6 +67,9 @@ class Trainer {
   // InputError unless the checkpoint carries this run's privacy lock, its integrity hash
   // matches, and its ledger holds one release per step.
   void verify_checkpoint(const nlohmann::json& state, const std::filesystem::path& dir) const;
+  // RuntimeError "training diverged at step k: <cause>" when every example of the step was
+  // dropped for a non-finite gradient, the loss is not finite, or a parameter is not finite.
+  void check_finite(const BatchStats& st, int64_t step) const;
   nlohmann::json evaluate(const std::string& tag, int64_t step, bool per_sample);
 };
 
