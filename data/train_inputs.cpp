@@ -1,5 +1,7 @@
 #include "data/train_inputs.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <unordered_set>
@@ -29,6 +31,19 @@ train::TrainInputs load_train_inputs(const Spec& spec) {
     const auto* exclude = spec.data.eval.exclude_train ? &train_texts : nullptr;
     std::vector<Example> eval_examples =
         select_examples(spec.data.eval, {}, spec.data, eval_seed, exclude);
+    for (const Example& e : eval_examples) in.eval_overlap += train_texts.count(e.text);
+    if (in.eval_overlap > 0) {
+      DPFT_CHECK_AS(ConfigError, spec.output.non_private_stats,
+                    "data.eval: {} of its {} examples are also training examples, so its "
+                    "results would be non-private statistics of the training data, but "
+                    "output.non_private_stats is false; set data.eval.exclude_train: true or "
+                    "evaluate on a held-out file",
+                    in.eval_overlap, eval_examples.size());
+      spdlog::warn("data.eval: {} of its {} examples are also training examples: evaluation "
+                   "results are reported in metrics.json's non_private block (set "
+                   "data.eval.exclude_train: true to evaluate on held-out rows only)",
+                   in.eval_overlap, eval_examples.size());
+    }
     in.eval = build_lm_dataset(eval_examples, *in.tok, lm_data_options(spec.data));
     if (!spec.data.eval.label_column.empty()) {
       in.eval_examples = eval_examples;

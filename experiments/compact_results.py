@@ -10,7 +10,8 @@ in place, keeping:
                     name, run_id, seed, config_hash, dataset, model), privacy (target_epsilon,
                     epsilon, delta, noise_multiplier, sigma_source), eval (base, sft, final;
                     not the per-eval history), train.lr, diagnostics (the summary block), timing
-                    (total_s, train_s, generation_s); the per-step `history` only in the run
+                    (total_s, train_s, generation_s), in dpft.metrics/2 files from the
+                    non_private block; the per-step `history` only in the run
                     directories named by --history-for. Numbers are copied as the original
                     text, never re-formatted; key order is kept.
   per_sample.jsonl  only in run directories under a --per-sample-for directory, and only what
@@ -82,6 +83,15 @@ def compact_metrics(m, keep_history):
         if key == "history":
             if keep_history:
                 out[key] = value
+            continue
+        if key == "non_private" and isinstance(value, dict):  # dpft.metrics/2
+            np = {}
+            for k, x in value.items():
+                if k == "diagnostics" or (k == "history" and keep_history):
+                    np[k] = x
+                elif k == "timing" and isinstance(x, dict):
+                    np[k] = {t: y for t, y in x.items() if t in METRICS_KEEP["timing"]}
+            out[key] = np
             continue
         if key not in METRICS_KEEP:
             continue

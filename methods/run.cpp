@@ -27,7 +27,7 @@ RunResult run_method(const Spec& spec, const RunOptions& opts) {
     return p;
   };
   hooks.run = [method, in](RunContext& ctx) {
-    if (method->trains()) spdlog::info("{}", train::describe(*in));
+    if (method->trains()) spdlog::info("{}", train::describe(*in, ctx.spec.output.non_private_stats));
     return method->run(ctx, *in);
   };
   return run_experiment(spec, hooks, opts);

@@ -20,7 +20,7 @@ cp -r "$run/model" models/tiny-gpt2
 python3 - "$run" > models/tiny-gpt2/PROVENANCE.md <<'PY'
 import json, sys
 m = json.load(open(sys.argv[1] + "/metrics.json"))
-e, t = m["eval"], m["timing"]
+e, t = m["eval"], m.get("non_private", m)["timing"]
 print("# models/tiny-gpt2: how it was made\n")
 print("Made by `bash scripts/pretrain_tiny.sh` (random init: `dpft model init --arch gpt2 --preset mini`,")
 print("seed 0; then `dpft run experiments/pretrain/tiny_gpt2.yaml`, method sgd, AdamW, full training")

@@ -96,7 +96,7 @@ fm=$(ls "$T"/full/quickstart/*/metrics.json | head -1)
 if [ "$rc" = 0 ] && python3 - "$fm" "$kd/metrics.json" <<'PY'
 import json, sys
 a, b = (json.load(open(f)) for f in sys.argv[1:3])
-ok = b["status"] == "ok" and all(a[k] == b[k] for k in ("eval", "history", "privacy"))
+ok = b["status"] == "ok" and all(a[k] == b[k] for k in ("eval", "privacy")) and a["non_private"]["history"] == b["non_private"]["history"]
 resumed = any(json.loads(l).get("event") == "resume" for l in open(sys.argv[2].replace("metrics.json", "metrics.jsonl")) if l.strip())
 sys.exit(0 if ok and resumed and b["privacy"]["releases"][0]["count"] == 8 else 1)
 PY

@@ -88,12 +88,13 @@ TEST_CASE("run with noop writes the whole run directory", "[cli]") {
   CHECK(run.parent_path().filename() == "smoke");
 
   auto metrics = nlohmann::json::parse(read_file(run / "metrics.json"));
-  CHECK(metrics["schema"] == "dpft.metrics/1");
+  CHECK(metrics["schema"] == "dpft.metrics/2");
   CHECK(metrics["status"] == "ok");
   CHECK(metrics["run"]["method"] == "noop");
   CHECK(metrics["run"]["seed"] == 3);
   CHECK(metrics["method_result"]["steps_done"] == 3);
-  CHECK(metrics["timing"]["total_s"].get<double>() >= 0);
+  CHECK(metrics["non_private"]["timing"]["total_s"].get<double>() >= 0);
+  CHECK(!metrics.contains("timing"));
   CHECK(metrics["privacy"]["epsilon"] == 0.0);  // noop releases nothing
   CHECK(metrics["privacy"]["releases"].empty());
   CHECK(metrics["privacy"]["target_epsilon"] == 2.0);

@@ -117,8 +117,8 @@ TEST_CASE("pe-sgd: ledger, evolving synthetic sets, diagnostics and determinism"
   CHECK(p["epsilon"].get<double>() > 0.9);
   for (int i = 1; i <= 3; ++i)
     CHECK(fs::exists(fs::path(dir) / "synthetic" / fmt::format("iter_{:04d}.csv", i)));
-  CHECK(a["history"][0]["synthetic_size"] == 8);
-  const auto& d = a["diagnostics"];
+  CHECK(a["non_private"]["history"][0]["synthetic_size"] == 8);
+  const auto& d = a["non_private"]["diagnostics"];
   CHECK(d["steps"].get<int>() >= 1);
   CHECK(std::abs(d["cosine_mean"].get<double>()) <= 1.0);
   CHECK(d["overlap_g_h"].get<double>() >= 0);
@@ -126,7 +126,7 @@ TEST_CASE("pe-sgd: ledger, evolving synthetic sets, diagnostics and determinism"
   CHECK(d["norm_min_over_max"].get<double>() <= 1.0);
   // Fig. 11: every principal angle between the top bases of H(0) and H(t), per step.
   int with_angles = 0;
-  for (const auto& h : a["history"]) {
+  for (const auto& h : a["non_private"]["history"]) {
     if (!h.contains("diagnostics")) continue;
     const auto& hd = h["diagnostics"];
     std::vector<double> ang = hd["principal_angles_deg"].get<std::vector<double>>();
@@ -146,21 +146,25 @@ TEST_CASE("pe-sgd: ledger, evolving synthetic sets, diagnostics and determinism"
   // N = 7, L = 2: ceil(7 / 2) = 4 RANDOM_API seeds, each with one variation (Alg. 3).
   auto odd = run_metrics(f, out, projection_args("pe-sgd", {"--set", "method.synthetic_size=7"}));
   CHECK(odd["synthetic"]["random_api"]["samples"] == 4);
-  CHECK(odd["history"][0]["synthetic_size"] == 8);
+  CHECK(odd["non_private"]["history"][0]["synthetic_size"] == 8);
   // Same seed, same numbers.
   auto b = run_metrics(f, out, projection_args("pe-sgd", {"--set", "method.diagnostics=true"}));
-  for (const char* k : {"eval", "history", "privacy", "diagnostics"}) {
+  for (const char* k : {"eval", "privacy"}) {
     CAPTURE(k);
     CHECK(a[k] == b[k]);
   }
+  for (const char* k : {"history", "diagnostics"}) {
+    CAPTURE(k);
+    CHECK(a["non_private"][k] == b["non_private"][k]);
+  }
   // Diagnostics are analysis only: the same run without them trains the same model.
   auto plain = run_metrics(f, out, projection_args("pe-sgd", {}));
-  CHECK(!plain.contains("diagnostics"));
+  CHECK(!plain["non_private"].contains("diagnostics"));
   CHECK(plain["eval"] == a["eval"]);
-  REQUIRE(plain["history"].size() == a["history"].size());
-  for (size_t i = 0; i < plain["history"].size(); ++i) {
-    CHECK(plain["history"][i]["loss"] == a["history"][i]["loss"]);
-    CHECK(plain["history"][i]["batch_size"] == a["history"][i]["batch_size"]);
+  REQUIRE(plain["non_private"]["history"].size() == a["non_private"]["history"].size());
+  for (size_t i = 0; i < plain["non_private"]["history"].size(); ++i) {
+    CHECK(plain["non_private"]["history"][i]["loss"] == a["non_private"]["history"][i]["loss"]);
+    CHECK(plain["non_private"]["history"][i]["batch_size"] == a["non_private"]["history"][i]["batch_size"]);
   }
   // Normalised coefficients have norm <= 1: the noise drawn has std sigma (not sigma C).
   CHECK(p["noise_std"].get<double>() == Approx(p["noise_multiplier"].get<double>()));
@@ -236,7 +240,7 @@ TEST_CASE("projection baselines: same ledger as pe-sgd, fixed synthetic set", "[
                           projection_args("pe-sgd", {"--set", "method.sensitivity=clip", "--set",
                                                      "privacy.clip_norm=1e-9"}));
   int nonempty = 0;
-  for (const auto& h : tiny["history"]) {
+  for (const auto& h : tiny["non_private"]["history"]) {
     if (h["batch_size"].get<int>() == 0) continue;
     ++nonempty;
     CHECK(h["clipped_fraction"].get<double>() == 1.0);
@@ -262,10 +266,11 @@ TEST_CASE("pe-sgd stopped after a step and resumed matches an uninterrupted run"
   CHECK(part["status"] == "stopped");
   REQUIRE(cli({"run", "--resume", dir}) == 0);
   auto resumed = nlohmann::json::parse(read_file(fs::path(dir) / "metrics.json"));
-  for (const char* k : {"eval", "history", "privacy"}) {
+  for (const char* k : {"eval", "privacy"}) {
     CAPTURE(k);
     CHECK(resumed[k] == full[k]);
   }
+  CHECK(resumed["non_private"]["history"] == full["non_private"]["history"]);
 }
 
 TEST_CASE("pe-sgd rejects bad options with the key named", "[pe-sgd]") {
@@ -392,7 +397,7 @@ TEST_CASE("projection runs divide by the realised batch size when asked", "[pe-s
              "--set", "privacy.noise_divisor=" + divisor, "--set", "privacy.epsilon=inf"}),
         &dir);
     CHECK(m["privacy"]["noise_divisor"] == divisor);
-    *batch = m["history"][0]["batch_size"].get<int64_t>();
+    *batch = m["non_private"]["history"][0]["batch_size"].get<int64_t>();
     Tensor norm2 = torch::zeros({}, torch::kFloat64);
     int files = 0;
     for (auto& e : fs::recursive_directory_iterator(dir)) {

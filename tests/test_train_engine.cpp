@@ -177,11 +177,11 @@ TEST_CASE("dp-sgd with sigma 0, C inf and realised divisor equals sgd on the sam
                        {"--set", "method.name=dp-sgd", "--set", "privacy.noise_multiplier=0",
                         "--set", "privacy.clip_norm=inf", "--set", "privacy.noise_divisor=realized",
                         "--set", "train.optimizer=sgd", "--set", "train.lr=0.5"});
-  REQUIRE(a["history"].size() == 6);
+  REQUIRE(a["non_private"]["history"].size() == 6);
   for (size_t i = 0; i < 6; ++i) {
-    CHECK(a["history"][i]["batch_size"] == b["history"][i]["batch_size"]);
-    CHECK(a["history"][i]["loss"].get<double>() ==
-          Approx(b["history"][i]["loss"].get<double>()).epsilon(1e-5));
+    CHECK(a["non_private"]["history"][i]["batch_size"] == b["non_private"]["history"][i]["batch_size"]);
+    CHECK(a["non_private"]["history"][i]["loss"].get<double>() ==
+          Approx(b["non_private"]["history"][i]["loss"].get<double>()).epsilon(1e-5));
   }
   double la = a["eval"]["final"]["loss"], lb = b["eval"]["final"]["loss"],
          l0 = a["eval"]["base"]["loss"];
@@ -201,10 +201,10 @@ TEST_CASE("dp-sgd diagnostics compare with the true mean gradient and never chan
                            {"--set", "method.name=dp-sgd", "--set", "method.diagnostics=true",
                             "--set", "privacy.noise_multiplier=0", "--set", "privacy.clip_norm=inf",
                             "--set", "privacy.noise_divisor=realized"});
-  REQUIRE(exact["diagnostics"]["steps"].get<int64_t>() > 0);
-  CHECK(exact["diagnostics"]["cosine_mean"].get<double>() == Approx(1.0).epsilon(1e-5));
-  CHECK(exact["diagnostics"]["noise_to_signal"].get<double>() == 0.0);
-  for (const auto& h : exact["history"])
+  REQUIRE(exact["non_private"]["diagnostics"]["steps"].get<int64_t>() > 0);
+  CHECK(exact["non_private"]["diagnostics"]["cosine_mean"].get<double>() == Approx(1.0).epsilon(1e-5));
+  CHECK(exact["non_private"]["diagnostics"]["noise_to_signal"].get<double>() == 0.0);
+  for (const auto& h : exact["non_private"]["history"])
     if (h.contains("diagnostics"))
       CHECK(h["diagnostics"]["l2"].get<double>() < 1e-5 * h["grad_norm_mean"].get<double>());
   // With noise: far from the true gradient, and the same run as without diagnostics.
@@ -212,12 +212,12 @@ TEST_CASE("dp-sgd diagnostics compare with the true mean gradient and never chan
   auto plain = run_metrics(f, out, dp);
   dp.insert(dp.end(), {"--set", "method.diagnostics=true"});
   auto diag = run_metrics(f, out, dp);
-  CHECK(diag["diagnostics"]["cosine_mean"].get<double>() < 0.9);
-  CHECK(diag["diagnostics"]["noise_to_signal"].get<double>() > 1.0);
+  CHECK(diag["non_private"]["diagnostics"]["cosine_mean"].get<double>() < 0.9);
+  CHECK(diag["non_private"]["diagnostics"]["noise_to_signal"].get<double>() > 1.0);
   CHECK(diag["eval"] == plain["eval"]);
-  CHECK(!plain.contains("diagnostics"));
-  for (size_t i = 0; i < plain["history"].size(); ++i)
-    CHECK(diag["history"][i]["loss"] == plain["history"][i]["loss"]);
+  CHECK(!plain["non_private"].contains("diagnostics"));
+  for (size_t i = 0; i < plain["non_private"]["history"].size(); ++i)
+    CHECK(diag["non_private"]["history"][i]["loss"] == plain["non_private"]["history"][i]["loss"]);
 }
 
 TEST_CASE(
@@ -247,13 +247,13 @@ TEST_CASE("with secure_noise the seed predicts neither the Poisson batches nor t
                                    "--set", "privacy.secure_noise=true"};
   auto a = run_metrics(f, out, args), b = run_metrics(f, out, args);
   CHECK(a["privacy"]["secure_noise"] == true);
-  REQUIRE(a["history"].size() == 6);
+  REQUIRE(a["non_private"]["history"].size() == 6);
   // Step 0 trains the same initial model, so its loss depends on the batch only: with seeded
   // batches it would be equal. Two independent Poisson(0.25) subsets of 24 rows coincide with
   // probability 0.625^24 ~ 1e-5, and then the six batch sizes would all have to agree too.
-  bool batches_differ = a["history"][0]["loss"] != b["history"][0]["loss"];
+  bool batches_differ = a["non_private"]["history"][0]["loss"] != b["non_private"]["history"][0]["loss"];
   for (size_t i = 0; i < 6; ++i)
-    batches_differ |= a["history"][i]["batch_size"] != b["history"][i]["batch_size"];
+    batches_differ |= a["non_private"]["history"][i]["batch_size"] != b["non_private"]["history"][i]["batch_size"];
   CHECK(batches_differ);
   CHECK(a["eval"]["final"]["loss"] != b["eval"]["final"]["loss"]);
   CHECK(a["privacy"]["epsilon"].get<double>() <= 1.0);
@@ -285,10 +285,11 @@ TEST_CASE("a run stopped after step k and resumed ends with the numbers of an un
   REQUIRE(test::cli({"run", "--resume", dir}, &printed) == 0);
   auto resumed = nlohmann::json::parse(read_file(fs::path(dir) / "metrics.json"));
   CHECK(resumed["status"] == "ok");
-  for (const char* k : {"eval", "history", "privacy"}) {
+  for (const char* k : {"eval", "privacy"}) {
     CAPTURE(k);
     CHECK(resumed[k] == full[k]);
   }
+  CHECK(resumed["non_private"]["history"] == full["non_private"]["history"]);
   CHECK(!fs::exists(fs::path(dir) / "checkpoint"));
   CHECK(fs::exists(fs::path(dir) / "adapter" / "adapter_model.safetensors"));
   CHECK(test::cli({"run", "--resume", dir}) == 2);  // already finished: refused

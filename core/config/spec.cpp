@@ -318,6 +318,7 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
     o.get("checkpoint_every", s.output.checkpoint_every, Range::at_least(0));
     o.get("save_model", s.output.save_model);
     o.get_choice("save_dtype", s.output.save_dtype, {"float32", "float16", "bfloat16"});
+    o.get("non_private_stats", s.output.non_private_stats);
     o.finish();
   }
   {
@@ -328,6 +329,11 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
     s.method.options = b.options;
     s.method.label = b.label;
   }
+  if (!s.output.non_private_stats && s.method.options.IsMap() &&
+      s.method.options["diagnostics"] && s.method.options["diagnostics"].as<std::string>() == "true")
+    throw ConfigError(
+        "method.diagnostics: true measures the true private gradients (non-private statistics), "
+        "but output.non_private_stats is false; drop one of them");
   top.finish();
   keys->throw_if_unknown();
   return s;
@@ -404,6 +410,7 @@ YAML::Node spec_to_yaml(const Spec& s) {
   n["output"]["checkpoint_every"] = s.output.checkpoint_every;
   n["output"]["save_model"] = s.output.save_model;
   n["output"]["save_dtype"] = s.output.save_dtype;
+  n["output"]["non_private_stats"] = s.output.non_private_stats;
   return n;
 }
 

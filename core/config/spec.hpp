@@ -101,6 +101,10 @@ struct OutputSpec {
   int64_t checkpoint_every = 0;  // steps between checkpoints (0 = none)
   bool save_model = true;        // save the trained adapter (LoRA) or model (full) in the run dir
   std::string save_dtype = "float32";  // dtype of a saved full model: float32 | float16 | bfloat16
+  // Write non-private statistics of the private data (per-step batch loss, realised batch size,
+  // gradient norms, clipped fraction, diagnostics, timing, memory) into metrics.json's
+  // `non_private` block and metrics.jsonl's step events; false: never compute or write them.
+  bool non_private_stats = true;
 };
 
 // The method block: its name and its options as the method resolved them (every key, defaults

@@ -110,7 +110,7 @@ std::optional<RunRecord> read_run(const fs::path& where, std::string* skip_reaso
     m = json(m["metrics"]);
   }
   auto schema = string_at(m, {"schema"});
-  if (schema != std::string(kMetricsSchema)) {
+  if (schema != std::string(kMetricsSchema) && schema != std::string(kMetricsSchemaV1)) {
     *skip_reason = fmt::format("not a dpft metrics.json (schema '{}', want '{}')",
                                schema.value_or(""), kMetricsSchema);
     return std::nullopt;

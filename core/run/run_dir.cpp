@@ -23,12 +23,7 @@ RunDir RunDir::create(const std::string& out_root, const Spec& spec) {
     throw RuntimeError(
         fmt::format("cannot create output directory {}: {} (set output.dir or --out)",
                     group.string(), ec.message()));
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char stamp[32];
-  std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
-  std::string base = fmt::format("{}-s{}", stamp, spec.seed);
+  std::string base = fmt::format("{}-s{}", local_stamp_now(), spec.seed);
   RunDir d;
   for (int i = 1;; ++i) {
     std::string id = i == 1 ? base : fmt::format("{}-{}", base, i);

@@ -3,7 +3,8 @@
 //   manifest.json         versions, machine, seed, command line, start/end, status
 //   log.txt               the run's log (also on stderr)
 //   metrics.jsonl         one JSON event per line (step, eval, privacy, ...)
-//   metrics.json          the final summary (schema "dpft.metrics/1")
+//   metrics.json          the final summary (schema "dpft.metrics/2"); its `non_private` block
+//                         holds the statistics of private data that no DP mechanism protects
 //   privacy_lock.json     the privacy settings the run started with (core/run/privacy_lock.hpp)
 //   .lock                 held (flock) by the process working in the directory
 // JSON files are replaced atomically (core/util/atomic_file.hpp).
@@ -19,7 +20,17 @@
 
 namespace dpft {
 
-inline constexpr const char* kMetricsSchema = "dpft.metrics/1";
+// dpft.metrics/2 moved per-step history, diagnostics, timing and memory (non-private
+// statistics of the private data) from the top level into the `non_private` block; /1 files
+// (older runs, committed results) are still read by `dpft report`.
+inline constexpr const char* kMetricsSchema = "dpft.metrics/2";
+inline constexpr const char* kMetricsSchemaV1 = "dpft.metrics/1";
+// metrics.json's block (and a step event's field) of non-private statistics.
+inline constexpr const char* kNonPrivate = "non_private";
+// What kNonPrivate holds, written as its `note`.
+inline constexpr const char* kNonPrivateNote =
+    "statistics of the private training data computed without noise: not covered by the run's "
+    "privacy guarantee; dpft export leaves them out";
 inline constexpr const char* kManifestSchema = "dpft.manifest/1";
 
 class RunDir {

@@ -151,8 +151,12 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
       for (auto& [k, v] : metrics["privacy"].items())
         if (!priv.contains(k)) priv[k] = v;
     metrics["privacy"] = priv;
-    metrics["timing"]["total_s"] = total;
-    metrics["memory"]["peak_rss_mb"] = peak_rss_mb();
+    if (spec.output.non_private_stats) {  // run time and memory follow the realised batch sizes
+      nlohmann::json& np = metrics[kNonPrivate];
+      np["note"] = kNonPrivateNote;
+      np["timing"]["total_s"] = total;
+      np["memory"]["peak_rss_mb"] = peak_rss_mb();
+    }
     if (!error.empty()) metrics["error"] = error;
     dir.write_metrics(metrics);
     manifest["end_time"] = iso_time_now();

@@ -70,12 +70,14 @@ void load_model(const Spec& spec, TrainInputs& in) {
   in.pad_id = pad ? *pad : 0;
 }
 
-std::string describe(const TrainInputs& in) {
+std::string describe(const TrainInputs& in, bool non_private_stats) {
   model::CausalLM m = in.model;  // a handle: counting reads the parameters
   return fmt::format(
-      "model {} ({} trainable of {} parameters, peft {}); train {} examples ({} tokens), eval {}",
+      "model {} ({} trainable of {} parameters, peft {}); train {} examples{}, eval {}",
       in.model_dir.string(), model::count_parameters(m, true), model::count_parameters(m, false),
-      in.peft.kind, in.train.size(), in.train.num_tokens(), in.eval.size());
+      in.peft.kind, in.train.size(),
+      non_private_stats ? fmt::format(" ({} tokens)", in.train.num_tokens()) : "",
+      in.eval.size());
 }
 
 }  // namespace dpft::train

@@ -28,6 +28,9 @@ struct TrainInputs {
   std::vector<std::string> labels;
   int64_t pad_id = 0;
   model::PeftOptions peft;
+  // Eval examples whose text is also a training example's (data.eval.exclude_train false):
+  // when > 0, eval results are statistics of the private data, reported as non-private.
+  int64_t eval_overlap = 0;
 };
 
 model::PeftOptions peft_options(const Spec& spec);
@@ -35,7 +38,8 @@ model::PeftOptions peft_options(const Spec& spec);
 // tokenizer and pad id into `in`; the data sets are the data layer's (data/train_inputs.hpp).
 void load_model(const Spec& spec, TrainInputs& in);
 
-// One line for the log: model, trainable / total parameters, peft, data set sizes.
-std::string describe(const TrainInputs& in);
+// One line for the log: model, trainable / total parameters, peft, data set sizes (N is the
+// accountant's input, treated as public) and, with non_private_stats, the training tokens.
+std::string describe(const TrainInputs& in, bool non_private_stats);
 
 }  // namespace dpft::train

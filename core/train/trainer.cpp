@@ -14,6 +14,7 @@
 #include "core/model/safetensors.hpp"
 #include "core/privacy/sampler.hpp"
 #include "core/run/privacy_lock.hpp"
+#include "core/run/run_dir.hpp"
 #include "core/train/optimizer.hpp"
 #include "core/train/schedule.hpp"
 #include "core/util/atomic_file.hpp"
@@ -168,8 +169,13 @@ nlohmann::json Trainer::evaluate(const std::string& tag, int64_t step, bool per_
     spdlog::info("eval {}: classification accuracy {:.4f} over {} labels", tag, c.accuracy,
                  s_->in.labels.size());
   }
-  s_->ctx.dir.event("eval",
-                    {{"model", tag}, {"step", step}, {"loss", r.loss}, {"accuracy", r.accuracy}});
+  nlohmann::json stats = {{"loss", r.loss}, {"accuracy", r.accuracy}};
+  nlohmann::json ev = {{"model", tag}, {"step", step}};
+  if (s_->in.eval_overlap > 0)
+    ev[kNonPrivate] = stats;  // the eval set holds training examples
+  else
+    ev.update(stats);
+  s_->ctx.dir.event("eval", ev);
   spdlog::info("eval {} (step {}): loss {:.4f}, accuracy {:.4f}, perplexity {:.2f}", tag, step,
                r.loss, r.accuracy, r.perplexity);
   s_->eval_seconds += seconds_since(t0);
@@ -372,18 +378,30 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
     double secs = seconds_since(t0);
     s.step_seconds.push_back(secs);
     s.grad_seconds += st.grad_seconds;
-    nlohmann::json h = {{"step", s.step},
-                        {"loss", st.loss},
-                        {"batch_size", st.batch_size},
-                        {"lr", lr},
-                        {"grad_norm_mean", st.grad_norm_mean},
-                        {"clipped_fraction", st.clipped_fraction}};
-    if (st.extra.is_object()) h.update(st.extra);
-    s.history.push_back(h);
-    nlohmann::json ev = h;
-    ev["seconds"] = secs;
-    s.ctx.dir.event("step", ev);
-    progress.update(s.step, fmt::format("loss {:.4f} |B| {}", st.loss, st.batch_size));
+    // The step number and the learning rate are public; everything else measured on the batch
+    // (its loss and realised size, gradient norms, the step's duration) is a non-private
+    // statistic of the private data: written only under output.non_private_stats.
+    nlohmann::json ev = {{"step", s.step}, {"lr", lr}};
+    if (spec.output.non_private_stats) {
+      nlohmann::json h = {{"step", s.step},
+                          {"loss", st.loss},
+                          {"batch_size", st.batch_size},
+                          {"lr", lr},
+                          {"grad_norm_mean", st.grad_norm_mean},
+                          {"clipped_fraction", st.clipped_fraction}};
+      if (st.extra.is_object()) h.update(st.extra);
+      s.history.push_back(h);
+      nlohmann::json np = h;
+      np.erase("step");
+      np.erase("lr");
+      np["seconds"] = secs;
+      ev[kNonPrivate] = np;
+      s.ctx.dir.event("step", ev);
+      progress.update(s.step, fmt::format("loss {:.4f} |B| {}", st.loss, st.batch_size));
+    } else {
+      s.ctx.dir.event("step", ev);
+      progress.update(s.step);
+    }
     if (spec.eval.every > 0 && s.step % spec.eval.every == 0 && s.step < T)
       s.eval_history.push_back(evaluate("step", s.step, false));
     if (spec.output.checkpoint_every > 0 && s.step % spec.output.checkpoint_every == 0 &&
@@ -432,12 +450,21 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
                   {"method", s.opts.method_info}};
   out["eval"] = {{"base", s.eval_base}, {"final", s.eval_final}, {"history", s.eval_history}};
   if (!s.opts.eval_after_prepare.empty()) out["eval"][s.opts.eval_after_prepare] = s.eval_prepared;
-  out["history"] = s.history;
-  out["timing"] = {{"train_s", train_s},
-                   {"median_step_s", median(s.step_seconds)},
-                   {"per_sample_grad_s", s.grad_seconds},
-                   {"per_sample_grad_share", train_s > 0 ? s.grad_seconds / train_s : 0.0},
-                   {"eval_s", s.eval_seconds}};
+  if (spec.output.non_private_stats)
+    out[kNonPrivate] = {
+        {"note", kNonPrivateNote},
+        {"history", s.history},
+        {"timing",
+         {{"train_s", train_s},
+          {"median_step_s", median(s.step_seconds)},
+          {"per_sample_grad_s", s.grad_seconds},
+          {"per_sample_grad_share", train_s > 0 ? s.grad_seconds / train_s : 0.0},
+          {"eval_s", s.eval_seconds}}}};
+  if (s.in.eval_overlap > 0) {  // evaluated on training examples: not post-processing of DP
+    out[kNonPrivate]["eval"] = out["eval"];
+    out[kNonPrivate]["eval"]["overlap_with_train"] = s.in.eval_overlap;
+    out["eval"] = nullptr;
+  }
   if (!s.eval_base.is_null() && !s.eval_final.is_null())
     spdlog::info("eval loss {:.4f} -> {:.4f}, accuracy {:.4f} -> {:.4f}",
                  s.eval_base["loss"].get<double>(), s.eval_final["loss"].get<double>(),

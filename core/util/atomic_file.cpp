@@ -36,6 +36,20 @@ void fsync_dir(const fs::path& dir) {
 
 }  // namespace
 
+void fsync_path(const fs::path& path) {
+  if (fs::is_directory(path)) {
+    fsync_dir(path);
+    return;
+  }
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0)
+    throw RuntimeError(fmt::format("cannot open {}: {}", path.string(), std::strerror(errno)));
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0)
+    throw RuntimeError(fmt::format("cannot fsync {}: {}", path.string(), std::strerror(errno)));
+}
+
 AtomicFileWriter::AtomicFileWriter(const fs::path& path) : path_(path), tmp_(path) {
   tmp_ += fmt::format(".tmp.{}", ::getpid());
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

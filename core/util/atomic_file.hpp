@@ -20,6 +20,10 @@ void write_file_atomic(const fs::path& path, const std::string& content);
 // Same, for a JSON value (pretty-printed, trailing newline).
 void write_json_atomic(const fs::path& path, const nlohmann::json& value);
 
+// fsync(2) a file's data, or a directory's entries; RuntimeError when the file cannot be
+// opened or synced.
+void fsync_path(const fs::path& path);
+
 // Streaming form of write_file_atomic for large outputs (checkpoints): write() appends to a
 // temp file beside `path`; commit() fsyncs and renames it over `path`. Destroyed without
 // commit() (an exception mid-write), the temp file is removed and `path` is untouched.

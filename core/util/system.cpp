@@ -95,4 +95,13 @@ std::string iso_time_now() {
   return buf;
 }
 
+std::string local_stamp_now() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y%m%d-%H%M%S", &tm);
+  return buf;
+}
+
 }  // namespace dpft

@@ -35,5 +35,6 @@ struct BlasThreadsGuard {  // sets n for its lifetime, then restores
 std::string host_name();
 double peak_rss_mb();                 // ru_maxrss of this process, MiB
 std::string iso_time_now();           // 2026-11-21T05:30:12Z (UTC)
+std::string local_stamp_now();        // 20261121-063012 (local time; run ids)
 
 }  // namespace dpft

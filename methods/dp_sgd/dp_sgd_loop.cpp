@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/eval/grad_diagnostics.hpp"
+#include "core/run/run_dir.hpp"
 #include "core/train/privatize.hpp"
 #include "core/train/trainer.hpp"
 #include "core/util/seed.hpp"
@@ -58,7 +59,8 @@ nlohmann::json run_dp_sgd(RunContext& ctx, train::TrainInputs& in, const train::
                             signal.norm().item<double>(), noise_norm);
     return g;  // "descent": the trainer's optimizer step
   });
-  if (o.diagnostics) out["diagnostics"] = eval::summarize_history(out["history"]);
+  if (o.diagnostics)
+    out[kNonPrivate]["diagnostics"] = eval::summarize_history(out[kNonPrivate]["history"]);
   out["privacy"] = dp.to_json();
   out["privacy"]["secure_noise"] = spec.privacy.secure_noise;
   if (o.prepare) out[o.prepare_key] = prepared;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/eval/grad_diagnostics.hpp"
+#include "core/run/run_dir.hpp"
 #include "core/train/privatize.hpp"
 #include "core/train/trainer.hpp"
 #include "core/util/clock.hpp"
@@ -65,10 +66,10 @@ class ProjectionLoop {
         {"style", gen_->style},
         {"random_api", gen_stats_json(gen_->gen->random_stats)},
         {"variational_api", gen_stats_json(gen_->gen->variational_stats)}};
-    out["timing"]["generation_s"] = gen_seconds_;
-    if (so_.diagnostics) {
+    if (spec_.output.non_private_stats) out[kNonPrivate]["timing"]["generation_s"] = gen_seconds_;
+    if (so_.diagnostics) {  // parse_spec refuses diagnostics without output.non_private_stats
       nlohmann::json d = diag_.summary();
-      if (!d.is_null()) out["diagnostics"] = d;
+      if (!d.is_null()) out[kNonPrivate]["diagnostics"] = d;
     }
     return out;
   }

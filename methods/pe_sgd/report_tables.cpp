@@ -85,7 +85,8 @@ Table diagnostics(const std::vector<RunRecord>& runs, const TableDef& def) {
   check_groups(runs);
   std::map<std::string, Collected> by_key;
   for (const auto& r : runs) {
-    const json* d = report::find(r.metrics, {"diagnostics"});
+    const json* d = report::find(r.metrics, {"non_private", "diagnostics"});
+    if (!d) d = report::find(r.metrics, {"diagnostics"});  // dpft.metrics/1 (older runs)
     if (!d || !d->is_object()) continue;  // only projection methods have diagnostics
     for (const auto& [key, v] : d->items())
       if (v.is_number())

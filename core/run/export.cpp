@@ -1,0 +1,232 @@
+#include "core/run/export.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <system_error>
+
+#include "core/run/privacy_lock.hpp"
+#include "core/run/run_dir.hpp"
+#include "core/util/atomic_file.hpp"
+#include "core/util/system.hpp"
+#include "core/util/error.hpp"
+#include "core/util/sha256.hpp"
+
+namespace dpft {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Entry {
+  bool shared;      // copied into the export
+  const char* cls;  // dp | post-processing | public | non-private
+  const char* why;
+};
+
+// Every name a run directory may hold (docs/outputs.md). Names not here are left out.
+const std::map<std::string, Entry>& run_entries() {
+  static const std::map<std::string, Entry> m = {
+      {"adapter",
+       {true, "dp", "the LoRA adapter trained on DP updates: post-processing of the ledger's releases"}},
+      {"model",
+       {true, "dp", "the model trained on DP updates (post-processing of the ledger's releases) "
+                    "and the base model's tokenizer"}},
+      {"synthetic",
+       {true, "post-processing",
+        "synthetic sets generated from the DP-trained model (and pe-sgd's released noisy "
+        "coefficients), or from the base model and prompts alone"}},
+      {"metrics.json",
+       {true, "public",
+        "the run's identity, settings, privacy ledger and the evaluation of the DP model on the "
+        "held-out eval set (post-processing); its non_private block is left out"}},
+      {"config.resolved.yaml", {true, "public", "the resolved spec: settings and file paths"}},
+      {"manifest.json",
+       {true, "public", "provenance: dpft and LibTorch versions, machine, command line, times"}},
+      {"metrics.jsonl",
+       {false, "non-private",
+        "per-step events with non-private statistics of the private batches (loss, realised "
+        "batch size, gradient norms, step time)"}},
+      {"log.txt", {false, "non-private", "the log prints per-step batch losses and batch sizes"}},
+      {"per_sample.jsonl",
+       {false, "non-private",
+        "one line per evaluation example: the guarantee covers the training examples, not "
+        "values that single out evaluation examples"}},
+      {kPrivacyLockFile,
+       {false, "non-private",
+        "holds the private files' SHA-256, a fingerprint that confirms a guessed data set"}},
+      {"checkpoint",
+       {false, "non-private", "training state, including the noise generator's state"}},
+      {".lock", {false, "internal", "the run directory's lock file"}},
+  };
+  return m;
+}
+
+nlohmann::json read_json_file(const fs::path& p) {
+  nlohmann::json j = nlohmann::json::parse(read_file(p), nullptr, false);
+  DPFT_CHECK_AS(InputError, !j.is_discarded(), "dpft export: {} is not valid JSON", p.string());
+  return j;
+}
+
+// Files under `p` (itself when a file), with their path relative to `base`.
+void list_files(const fs::path& base, const fs::path& p, std::vector<fs::path>* out) {
+  if (fs::is_directory(p)) {
+    std::vector<fs::path> children;
+    for (const auto& e : fs::directory_iterator(p)) children.push_back(e.path());
+    std::sort(children.begin(), children.end());
+    for (const auto& c : children) list_files(base, c, out);
+  } else {
+    out->push_back(fs::relative(p, base));
+  }
+}
+
+// The refusal when the run holds nothing DP to share; empty when it does.
+std::string not_dp_reason(const nlohmann::json& privacy) {
+  if (!privacy.is_object()) return "its metrics.json has no privacy block";
+  const nlohmann::json releases = privacy.value("releases", nlohmann::json::array());
+  if (!releases.is_array() || releases.empty())
+    return "it made no DP release (nothing private was trained)";
+  for (const auto& r : releases)
+    if (r.value("mechanism", "") == "non_private" || r.value("noise_multiplier", 0.0) <= 0)
+      return fmt::format("its release '{}' is non-private (sigma 0): epsilon is infinite",
+                         r.value("label", "?"));
+  const nlohmann::json eps = privacy.value("epsilon", nlohmann::json());
+  if (!eps.is_number()) return fmt::format("its epsilon is {}", eps.dump());
+  return "";
+}
+
+}  // namespace
+
+nlohmann::json dp_metrics(const nlohmann::json& metrics) {
+  nlohmann::json m = metrics;
+  m.erase(kNonPrivate);
+  if (m.value("schema", "") == kMetricsSchemaV1)
+    for (const char* k : {"history", "timing", "memory", "diagnostics"}) m.erase(k);
+  return m;
+}
+
+ExportResult export_run(const fs::path& run_dir, const fs::path& out_dir) {
+  const fs::path metrics_path = run_dir / "metrics.json";
+  DPFT_CHECK_AS(InputError, fs::is_directory(run_dir) && fs::is_regular_file(metrics_path),
+                "dpft export {}: not a dpft run directory (no metrics.json); give the directory "
+                "a run printed as 'done: <dir>/metrics.json'",
+                run_dir.string());
+  const nlohmann::json metrics = read_json_file(metrics_path);
+  const std::string schema = metrics.is_object() ? metrics.value("schema", "") : "";
+  DPFT_CHECK_AS(InputError, schema == kMetricsSchema || schema == kMetricsSchemaV1,
+                "dpft export {}: metrics.json has schema '{}', not a dpft run's", run_dir.string(),
+                schema);
+  const std::string status = metrics.value("status", "");
+  DPFT_CHECK_AS(ConfigError, status == "ok",
+                "dpft export {}: the run's status is '{}': only a finished run (status ok) is "
+                "exported{}",
+                run_dir.string(), status,
+                status == "stopped" || status == "interrupted"
+                    ? fmt::format("; finish it with dpft run --resume {}", run_dir.string())
+                    : "");
+  const nlohmann::json privacy = metrics.value("privacy", nlohmann::json());
+  const std::string why_not = not_dp_reason(privacy);
+  DPFT_CHECK_AS(ConfigError, why_not.empty(),
+                "dpft export {}: refused: {}; an export holds only DP outputs and this run has "
+                "none",
+                run_dir.string(), why_not);
+
+  std::error_code ec;
+  if (fs::exists(out_dir)) {
+    DPFT_CHECK_AS(ConfigError, fs::is_directory(out_dir) && fs::is_empty(out_dir),
+                  "dpft export: --out {} exists and is not an empty directory; choose a new "
+                  "path",
+                  out_dir.string());
+    fs::remove(out_dir, ec);
+  }
+  const fs::path parent = out_dir.parent_path().empty() ? fs::path(".") : out_dir.parent_path();
+  fs::create_directories(parent, ec);
+  DPFT_CHECK_AS(InputError, fs::is_directory(parent),
+                "dpft export: cannot create the directory {} for --out ({})", parent.string(),
+                ec.message());
+  const fs::path tmp =
+      parent / fmt::format(".{}.tmp-{}", out_dir.filename().string(), static_cast<long>(getpid()));
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+
+  nlohmann::json included = nlohmann::json::array(), left_out = nlohmann::json::array();
+  auto include = [&](const fs::path& rel, const Entry& e) {
+    included.push_back({{"path", rel.generic_string()},
+                        {"class", e.cls},
+                        {"bytes", fs::file_size(tmp / rel)},
+                        {"sha256", sha256_file_hex(tmp / rel)}});
+  };
+  std::vector<fs::path> top;
+  for (const auto& e : fs::directory_iterator(run_dir)) top.push_back(e.path().filename());
+  std::sort(top.begin(), top.end());
+  try {
+    for (const fs::path& name : top) {
+      auto it = run_entries().find(name.string());
+      if (it == run_entries().end()) {
+        left_out.push_back({{"path", name.generic_string()},
+                            {"class", "unclassified"},
+                            {"why", "not an output dpft classifies: left out until it is"}});
+        continue;
+      }
+      const Entry& e = it->second;
+      if (!e.shared) {
+        left_out.push_back({{"path", name.generic_string()}, {"class", e.cls}, {"why", e.why}});
+        continue;
+      }
+      if (name == "metrics.json") {
+        write_json_atomic(tmp / name, dp_metrics(metrics));
+        include(name, e);
+        left_out.push_back({{"path", "metrics.json#non_private"},
+                            {"class", "non-private"},
+                            {"why", kNonPrivateNote}});
+        // The ledger on its own: what epsilon the outputs carry and how it was computed.
+        write_json_atomic(tmp / "ledger.json", privacy);
+        include("ledger.json", {true, "public", "the privacy ledger (metrics.json's privacy)"});
+        continue;
+      }
+      std::vector<fs::path> files;
+      list_files(run_dir, run_dir / name, &files);
+      for (const fs::path& rel : files) {
+        DPFT_CHECK_AS(InputError, fs::is_regular_file(run_dir / rel),
+                      "dpft export: {} is not a regular file; the run directory was altered",
+                      (run_dir / rel).string());
+        fs::create_directories((tmp / rel).parent_path());
+        fs::copy_file(run_dir / rel, tmp / rel);
+        fsync_path(tmp / rel);
+        include(rel, e);
+      }
+    }
+    if (!fs::exists(run_dir / "adapter") && !fs::exists(run_dir / "model"))
+      spdlog::warn("dpft export: the run saved no adapter or model (output.save_model: false); "
+                   "the export holds its metrics only");
+    nlohmann::json manifest = {
+        {"schema", kExportSchema},
+        {"source", fs::weakly_canonical(run_dir).string()},
+        {"run", metrics.value("run", nlohmann::json())},
+        {"privacy",
+         {{"epsilon", privacy.value("epsilon", nlohmann::json())},
+          {"delta", privacy.value("delta", nlohmann::json())},
+          {"accountant", privacy.value("accountant_used", privacy.value("accountant", ""))}}},
+        {"exported", iso_time_now()},
+        {"included", included},
+        {"left_out", left_out},
+        {"note",
+         "included files are the DP outputs of the run, post-processing of them, and public "
+         "settings; see docs/privacy.md (What a run's outputs reveal)"}};
+    write_json_atomic(tmp / kExportManifestFile, manifest);
+    for (const auto& e : fs::recursive_directory_iterator(tmp))
+      if (e.is_directory()) fsync_path(e.path());
+    fsync_path(tmp);
+    fs::rename(tmp, out_dir);
+    fsync_path(parent);
+    return {out_dir, manifest};
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+}
+
+}  // namespace dpft

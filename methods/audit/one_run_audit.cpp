@@ -1,0 +1,243 @@
+#include "methods/audit/one_run_audit.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <unordered_set>
+
+#include "core/privacy/audit_bound.hpp"
+#include "core/tokenizer/load.hpp"
+#include "core/train/setup.hpp"
+#include "core/util/atomic_file.hpp"
+#include "core/util/error.hpp"
+#include "core/util/seed.hpp"
+#include "core/util/system.hpp"
+#include "methods/run.hpp"
+
+namespace dpft::audit {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+void check_auditable(const Spec& spec, const AuditOptions& o) {
+  DPFT_CHECK_AS(ConfigError, o.canaries >= 2, "--canaries {}: need at least 2", o.canaries);
+  DPFT_CHECK_AS(ConfigError, o.canary_tokens >= 1 && o.canary_tokens < spec.data.max_length,
+                "--canary-tokens {}: must be in [1, data.max_length = {})", o.canary_tokens,
+                spec.data.max_length);
+  DPFT_CHECK_AS(ConfigError, o.confidence > 0 && o.confidence < 1,
+                "--confidence {}: must be in (0, 1), e.g. 0.95", o.confidence);
+  DPFT_CHECK_AS(ConfigError, o.guesses >= 0 && 2 * o.guesses <= o.canaries,
+                "--guesses {}: k+ = k- = K needs 2 K <= --canaries ({})", o.guesses, o.canaries);
+  DPFT_CHECK_AS(ConfigError, method_trains(spec),
+                "dpft audit: method {} does not train on the private data; nothing to audit",
+                spec.method.name);
+  DPFT_CHECK_AS(ConfigError, spec.data.train.num_samples == 0,
+                "dpft audit: data.train.num_samples = {} subsamples the training set after the "
+                "canaries are added, which would change which canaries are in; subsample the "
+                "file beforehand and set data.train.num_samples: 0",
+                spec.data.train.num_samples);
+  DPFT_CHECK_AS(ConfigError, !spec.data.packing,
+                "dpft audit: data.packing cuts documents into blocks, so one canary is no longer "
+                "one example (the unit the guarantee protects); set data.packing: false");
+  DPFT_CHECK_AS(ConfigError, spec.data.loss_on == "all",
+                "dpft audit: data.loss_on: {}: the canaries are plain text; set data.loss_on: all",
+                spec.data.loss_on);
+}
+
+// Regular tokens whose text is printable ASCII with a non-space character: canaries made of
+// them are valid UTF-8 and survive a JSONL round trip unchanged.
+std::vector<tok::TokenId> printable_pool(const tok::Tokenizer& t) {
+  std::vector<tok::TokenId> pool;
+  for (int64_t id = 0; id < t.vocab_size(); ++id) {
+    const auto tid = static_cast<tok::TokenId>(id);
+    if (t.is_special(tid)) continue;
+    std::string s;
+    try {
+      s = t.decode({tid});
+    } catch (const Error&) {
+      continue;  // a hole in the id space
+    }
+    bool ok = !s.empty(), visible = false;
+    for (unsigned char c : s) {
+      ok &= c >= 0x20 && c <= 0x7e;
+      visible |= c != ' ';
+    }
+    if (ok && visible) pool.push_back(tid);
+  }
+  return pool;
+}
+
+std::vector<std::string> make_canaries(const tok::Tokenizer& t, int64_t m, int64_t len,
+                                       uint64_t seed) {
+  const std::vector<tok::TokenId> pool = printable_pool(t);
+  DPFT_CHECK_AS(InputError, pool.size() >= 100,
+                "dpft audit: the tokenizer has only {} printable tokens; canaries need at least "
+                "100",
+                pool.size());
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<size_t> pick(0, pool.size() - 1);
+  std::vector<std::string> out;
+  std::unordered_set<std::string> seen;
+  while (static_cast<int64_t>(out.size()) < m) {
+    std::vector<tok::TokenId> ids;
+    for (int64_t j = 0; j < len; ++j) ids.push_back(pool[pick(rng)]);
+    std::string text = t.decode(ids);
+    if (seen.insert(text).second) out.push_back(std::move(text));
+  }
+  return out;
+}
+
+void write_jsonl(const fs::path& file, const std::vector<std::string>& texts) {
+  std::string s;
+  for (const std::string& x : texts) s += nlohmann::json({{"text", x}}).dump() + "\n";
+  write_file_atomic(file, s);
+}
+
+DatasetSpec jsonl_set(const fs::path& file) {
+  DatasetSpec d;
+  d.path = file.string();
+  d.format = "jsonl";
+  d.text_column = "text";
+  return d;
+}
+
+// Per-canary losses of one model tag ("base" | "final") from the run's per_sample.jsonl.
+std::vector<double> canary_losses(const fs::path& run_dir, const std::string& tag, int64_t m) {
+  std::vector<double> loss(static_cast<size_t>(m), std::nan(""));
+  for (const nlohmann::json& e : read_jsonl(run_dir / "per_sample.jsonl")) {
+    if (e.value("model", "") != tag) continue;
+    const int64_t i = e.at("index").get<int64_t>();
+    DPFT_CHECK(i >= 0 && i < m, "audit: per_sample.jsonl index {} outside the {} canaries", i, m);
+    loss[static_cast<size_t>(i)] = e.at("loss").get<double>();
+  }
+  for (int64_t i = 0; i < m; ++i)
+    DPFT_CHECK(std::isfinite(loss[static_cast<size_t>(i)]),
+               "audit: no finite {} loss for canary {} in {}/per_sample.jsonl", tag, i,
+               run_dir.string());
+  return loss;
+}
+
+}  // namespace
+
+std::vector<int64_t> guess_grid(int64_t m) {
+  std::vector<int64_t> ks;
+  for (double f : {0.01, 0.02, 0.05, 0.1, 0.2, 0.5}) {
+    int64_t k = std::clamp<int64_t>(std::llround(f * static_cast<double>(m)), 1, m / 2);
+    if (std::find(ks.begin(), ks.end(), k) == ks.end()) ks.push_back(k);
+  }
+  return ks;
+}
+
+AuditResult run_audit(const Spec& spec, const AuditOptions& o) {
+  check_auditable(spec, o);
+  const fs::path dir =
+      !o.out_dir.empty()
+          ? fs::path(o.out_dir)
+          : fs::path(spec.output.dir) / "audit" /
+                fmt::format("{}-{}-s{}", spec.name, local_stamp_now(), spec.seed);
+  DPFT_CHECK_AS(ConfigError, !fs::exists(dir) || (fs::is_directory(dir) && fs::is_empty(dir)),
+                "dpft audit: {} exists and is not empty; give a new --out", dir.string());
+  fs::create_directories(dir);
+
+  // Lines 1-2 of the paper's Algorithm 1: canaries, and S_i uniform in {-1, +1}.
+  const tok::Tokenizer tok = tok::load_tokenizer(train::resolve_model_dir(spec.model.path));
+  const std::vector<std::string> canaries =
+      make_canaries(tok, o.canaries, o.canary_tokens, derive_seed(spec.seed, "audit-canaries"));
+  std::mt19937_64 coin(derive_seed(spec.seed, "audit-inclusion"));
+  std::vector<int> s(canaries.size());
+  std::vector<std::string> included;
+  for (size_t i = 0; i < canaries.size(); ++i) {
+    s[i] = (coin() >> 63) ? 1 : -1;
+    if (s[i] == 1) included.push_back(canaries[i]);
+  }
+  write_jsonl(dir / "canaries.jsonl", canaries);
+  write_jsonl(dir / "canaries_in.jsonl", included);
+  std::string truth;
+  for (int x : s) truth += x == 1 ? "1\n" : "0\n";
+  write_file_atomic(dir / "canaries_included.txt", truth);  // the auditor's secret, line i
+
+  // Line 3: one training run on the private data plus the included canaries; the eval set is
+  // every canary, scored by the base and the trained model (per_sample.jsonl).
+  Spec a = spec;
+  a.name = spec.name + "-audit";
+  if (!included.empty()) a.data.train_extra.push_back(jsonl_set(dir / "canaries_in.jsonl"));
+  a.data.eval = jsonl_set(dir / "canaries.jsonl");
+  a.eval.max_samples = 0;
+  a.eval.every = 0;
+  a.eval.per_sample = true;
+  a.output.non_private_stats = true;  // the eval set holds training rows (the included canaries)
+  a.output.save_model = false;
+  a.output.checkpoint_every = 0;
+  RunOptions ro;
+  ro.out_dir = (dir / "runs").string();
+  ro.command_line = o.command_line;
+  spdlog::info("audit: {} canaries of {} tokens, {} included; training {} ({})", canaries.size(),
+               o.canary_tokens, included.size(), spec.method.name, spec.name);
+  RunResult run = run_method(a, ro);
+  DPFT_CHECK_AS(RuntimeError, run.status == "ok",
+                "dpft audit: the training run ended '{}' ({}); run the audit again", run.status,
+                run.run_dir);
+  const nlohmann::json metrics =
+      nlohmann::json::parse(read_file(fs::path(run.run_dir) / "metrics.json"));
+
+  // Lines 4-6: scores, guesses, and the bound.
+  const std::vector<double> base = canary_losses(run.run_dir, "base", o.canaries),
+                            final = canary_losses(run.run_dir, "final", o.canaries);
+  std::vector<double> score(base.size());
+  for (size_t i = 0; i < base.size(); ++i) score[i] = base[i] - final[i];
+  const std::vector<int64_t> ks = o.guesses > 0 ? std::vector<int64_t>{o.guesses}
+                                                : guess_grid(o.canaries);
+  const double beta = (1 - o.confidence) / static_cast<double>(ks.size());
+  const double delta = spec.privacy.delta;
+  nlohmann::json tests = nlohmann::json::array();
+  double best = 0;
+  for (int64_t k : ks) {
+    const std::vector<int> t = privacy::audit_guesses(score, k, k);
+    privacy::AuditCounts c{o.canaries, 2 * k, 0};
+    for (size_t i = 0; i < t.size(); ++i) c.correct += (t[i] != 0 && t[i] == s[i]);
+    const double lb = privacy::audit_epsilon_lower_bound(c, delta, beta);
+    best = std::max(best, lb);
+    tests.push_back({{"k_plus", k}, {"k_minus", k}, {"guesses", c.guesses},
+                     {"correct", c.correct}, {"eps_lower_bound", lb}});
+  }
+  double in_mean = 0, out_mean = 0;
+  int64_t n_in = 0;
+  for (size_t i = 0; i < score.size(); ++i) {
+    (s[i] == 1 ? in_mean : out_mean) += score[i];
+    n_in += s[i] == 1;
+  }
+  in_mean /= std::max<int64_t>(n_in, 1);
+  out_mean /= std::max<int64_t>(o.canaries - n_in, 1);
+  const nlohmann::json reported = metrics["privacy"].value("epsilon", nlohmann::json());
+  AuditResult r;
+  r.dir = dir.string();
+  r.violation = reported.is_number() && best > reported.get<double>() + 1e-9;
+  r.report = {{"schema", "dpft.audit/1"},
+              {"method", spec.method.name},
+              {"spec", spec.name},
+              {"seed", spec.seed},
+              {"canaries", o.canaries},
+              {"canary_tokens", o.canary_tokens},
+              {"included", n_in},
+              {"score", "base loss - final loss"},
+              {"score_mean_included", in_mean},
+              {"score_mean_excluded", out_mean},
+              {"confidence", o.confidence},
+              {"delta", delta},
+              {"bonferroni", ks.size()},
+              {"tests", tests},
+              {"eps_lower_bound", best},
+              {"reported_epsilon", reported},
+              {"violation", r.violation},
+              {"run_dir", run.run_dir}};
+  write_json_atomic(dir / "audit.json", r.report);
+  return r;
+}
+
+}  // namespace dpft::audit

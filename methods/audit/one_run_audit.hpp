@@ -1,0 +1,52 @@
+// `dpft audit SPEC --canaries M`: an empirical lower bound on the epsilon of one training run of
+// any method, by the one-run audit of Steinke, Nasr and Jagielski 2023 ("Privacy Auditing with
+// One (1) Training Run", Algorithm 1, black-box):
+//   1. m canaries, random-token sequences (distinct; printable pieces of the model's tokenizer);
+//   2. S_i in {-1, +1} uniform: canary i is added to the training set iff S_i = +1;
+//   3. one run of the spec's method on the private data plus the included canaries;
+//   4. a score per canary: its loss under the base model minus its loss under the trained model
+//      (the base loss does not depend on S, so this is the loss score, calibrated per canary);
+//   5. guesses: "included" for the k+ highest scores, "excluded" for the k- lowest;
+//   6. v correct out of r = k+ + k- guesses -> epsilon lower bound at the given confidence
+//      (core/privacy/audit_bound.hpp, the paper's Theorem 5.2 with the run's delta).
+// Unless --guesses fixes k+ = k- = K beforehand, the bound is the best over a fixed grid of K,
+// each test at level beta / |grid| (Bonferroni), so the confidence holds for the maximum too
+// (the paper reports the best k without that correction).
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/config/spec.hpp"
+
+namespace dpft::audit {
+
+struct AuditOptions {
+  int64_t canaries = 1000;      // m
+  int64_t canary_tokens = 32;   // tokens per canary
+  double confidence = 0.95;     // 1 - beta
+  int64_t guesses = 0;          // K = k+ = k-; 0: the grid below with Bonferroni correction
+  std::string out_dir;          // audit directory ("" = <spec.output.dir>/audit/<name>-<time>)
+  std::string command_line;     // recorded in the run's manifest
+};
+
+// K values tried when AuditOptions::guesses is 0: round(f m) for f in {0.01, 0.02, 0.05, 0.1,
+// 0.2, 0.5}, at least 1, at most m / 2, duplicates dropped.
+std::vector<int64_t> guess_grid(int64_t m);
+
+struct AuditResult {
+  nlohmann::json report;  // what audit.json holds (schema dpft.audit/1)
+  std::string dir;
+  bool violation = false;  // the lower bound exceeds the epsilon the run reports
+};
+
+// Runs the audit of `spec`: writes <dir>/canaries.jsonl (every canary, the eval set),
+// <dir>/canaries_in.jsonl (the included ones, appended to the training set), the training run
+// under <dir>/runs/, and <dir>/audit.json. ConfigError for specs the audit cannot run as
+// written (a method that does not train, data.train.num_samples > 0 or data.packing, which would
+// change which canaries are in or what one example is).
+AuditResult run_audit(const Spec& spec, const AuditOptions& opts);
+
+}  // namespace dpft::audit

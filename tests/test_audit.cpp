@@ -1,0 +1,115 @@
+// The one-run audit's conversion (core/privacy/audit_bound.hpp) against a slow, obvious
+// reference on hand-made counts and against the numbers printed in Steinke, Nasr and Jagielski
+// 2023 (Appendix D, Section 7).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "core/privacy/audit_bound.hpp"
+#include "core/util/error.hpp"
+
+using namespace dpft;
+using privacy::AuditCounts;
+
+namespace {
+
+// P[Binomial(r, p) >= x] by summing every term, each C(r, j) built by exact-order products in
+// long double (no log space, no shortcuts); x <= 0 gives 1.
+long double ref_tail(int64_t r, long double p, int64_t x) {
+  if (x <= 0) return 1.0L;
+  long double total = 0;
+  for (int64_t j = x; j <= r; ++j) {
+    long double term = 1;
+    for (int64_t k = 1; k <= j; ++k)  // C(r, j) p^j (1 - p)^(r - j), one factor at a time
+      term *= static_cast<long double>(r - j + k) / static_cast<long double>(k) * p;
+    for (int64_t k = 0; k < r - j; ++k) term *= (1 - p);
+    total += term;
+  }
+  return total;
+}
+
+// The theorem's right-hand side with the maximum over every i = 1..m, as written.
+double ref_p_value(const AuditCounts& c, double eps, double delta) {
+  const long double p = std::exp(static_cast<long double>(eps)) /
+                        (1 + std::exp(static_cast<long double>(eps)));
+  const long double fv = ref_tail(c.guesses, p, c.correct);
+  long double alpha = 0;
+  for (int64_t i = 1; i <= c.m; ++i)
+    alpha = std::max(alpha, (ref_tail(c.guesses, p, c.correct - i) - fv) / i);
+  return static_cast<double>(std::min(1.0L, fv + 2.0L * c.m * delta * alpha));
+}
+
+// The bound by scanning epsilon upward in steps of 1e-4 until the p-value reaches beta.
+double ref_lower_bound(const AuditCounts& c, double delta, double beta) {
+  double eps = 0;
+  if (ref_p_value(c, 0, delta) >= beta) return 0;
+  while (ref_p_value(c, eps + 1e-4, delta) < beta) eps += 1e-4;
+  return eps;
+}
+
+}  // namespace
+
+TEST_CASE("audit p-value equals the slow reference on hand-made counts", "[audit]") {
+  const AuditCounts cases[] = {{10, 10, 10}, {10, 6, 5}, {20, 8, 8},  {20, 20, 13},
+                               {30, 12, 0},  {30, 30, 30}, {40, 10, 9}, {40, 40, 27}};
+  for (const AuditCounts& c : cases)
+    for (double eps : {0.0, 0.3, 1.0, 2.5, 6.0})
+      for (double delta : {0.0, 1e-5, 1e-2}) {
+        CAPTURE(c.m, c.guesses, c.correct, eps, delta);
+        const double fast = privacy::audit_p_value(c, eps, delta), ref = ref_p_value(c, eps, delta);
+        CHECK(fast == Approx(ref).epsilon(1e-9).margin(1e-15));
+      }
+}
+
+TEST_CASE("audit epsilon lower bound equals the slow reference scan", "[audit]") {
+  const AuditCounts cases[] = {{10, 10, 10}, {20, 8, 8}, {20, 20, 17}, {30, 30, 30},
+                               {40, 10, 9},  {40, 40, 31}, {16, 16, 16}, {30, 20, 10}};
+  for (const AuditCounts& c : cases)
+    for (double delta : {0.0, 1e-5, 1e-3})
+      for (double beta : {0.05, 0.01}) {
+        CAPTURE(c.m, c.guesses, c.correct, delta, beta);
+        const double fast = privacy::audit_epsilon_lower_bound(c, delta, beta);
+        const double ref = ref_lower_bound(c, delta, beta);
+        CHECK(fast >= ref - 1e-6);  // the scan stops on its grid below the supremum
+        CHECK(fast <= ref + 1e-4 + 1e-6);
+        // The bound is refuted, a hair above it is not.
+        if (fast > 0) CHECK(privacy::audit_p_value(c, fast, delta) < beta);
+        CHECK(privacy::audit_p_value(c, fast + 1e-6, delta) >= beta);
+      }
+  // Half right is no evidence of leakage; all wrong is none either.
+  CHECK(privacy::audit_epsilon_lower_bound({100, 100, 50}, 1e-5, 0.05) == 0);
+  CHECK(privacy::audit_epsilon_lower_bound({100, 100, 0}, 1e-5, 0.05) == 0);
+}
+
+TEST_CASE("audit bound: closed form for delta 0 and all guesses right, and the paper's numbers",
+          "[audit]") {
+  // delta = 0, v = r: p^r < beta  <=>  eps < -ln(beta^(-1/r) - 1).
+  for (int64_t r : {1, 5, 16, 100, 1000}) {
+    CAPTURE(r);
+    const double closed = -std::log(std::pow(0.05, -1.0 / static_cast<double>(r)) - 1);
+    CHECK(privacy::audit_epsilon_lower_bound({r, r, r}, 0.0, 0.05) ==
+          Approx(std::max(0.0, closed)).margin(1e-6));
+  }
+  // Printed in Steinke, Nasr, Jagielski 2023 (Appendix D's examples; Section 7, Fig. 11), 95%:
+  // m = 100, r = 100, v = 75: p-value 0.553 at eps ln 3, delta 0; bound 0.702 (delta 0),
+  // 0.699 (delta 1e-4); m = 1000: 0.673; m = 100000, r = 1510, v = 1439, delta 1e-5: 2.675.
+  CHECK(privacy::audit_p_value({100, 100, 75}, std::log(3.0), 0.0) == Approx(0.553).margin(5e-4));
+  CHECK(privacy::audit_epsilon_lower_bound({100, 100, 75}, 0.0, 0.05) ==
+        Approx(0.702).margin(5e-4));
+  CHECK(privacy::audit_epsilon_lower_bound({100, 100, 75}, 1e-4, 0.05) ==
+        Approx(0.699).margin(5e-4));
+  CHECK(privacy::audit_epsilon_lower_bound({1000, 100, 75}, 1e-4, 0.05) ==
+        Approx(0.673).margin(5e-4));
+  CHECK(privacy::audit_epsilon_lower_bound({100000, 1510, 1439}, 1e-5, 0.05) ==
+        Approx(2.6755).margin(1e-3));
+}
+
+TEST_CASE("audit guesses: top k+ included, bottom k- excluded, ties by index", "[audit]") {
+  std::vector<double> s = {0.5, 2.0, -1.0, 2.0, 0.0, -3.0};
+  CHECK(privacy::audit_guesses(s, 2, 2) == std::vector<int>{0, 1, -1, 1, 0, -1});
+  CHECK(privacy::audit_guesses(s, 3, 0) == std::vector<int>{1, 1, 0, 1, 0, 0});
+  CHECK(privacy::audit_guesses(s, 0, 0) == std::vector<int>(6, 0));
+  CHECK_THROWS_AS(privacy::audit_guesses(s, 4, 3), ConfigError);
+  CHECK_THROWS_AS(privacy::audit_epsilon_lower_bound({10, 11, 3}, 1e-5, 0.05), ConfigError);
+  CHECK_THROWS_AS(privacy::audit_epsilon_lower_bound({10, 10, 3}, 1e-5, 1.5), ConfigError);
+}

@@ -1,0 +1,197 @@
+// What a run's outputs reveal: output.non_private_stats, the non_private block, eval sets that
+// hold training rows, and `dpft export` (core/run/export.hpp; docs/privacy.md).
+#include <catch2/catch.hpp>
+
+#include <set>
+#include <sstream>
+
+#include "core/util/sha256.hpp"
+#include "run_fixture.hpp"
+
+using namespace dpft;
+using test::Fixture;
+
+namespace {
+
+std::vector<nlohmann::json> events(const std::string& dir, const std::string& kind) {
+  std::vector<nlohmann::json> out;
+  for (const auto& e : read_jsonl(fs::path(dir) / "metrics.jsonl"))
+    if (e.value("event", "") == kind) out.push_back(e);
+  return out;
+}
+
+std::set<std::string> files_under(const fs::path& root) {
+  std::set<std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(root))
+    if (e.is_regular_file()) out.insert(fs::relative(e.path(), root).generic_string());
+  return out;
+}
+
+const std::vector<std::string> kDp = {"--set", "method.name=dp-sgd", "--set",
+                                      "privacy.epsilon=8"};
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// `dpft ARGS...` as a separate process without --quiet (so the progress lines reach log.txt);
+// returns the run directory it printed.
+std::string run_binary(const std::vector<std::string>& args, const fs::path& stdout_file) {
+  std::string cmd = "'" DPFT_BINARY "'";
+  for (const std::string& a : args) {
+    std::string q;
+    for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    cmd += " '" + q + "'";
+  }
+  cmd += " > '" + stdout_file.string() + "' 2>/dev/null";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  std::string printed = read_file(stdout_file);
+  printed = printed.substr(0, printed.find_last_not_of('\n') + 1);
+  return printed.substr(printed.find_last_of('\n') + 1);
+}
+
+}  // namespace
+
+TEST_CASE("non-private statistics go to the non_private block, and nowhere with the switch off",
+          "[train-engine][outputs]") {
+  Fixture f;
+  test::make_fixture(f);
+  std::string out = (f.tmp.path / "runs").string(), on_dir, off_dir;
+  auto on = test::run_metrics(f, out, kDp, &on_dir);
+  off_dir = run_binary(test::run_args(f, out, with(kDp, {"--set", "output.non_private_stats=false"})),
+                       f.tmp.path / "stdout.txt");
+  auto off = nlohmann::json::parse(read_file(fs::path(off_dir) / "metrics.json"));
+  // On: per-step statistics only inside non_private, never at the top level.
+  for (const char* k : {"history", "timing", "memory", "diagnostics"}) {
+    CAPTURE(k);
+    CHECK(!on.contains(k));
+    CHECK(!off.contains(k));
+  }
+  REQUIRE(on["non_private"]["history"].size() == 6);
+  int64_t batch_total = 0;
+  for (const auto& h : on["non_private"]["history"]) batch_total += h["batch_size"].get<int64_t>();
+  CHECK(batch_total > 0);
+  CHECK(on["non_private"]["timing"]["total_s"].get<double>() > 0);
+  CHECK(on["non_private"]["memory"]["peak_rss_mb"].get<double>() > 0);
+  auto on_steps = events(on_dir, "step");
+  REQUIRE(on_steps.size() == 6);
+  CHECK(on_steps[0]["non_private"].contains("loss"));
+  CHECK(on_steps[0]["non_private"].contains("batch_size"));
+  // Off: no statistic of the private batches anywhere: metrics.json, metrics.jsonl, log.txt.
+  CHECK(!off.contains("non_private"));
+  auto off_steps = events(off_dir, "step");
+  REQUIRE(off_steps.size() == 6);
+  for (const auto& e : off_steps) {
+    std::set<std::string> keys;
+    for (const auto& [k, v] : e.items()) keys.insert(k);
+    CHECK(keys == std::set<std::string>{"event", "time", "step", "lr"});
+  }
+  const std::string log = read_file(fs::path(off_dir) / "log.txt");
+  CHECK(log.find("train 6/6") != std::string::npos);  // the progress line, without statistics
+  CHECK(log.find("|B|") == std::string::npos);
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {  // "loss" only in eval lines (held-out data)
+    CAPTURE(line);
+    CHECK((line.find("loss") == std::string::npos || line.find("eval") != std::string::npos));
+    CHECK(line.find("tokens") == std::string::npos);
+  }
+  // The statistics never feed back: the same model and the same DP outputs either way.
+  CHECK(on["eval"] == off["eval"]);
+  CHECK(on["privacy"] == off["privacy"]);
+  CHECK(read_file(fs::path(on_dir) / "adapter" / "adapter_model.safetensors") ==
+        read_file(fs::path(off_dir) / "adapter" / "adapter_model.safetensors"));
+  // Diagnostics measure the true private gradients: refused with the switch off.
+  CHECK(test::cli(test::run_args(f, out,
+                                 with(kDp, {"--set", "output.non_private_stats=false", "--set",
+                                            "method.diagnostics=true"}))) == 2);
+}
+
+TEST_CASE("an eval set holding training rows is reported as non-private", "[train-engine][outputs]") {
+  Fixture f;
+  test::make_fixture(f);
+  std::string out = (f.tmp.path / "runs").string(), dir;
+  // The eval set is the whole training file: the 24 training rows are among its 400.
+  const std::vector<std::string> same = {"--set", "data.eval.path=" + f.train, "--set",
+                                         "data.eval.num_samples=0", "--set",
+                                         "eval.max_samples=400"};
+  auto m = test::run_metrics(f, out, with(kDp, same), &dir);
+  CHECK(m["eval"].is_null());
+  CHECK(m["non_private"]["eval"]["overlap_with_train"] == 24);
+  CHECK(m["non_private"]["eval"]["final"]["loss"].get<double>() > 0);
+  for (const auto& e : events(dir, "eval")) {
+    CHECK(!e.contains("loss"));
+    CHECK(e["non_private"].contains("loss"));
+  }
+  // Held-out rows only: a DP output again.
+  auto held = test::run_metrics(
+      f, out, with(kDp, with(same, {"--set", "data.eval.exclude_train=true"})));
+  CHECK(held["eval"]["final"]["samples"] == 376);
+  CHECK(!held["non_private"].contains("eval"));
+  // With non-private statistics off, such an eval set is refused before anything runs.
+  CHECK(test::cli(test::run_args(
+            f, out, with(kDp, with(same, {"--set", "output.non_private_stats=false"})))) == 2);
+}
+
+TEST_CASE("dpft export copies only the DP outputs and names what it left out",
+          "[train-engine][outputs]") {
+  Fixture f;
+  test::make_fixture(f);
+  std::string out = (f.tmp.path / "runs").string(), dir;
+  auto m = test::run_metrics(f, out, kDp, &dir);
+  write_file_atomic(fs::path(dir) / "notes.txt", "a file dpft does not know\n");
+  const fs::path ex = f.tmp.path / "export";
+  REQUIRE(test::cli({"export", dir, "--out", ex.string()}) == 0);
+  CHECK(files_under(ex) == std::set<std::string>{"adapter/adapter_config.json",
+                                                 "adapter/adapter_model.safetensors",
+                                                 "config.resolved.yaml", "export_manifest.json",
+                                                 "ledger.json", "manifest.json", "metrics.json"});
+  // The adapter byte for byte; metrics.json without its non_private block, nothing else lost.
+  CHECK(read_file(ex / "adapter" / "adapter_model.safetensors") ==
+        read_file(fs::path(dir) / "adapter" / "adapter_model.safetensors"));
+  auto em = nlohmann::json::parse(read_file(ex / "metrics.json"));
+  nlohmann::json expect = m;
+  expect.erase("non_private");
+  CHECK(em == expect);
+  CHECK(nlohmann::json::parse(read_file(ex / "ledger.json")) == m["privacy"]);
+  auto man = nlohmann::json::parse(read_file(ex / "export_manifest.json"));
+  CHECK(man["schema"] == "dpft.export/1");
+  CHECK(man["privacy"]["epsilon"] == m["privacy"]["epsilon"]);
+  std::set<std::string> left;
+  for (const auto& e : man["left_out"]) left.insert(e["path"].get<std::string>());
+  for (const char* k : {"log.txt", "metrics.jsonl", "per_sample.jsonl", "privacy_lock.json",
+                        "metrics.json#non_private", "notes.txt"}) {
+    CAPTURE(k);
+    CHECK(left.count(k) == 1);
+  }
+  for (const auto& e : man["left_out"])
+    if (e["path"] == "notes.txt") CHECK(e["class"] == "unclassified");
+  REQUIRE(man["included"].size() == 6);
+  for (const auto& e : man["included"]) {
+    const fs::path p = ex / e["path"].get<std::string>();
+    CAPTURE(p.string());
+    CHECK(e["sha256"] == sha256_file_hex(p));
+    CHECK(e["bytes"] == fs::file_size(p));
+  }
+  // An existing non-empty destination is refused and left alone; an empty one is used.
+  CHECK(test::cli({"export", dir, "--out", ex.string()}) == 2);
+  CHECK(fs::exists(ex / "export_manifest.json"));
+  fs::create_directories(f.tmp.path / "empty");
+  CHECK(test::cli({"export", dir, "--out", (f.tmp.path / "empty").string()}) == 0);
+  // Nothing DP to share: a non-private method, epsilon inf, an unfinished run, not a run.
+  std::string sgd_dir, inf_dir, stopped_dir;
+  test::run_metrics(f, out, {"--set", "method.name=sgd"}, &sgd_dir);
+  test::run_metrics(f, out, {"--set", "method.name=dp-sgd", "--set", "privacy.epsilon=.inf"},
+                    &inf_dir);
+  test::run_metrics(f, out, with(kDp, {"--stop-after", "2"}), &stopped_dir);
+  int i = 0;
+  for (const std::string& d : {sgd_dir, inf_dir, stopped_dir}) {
+    CAPTURE(d);
+    const fs::path dest = f.tmp.path / fmt::format("refused{}", i++);
+    CHECK(test::cli({"export", d, "--out", dest.string()}) == 2);
+    CHECK(!fs::exists(dest));
+  }
+  CHECK(test::cli({"export", f.tmp.path.string(), "--out", (f.tmp.path / "x").string()}) == 3);
+  for (const auto& e : fs::directory_iterator(f.tmp.path))  // no temporary left behind
+    CHECK(e.path().filename().string().find(".tmp-") == std::string::npos);
+}
