@@ -38,6 +38,19 @@ int run_cli(int argc, const char* const* argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    // `dpft frobnicate`: name the word and the commands instead of CLI11's "A subcommand is
+    // required".
+    std::string names;
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+      known |= argc > 1 && sub->get_name() == argv[1];
+    }
+    if (argc > 1 && argv[1][0] != '-' && !known) {
+      std::cerr << "dpft: error: unknown command '" << argv[1] << "'; commands: " << names
+                << " (dpft --help)\n";
+      return kExitUsage;
+    }
     app.exit(e);
     return kExitUsage;
   }

@@ -32,7 +32,8 @@ void register_audit(CLI::App& app, CliContext& ctx) {
                   "guess 'included' for the K highest and 'excluded' for the K lowest scores; "
                   "0: best over a fixed grid of K, Bonferroni-corrected")
       ->capture_default_str();
-  sub->add_option("--canary-tokens", o->a.canary_tokens, "random tokens per canary")
+  sub->add_option("--canary-tokens", o->a.canary_tokens,
+                  "random tokens per canary (0: min(32, data.max_length / 2))")
       ->capture_default_str();
   sub->add_option("--set", o->sets, "override a spec value: key.path=value (repeatable)")
       ->take_all();

@@ -174,6 +174,18 @@ std::vector<Example> read_examples(const DatasetSpec& d, const std::string& key)
   }
 }
 
+namespace {
+
+// A subsample larger than the data is a spec error (it would silently use every row).
+void check_num_samples(const std::string& key, const DatasetSpec& d, size_t rows,
+                       const std::string& note) {
+  DPFT_CHECK_AS(ConfigError, d.num_samples <= static_cast<int64_t>(rows),
+                "{}.num_samples = {}, but {} has {} rows{}; lower it, or set 0 for all rows", key,
+                d.num_samples, d.path, rows, note);
+}
+
+}  // namespace
+
 std::vector<Example> select_examples(const DatasetSpec& d, const std::vector<DatasetSpec>& extra,
                                      const DataSpec& data, uint64_t seed,
                                      const std::unordered_set<std::string>* exclude_texts) {
@@ -186,6 +198,7 @@ std::vector<Example> select_examples(const DatasetSpec& d, const std::vector<Dat
     std::vector<Example> more = read_examples(extra[i], fmt::format("data.train_extra[{}]", i));
     int64_t rows = static_cast<int64_t>(more.size());
     for (Example& e : more) e.index += offset;
+    check_num_samples(fmt::format("data.train_extra[{}]", i), extra[i], more.size(), "");
     more = subsample(more, extra[i].num_samples, seed + 1 + i);
     all.insert(all.end(), std::make_move_iterator(more.begin()),
                std::make_move_iterator(more.end()));
@@ -201,6 +214,10 @@ std::vector<Example> select_examples(const DatasetSpec& d, const std::vector<Dat
                   "evaluate on (use a larger file or a smaller data.train.num_samples)",
                   key, before, d.path);
   }
+  check_num_samples(key, d, all.size(),
+                    !extra.empty()      ? " (with data.train_extra)"
+                    : exclude_texts     ? " (after exclude_train)"
+                                        : "");
   return subsample(all, d.num_samples, seed);
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <random>
 
+#include "core/tokenizer/unicode.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
 #include "core/util/strings.hpp"
@@ -130,8 +131,18 @@ void parse_jsonl(const std::string& text, Table& t) {
   for_each_line(text, 0, [&](std::string l, int64_t line) {
     if (l.find_first_not_of(" \t\r") == std::string::npos) return;
     nlohmann::json j;
+    // Cells nested deeper than this are refused while parsing: re-serialising a 100k-deep
+    // value would overflow the stack.
+    constexpr int kMaxDepth = 64;
+    auto depth_limit = [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+      if (depth > kMaxDepth)
+        throw InputError(fmt::format("{}:{}: JSON nested deeper than {} levels; a row is one "
+                                     "object of strings (or numbers)",
+                                     t.source, line, kMaxDepth));
+      return true;
+    };
     try {
-      j = nlohmann::json::parse(l);
+      j = nlohmann::json::parse(l, depth_limit);
     } catch (const nlohmann::json::parse_error& e) {
       throw InputError(fmt::format("{}:{}: invalid JSON: {}", t.source, line, e.what()));
     }
@@ -142,11 +153,18 @@ void parse_jsonl(const std::string& text, Table& t) {
         t.columns.push_back(it.key());
       }
     std::vector<std::string> row(t.columns.size());
+    std::vector<bool> seen(t.columns.size(), false);
     for (auto it = j.begin(); it != j.end(); ++it) {
       auto f = index.find(it.key());
       if (f == index.end()) continue;  // keys absent from the first row are ignored
+      if (it->is_null()) continue;     // null = absent
       row[f->second] = it->is_string() ? it->get<std::string>() : it->dump();
+      seen[f->second] = true;
     }
+    std::vector<size_t> absent;
+    for (size_t c = 0; c < seen.size(); ++c)
+      if (!seen[c]) absent.push_back(c);
+    if (!absent.empty()) t.absent[t.rows.size()] = std::move(absent);
     t.rows.push_back(std::move(row));
     t.line.push_back(line);
   });
@@ -161,6 +179,42 @@ void parse_text(const std::string& text, Table& t) {
     t.rows.push_back({std::move(l)});
     t.line.push_back(line);
   });
+}
+
+// UTF-16 / UTF-32 (a byte-order mark, or NUL bytes) is refused with the conversion to run:
+// read as UTF-8 it would split into wrong fields or garbage text.
+void check_encoding(const std::string& text, const std::string& source) {
+  auto starts = [&](const char* bom, size_t n) { return text.size() >= n && text.compare(0, n, bom, n) == 0; };
+  const char* enc = starts("\xFF\xFE\x00\x00", 4) || starts("\x00\x00\xFE\xFF", 4) ? "UTF-32"
+                    : starts("\xFF\xFE", 2) || starts("\xFE\xFF", 2)                ? "UTF-16"
+                                                                                      : nullptr;
+  if (!enc && text.find('\0') != std::string::npos) enc = "UTF-16 or binary";
+  if (enc)
+    throw InputError(fmt::format("{}: the file looks {}-encoded; dpft reads UTF-8 text: convert it, "
+                                 "e.g. iconv -f {} -t UTF-8 {} > converted.csv",
+                                 source, enc, std::string(enc).substr(0, 6), source));
+}
+
+// Every cell valid UTF-8 (naming file, line, column and byte), every column named once.
+void check_cells(const Table& t) {
+  for (size_t a = 0; a < t.columns.size(); ++a)
+    for (size_t b = a + 1; b < t.columns.size(); ++b)
+      if (t.columns[a] == t.columns[b])
+        throw InputError(fmt::format("{}: column '{}' appears twice in the header (columns {} and {}); "
+                                     "rename one",
+                                     t.source, t.columns[a], a + 1, b + 1));
+  for (size_t c = 0; c < t.columns.size(); ++c)
+    if (size_t bad = tok::find_invalid_utf8(t.columns[c]); bad != std::string::npos)
+      throw InputError(fmt::format("{}: header column {} is not valid UTF-8 (byte 0x{:02X}); convert the "
+                                   "file to UTF-8, e.g. iconv -f LATIN1 -t UTF-8",
+                                   t.source, c + 1, static_cast<unsigned char>(t.columns[c][bad])));
+  for (size_t r = 0; r < t.rows.size(); ++r)
+    for (size_t c = 0; c < t.rows[r].size(); ++c)
+      if (size_t bad = tok::find_invalid_utf8(t.rows[r][c]); bad != std::string::npos)
+        throw InputError(fmt::format(
+            "{}:{}: column '{}' is not valid UTF-8 (byte 0x{:02X} at offset {}); dpft reads UTF-8 "
+            "text: convert the file, e.g. iconv -f LATIN1 -t UTF-8 (for Latin-1 data)",
+            t.source, t.line[r], t.columns[c], static_cast<unsigned char>(t.rows[r][c][bad]), bad));
 }
 
 }  // namespace
@@ -183,12 +237,14 @@ Table read_table(const std::filesystem::path& path, const std::string& format) {
   Table t;
   t.source = path.string();
   std::string text = read_file(path);
+  check_encoding(text, t.source);
   if (fmt_ == "csv") parse_csv(text, t);
   else if (fmt_ == "tsv") parse_tsv(text, t);
   else if (fmt_ == "jsonl") parse_jsonl(text, t);
   else if (fmt_ == "text") parse_text(text, t);
   else throw ConfigError(fmt::format("data format '{}': use auto, csv, tsv, jsonl or text", fmt_));
   if (t.columns.empty()) throw InputError(fmt::format("{}: empty file (no header or rows)", t.source));
+  check_cells(t);
   return t;
 }
 
@@ -201,6 +257,11 @@ std::vector<Example> examples(const Table& t, const std::string& text_column, co
   std::vector<Example> out;
   out.reserve(t.rows.size());
   for (size_t i = 0; i < t.rows.size(); ++i) {
+    if (auto a = t.absent.find(i); a != t.absent.end())
+      for (size_t c : a->second)
+        if (c == tc || (lc && c == *lc) || (pc && c == *pc))
+          throw InputError(fmt::format("{}:{}: this row has no '{}' (or it is null); every row needs it",
+                                       t.source, t.line[i], t.columns[c]));
     out.push_back({static_cast<int64_t>(i), t.rows[i][tc], lc ? t.rows[i][*lc] : "", std::nullopt});
     if (pc) out.back().prompt = t.rows[i][*pc];
   }

@@ -20,14 +20,18 @@ struct Table {
   std::vector<std::string> columns;            // header order (JSONL: keys of the first row)
   std::vector<std::vector<std::string>> rows;  // rows[i][c] = value of columns[c]
   std::vector<int64_t> line;                   // 1-based line where each row starts
+  // JSONL: for rows lacking some of the first row's keys (or holding null), those columns'
+  // indices; examples() refuses a row without a column it reads.
+  std::map<size_t, std::vector<size_t>> absent;
   // Index of `name`; InputError listing the columns if absent.
   size_t column(const std::string& name) const;
 };
 
 // format: "auto" (from the extension: .csv, .tsv, .jsonl / .json, .txt), "csv", "tsv", "jsonl",
 // "text". Text lines keep their spaces (wikitext lines start with one); a trailing '\r' is cut.
-// Throws InputError (exit 3) for a missing file, a malformed row (naming file:line) or a
-// row whose field count differs from the header's.
+// Throws InputError (exit 3) for a missing file, a malformed row (naming file:line), a row
+// whose field count differs from the header's, a column named twice, a UTF-16/32 file, a cell
+// that is not valid UTF-8 (naming line and column) or JSON nested deeper than 64 levels.
 Table read_table(const std::filesystem::path& path, const std::string& format = "auto");
 
 using lm::Example;

@@ -68,7 +68,7 @@ PY
 
 refused "epsilon 8"            2 "privacy.epsilon: 1 when the run started, 8 now" 'cfg privacy.epsilon 8'
 refused "epsilon inf"          2 "privacy.epsilon: 1 when the run started, .inf now" 'cfg privacy.epsilon .inf'
-refused "delta 0.5"            2 "privacy.delta: 1e-05 when the run started, 0.5 now" 'cfg privacy.delta 0.5'
+refused "delta 1e-3"           2 "privacy.delta: 1e-05 when the run started, 0.001 now" 'cfg privacy.delta 0.001'
 refused "noise multiplier 0.3" 2 "privacy.noise_multiplier" 'cfg privacy.epsilon "~" && cfg privacy.noise_multiplier 0.3'
 refused "steps 60"             2 "train.steps: 6 when the run started, 60 now" 'cfg train.steps 60'
 refused "sampling rate"        2 "privacy.sampling_rate" 'cfg privacy.sampling_rate 0.5'

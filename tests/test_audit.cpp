@@ -4,9 +4,12 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <set>
+#include <sstream>
 
 #include "core/privacy/audit_bound.hpp"
 #include "core/util/error.hpp"
+#include "run_fixture.hpp"
 
 using namespace dpft;
 using privacy::AuditCounts;
@@ -112,4 +115,115 @@ TEST_CASE("audit guesses: top k+ included, bottom k- excluded, ties by index", "
   CHECK_THROWS_AS(privacy::audit_guesses(s, 4, 3), ConfigError);
   CHECK_THROWS_AS(privacy::audit_epsilon_lower_bound({10, 11, 3}, 1e-5, 0.05), ConfigError);
   CHECK_THROWS_AS(privacy::audit_epsilon_lower_bound({10, 10, 3}, 1e-5, 1.5), ConfigError);
+}
+
+// ---------------------------------------------------------------------------------------------
+// `dpft audit` end to end on the tiny fixture model (tests/run_fixture.hpp).
+
+namespace {
+
+struct AuditFixture {
+  test::Fixture f;
+  std::string spec;
+  AuditFixture(const std::string& privacy, int steps) {
+    test::make_fixture(f);
+    // 24 private rows: the first rows of the shipped PubMed sample.
+    std::istringstream in(read_file(f.train));
+    std::string csv, line;
+    for (int i = 0; i <= 24 && std::getline(in, line); ++i) csv += line + "\n";
+    write_file_atomic(f.tmp.path / "small.csv", csv);
+    spec = (f.tmp.path / "audit.yaml").string();
+    write_file_atomic(
+        spec, fmt::format("name: audit-test\nseed: 0\n"
+                          "model: {{path: {}, peft: {{kind: lora, r: 8, alpha: 16, targets: "
+                          "[c_attn, c_fc]}}}}\n"
+                          "data: {{train: {{path: {}}}, max_length: 24}}\n"
+                          "privacy: {{{}, delta: 1.0e-5, sampling_rate: 0.5}}\n"
+                          "train: {{steps: {}, micro_batch_size: 16, optimizer: adamw, lr: 0.02}}\n"
+                          "method: {{name: dp-sgd}}\n",
+                          f.model, (f.tmp.path / "small.csv").string(), privacy, steps));
+  }
+  nlohmann::json audit(const std::string& out, std::vector<std::string> extra = {}) {
+    std::vector<std::string> a = {"audit", spec, "--canaries", "100", "--canary-tokens", "8",
+                                  "--out", out};
+    a.insert(a.end(), extra.begin(), extra.end());
+    REQUIRE(test::cli(a) == 0);
+    return nlohmann::json::parse(read_file(fs::path(out) / "audit.json"));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("dpft audit finds the leakage of a run without noise", "[train-engine][audit-run]") {
+  AuditFixture af("epsilon: .inf", 40);
+  const fs::path out = af.f.tmp.path / "audit";
+  nlohmann::json j = af.audit(out.string());
+  // The secret coins, the canary files and the report agree.
+  std::istringstream coins(read_file(out / "canaries_included.txt"));
+  std::vector<nlohmann::json> all = read_jsonl(out / "canaries.jsonl"),
+                              in = read_jsonl(out / "canaries_in.jsonl");
+  REQUIRE(all.size() == 100);
+  std::set<std::string> distinct;
+  std::vector<nlohmann::json> expect_in;
+  std::string c;
+  for (size_t i = 0; std::getline(coins, c); ++i) {
+    distinct.insert(all[i]["text"].get<std::string>());
+    if (c == "1") expect_in.push_back(all[i]);
+  }
+  CHECK(distinct.size() == 100);
+  CHECK(in == expect_in);
+  CHECK(j["included"] == static_cast<int64_t>(in.size()));
+  CHECK(j["reported_epsilon"] == "inf");
+  CHECK(j["violation"] == false);
+  CHECK(j["bonferroni"] == 6);
+  for (const auto& t : j["tests"]) CHECK(t["correct"].get<int64_t>() <= t["guesses"].get<int64_t>());
+  // Included canaries were memorised: their loss fell more, and the bound is clearly above 0
+  // (measured 2.05 on the dev machine: 40 of 40 guesses right at K = 20).
+  CHECK(j["score_mean_included"].get<double>() > j["score_mean_excluded"].get<double>());
+  CHECK(j["eps_lower_bound"].get<double>() > 1.0);
+}
+
+TEST_CASE("dpft audit of a DP run bounds epsilon below what the run reports",
+          "[train-engine][audit-run]") {
+  AuditFixture af("epsilon: 2", 10);  // a smoke check; the [slow] case below runs 9 audits
+  nlohmann::json j = af.audit((af.f.tmp.path / "audit").string());
+  CHECK(j["reported_epsilon"].get<double>() <= 2.0);
+  CHECK(j["eps_lower_bound"].get<double>() <= j["reported_epsilon"].get<double>());
+  CHECK(j["violation"] == false);
+}
+
+TEST_CASE("dpft audit over seeds: the DP lower bound never exceeds the reported epsilon",
+          "[slow][audit-run]") {
+  for (const char* eps : {"epsilon: 1", "epsilon: 4", "epsilon: 8"}) {
+    AuditFixture af(eps, 40);
+    for (int seed = 0; seed < 3; ++seed) {
+      CAPTURE(eps, seed);
+      nlohmann::json j = af.audit((af.f.tmp.path / fmt::format("audit{}", seed)).string(),
+                                  {"--set", fmt::format("seed={}", seed)});
+      WARN(eps << " seed " << seed << ": lower bound " << j["eps_lower_bound"] << ", reported "
+               << j["reported_epsilon"]);
+      CHECK(j["eps_lower_bound"].get<double>() <= j["reported_epsilon"].get<double>());
+    }
+  }
+}
+
+TEST_CASE("dpft audit refuses what it cannot audit", "[audit-run]") {
+  AuditFixture af("epsilon: 2", 4);
+  const std::string out = (af.f.tmp.path / "x").string();
+  auto rc = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = {"audit", af.spec, "--canaries", "100", "--out", out};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return test::cli(a);
+  };
+  CHECK(rc({"--set", "method.name=noop"}) == 2);
+  CHECK(rc({"--set", "data.train.num_samples=5"}) == 2);
+  CHECK(rc({"--set", "data.packing=true"}) == 2);
+  CHECK(rc({"--guesses", "51"}) == 2);
+  CHECK(rc({"--confidence", "1"}) == 2);
+  CHECK(rc({"--canary-tokens", "24"}) == 2);  // not below data.max_length
+  CHECK(!fs::exists(out));  // refused before anything was written
+  fs::create_directories(out);
+  write_file_atomic(fs::path(out) / "keep.txt", "x");
+  CHECK(rc({}) == 2);
+  CHECK(fs::exists(fs::path(out) / "keep.txt"));
 }

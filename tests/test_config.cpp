@@ -81,7 +81,7 @@ TEST_CASE("out-of-range values name the allowed range", "[config]") {
   CHECK_THAT(config_error("privacy:\n  epsilon: -1\n"),
              Contains("privacy.epsilon: -1 is out of range"));
   CHECK_THAT(config_error("train:\n  steps: 0\n"),
-             Contains("train.steps: 0 is out of range; allowed [1, .inf)"));
+             Contains("train.steps: 0 is out of range; allowed [1, 100000000]"));
   CHECK_THAT(config_error("privacy:\n  sampling_rate: 0\n"), Contains("allowed (0, 1]"));
 }
 

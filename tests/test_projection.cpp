@@ -440,3 +440,36 @@ TEST_CASE("principal angles and overlap of subspaces", "[projection]") {
   CHECK(eval::subspace_overlap(A, B) == Approx(1.0));
   CHECK(eval::subspace_overlap(A, A) == Approx(2.0));
 }
+
+TEST_CASE("projection diagnostics equal their closed forms on constructed subspaces",
+          "[projection]") {
+  // Private gradients H span {e0, e1} (distinct strengths); synthetic G span the plane rotated
+  // by theta = 30 deg (e0 -> e2) and phi = 60 deg (e1 -> e3). Then the principal angles between
+  // the top-2 bases are 30 and 60 degrees and overlap_g_h = cos^2 30 + cos^2 60 = 1.
+  const double th = M_PI / 6, ph = M_PI / 3;
+  Tensor e = torch::eye(6, torch::kFloat64);
+  Tensor g0 = std::cos(th) * e[0] + std::sin(th) * e[2], g1 = std::cos(ph) * e[1] + std::sin(ph) * e[3];
+  Tensor Hs = torch::stack({3 * e[0], 2 * e[1], -3 * e[0], 1 * e[1]}).to(torch::kFloat32);
+  Tensor Gs = torch::stack({2 * g0, 1 * g1, -1 * g1}).to(torch::kFloat32);
+  // Direction (1, 1, 0...) against the mean of H, (0, 0.75, 0...): l2 = sqrt(1 + 0.0625),
+  // cosine = 0.75 / (sqrt 2 * 0.75).
+  Tensor dir = (e[0] + e[1]).to(torch::kFloat32);
+  Tensor norms = torch::tensor({1.0, 2.0, 3.0, 6.0});  // mean 3, sample std sqrt(14/3)
+  eval::ProjectionDiagnostics diag(2);
+  nlohmann::json j = diag.record({Gs, Hs, dir, norms, 4.0, 1.0, 0});
+  CHECK(j["overlap_g_h"].get<double>() == Approx(std::pow(std::cos(th), 2) + std::pow(std::cos(ph), 2)).epsilon(1e-5));
+  CHECK(j["l2"].get<double>() == Approx(std::sqrt(1.0625)).epsilon(1e-6));
+  CHECK(j["cosine"].get<double>() == Approx(1 / std::sqrt(2.0)).epsilon(1e-6));
+  CHECK(j["noise_to_signal"].get<double>() == Approx(0.25));
+  CHECK(j["norm_std_over_mean"].get<double>() == Approx(std::sqrt(14.0 / 3) / 3).epsilon(1e-9));
+  CHECK(j["norm_min_over_max"].get<double>() == Approx(1.0 / 6));
+  // The next step's private subspace is the synthetic one: its angles to step 0's are 30, 60.
+  nlohmann::json k = diag.record({Gs, Gs, dir, norms, 4.0, 1.0, 1});
+  std::vector<double> ang = k["principal_angles_deg"].get<std::vector<double>>();
+  REQUIRE(ang.size() == 2);
+  CHECK(ang[0] == Approx(30).epsilon(1e-4));
+  CHECK(ang[1] == Approx(60).epsilon(1e-4));
+  CHECK(k["principal_angle_mean_deg"].get<double>() == Approx(45).epsilon(1e-4));
+  CHECK(diag.summary()["principal_angle_mean_deg"].get<double>() == Approx(45).epsilon(1e-4));
+  CHECK(k["overlap_g_h"].get<double>() == Approx(2.0).epsilon(1e-5));  // G against itself
+}

@@ -127,7 +127,10 @@ YAML::Node load_spec_yaml(const std::string& path) {
     throw ConfigError(fmt::format("{}: the YAML cannot be parsed (nested too deeply?): {}", path,
                                   e.what()));
   }
-  if (n.IsNull()) return YAML::Node(YAML::NodeType::Map);
+  if (n.IsNull())  // an empty file (or only comments) is a mistake, not "all defaults"
+    throw ConfigError(fmt::format("{}: the spec is empty; write at least the method and the data "
+                                  "(experiments/quickstart.yaml is a complete example)",
+                                  path));
   if (!n.IsMap())
     throw ConfigError(fmt::format("{}: a spec is a mapping of keys (name:, model:, data:, ...), "
                                   "got {}",
@@ -220,6 +223,10 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
     p.get("alpha", s.model.peft.alpha, Range::above(0));
     p.get("dropout", s.model.peft.dropout, Range{0, 1, false, true});
     p.get("targets", s.model.peft.targets);
+    if (s.model.peft.kind == "lora" && s.model.peft.targets.empty())
+      throw ConfigError(
+          "model.peft.targets: empty: LoRA needs the names of the modules it wraps, e.g. "
+          "[c_attn, c_fc] (GPT-2) or [q_proj, v_proj] (Llama, Qwen2)");
     p.finish();
     m.finish();
   }
@@ -272,6 +279,14 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
     bool eps_given = p.has("epsilon");
     p.get("epsilon", pr.epsilon, Range{0, std::numeric_limits<double>::infinity(), true, false});
     p.get("delta", pr.delta, Range::open(0, 1));
+    // (epsilon, delta)-DP with a large delta permits publishing some examples in the clear
+    // (with probability delta each); the guarantee is meaningful only for delta well below 1/N.
+    if (pr.delta > 0.01)
+      throw ConfigError(fmt::format(
+          "privacy.delta: {} is too large for a privacy guarantee (a mechanism may then release "
+          "examples in the clear with that probability); use delta well below 1/N, e.g. 1e-5 or "
+          "1/(N ln N)",
+          pr.delta));
     p.get_choice("accountant", pr.accountant, {"prv", "rdp", "gaussian"});
     p.get("eps_error", pr.eps_error, Range::open(0, 1));
     p.get("noise_multiplier", pr.noise_multiplier, Range::at_least(0));
@@ -293,7 +308,7 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
   {
     Fields t = top.child("train");
     TrainSpec& tr = s.train;
-    t.get("steps", tr.steps, Range::at_least(1));
+    t.get("steps", tr.steps, Range::closed(1, 1e8));  // privacy::kMaxSteps
     t.get("batch_size", tr.batch_size, Range::at_least(1));
     t.get("micro_batch_size", tr.micro_batch_size, Range::at_least(1));
     t.get_choice("optimizer", tr.optimizer, {"sgd", "adamw"});

@@ -120,6 +120,9 @@ PeftOptions load_adapter(CausalLM& model, const fs::path& dir) {
       if (t.sizes() != param.sizes())
         throw InputError(fmt::format("{}: '{}' has shape {}, expected {}", w_path.string(), key,
                                      shape_str(t.sizes()), shape_str(param.sizes())));
+      if (!t.is_floating_point())
+        throw InputError(fmt::format("{}: '{}' has dtype {}; adapter weights must be F32, F16 or BF16",
+                                     w_path.string(), key, c10::toString(t.scalar_type())));
       param.copy_(t.to(param.scalar_type()));
       used[key] = true;
     }

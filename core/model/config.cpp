@@ -40,6 +40,31 @@ void ModelConfig::validate(const std::string& what) const {
   pos("head_dim", head_dim);
   pos("intermediate_size", intermediate_size);
   pos("max_position", max_position);
+  // Before anything is allocated: a damaged or hostile config.json (n_layer: 1e9) must not
+  // make dpft reserve gigabytes before the weights are found missing.
+  auto at_most = [&](const char* name, int64_t v, int64_t limit) {
+    if (v > limit)
+      throw InputError(fmt::format("{}: {} = {} is beyond any model dpft can load (at most {}); "
+                                   "config.json is damaged",
+                                   what, name, v, limit));
+  };
+  constexpr int64_t kDim = int64_t{1} << 24;
+  at_most("vocab_size", vocab_size, kDim);
+  at_most("hidden_size", hidden_size, kDim);
+  at_most("num_layers", num_layers, 4096);
+  at_most("num_heads", num_heads, kDim);
+  at_most("num_kv_heads", num_kv_heads, kDim);
+  at_most("head_dim", head_dim, kDim);
+  at_most("intermediate_size", intermediate_size, kDim);
+  at_most("max_position", max_position, kDim);
+  const double params = static_cast<double>(vocab_size) * static_cast<double>(hidden_size) +
+                        static_cast<double>(num_layers) * static_cast<double>(hidden_size) *
+                            (4.0 * static_cast<double>(hidden_size) +
+                             3.0 * static_cast<double>(intermediate_size));
+  if (params > 1e12)
+    throw InputError(fmt::format("{}: config.json describes ~{:.3g} parameters, beyond any model "
+                                 "dpft can load; config.json is damaged",
+                                 what, params));
   if (num_heads % num_kv_heads != 0)
     throw InputError(fmt::format("{}: num_attention_heads {} is not a multiple of num_key_value_heads {}", what,
                                  num_heads, num_kv_heads));

@@ -191,6 +191,10 @@ void load_weights(CausalLM& model, const std::function<torch::Tensor(const std::
       throw InputError(fmt::format("{}: tensor '{}' is missing (model_type {})", what, name,
                                    model->config().model_type));
     torch::Tensor dst = params[name];
+    if (!src.is_floating_point())  // before the shape: an int tensor is never a weight
+      throw InputError(fmt::format("{}: tensor '{}' has dtype {}; model weights must be F32, F16 "
+                                   "or BF16 (quantised checkpoints are not supported)",
+                                   what, name, c10::toString(src.scalar_type())));
     if (model->stored_transposed(name)) src = src.t();
     if (src.sizes() != dst.sizes())
       throw InputError(fmt::format("{}: tensor '{}' has shape {} but config.json implies {}", what,

@@ -27,6 +27,10 @@ void check_block(const GaussianBlock& b, const std::string& what) {
   if (!(b.q > 0 && b.q <= 1))
     throw ConfigError(fmt::format("{}: sampling rate {} is out of range; allowed (0, 1]", what, b.q));
   if (b.steps < 1) throw ConfigError(fmt::format("{}: steps {} must be >= 1", what, b.steps));
+  if (b.steps > kMaxSteps)
+    throw ConfigError(fmt::format("{}: {} steps is beyond what the accountants support (at most "
+                                  "{}); use fewer steps",
+                                  what, b.steps, kMaxSteps));
 }
 
 bool has_non_private(const std::vector<GaussianBlock>& blocks) {

@@ -57,7 +57,12 @@ class Accountant {
 // name: prv | rdp | gaussian. Throws ConfigError for an unknown name.
 std::unique_ptr<Accountant> make_accountant(const std::string& name, const AccountantOptions& opts = {});
 
-// Validates a block (sigma >= 0, q in (0, 1], steps >= 1); throws ConfigError naming `what`.
+// The most compositions an accountant is asked to bound: beyond it PRV's grid cannot be built
+// and RDP's answer is meaningless; a run or a question past it is a mistake (steps: 1e15).
+inline constexpr int64_t kMaxSteps = 100000000;
+
+// Validates a block (sigma >= 0, q in (0, 1], 1 <= steps <= kMaxSteps); throws ConfigError
+// naming `what`.
 void check_block(const GaussianBlock& b, const std::string& what = "block");
 // True if any block releases without noise (sigma == 0): epsilon is then infinite.
 bool has_non_private(const std::vector<GaussianBlock>& blocks);

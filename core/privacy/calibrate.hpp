@@ -26,7 +26,7 @@ SigmaCalibration calibrate_sigma(const Accountant& acc, double q, int64_t steps,
 
 // Largest steps T with eps(sigma, q, T) <= target (0 if even one step exceeds it).
 int64_t max_steps(const Accountant& acc, double sigma, double q, double target_eps, double delta,
-                  int64_t limit = 100000000);
+                  int64_t limit = kMaxSteps);
 // Largest q in (0, 1] with eps(sigma, q, T) <= target, to relative precision rel_tol (0 if none).
 double max_sampling_rate(const Accountant& acc, double sigma, int64_t steps, double target_eps,
                          double delta, double rel_tol = 1e-4);

@@ -167,6 +167,16 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
     dir.event("end", {{"status", status}});
   };
 
+  // Recording a failure must not hide it: if the record cannot be written (a full disk), log
+  // that and let the original error propagate.
+  auto finish_failed = [&](int exit_code, const std::string& error) {
+    try {
+      finish("failed", exit_code, error);
+    } catch (const std::exception& w) {
+      spdlog::error("could not record the failure in {}: {}", dir.path().string(), w.what());
+    }
+  };
+
   metrics["privacy"] = ledger.to_json();
   dir.write_metrics(metrics);  // a run killed outright still leaves a parseable metrics.json
   dir.event("start", {{"method", spec.method.name}, {"seed", spec.seed}});
@@ -187,10 +197,10 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
           "its outputs do not meet the budget it was started with",
           spent.epsilon, spec.privacy.delta, *target));
   } catch (const Error& e) {
-    finish("failed", e.exit_code(), e.what());
+    finish_failed(e.exit_code(), e.what());
     throw;
   } catch (const std::exception& e) {
-    finish("failed", kExitRuntime, e.what());
+    finish_failed(kExitRuntime, e.what());
     throw;
   }
   RunResult r;

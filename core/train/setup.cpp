@@ -60,6 +60,16 @@ void load_model(const Spec& spec, TrainInputs& in) {
                     "damaged (training on it would only drop every example)",
                     in.model_dir.string(), p.key());
   }
+  const model::ModelConfig& mc = in.model->config();
+  if (spec.data.max_length > mc.max_position) {
+    DPFT_CHECK_AS(ConfigError, !mc.is_gpt2(),
+                  "data.max_length = {} exceeds the {} positions the model has (config.json "
+                  "n_positions of {}); set data.max_length <= {}",
+                  spec.data.max_length, mc.max_position, in.model_dir.string(), mc.max_position);
+    spdlog::warn("data.max_length = {} exceeds the model's max_position_embeddings {}: rotary "
+                 "positions beyond it were never trained",
+                 spec.data.max_length, mc.max_position);
+  }
   in.peft = peft_options(spec);
   model::apply_peft(in.model, in.peft, derive_seed(spec.seed, "peft"));
   in.tok = std::make_shared<tok::Tokenizer>(tok::load_tokenizer(in.model_dir));

@@ -226,7 +226,8 @@ bool Trainer::load_checkpoint() {
     return restore(dir);
   } catch (const nlohmann::json::exception& e) {
     throw InputError(
-        fmt::format("checkpoint {} is damaged ({}); remove it to restart the run from step 0",
+        fmt::format("checkpoint {} is damaged ({}); the run cannot be resumed from it (training again from step "
+            "0 would spend the budget twice): start a new run",
                     dir.string(), e.what()));
   }
 }

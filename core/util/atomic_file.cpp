@@ -92,7 +92,9 @@ void write_file_atomic(const fs::path& path, const std::string& content) {
 }
 
 void write_json_atomic(const fs::path& path, const nlohmann::json& value) {
-  write_file_atomic(path, value.dump(2) + "\n");
+  // Invalid UTF-8 in a string (an error message quoting a Latin-1 data file) is written as
+  // U+FFFD instead of throwing: the failure handler must never fail on the message it records.
+  write_file_atomic(path, value.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 std::string read_file(const fs::path& path) {
@@ -127,7 +129,8 @@ JsonlWriter& JsonlWriter::operator=(JsonlWriter&& o) noexcept {
 
 void JsonlWriter::write(const nlohmann::json& event) {
   DPFT_CHECK(fd_ >= 0, "JsonlWriter used before open");
-  std::string line = event.dump() + "\n";  // dump() never emits a raw newline
+  // dump() never emits a raw newline; invalid UTF-8 becomes U+FFFD (see write_json_atomic)
+  std::string line = event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   write_all(fd_, line.data(), line.size(), path_);
   ::fdatasync(fd_);
 }

@@ -134,7 +134,9 @@ std::vector<int64_t> guess_grid(int64_t m) {
   return ks;
 }
 
-AuditResult run_audit(const Spec& spec, const AuditOptions& o) {
+AuditResult run_audit(const Spec& spec, const AuditOptions& opts) {
+  AuditOptions o = opts;
+  if (o.canary_tokens == 0) o.canary_tokens = std::min<int64_t>(32, spec.data.max_length / 2);
   check_auditable(spec, o);
   const fs::path dir =
       !o.out_dir.empty()

@@ -25,7 +25,7 @@ namespace dpft::audit {
 
 struct AuditOptions {
   int64_t canaries = 1000;      // m
-  int64_t canary_tokens = 32;   // tokens per canary
+  int64_t canary_tokens = 0;    // tokens per canary; 0: min(32, data.max_length / 2)
   double confidence = 0.95;     // 1 - beta
   int64_t guesses = 0;          // K = k+ = k-; 0: the grid below with Bonferroni correction
   std::string out_dir;          // audit directory ("" = <spec.output.dir>/audit/<name>-<time>)
