@@ -102,5 +102,16 @@ sys.exit(0 if ok and resumed and b["privacy"]["releases"][0]["count"] == 8 else 
 PY
 then pass=$((pass+1)); else echo "FAIL: kill -9 + --resume (rc $rc) did not reproduce the uninterrupted run ($kd)"; fail=$((fail+1)); fi
 
+# A full disk (simulated: file size limit 3 KiB, SIGXFSZ ignored, so writes fail with EFBIG):
+# the run fails with the write error it hit, recorded as failed, never left "running".
+( cd "$SRC" && ulimit -f 3 && trap '' XFSZ && exec "$DPFT" --quiet run experiments/quickstart.yaml \
+    --out "$T/full_disk" "${small[@]}" > "$T/full_disk.out" 2> "$T/full_disk.err" ); rc=$?
+if [ "$rc" = 4 ] && grep -q "File too large" "$T/full_disk.err" &&
+   ! grep -rq --include=manifest.json '"status": "running"' "$T/full_disk"; then
+  pass=$((pass+1))
+else
+  echo "FAIL: full disk: rc $rc, want 4 with the write error and no run left running"; head -3 "$T/full_disk.err"; fail=$((fail+1))
+fi
+
 echo "cli_exit_codes: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

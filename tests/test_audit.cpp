@@ -207,6 +207,20 @@ TEST_CASE("dpft audit over seeds: the DP lower bound never exceeds the reported 
   }
 }
 
+TEST_CASE("dpft audit runs every training method: sgd and pe-sgd", "[slow][audit-run]") {
+  AuditFixture af("epsilon: 2", 10);
+  nlohmann::json sgd = af.audit((af.f.tmp.path / "sgd").string(), {"--set", "method.name=sgd"});
+  CHECK(sgd["reported_epsilon"] == "inf");
+  CHECK(sgd["method"] == "sgd");
+  nlohmann::json pe = af.audit(
+      (af.f.tmp.path / "pe").string(),
+      {"--set", "method.name=pe-sgd", "--set",
+       "method.prompts=" + (fs::path(DPFT_SOURCE_DIR) / "experiments/prompts/pubmed.yaml").string(),
+       "--set", "method.synthetic_size=8"});
+  CHECK(pe["method"] == "pe-sgd");
+  CHECK(pe["eps_lower_bound"].get<double>() <= pe["reported_epsilon"].get<double>());
+}
+
 TEST_CASE("dpft audit refuses what it cannot audit", "[audit-run]") {
   AuditFixture af("epsilon: 2", 4);
   const std::string out = (af.f.tmp.path / "x").string();

@@ -162,3 +162,23 @@ TEST_CASE("stop ids end a row early and bad options are rejected", "[generate]")
   CHECK_THROWS_AS(generate::generate(*m, {{}}, GenerationOptions{}), ConfigError);
   CHECK_THROWS_AS(generate::generate(*m, {{99}}, GenerationOptions{}), InputError);
 }
+
+TEST_CASE("GPT-2 generation stops at the last learned position; a prompt that fills it is refused",
+          "[generate]") {
+  test::TinySize s;
+  s.vocab = 50;
+  s.mlp = 40;
+  s.positions = 16;
+  CausalLM m = make_causal_lm(test::tiny_config("gpt2", s), 13);
+  GenerationOptions o{100};  // far past the 16 positions
+  for (bool cache : {true, false}) {
+    CAPTURE(cache);
+    o.use_cache = cache;
+    auto g = generate::generate(*m, kPrompts, o);  // longest prompt: 6 tokens
+    for (const auto& x : g) {
+      CHECK(x.tokens.size() == 16 - 6);
+      CHECK(x.finish_reason == "length");
+    }
+  }
+  CHECK_THROWS_AS(generate::generate(*m, {std::vector<int64_t>(16, 1)}, o), InputError);
+}

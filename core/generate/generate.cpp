@@ -70,6 +70,18 @@ std::vector<Generation> generate(
     if (p.empty()) throw ConfigError("generate: every prompt needs at least one token");
     T0 = std::max<int64_t>(T0, static_cast<int64_t>(p.size()));
   }
+  // GPT-2's learned positions end at max_position: a longer sequence would index past its
+  // position table. Generation stops there (finish_reason "length"); rotary models go on.
+  int64_t max_new = o.max_new_tokens, min_new = o.min_new_tokens;
+  if (model.config().is_gpt2()) {
+    const int64_t P = model.config().max_position;
+    if (T0 >= P)
+      throw InputError(fmt::format("generate: a prompt of {} tokens leaves no room in the model's "
+                                   "{} positions; shorten the prompt",
+                                   T0, P));
+    max_new = std::min(max_new, P - T0);
+    min_new = std::min(min_new, max_new);
+  }
   auto dev = model.parameters().front().device();
   int64_t V = model.config().vocab_size;
   torch::Tensor ids = torch::full({B, T0}, o.pad_id, torch::kInt64);
@@ -103,9 +115,9 @@ std::vector<Generation> generate(
   for (int64_t b = 0; b < B; ++b) rows[b] = b;
   torch::Tensor all = ids;  // (B', T0 + t)
   torch::Tensor logits = model.forward(ids, mask, o.use_cache ? &cache : nullptr, 1);  // (B, 1, V)
-  for (int64_t step = 0; step < o.max_new_tokens; ++step) {
+  for (int64_t step = 0; step < max_new; ++step) {
     torch::Tensor last = logits.select(1, logits.size(1) - 1);
-    if (step < o.min_new_tokens && !o.stop_ids.empty()) {  // no stop token before the minimum
+    if (step < min_new && !o.stop_ids.empty()) {  // no stop token before the minimum
       last = last.clone();
       for (int64_t id : o.stop_ids)
         last.select(1, id).fill_(-std::numeric_limits<float>::infinity());
