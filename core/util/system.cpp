@@ -86,22 +86,25 @@ double peak_rss_mb() {
   return ru.ru_maxrss / 1024.0;  // Linux: KiB
 }
 
-std::string iso_time_now() {
+namespace {
+// The current time in `format` (strftime), UTC or local.
+std::string format_now(const char* format, bool utc) {
   std::time_t t = std::time(nullptr);
   std::tm tm{};
-  gmtime_r(&t, &tm);
+  if (utc) gmtime_r(&t, &tm);
+  else localtime_r(&t, &tm);
   char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  std::strftime(buf, sizeof(buf), format, &tm);
   return buf;
+}
+}  // namespace
+
+std::string iso_time_now() {
+  return format_now("%Y-%m-%dT%H:%M:%SZ", true);
 }
 
 std::string local_stamp_now() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y%m%d-%H%M%S", &tm);
-  return buf;
+  return format_now("%Y%m%d-%H%M%S", false);
 }
 
 }  // namespace dpft
