@@ -1,4 +1,5 @@
-// `dpft audit SPEC --canaries M [--confidence 0.95] [--guesses K] [--canary-tokens L] [--set k=v]
+// `dpft audit SPEC --canaries M [--confidence 0.95] [--guesses K] [--score loss|gradient]
+// [--canary-tokens L] [--set k=v]
 // [--out DIR]`: the one-run empirical privacy audit (methods/audit/one_run_audit.hpp).
 #include <CLI/CLI.hpp>
 
@@ -18,6 +19,7 @@ void register_audit(CLI::App& app, CliContext& ctx) {
     std::string spec;
     std::vector<std::string> sets;
     audit::AuditOptions a;
+    std::string score = "loss";
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand(
@@ -32,6 +34,11 @@ void register_audit(CLI::App& app, CliContext& ctx) {
                   "guess 'included' for the K highest and 'excluded' for the K lowest scores; "
                   "0: best over a fixed grid of K, Bonferroni-corrected")
       ->capture_default_str();
+  sub->add_option("--score", o->score,
+                  "loss: base loss - final loss (black-box); gradient: alignment of the released "
+                  "parameters' change with each canary's gradient at the start (white-box)")
+      ->check(CLI::IsMember(enum_names(audit::kAuditScoreNames)))
+      ->capture_default_str();
   sub->add_option("--canary-tokens", o->a.canary_tokens,
                   "random tokens per canary (0: min(32, data.max_length / 2))")
       ->capture_default_str();
@@ -44,11 +51,13 @@ void register_audit(CLI::App& app, CliContext& ctx) {
       Spec spec = load_spec(o->spec, o->sets);
       check_executable(spec);
       o->a.command_line = ctx.command_line;
+      o->a.score = enum_value(o->score, audit::kAuditScoreNames, "--score");
       audit::AuditResult r = audit::run_audit(spec, o->a);
       const auto& j = r.report;
-      std::cout << "audit of " << j["method"].get<std::string>() << " (" << j["spec"].get<std::string>()
-                << ", seed " << j["seed"] << "): " << j["canaries"] << " canaries, "
-                << j["included"] << " included\n";
+      std::cout << "audit of " << j["method"].get<std::string>() << " ("
+                << j["spec"].get<std::string>() << ", seed " << j["seed"] << "): " << j["canaries"]
+                << " canaries, " << j["included"] << " included, " << j["score"].get<std::string>()
+                << " score\n";
       for (const auto& t : j["tests"])
         std::cout << "  k+ = k- = " << t["k_plus"] << ": " << t["correct"] << " of "
                   << t["guesses"] << " guesses right, epsilon >= " << t["eps_lower_bound"] << "\n";

@@ -2,6 +2,10 @@
 // N repetitions) on the cases docs/BENCHMARKS.md tracks.
 // `dpft bench tokenizer --tokenizer DIR --file FILE... [--mb N] [--json]`: encode throughput
 // on N MB of text made of the files (repeated if they are shorter), one cold-cache pass.
+// `dpft bench data --file FILE [--mb N] [--format F] [--json]`: reading a data file of N MB
+// (FILE's rows repeated under its header) with data::read_table, and the share of that time
+// spent validating every cell as UTF-8 (the same check, timed on its own).
+#include <unistd.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -13,8 +17,10 @@
 #include "cli/app.hpp"
 #include "core/privacy/calibrate.hpp"
 #include "core/tokenizer/load.hpp"
+#include "core/tokenizer/unicode.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/system.hpp"
+#include "data/table.hpp"
 
 namespace dpft {
 
@@ -116,6 +122,78 @@ int bench_tokenizer(const TokenizerBench& b) {
   return 0;
 }
 
+struct DataBench {
+  std::string file, format = "auto";
+  double mb = 100;
+  bool json = false;
+};
+
+int bench_data(const DataBench& b) {
+  namespace fs = std::filesystem;
+  using clock = std::chrono::steady_clock;
+  auto secs = [](clock::time_point a) {
+    return std::chrono::duration<double>(clock::now() - a).count();
+  };
+  const std::string src = read_file(b.file);
+  const std::string ext = fs::path(b.file).extension().string();
+  const bool header = b.format == "csv" || b.format == "tsv" ||
+                      (b.format == "auto" && (ext == ".csv" || ext == ".tsv"));
+  const size_t cut = header ? src.find('\n') : std::string::npos;
+  const std::string head = header ? src.substr(0, cut + 1) : "";
+  std::string body = header ? src.substr(cut == std::string::npos ? src.size() : cut + 1) : src;
+  if (!body.empty() && body.back() != '\n') body += '\n';
+  if (body.empty())
+    throw InputError(fmt::format("dpft bench data: {} has no rows to repeat", b.file));
+  const fs::path tmp = fs::temp_directory_path() /
+                       fmt::format("dpft-bench-data-{}{}", static_cast<long>(::getpid()), ext);
+  std::string text = head;
+  const size_t target = static_cast<size_t>(b.mb * 1e6);
+  while (text.size() < target) text += body;
+  write_file_atomic(tmp, text);
+  text.clear();
+  text.shrink_to_fit();
+  double read_s = 0, check_s = 0;
+  size_t rows = 0, cells = 0, bytes = 0;
+  try {
+    auto t0 = clock::now();
+    const data::Table t = data::read_table(tmp, b.format);
+    read_s = secs(t0);
+    t0 = clock::now();
+    for (const auto& row : t.rows)
+      for (const std::string& c : row) {
+        cells += 1;
+        bytes += c.size();
+        if (tok::find_invalid_utf8(c) != std::string::npos) throw RuntimeError("invalid cell");
+      }
+    check_s = secs(t0);
+    rows = t.rows.size();
+  } catch (...) {
+    fs::remove(tmp);
+    throw;
+  }
+  const double mb = static_cast<double>(fs::file_size(tmp)) / 1e6;
+  fs::remove(tmp);
+  nlohmann::json out = {{"file", b.file},
+                        {"mb", mb},
+                        {"rows", rows},
+                        {"cells", cells},
+                        {"cell_bytes", bytes},
+                        {"read_s", read_s},
+                        {"mb_per_s", mb / read_s},
+                        {"utf8_check_s", check_s},
+                        {"utf8_check_share", read_s > 0 ? check_s / read_s : 0.0},
+                        {"host", host_name()}};
+  if (b.json) {
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("read_table  {:.1f} MB ({} rows) in {:.2f} s: {:.1f} MB/s\n", mb, rows,
+                           read_s, mb / read_s)
+            << fmt::format("of which    UTF-8 check of every cell {:.3f} s ({:.1f}% of the read)\n",
+                           check_s, 100 * check_s / read_s);
+  return 0;
+}
+
 }  // namespace
 
 void register_bench_model(CLI::App* bench, CliContext& ctx);  // cli/cmd_bench_model.cpp
@@ -146,6 +224,21 @@ void register_bench(CLI::App& app, CliContext& ctx) {
       ->check(CLI::IsMember(tok::kTiktokenFamilies));
   tk->add_flag("--json", tb->json, "one JSON object");
   tk->callback([tb, &ctx] { ctx.action = [tb] { return bench_tokenizer(*tb); }; });
+
+  auto db = std::make_shared<DataBench>();
+  CLI::App* dt = sub->add_subcommand(
+      "data", "read_table throughput on a large file and its UTF-8 validation share");
+  dt->add_option("--file", db->file, "data file whose rows are repeated (header once)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  dt->add_option("--mb", db->mb, "megabytes of data to read (written to a temporary file)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  dt->add_option("--format", db->format, "auto | csv | tsv | jsonl | text")
+      ->check(CLI::IsMember({"auto", "csv", "tsv", "jsonl", "text"}))
+      ->capture_default_str();
+  dt->add_flag("--json", db->json, "one JSON object");
+  dt->callback([db, &ctx] { ctx.action = [db] { return bench_data(*db); }; });
   register_bench_model(sub, ctx);
   register_bench_train(sub, ctx);
   register_bench_pe(sub, ctx);

@@ -7,8 +7,13 @@
 #include <set>
 #include <sstream>
 
+#include "core/grad/per_sample.hpp"
+#include "core/model/checkpoint.hpp"
+#include "core/model/peft.hpp"
 #include "core/privacy/audit_bound.hpp"
 #include "core/util/error.hpp"
+#include "data/train_inputs.hpp"
+#include "methods/registry.hpp"
 #include "run_fixture.hpp"
 
 using namespace dpft;
@@ -183,6 +188,61 @@ TEST_CASE("dpft audit finds the leakage of a run without noise", "[train-engine]
   CHECK(j["eps_lower_bound"].get<double>() > 1.0);
 }
 
+TEST_CASE("dpft audit --score gradient equals a one-canary reference and finds the leakage",
+          "[train-engine][audit-run]") {
+  for (const char* kind : {"lora", "full"}) {
+    CAPTURE(kind);
+    const bool full = std::string(kind) == "full";
+    AuditFixture af("epsilon: .inf", full ? 20 : 40);
+    const fs::path out = af.f.tmp.path / "audit";
+    std::vector<std::string> extra = {"--score", "gradient", "--set",
+                                      std::string("model.peft.kind=") + kind};
+    if (std::string(kind) == "full")  // a small full fine-tune: the attention projections
+      extra.insert(extra.end(),
+                   {"--set", "model.peft.targets=[c_attn]", "--set", "train.lr=0.002"});
+    nlohmann::json j = af.audit(out.string(), extra);
+    CHECK(j["score"] == "gradient");
+    const fs::path run(j["run_dir"].get<std::string>());
+    // The reference: theta_0 and the canaries' tokens from the run's resolved spec, theta_T
+    // read back from the release, and each canary's gradient by the slow one-sample reference.
+    Spec spec = load_spec((run / "config.resolved.yaml").string(), {});
+    train::TrainInputs in = data::load_train_inputs(spec);
+    in.model->eval();
+    if (std::string(kind) == "full") {  // theta_0 is the base checkpoint itself
+      model::CausalLM base = model::load_checkpoint(af.f.model);
+      auto named = base->named_parameters();
+      for (const auto& [name, p] : model::trainable_parameters(in.model))
+        REQUIRE(torch::equal(p, *named.find(name)));
+    }
+    model::CausalLM released =
+        model::load_checkpoint(std::string(kind) == "full" ? run / "model" : fs::path(af.f.model));
+    if (std::string(kind) == "lora") model::load_adapter(released, run / "adapter");
+    auto named = released->named_parameters();
+    std::vector<torch::Tensor> delta;
+    for (const auto& [name, p] : model::trainable_parameters(in.model))
+      delta.push_back((*named.find(name) - p).detach().to(torch::kFloat64).reshape({-1}));
+    const torch::Tensor d = torch::cat(delta);
+    CHECK(d.norm().item<double>() > 0);
+    const std::vector<nlohmann::json> scores = read_jsonl(out / "scores.jsonl");
+    REQUIRE(scores.size() == 100);
+    for (int64_t i : {0, 1, 37, 99}) {
+      CAPTURE(i);
+      const lm::LmBatch b = lm::collate(in.eval, {i}, lm::pad_id_for(*in.tok));
+      auto [g, loss] =
+          grad::reference_per_sample_grads(in.model, b.input_ids, b.attention_mask, b.labels);
+      const torch::Tensor g64 = g[0].to(torch::kFloat64);
+      const double ref = -(g64.dot(d) / g64.norm()).item<double>();
+      CHECK(scores[static_cast<size_t>(i)]["index"] == i);
+      CHECK(scores[static_cast<size_t>(i)]["score"].get<double>() ==
+            Approx(ref).epsilon(1e-4).margin(1e-7));
+    }
+    // Without noise, the included canaries moved the parameters their way.
+    CHECK(j["score_mean_included"].get<double>() > j["score_mean_excluded"].get<double>());
+    WARN(kind << ": gradient-score lower bound " << j["eps_lower_bound"]);
+    CHECK(j["eps_lower_bound"].get<double>() > 1.0);
+  }
+}
+
 TEST_CASE("dpft audit of a DP run bounds epsilon below what the run reports",
           "[train-engine][audit-run]") {
   AuditFixture af("epsilon: 2", 10);  // a smoke check; the [slow] case below runs 9 audits
@@ -207,7 +267,7 @@ TEST_CASE("dpft audit over seeds: the DP lower bound never exceeds the reported 
   }
 }
 
-TEST_CASE("dpft audit runs every training method: sgd and pe-sgd", "[slow][audit-run]") {
+TEST_CASE("dpft audit runs every training method", "[slow][audit-run]") {
   AuditFixture af("epsilon: 2", 10);
   nlohmann::json sgd = af.audit((af.f.tmp.path / "sgd").string(), {"--set", "method.name=sgd"});
   CHECK(sgd["reported_epsilon"] == "inf");
@@ -219,6 +279,27 @@ TEST_CASE("dpft audit runs every training method: sgd and pe-sgd", "[slow][audit
        "--set", "method.synthetic_size=8"});
   CHECK(pe["method"] == "pe-sgd");
   CHECK(pe["eps_lower_bound"].get<double>() <= pe["reported_epsilon"].get<double>());
+  const std::string prompts =
+      "method.prompts=" + (fs::path(DPFT_SOURCE_DIR) / "experiments/prompts/pubmed.yaml").string();
+  const std::vector<std::vector<std::string>> others = {
+      {"--set", "method.name=pdp-sgd", "--set", prompts, "--set", "method.synthetic_size=8",
+       "--set", "method.k=4"},
+      {"--set", "method.name=gep", "--set", prompts, "--set", "method.synthetic_size=8", "--set",
+       "method.k=4"},
+      {"--set", "method.name=inpro", "--set", prompts, "--set", "method.synthetic_size=8"},
+      {"--set", "method.name=sft+dp-sgd", "--set", prompts, "--set", "method.synthetic_size=8"}};
+  for (const auto& set : others)
+    for (const char* score : {"loss", "gradient"}) {
+      std::vector<std::string> extra = set;
+      extra.insert(extra.end(), {"--score", score});
+      CAPTURE(set[1], score);
+      nlohmann::json j =
+          af.audit((af.f.tmp.path / (set[1].substr(12) + "-" + score)).string(), extra);
+      CHECK(j["method"] == set[1].substr(12));
+      WARN(set[1] << " " << score << ": lower bound " << j["eps_lower_bound"] << ", reported "
+                  << j["reported_epsilon"]);
+      CHECK(j["eps_lower_bound"].get<double>() <= j["reported_epsilon"].get<double>());
+    }
 }
 
 TEST_CASE("dpft audit refuses what it cannot audit", "[audit-run]") {

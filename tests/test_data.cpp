@@ -2,6 +2,7 @@
 // line numbers, column lookup, deterministic subsampling; row counts of the real data sets in
 // ../shared/data against the counts its README states (and Python's csv module gives).
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include <set>
 
@@ -86,4 +87,22 @@ TEST_CASE("real data sets read with the row counts their README states", "[data]
   CHECK(read_table(dir / "glue_sst2/dev.tsv").rows.size() == 872);
   CHECK(read_table(dir / "imdb_subset/imdb_2499_clean.csv").rows.size() == 2499);
   CHECK(read_table(dir / "chatbot_arena_sample/chatbot_arena_conversations_sample.jsonl").rows.size() == 2129);
+}
+
+TEST_CASE("dpft bench data reads the repeated rows and times the UTF-8 check", "[data][cli]") {
+  test::TempDir tmp;
+  // 2 rows (9 + 14 bytes) under an 8-byte header: 0.001 MB needs ceil((1000 - 8) / 23) = 44
+  // repeats of the body.
+  auto f = tmp.write("t.csv", "text,id\n\"a, b\",1\nhello world,2\n");
+  std::string out;
+  REQUIRE(test::cli({"bench", "data", "--file", f.string(), "--mb", "0.001", "--json"}, &out) == 0);
+  auto j = nlohmann::json::parse(out);
+  CHECK(j["rows"] == 88);
+  CHECK(j["cells"] == 176);
+  CHECK(j["cell_bytes"] == 44 * (4 + 1 + 11 + 1));
+  CHECK(j["mb"].get<double>() == Approx((8 + 44 * 23) / 1e6));
+  CHECK(j["utf8_check_s"].get<double>() <= j["read_s"].get<double>());
+  // A Latin-1 byte is refused by the read itself, as `dpft run` would refuse it.
+  auto bad = tmp.write("bad.csv", "text\ncaf\xE9\n");
+  CHECK(test::cli({"bench", "data", "--file", bad.string(), "--mb", "0.001"}) == 3);
 }

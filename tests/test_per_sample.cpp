@@ -175,3 +175,44 @@ TEST_CASE("per-sample gradients with LoRA dropout equal a reference replaying th
   // The masks matter (so the comparison above could fail): other masks, other gradients.
   CHECK(rel_max_err(reference(78), ref) > 1e-2);
 }
+
+TEST_CASE("bfloat16 model: per-sample norms near float32's, sums and matrix in float32",
+          "[grad][bf16]") {
+  auto type = GENERATE(as<std::string>{}, "gpt2", "llama");
+  auto kind = GENERATE(as<std::string>{}, "lora", "full");
+  CAPTURE(type, kind);
+  model::CausalLM m32 = make_model(type, kind), m16 = make_model(type, kind);
+  m16->to(torch::kBFloat16);  // the same weights, rounded
+  Batch b = make_batch(m32->config().vocab_size, {9, 6, 1, 4}, 11);
+  grad::PerSampleGrads p32(m32), p16(m16);
+  p32.compute(b.ids, b.mask, b.labels);
+  p16.compute(b.ids, b.mask, b.labels);
+  const Tensor sq32 = p32.sq_norms(), sq16 = p16.sq_norms();
+  CHECK(sq16.scalar_type() == torch::kFloat32);
+  // bfloat16 keeps 8 significant bits (relative spacing 2^-8 = 0.4%); through the forward and
+  // backward of 2 layers the per-sample norms stay within 3% of the float32 model's (measured
+  // at most 1.0%: gpt2 LoRA 0.99%, full 0.44%, llama LoRA 0.29%, full 0.21%).
+  const Tensor norm32 = sq32.sqrt(), norm16 = sq16.sqrt();
+  WARN(type << " " << kind << ": max relative norm difference "
+            << ((norm16 - norm32).abs() / norm32.clamp_min(1e-30))
+                   .index({norm32 > 0})
+                   .max()
+                   .item<double>());
+  CHECK(rel_max_err(norm16, norm32) < 0.03);
+  CHECK(sq16[2].item<double>() == 0.0);
+  const Tensor w = torch::tensor({0.5, 1.0, 1.0, 0.25});
+  std::vector<Tensor> s32 = p32.weighted_sum(w), s16 = p16.weighted_sum(w);
+  for (size_t i = 0; i < s16.size(); ++i) {
+    CAPTURE(p16.params()[i].name);
+    CHECK(p16.params()[i].param.scalar_type() == torch::kBFloat16);
+    CHECK(s16[i].scalar_type() == torch::kFloat32);  // the released sum is never rounded
+    CHECK(s16[i].sizes() == p16.params()[i].param.sizes());
+  }
+  std::vector<Tensor> f32, f16;
+  for (size_t i = 0; i < s16.size(); ++i)
+    f32.push_back(s32[i].reshape(-1)), f16.push_back(s16[i].reshape(-1));
+  CHECK(rel_max_err(torch::cat(f16), torch::cat(f32)) < 0.03);
+  const Tensor G = p16.matrix();
+  CHECK(G.scalar_type() == torch::kFloat32);
+  CHECK(rel_max_err(G.pow(2).sum(1), sq16) < 1e-4);  // the matrix and the norms agree
+}

@@ -156,6 +156,54 @@ TEST_CASE("optimizer state round trip continues identically", "[train]") {
   }
 }
 
+TEST_CASE("mixed precision: a bfloat16 parameter steps on a float32 master copy", "[train][bf16]") {
+  for (std::string kind : {"sgd", "adamw"}) {
+    INFO(kind);
+    OptimizerOptions o;
+    o.kind = kind;
+    o.momentum = 0.9;
+    o.weight_decay = 0.01;
+    // The same values in bfloat16 (the model) and in float32 (the reference optimizer).
+    std::vector<torch::Tensor> lo, ref;
+    for (const auto& t : make_params(5)) {
+      lo.push_back(t.to(torch::kBFloat16));
+      ref.push_back(lo.back().to(torch::kFloat32));
+    }
+    const std::vector<torch::Tensor> start = clones(lo);
+    Optimizer A(lo, o), R(ref, o);
+    for (size_t i = 0; i < lo.size(); ++i) {
+      CHECK(A.masters()[i].scalar_type() == torch::kFloat32);
+      CHECK(!A.masters()[i].is_same(lo[i]));
+      CHECK(R.masters()[i].is_same(ref[i]));  // float32: its own master, no copy
+    }
+    // Steps far below bfloat16's resolution (|p| ~ 1, spacing 2^-7; lr * g ~ 1e-4): a bfloat16
+    // optimizer would round every one away; the master accumulates them exactly as float32 does.
+    for (int k = 0; k < 40; ++k) {
+      auto g = make_grads(lo, k, k == 3 ? 0 : -1);
+      for (auto& t : g)
+        if (t.defined()) t = t.to(torch::kBFloat16);  // gradients in any floating dtype
+      A.step(g, 1e-4);
+      R.step(g, 1e-4);
+    }
+    for (size_t i = 0; i < lo.size(); ++i) {
+      CHECK(torch::equal(A.masters()[i], ref[i]));              // bit for bit
+      CHECK(torch::equal(lo[i], ref[i].to(torch::kBFloat16)));  // the model holds it rounded
+      CHECK(lo[i].scalar_type() == torch::kBFloat16);
+    }
+    for (const auto& [name, t] : A.state())
+      if (t.is_floating_point()) CHECK(t.scalar_type() == torch::kFloat32);
+    CHECK(!torch::equal(lo[0], start[0]));  // the accumulated steps did reach the model
+    // Changes made to the parameters elsewhere are taken into the masters, and back.
+    torch::NoGradGuard ng;
+    lo[1].fill_(0.5);
+    A.params_to_masters();
+    CHECK(A.masters()[1].eq(0.5).all().item<bool>());
+    A.masters()[2].fill_(0.25);
+    A.masters_to_params();
+    CHECK(lo[2].eq(0.25).all().item<bool>());
+  }
+}
+
 TEST_CASE("optimizer rejects bad options and mismatched checkpoint state", "[train]") {
   OptimizerOptions bad;
   bad.kind = "adam";

@@ -295,6 +295,46 @@ TEST_CASE("a run stopped after step k and resumed ends with the numbers of an un
   CHECK(test::cli({"run", "--resume", dir}) == 2);  // already finished: refused
 }
 
+TEST_CASE("a bfloat16 LoRA run: the float32 run's epsilon, float32 masters, exact resume",
+          "[train-engine][bf16]") {
+  Fixture f;
+  make_fixture(f);
+  std::string out = (f.tmp.path / "runs").string();
+  const std::vector<std::string> spec = {"--set", "method.name=dp-sgd",
+                                         "--set", "privacy.epsilon=2",
+                                         "--set", "model.peft.dropout=0.1"};
+  std::vector<std::string> bf = spec;
+  bf.insert(bf.end(), {"--set", "model.dtype=bfloat16"});
+  auto f32 = run_metrics(f, out, spec);
+  std::string dir;
+  auto b16 = run_metrics(f, out, bf, &dir);
+  CHECK(b16["status"] == "ok");
+  CHECK(b16["privacy"] == f32["privacy"]);  // the same releases, sigma and epsilon
+  const double l32 = f32["eval"]["final"]["loss"].get<double>(),
+               l16 = b16["eval"]["final"]["loss"].get<double>();
+  WARN("final eval loss: float32 " << l32 << ", bfloat16 " << l16);
+  CHECK(std::isfinite(l16));
+  CHECK(std::abs(l16 - l32) < 0.05 * l32);
+  CHECK(b16["eval"]["final"] != b16["eval"]["base"]);  // it trained
+  // The released adapter holds the bfloat16 model's LoRA factors.
+  auto st = model::SafetensorsFile::open(fs::path(dir) / "adapter" / "adapter_model.safetensors");
+  for (const auto& info : st->tensors())
+    CHECK(st->load(info.name).scalar_type() == torch::kBFloat16);
+  // Stopped and resumed: checkpoints carry the float32 masters, so the numbers are exact.
+  std::vector<std::string> stop = bf;
+  stop.insert(stop.end(), {"--set", "output.checkpoint_every=2", "--stop-after", "3"});
+  auto part = run_metrics(f, out, stop, &dir);
+  REQUIRE(part["status"] == "stopped");
+  auto ck = model::SafetensorsFile::open(fs::path(dir) / "checkpoint" / "state.safetensors");
+  for (const auto& info : ck->tensors())
+    if (info.name.rfind("param.", 0) == 0 || info.name.rfind("opt.exp_avg", 0) == 0)
+      CHECK(ck->load(info.name).scalar_type() == torch::kFloat32);
+  REQUIRE(test::cli({"run", "--resume", dir}) == 0);
+  auto resumed = nlohmann::json::parse(read_file(fs::path(dir) / "metrics.json"));
+  CHECK(resumed["eval"] == b16["eval"]);
+  CHECK(resumed["non_private"]["history"] == b16["non_private"]["history"]);
+}
+
 TEST_CASE("labelled eval data adds classification accuracy to the base and final evaluations",
           "[train-engine]") {
   Fixture f;

@@ -264,7 +264,7 @@ void PerSampleGrads::materialize(ParamState& s) {
 
 Tensor PerSampleGrads::sq_norms() {
   const int64_t B = batch_;
-  Tensor total = torch::zeros({B}, torch::kFloat64);
+  Tensor total = torch::zeros({B}, params_[0].param.options().dtype(torch::kFloat64));
   for (auto& sp : state_) {
     ParamState& s = *sp;
     if (s.outer.empty() && !s.direct.defined()) continue;
@@ -295,7 +295,8 @@ Tensor PerSampleGrads::matrix() {
   for (size_t i = 0; i < params_.size(); ++i) {
     ParamState& s = *state_[i];
     if (s.outer.empty() && !s.direct.defined()) {
-      cols.push_back(torch::zeros({batch_, params_[i].param.numel()}));
+      cols.push_back(torch::zeros({batch_, params_[i].param.numel()},
+                                  params_[i].param.options().dtype(torch::kFloat32)));
       continue;
     }
     materialize(s);
@@ -311,7 +312,7 @@ std::vector<Tensor> PerSampleGrads::weighted_sum(const Tensor& w) {
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i].param;
     ParamState& s = *state_[i];
-    Tensor acc = torch::zeros({p.numel()}, torch::kFloat32);
+    Tensor acc = torch::zeros({p.numel()}, p.options().dtype(torch::kFloat32));
     if (batch_ > 0 && s.G.defined()) {
       acc = torch::mv(s.G.t(), w.to(s.G.scalar_type())).to(torch::kFloat32);
     } else if (batch_ > 0) {
@@ -327,7 +328,7 @@ std::vector<Tensor> PerSampleGrads::weighted_sum(const Tensor& w) {
       if (s.direct.defined())
         acc += torch::mv(s.direct.t(), w.to(s.direct.scalar_type())).to(torch::kFloat32);
     }
-    out.push_back(acc.view(p.sizes()).to(p.scalar_type()));
+    out.push_back(acc.view(p.sizes()));  // float32 whatever the parameter's dtype
   }
   return out;
 }

@@ -70,8 +70,9 @@ class PerSampleGrads {
   int64_t batch_size() const { return batch_; }
 
   torch::Tensor sq_norms();  // (B) per-sample squared l2 norms over all trainable parameters
-  torch::Tensor matrix();    // (B, p) per-sample gradients, params() order, each flattened
-  // sum_b w[b] G_b, one tensor per params() entry with its shape. w: (B).
+  torch::Tensor matrix();    // (B, p) float32 per-sample gradients, params() order, flattened
+  // sum_b w[b] G_b, one float32 tensor per params() entry with its shape (float32 also for a
+  // bfloat16 / float16 model: factors are upcast before any product). w: (B).
   std::vector<torch::Tensor> weighted_sum(const torch::Tensor& w);
   void release();  // drop the kept activations and gradients
 

@@ -31,13 +31,20 @@ torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
 void LinearImpl::add_lora(int64_t r, double alpha, double dropout, torch::Generator* gen) {
   DPFT_CHECK(!has_lora(), "LoRA already added to this layer");
   DPFT_CHECK(r >= 1, "LoRA rank must be >= 1, got {}", r);
-  lora_A = register_parameter("lora_A", torch::empty({r, in_features}));
-  lora_B = register_parameter("lora_B", torch::zeros({out_features, r}));
   // kaiming_uniform_(a=sqrt(5)) on (r, in): bound = sqrt(6 / ((1 + a^2) fan_in)) = 1/sqrt(in).
+  // Drawn in float32 on the CPU (the same numbers whatever the model's dtype and device), then
+  // given the base weight's dtype and device.
   double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
-  torch::NoGradGuard ng;
-  if (gen) lora_A.uniform_(-bound, bound, *gen);
-  else lora_A.uniform_(-bound, bound);
+  torch::Tensor a = torch::empty({r, in_features});
+  {
+    torch::NoGradGuard ng;
+    if (gen)
+      a.uniform_(-bound, bound, *gen);
+    else
+      a.uniform_(-bound, bound);
+  }
+  lora_A = register_parameter("lora_A", a.to(weight.options()));
+  lora_B = register_parameter("lora_B", torch::zeros({out_features, r}, weight.options()));
   lora_scale_ = alpha / static_cast<double>(r);
   lora_dropout_ = dropout;
 }

@@ -90,9 +90,10 @@ torch::Tensor attention_bias(const torch::Tensor& mask, int64_t B, int64_t T, in
     allowed = allowed & (mask.to(device) != 0).view({B, 1, 1, S});
   }
   // The dtype's lowest finite value (as HF): fully masked rows then softmax to uniform, not NaN.
-  double lowest = dtype == torch::kFloat64 ? std::numeric_limits<double>::lowest()
-                  : dtype == torch::kFloat16
-                      ? -65504.0
+  double lowest = dtype == torch::kFloat64   ? std::numeric_limits<double>::lowest()
+                  : dtype == torch::kFloat16 ? -65504.0
+                  : dtype == torch::kBFloat16
+                      ? static_cast<double>(std::numeric_limits<c10::BFloat16>::lowest())
                       : static_cast<double>(std::numeric_limits<float>::lowest());
   torch::Tensor zero = torch::zeros({}, opts.dtype(dtype)),
                 neg = torch::full({}, lowest, opts.dtype(dtype));

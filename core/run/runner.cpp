@@ -74,11 +74,11 @@ nlohmann::json read_privacy_lock(const std::string& run_dir) {
 void check_executable(const Spec& spec) {
   DPFT_CHECK_AS(ConfigError, spec.device == "cpu",
                 "device: {}: GPU execution is not implemented in dpft yet (every method runs on "
-                "the CPU in float32); run the spec on the CPU with --set device=cpu",
+                "the CPU); run the spec on the CPU with --set device=cpu",
                 spec.device);
-  DPFT_CHECK_AS(ConfigError, spec.model.dtype == "float32",
-                "model.dtype: {}: dpft trains in float32 today; set model.dtype: float32",
-                spec.model.dtype);
+  DPFT_CHECK_AS(ConfigError, spec.model.dtype != "float16" || spec.device != "cpu",
+                "model.dtype: float16 needs a GPU (LibTorch's CPU kernels have no float16 "
+                "matrix products); use model.dtype: bfloat16 or float32 on the CPU");
 }
 
 RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptions& opts) {

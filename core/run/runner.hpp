@@ -42,9 +42,10 @@ struct RunHooks {
 RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptions& opts);
 
 // Throws ConfigError when this build cannot execute the spec as written (settings parsed but
-// not implemented: `device: cuda[:N]`, a `model.dtype` other than float32). Called by
-// run_experiment for a fresh run (a resumed run whose spec has them continues on the CPU in
-// float32, with a warning) and by `dpft run --dry-run`; `dpft config validate` warns.
+// not implemented: `device: cuda[:N]`; `model.dtype: float16` on the CPU, which has no float16
+// kernels). Called by run_experiment for a fresh run (a resumed run an older dpft started with
+// them continues on the CPU, with a warning) and by `dpft run --dry-run`; `dpft config
+// validate` warns.
 void check_executable(const Spec& spec);
 
 // The manifest fields that do not depend on the run's outcome.

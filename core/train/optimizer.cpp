@@ -44,7 +44,22 @@ Optimizer::Optimizer(std::vector<torch::Tensor> params, OptimizerOptions o)
     DPFT_CHECK(params_[i].defined(), "optimizer parameter {} is undefined", i);
     DPFT_CHECK(params_[i].is_floating_point(), "optimizer parameter {} has non-floating dtype {}",
                i, std::string(c10::toString(params_[i].scalar_type())));
+    const bool half =
+        params_[i].scalar_type() == torch::kBFloat16 || params_[i].scalar_type() == torch::kFloat16;
+    master_.push_back(half ? params_[i].detach().to(torch::kFloat32, false, true) : params_[i]);
   }
+}
+
+void Optimizer::masters_to_params() {
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (!master_[i].is_same(params_[i])) params_[i].copy_(master_[i]);
+}
+
+void Optimizer::params_to_masters() {
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (!master_[i].is_same(params_[i])) master_[i].copy_(params_[i]);
 }
 
 void Optimizer::step(const std::vector<torch::Tensor>& grads, double lr) {
@@ -55,7 +70,7 @@ void Optimizer::step(const std::vector<torch::Tensor>& grads, double lr) {
   for (size_t i = 0; i < params_.size(); ++i) {
     const torch::Tensor& g0 = grads[i];
     if (!g0.defined()) continue;
-    torch::Tensor& p = params_[i];
+    torch::Tensor& p = master_[i];
     DPFT_CHECK(g0.sizes() == p.sizes(), "gradient {} has shape {}, its parameter {}", i,
                shape_str(g0.sizes()), shape_str(p.sizes()));
     torch::Tensor g = g0.to(p.device(), p.scalar_type());
@@ -86,6 +101,7 @@ void Optimizer::step(const std::vector<torch::Tensor>& grads, double lr) {
       torch::Tensor denom = (st.buf_sq.sqrt() / std::sqrt(bc2)).add_(opts_.eps);
       p.addcdiv_(st.buf, denom, -lr / bc1);
     }
+    if (!p.is_same(params_[i])) params_[i].copy_(p);  // round the master into the model
   }
   ++steps_;
 }
@@ -162,7 +178,7 @@ void Optimizer::load_state(const std::vector<std::pair<std::string, torch::Tenso
     DPFT_CHECK_AS(InputError, m.size() == prefixes.size(),
                   "{} optimizer state for parameter {} is incomplete: needs {} together (i = {})",
                   kind, i, expected, i);
-    const torch::Tensor& p = params_[i];
+    const torch::Tensor& p = master_[i];
     if (adamw_) {
       next[i].step = m["step"].item<int64_t>();
       DPFT_CHECK_AS(InputError, next[i].step >= 1, "{} optimizer state 'step.{}' = {} must be >= 1",

@@ -23,7 +23,8 @@ std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const lm::LmDa
                                        std::vector<torch::Tensor>* unclipped) {
   auto t0 = std::chrono::steady_clock::now();
   std::vector<torch::Tensor> sum;
-  for (auto& p : psg.params()) sum.push_back(torch::zeros_like(p.param));
+  for (auto& p : psg.params())  // float32 whatever model.dtype is: the release is a float32 sum
+    sum.push_back(torch::zeros_like(p.param, torch::kFloat32));
   if (unclipped) {
     unclipped->clear();
     for (auto& t : sum) unclipped->push_back(torch::zeros_like(t));
@@ -91,9 +92,14 @@ double noise_and_scale(std::vector<torch::Tensor>& grads, const DpSettings& dp,
   if (dp.sigma > 0) {
     const double std = dp.noise_std();  // sigma C
     for (auto& g : grads) {
-      torch::Tensor z = noise.normal(g.sizes(), std, torch::kFloat32);
+      // Noise is drawn in float32 and added to a float32 sum: rounding either to a model's
+      // bfloat16 would change the mechanism the accountant analyses (docs/privacy.md).
+      DPFT_CHECK(g.scalar_type() == torch::kFloat32,
+                 "noise_and_scale: the clipped sum is {}, not float32",
+                 c10::toString(g.scalar_type()));
+      torch::Tensor z = noise.normal(g.sizes(), std, torch::kFloat32);  // host draw (CPU)
       if (noise_norm) sq += z.to(torch::kFloat64).pow(2).sum().item<double>();
-      g.add_(z.to(g.scalar_type()));
+      g.add_(z.to(g.device()));
     }
   }
   if (noise_norm) *noise_norm = std::sqrt(sq);

@@ -49,9 +49,17 @@ model::PeftOptions peft_options(const Spec& spec) {
   return o;
 }
 
+torch::Dtype model_dtype(const Spec& spec) {
+  const std::string& d = spec.model.dtype;
+  if (d == "float32") return torch::kFloat32;
+  if (d == "bfloat16") return torch::kBFloat16;
+  if (d == "float16") return torch::kFloat16;
+  throw ConfigError(fmt::format("model.dtype: '{}': use float32, bfloat16 or float16", d));
+}
+
 void load_model(const Spec& spec, TrainInputs& in) {
   in.model_dir = resolve_model_dir(spec.model.path);
-  in.model = model::load_checkpoint(in.model_dir);
+  in.model = model::load_checkpoint(in.model_dir, model_dtype(spec));
   {
     torch::NoGradGuard ng;
     for (const auto& p : in.model->named_parameters())

@@ -34,7 +34,12 @@ struct TrainInputs {
 };
 
 model::PeftOptions peft_options(const Spec& spec);
-// The model (wrapped per model.peft, LoRA initialised from derive_seed(seed, "peft")), its
+// model.dtype as a torch dtype: the dtype of the weights and activations. Trainable parameters'
+// float32 master copies, optimizer state, per-sample norms, clipped sums and noise stay float32
+// (core/train/optimizer.hpp, core/train/privatize.hpp).
+torch::Dtype model_dtype(const Spec& spec);
+// The model in model.dtype (wrapped per model.peft, LoRA initialised from
+// derive_seed(seed, "peft") in float32 and then rounded to model.dtype), its
 // tokenizer and pad id into `in`; the data sets are the data layer's (data/train_inputs.hpp).
 void load_model(const Spec& spec, TrainInputs& in);
 

@@ -188,8 +188,8 @@ void Trainer::save_checkpoint() {
   fs::remove_all(tmp);
   fs::create_directories(tmp);
   std::vector<std::pair<std::string, Tensor>> tensors;
-  for (size_t i = 0; i < s.params.size(); ++i)
-    tensors.emplace_back("param." + s.names[i], s.params[i].detach());
+  for (size_t i = 0; i < s.params.size(); ++i)  // float32 masters (mixed precision: the params
+    tensors.emplace_back("param." + s.names[i], s.opt->masters()[i].detach());  // are rounded)
   for (auto& [k, v] : s.opt->state()) tensors.emplace_back("opt." + k, v);
   tensors.emplace_back("rng.torch_cpu", at::detail::getDefaultCPUGenerator().get_state());
   model::save_safetensors(tmp / "state.safetensors", tensors);
@@ -248,8 +248,9 @@ bool Trainer::restore(const fs::path& dir) {
                     "checkpoint {}: parameter {} has NaN or infinite values; the checkpoint is "
                     "damaged (remove the run and start a new one)",
                     dir.string(), s.names[i]);
-      s.params[i].copy_(t);
+      s.opt->masters()[i].copy_(t);
     }
+    s.opt->masters_to_params();
   }
   std::vector<std::pair<std::string, Tensor>> opt_state;
   for (const auto& info : st->tensors())
@@ -294,8 +295,26 @@ void Trainer::check_finite(const BatchStats& st, int64_t step) const {
   if (!std::isfinite(st.loss)) diverged(fmt::format("the training loss is {}", st.loss));
   torch::NoGradGuard ng;
   for (size_t i = 0; i < s.params.size(); ++i)
-    if (!torch::isfinite(s.params[i]).all().item<bool>())
+    if (!torch::isfinite(s.opt->masters()[i]).all().item<bool>())
       diverged(fmt::format("parameter {} has non-finite values after the update", s.names[i]));
+}
+
+void Trainer::check_step_tensors(const std::vector<Tensor>& grads) const {
+  const State& s = *s_;
+  DPFT_CHECK(grads.size() == s.params.size(),
+             "step: the method returned {} gradients for {} trainable parameters", grads.size(),
+             s.params.size());
+  for (size_t i = 0; i < grads.size(); ++i) {
+    if (!grads[i].defined()) continue;
+    const Tensor& m = s.opt->masters()[i];
+    DPFT_CHECK(grads[i].scalar_type() == torch::kFloat32 && grads[i].device() == m.device() &&
+                   grads[i].sizes() == m.sizes(),
+               "step: the gradient of {} is {} {} on {}; the step needs float32 {} on {} (the "
+               "model's device; sums and noise stay float32 whatever model.dtype is)",
+               s.names[i], std::string(c10::toString(grads[i].scalar_type())),
+               shape_str(grads[i].sizes()), grads[i].device().str(), shape_str(m.sizes()),
+               m.device().str());
+  }
 }
 
 void Trainer::verify_checkpoint(const nlohmann::json& j, const fs::path& dir) const {
@@ -355,7 +374,10 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
       s.ctx.ledger.check_plan({plan});
     }
     s.eval_base = evaluate("base", 0, true);
-    if (s.opts.before_training) s.opts.before_training();
+    if (s.opts.before_training) {
+      s.opts.before_training();
+      s.opt->params_to_masters();  // it may have trained the model (PE-SGD's synthetic SFT)
+    }
     if (!s.opts.eval_after_prepare.empty())
       s.eval_prepared = evaluate(s.opts.eval_after_prepare, 0, false);
   }
@@ -371,6 +393,7 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
     std::vector<int64_t> rows = s.poisson ? s.poisson->next() : s.shuffle->next();
     BatchStats st;
     std::vector<Tensor> grads = gradient(rows, st);
+    check_step_tensors(grads);
     double lr = lr_at(s.sched, s.step);
     s.opt->step(grads, lr);
     check_finite(st, s.step + 1);

@@ -10,13 +10,17 @@
 #include <random>
 #include <unordered_set>
 
+#include "core/grad/per_sample.hpp"
+#include "core/model/checkpoint.hpp"
 #include "core/privacy/audit_bound.hpp"
 #include "core/tokenizer/load.hpp"
 #include "core/train/setup.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
 #include "core/util/seed.hpp"
+#include "core/util/shape.hpp"
 #include "core/util/system.hpp"
+#include "data/train_inputs.hpp"
 #include "methods/run.hpp"
 
 namespace dpft::audit {
@@ -123,6 +127,53 @@ std::vector<double> canary_losses(const fs::path& run_dir, const std::string& ta
   return loss;
 }
 
+// The white-box score of every canary (header, step 4): score_i = < theta_T - theta_0, -g_i > /
+// ||g_i||. `a` is the audit run's spec (its eval set is every canary, in order); the released
+// parameters are read back from the run's adapter (LoRA) or model directory, as a user of the
+// release would read them.
+std::vector<double> gradient_scores(const Spec& a, const fs::path& run_dir, int64_t m) {
+  train::TrainInputs in = data::load_train_inputs(a);  // theta_0: base + seeded LoRA init
+  in.model->eval();                                    // g_i without LoRA dropout
+  DPFT_CHECK(in.eval.size() == m, "audit: {} of the {} canaries tokenised", in.eval.size(), m);
+  model::CausalLM released =
+      model::load_checkpoint(in.peft.kind == "lora" ? in.model_dir : run_dir / "model");
+  if (in.peft.kind == "lora") model::load_adapter(released, run_dir / "adapter");
+  const auto named = released->named_parameters();
+  std::vector<torch::Tensor> delta;  // theta_T - theta_0 per trainable parameter, flattened
+  for (const auto& [name, p0] : model::trainable_parameters(in.model)) {
+    const torch::Tensor* pt = named.find(name);
+    DPFT_CHECK(pt != nullptr && pt->sizes() == p0.sizes(),
+               "audit: the released parameters in {} have no {} of shape {}", run_dir.string(),
+               name, shape_str(p0.sizes()));
+    delta.push_back(
+        (pt->detach().to(torch::kFloat64) - p0.detach().to(torch::kFloat64)).reshape({-1}));
+  }
+  const torch::Tensor d = torch::cat(delta);  // (p)
+  grad::PerSampleGrads engine(in.model);
+  // Canaries per batch: the spec's micro batch, fewer when (B, p) in float32 would pass 256 MB.
+  const int64_t per_batch = std::clamp<int64_t>(
+      (int64_t{256} << 20) / (4 * std::max<int64_t>(engine.dim(), 1)), 1, a.train.micro_batch_size);
+  std::vector<double> score(static_cast<size_t>(m), std::nan(""));
+  const int64_t pad = lm::pad_id_for(*in.tok);
+  for (int64_t lo = 0; lo < m; lo += per_batch) {
+    std::vector<int64_t> rows;
+    for (int64_t r = lo; r < std::min(m, lo + per_batch); ++r) rows.push_back(r);
+    const lm::LmBatch b = lm::collate(in.eval, rows, pad);
+    engine.compute(b.input_ids, b.attention_mask, b.labels);
+    const torch::Tensor g = engine.matrix().to(torch::kFloat64);  // (B, p)
+    const torch::Tensor norm = g.norm(2, 1), dot = -g.matmul(d);  // (B), (B)
+    const torch::Tensor s =
+        torch::where(norm > 0, dot / norm.clamp_min(1e-300), torch::zeros_like(dot));
+    for (size_t k = 0; k < rows.size(); ++k)
+      score[static_cast<size_t>(b.index[k])] = s[static_cast<int64_t>(k)].item<double>();
+  }
+  engine.release();
+  for (int64_t i = 0; i < m; ++i)
+    DPFT_CHECK(std::isfinite(score[static_cast<size_t>(i)]),
+               "audit: no finite gradient score for canary {}", i);
+  return score;
+}
+
 }  // namespace
 
 std::vector<int64_t> guess_grid(int64_t m) {
@@ -174,7 +225,7 @@ AuditResult run_audit(const Spec& spec, const AuditOptions& opts) {
   a.eval.every = 0;
   a.eval.per_sample = true;
   a.output.non_private_stats = true;  // the eval set holds training rows (the included canaries)
-  a.output.save_model = false;
+  a.output.save_model = o.score == AuditScore::kGradient;  // the white-box score reads it
   a.output.checkpoint_every = 0;
   RunOptions ro;
   ro.out_dir = (dir / "runs").string();
@@ -189,10 +240,18 @@ AuditResult run_audit(const Spec& spec, const AuditOptions& opts) {
       nlohmann::json::parse(read_file(fs::path(run.run_dir) / "metrics.json"));
 
   // Lines 4-6: scores, guesses, and the bound.
-  const std::vector<double> base = canary_losses(run.run_dir, "base", o.canaries),
-                            final = canary_losses(run.run_dir, "final", o.canaries);
-  std::vector<double> score(base.size());
-  for (size_t i = 0; i < base.size(); ++i) score[i] = base[i] - final[i];
+  std::vector<double> score;
+  if (o.score == AuditScore::kGradient) {
+    score = gradient_scores(a, run.run_dir, o.canaries);
+  } else {
+    const std::vector<double> base = canary_losses(run.run_dir, "base", o.canaries),
+                              final = canary_losses(run.run_dir, "final", o.canaries);
+    for (size_t i = 0; i < base.size(); ++i) score.push_back(base[i] - final[i]);
+  }
+  std::string lines;
+  for (size_t i = 0; i < score.size(); ++i)
+    lines += nlohmann::json({{"index", i}, {"score", score[i]}}).dump() + "\n";
+  write_file_atomic(dir / "scores.jsonl", lines);
   const std::vector<int64_t> ks = o.guesses > 0 ? std::vector<int64_t>{o.guesses}
                                                 : guess_grid(o.canaries);
   const double beta = (1 - o.confidence) / static_cast<double>(ks.size());
@@ -227,7 +286,10 @@ AuditResult run_audit(const Spec& spec, const AuditOptions& opts) {
               {"canaries", o.canaries},
               {"canary_tokens", o.canary_tokens},
               {"included", n_in},
-              {"score", "base loss - final loss"},
+              {"score", enum_name(o.score, kAuditScoreNames)},
+              {"score_formula", o.score == AuditScore::kGradient
+                                    ? "<theta_T - theta_0, -g_i> / ||g_i||, g_i at theta_0"
+                                    : "base loss - final loss"},
               {"score_mean_included", in_mean},
               {"score_mean_excluded", out_mean},
               {"confidence", o.confidence},

@@ -4,8 +4,14 @@
 //   1. m canaries, random-token sequences (distinct; printable pieces of the model's tokenizer);
 //   2. S_i in {-1, +1} uniform: canary i is added to the training set iff S_i = +1;
 //   3. one run of the spec's method on the private data plus the included canaries;
-//   4. a score per canary: its loss under the base model minus its loss under the trained model
-//      (the base loss does not depend on S, so this is the loss score, calibrated per canary);
+//   4. a score per canary (--score):
+//      loss (black-box): its loss under the base model minus its loss under the trained model
+//        (the base loss does not depend on S, so this is the loss score, calibrated per canary);
+//      gradient (white-box, the paper's Section 6 reads the parameters): the alignment of the
+//        released parameters' change with the direction one gradient step on canary i takes,
+//          score_i = < theta_T - theta_0, -g_i > / ||g_i||,   g_i = grad loss_i (theta_0),
+//        theta_0 the trainable parameters before training (base model and the seeded LoRA
+//        initialisation: public), theta_T those of the released adapter or model;
 //   5. guesses: "included" for the k+ highest scores, "excluded" for the k- lowest;
 //   6. v correct out of r = k+ + k- guesses -> epsilon lower bound at the given confidence
 //      (core/privacy/audit_bound.hpp, the paper's Theorem 5.2 with the run's delta).
@@ -20,14 +26,20 @@
 #include <vector>
 
 #include "core/config/spec.hpp"
+#include "core/util/enum_names.hpp"
 
 namespace dpft::audit {
+
+enum class AuditScore { kLoss, kGradient };
+inline constexpr std::array<EnumName<AuditScore>, 2> kAuditScoreNames = {
+    {{AuditScore::kLoss, "loss"}, {AuditScore::kGradient, "gradient"}}};
 
 struct AuditOptions {
   int64_t canaries = 1000;      // m
   int64_t canary_tokens = 0;    // tokens per canary; 0: min(32, data.max_length / 2)
   double confidence = 0.95;     // 1 - beta
   int64_t guesses = 0;          // K = k+ = k-; 0: the grid below with Bonferroni correction
+  AuditScore score = AuditScore::kLoss;
   std::string out_dir;          // audit directory ("" = <spec.output.dir>/audit/<name>-<time>)
   std::string command_line;     // recorded in the run's manifest
 };
@@ -44,9 +56,10 @@ struct AuditResult {
 
 // Runs the audit of `spec`: writes <dir>/canaries.jsonl (every canary, the eval set),
 // <dir>/canaries_in.jsonl (the included ones, appended to the training set), the training run
-// under <dir>/runs/, and <dir>/audit.json. ConfigError for specs the audit cannot run as
-// written (a method that does not train, data.train.num_samples > 0 or data.packing, which would
-// change which canaries are in or what one example is).
+// under <dir>/runs/, <dir>/scores.jsonl ({"index", "score"} per canary) and <dir>/audit.json.
+// ConfigError for specs the audit cannot run as written (a method that does not train,
+// data.train.num_samples > 0 or data.packing, which would change which canaries are in or what one
+// example is).
 AuditResult run_audit(const Spec& spec, const AuditOptions& opts);
 
 }  // namespace dpft::audit

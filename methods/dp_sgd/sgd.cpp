@@ -90,7 +90,8 @@ class SgdMethod : public Method {
       }
       std::vector<torch::Tensor> g;
       for (auto& p : params)
-        g.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
+        g.push_back(p.grad().defined() ? p.grad().to(torch::kFloat32, false, true)
+                                       : torch::zeros_like(p, torch::kFloat32));
       for (auto& p : params) p.mutable_grad() = torch::Tensor();
       st.batch_size = static_cast<int64_t>(rows.size());
       st.loss = loss / denom;
