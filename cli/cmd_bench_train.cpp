@@ -32,6 +32,7 @@ using Clock = std::chrono::steady_clock;
 
 struct TrainBench {
   std::string arch = "gpt2", preset = "small", peft = "lora", grad_mode = "auto", only;
+  std::string dtype = "float32", device = "cpu";
   std::vector<std::string> targets;
   int64_t vocab = 50257, batch = 32, seq = 128, micro = 0, r = 8;
   int reps = 5;
@@ -70,7 +71,19 @@ int bench_train(const TrainBench& b) {
                : b.arch == "gpt2" ? std::vector<std::string>{"c_attn"}
                                   : std::vector<std::string>{"q_proj", "v_proj"};
   model::apply_peft(m, po, 1);
+  const torch::Dtype dtype = b.dtype == "bfloat16"  ? torch::kBFloat16
+                             : b.dtype == "float16" ? torch::kFloat16
+                                                    : torch::kFloat32;
+  DPFT_CHECK_AS(ConfigError, b.device == "cpu" || cuda_available(),
+                "--device {}: this dpft's LibTorch has no CUDA or sees no GPU", b.device);
+  const torch::Device dev(b.device);
+  DPFT_CHECK_AS(ConfigError, dtype != torch::kFloat16 || dev.is_cuda(),
+                "--dtype float16 needs a GPU (no CPU float16 kernels); use bfloat16");
+  m->to(dev, dtype);  // as a run with model.dtype / device places it
   m->train();
+  auto sync = [&] {  // GPU work is asynchronous: time it to completion
+    if (dev.is_cuda()) torch::cuda::synchronize();
+  };
   const int64_t seq = std::min(b.seq, c.max_position), micro = b.micro > 0 ? b.micro : b.batch;
   // One fixed batch: random tokens, all scored.
   lm::LmDataset ds;
@@ -96,9 +109,12 @@ int bench_train(const TrainBench& b) {
       std::vector<int64_t> chunk(rows.begin() + i, rows.begin() + std::min(b.batch, i + micro));
       lm::LmBatch mb = lm::collate(ds, chunk, 0);
       auto losses =
-          model::per_sample_loss(m->forward(mb.input_ids, mb.attention_mask), mb.labels).first;
+          model::per_sample_loss(m->forward(mb.input_ids.to(dev), mb.attention_mask.to(dev)),
+                                 mb.labels.to(dev))
+              .first;
       (losses.sum() / static_cast<double>(b.batch)).backward();
     }
+    sync();
     return std::chrono::duration<double>(Clock::now() - t0).count();
   };
   grad::GradOptions go;
@@ -115,6 +131,7 @@ int bench_train(const TrainBench& b) {
     train::BatchStats st;
     auto g = train::clipped_sum(psg, ds, rows, micro, 0, dp, &st);
     train::noise_and_scale(g, dp, noise, b.batch, &st);
+    sync();
     double s = std::chrono::duration<double>(Clock::now() - t0).count();
     psg_share = st.grad_seconds / s;
     return s;
@@ -139,9 +156,9 @@ int bench_train(const TrainBench& b) {
   double gemm = sgemm_gflops();
   std::string common = fmt::format(
       "bench train --arch {} --preset {} --vocab {} --batch {} --seq {} --micro {} "
-      "--peft {} --r {} --grad-mode {} --reps {} --threads {} --quiet",
+      "--peft {} --r {} --grad-mode {} --reps {} --threads {} --dtype {} --device {} --quiet",
       b.arch, b.preset, b.vocab, b.batch, seq, micro, b.peft, b.r, b.grad_mode,
-      std::max(1, b.reps / 2), torch_threads());
+      std::max(1, b.reps / 2), torch_threads(), b.dtype, b.device);
   for (auto& t : b.targets) common += " --targets " + t;
   nlohmann::json mem_np = run_child(common + " --only np"),
                  mem_dp = run_child(common + " --only dp");
@@ -153,6 +170,8 @@ int bench_train(const TrainBench& b) {
       {"seq", seq},
       {"micro_batch", micro},
       {"threads", torch_threads()},
+      {"dtype", b.dtype},
+      {"device", b.device},
       {"grad_mode", b.grad_mode},
       {"nonprivate_step_s", n},
       {"dp_step_s", d},
@@ -170,9 +189,9 @@ int bench_train(const TrainBench& b) {
   std::cout
       << fmt::format(
              "train step, {} {} (vocab {}), {} fine-tuning ({} trainable), batch {} x {} tokens, "
-             "micro-batch {}, {} threads\n",
+             "micro-batch {}, {} threads, {} on {}\n",
              b.arch, b.preset, c.vocab_size, b.peft, model::count_parameters(m, true), b.batch, seq,
-             micro, torch_threads())
+             micro, torch_threads(), b.dtype, b.device)
       << fmt::format(
              "  non-private: {:8.3f} s/step  ({:.1f} GFLOP/s model FLOPs; sgemm {:.1f} GFLOP/s -> "
              "{:.0f}%)\n",
@@ -204,6 +223,11 @@ void register_bench_train(CLI::App* bench, CliContext& ctx) {
   s->add_option("--grad-mode", o->grad_mode, "per-sample norms: auto | materialize | ghost")
       ->capture_default_str();
   s->add_option("--reps", o->reps, "timed repetitions of each step (medians reported)")
+      ->capture_default_str();
+  s->add_option("--dtype", o->dtype, "model dtype, as model.dtype (sums and noise stay float32)")
+      ->check(CLI::IsMember({"float32", "bfloat16", "float16"}))
+      ->capture_default_str();
+  s->add_option("--device", o->device, "cpu | cuda | cuda:N (peak RSS is host memory only)")
       ->capture_default_str();
   s->add_option("--only", o->only, "internal: run one kind (np | dp) and print its peak RSS");
   s->add_flag("--json", o->json, "print JSON");

@@ -47,7 +47,10 @@ void register_run(CLI::App& app, CliContext& ctx) {
         throw ConfigError("dpft run: give a spec file (dpft run SPEC.yaml) or --resume RUN_DIR");
       }
       Spec spec = load_spec(o->spec, o->sets);
-      if (o->resume.empty()) check_executable(spec);
+      if (o->resume.empty())
+        check_executable(spec);
+      else
+        spec = resumable_here(spec);
       if (o->dry_run) {
         std::cout << spec_to_yaml_string(spec);
         std::cout << "# dry run: method " << spec.method.name << ", config hash "

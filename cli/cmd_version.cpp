@@ -6,6 +6,7 @@
 
 #include "cli/app.hpp"
 #include "core/util/git_commit.hpp"
+#include "core/util/strings.hpp"
 #include "core/util/system.hpp"
 #include "dpft/build_info.hpp"
 
@@ -18,12 +19,16 @@ void register_version(CLI::App& app, CliContext& ctx) {
   sub->callback([json, &ctx] {
     ctx.action = [json] {
       BlasInfo b = blas_info();
+      std::vector<std::string> devices = {"cpu"};  // what `device:` may name on this machine
+      if (cuda_available())
+        for (int i = 0; i < cuda_device_count(); ++i) devices.push_back(fmt::format("cuda:{}", i));
       nlohmann::json j = {{"dpft", build::kVersion},
                           {"git_commit", build::git_commit()},
                           {"build_type", build::kBuildType},
                           {"libtorch", torch_version()},
                           {"threads", torch_threads()},
                           {"cuda_devices", cuda_device_count()},
+                          {"devices", devices},
                           {"blas", b.library},
                           {"openblas", b.openblas},
                           {"blas_config", b.config}};
@@ -35,6 +40,7 @@ void register_version(CLI::App& app, CliContext& ctx) {
                 << build::kBuildType << ")\n"
                 << "LibTorch " << torch_version() << ", " << torch_threads()
                 << " intra-op threads, " << cuda_device_count() << " CUDA device(s)\n"
+                << "devices: " << join(devices, ", ") << "\n"
                 << "BLAS " << (b.library.empty() ? "unknown" : b.library)
                 << (b.openblas ? " (OpenBLAS" + (b.config.empty() ? "" : ": " + b.config) + ")"
                                : " (NOT OpenBLAS: expect ~20x slower matrix products)")

@@ -40,7 +40,7 @@ check "unknown ONLY name exits 2 (rc $rc)" [ "$rc" = 2 ]
 # A GPU spec is refused up front (exit 2, the reason named), not run on the CPU.
 out=$(DPFT="$DPFT" DRY_RUN=1 SCALE=paper ONLY=sft bash "$ABL" "$T/abl" "0" 2>&1); rc=$?
 check "paper spec without device=cpu exits 2 (rc $rc)" [ "$rc" = 2 ]
-check "the refusal names GPU execution" has "$out" "GPU execution is not implemented"
+check "the refusal says no GPU can be used" has "$out" "no GPU can be used here"
 out=$(DPFT="$DPFT" DRY_RUN=1 SCALE=huge bash "$ABL" "$T/abl" 2>&1); rc=$?
 check "bad SCALE exits 2 (rc $rc)" [ "$rc" = 2 ]
 out=$(DPFT="$DPFT" DRY_RUN=1 DATASET=wiki bash "$ABL" "$T/abl" 2>&1); rc=$?

@@ -7,6 +7,7 @@
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
 #include "core/util/git_commit.hpp"
+#include "core/util/system.hpp"
 #include "dpft/build_info.hpp"
 #include "methods/registry.hpp"
 #include "test_util.hpp"
@@ -130,32 +131,36 @@ TEST_CASE("dry run writes nothing", "[cli]") {
   CHECK_FALSE(fs::exists(d.path / "runs"));
 }
 
-TEST_CASE("a spec for a GPU is refused, not run on the CPU", "[cli]") {
+TEST_CASE("a spec for a GPU is refused where no GPU can be used, not run on the CPU", "[cli]") {
   test::TempDir d;
   auto spec = d.write("s.yaml", "name: gpu\ndevice: cuda\n");
   const std::string runs = (d.path / "runs").string();
+  auto refusal = [&](std::vector<std::string> sets) {
+    try {
+      check_executable(load_spec(spec.string(), sets));
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(cli({"run", spec.string(), "--set", "device=cpu", "--set", "model.dtype=float16", "--out",
+             runs}) == 2);  // no float16 kernels on the CPU
+  CHECK_THAT(refusal({"device=cpu", "model.dtype=float16"}),
+             Contains("float16 needs a GPU") && Contains("bfloat16"));
+  CHECK(refusal({"device=cpu"}).empty());
+  CHECK(refusal({"device=cpu", "model.dtype=bfloat16"}).empty());
+  CHECK_THAT(refusal({"device=cuda:99"}), Contains("cuda:99"));
+  if (cuda_available()) {  // a CUDA build on a GPU machine: device: cuda runs
+    CHECK(refusal({}).empty());
+    return;
+  }
   CHECK(cli({"run", spec.string(), "--out", runs}) == 2);
   CHECK(cli({"run", spec.string(), "--dry-run", "--out", runs}) == 2);
-  CHECK(cli({"run", spec.string(), "--set", "device=cpu", "--set", "model.dtype=float16", "--out",
-             runs}) == 2);                                 // no float16 kernels on the CPU
   CHECK_FALSE(fs::exists(runs));                           // refused before anything was written
-  CHECK(cli({"config", "validate", spec.string()}) == 0);  // valid; only this build can't run it
+  CHECK(cli({"config", "validate", spec.string()}) == 0);  // valid; only this machine can't run it
   CHECK(cli({"run", spec.string(), "--set", "device=cpu", "--out", runs}) == 0);
-  std::string msg;
-  try {
-    check_executable(load_spec(spec.string(), {}));
-  } catch (const ConfigError& e) {
-    msg = e.what();
-  }
-  CHECK_THAT(msg, Contains("GPU execution is not implemented") && Contains("--set device=cpu"));
-  CHECK_NOTHROW(check_executable(load_spec(spec.string(), {"device=cpu"})));
-  CHECK_NOTHROW(check_executable(load_spec(spec.string(), {"device=cpu", "model.dtype=bfloat16"})));
-  try {
-    check_executable(load_spec(spec.string(), {"device=cpu", "model.dtype=float16"}));
-  } catch (const ConfigError& e) {
-    msg = e.what();
-  }
-  CHECK_THAT(msg, Contains("float16 needs a GPU") && Contains("bfloat16"));
+  CHECK_THAT(refusal({}), Contains("no GPU can be used here") && Contains("--set device=cpu") &&
+                              Contains("scripts/build_cuda.sh"));
 }
 
 TEST_CASE("a run an older dpft started with device: cuda resumes on the CPU", "[cli]") {

@@ -151,13 +151,14 @@ Tensor PerSampleGrads::compute(const Tensor& input_ids, const Tensor& attention_
              "per-sample gradients: input_ids and labels must both be (B, T), got {} and {}",
              shape_str(input_ids.sizes()), shape_str(labels.sizes()));
   batch_ = input_ids.size(0);
+  const torch::Device dev = params_[0].param.device();  // batches are collated on the host
   if (batch_ == 0) {
     state_.clear();
     for (size_t i = 0; i < params_.size(); ++i) state_.push_back(std::make_unique<ParamState>());
-    return torch::zeros({0});
+    return torch::zeros({0}, torch::TensorOptions().device(dev));
   }
-  Tensor logits = model_->forward(input_ids, attention_mask);
-  Tensor losses = model::per_sample_loss(logits, labels).first;  // (B)
+  Tensor logits = model_->forward(input_ids.to(dev), attention_mask.to(dev));
+  Tensor losses = model::per_sample_loss(logits, labels.to(dev)).first;  // (B)
   std::vector<Tensor> outputs;
   std::vector<model::Capture*> caps;
   for (auto& h : hooked_)
@@ -346,7 +347,9 @@ std::pair<Tensor, Tensor> reference_per_sample_grads(model::CausalLM& model,
   auto params = model::trainable_parameters(model);
   int64_t B = input_ids.size(0), p = 0;
   for (auto& kv : params) p += kv.second.numel();
-  Tensor out = torch::zeros({B, p}), losses = torch::zeros({B});
+  const torch::TensorOptions f32 =
+      params.front().second.options().dtype(torch::kFloat32);  // the model's device
+  Tensor out = torch::zeros({B, p}, f32), losses = torch::zeros({B}, f32);
   for (int64_t b = 0; b < B; ++b) {
     Tensor keep = attention_mask.defined() ? attention_mask[b].nonzero().squeeze(1)
                                            : torch::arange(input_ids.size(1));

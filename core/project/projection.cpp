@@ -40,7 +40,7 @@ void check_rows(const Tensor& Gs, const Tensor& Hs) {
 Tensor add_noise(const Tensor& sum, const Tensor& noise, ProjectionResult& r) {
   r.signal_norm = sum.norm().item<double>();
   r.noise_norm = noise.norm().item<double>();
-  return sum + noise.to(sum.scalar_type());
+  return sum + noise.to(sum.options());  // host draw, moved to the sum's device and dtype
 }
 
 }  // namespace
@@ -258,7 +258,7 @@ ProjectionResult gep_project(const Tensor& E, const Tensor& Hs, const GepOptions
   if (g.residual) {
     Tensor R = Hs.t() - E.matmul(C);  // (p, M) residuals r_j
     Tensor res = scale_columns(R, ColumnScaling::kClip, g.residual_clip).sum(1) +
-                 noise.normal({Hs.size(1)}, std_r, Hs.scalar_type());
+                 noise.normal({Hs.size(1)}, std_r, Hs.scalar_type()).to(R.device());
     r.direction = r.direction + res;
   }
   r.direction = r.direction / o.divisor;

@@ -72,26 +72,46 @@ nlohmann::json read_privacy_lock(const std::string& run_dir) {
 }  // namespace
 
 void check_executable(const Spec& spec) {
-  DPFT_CHECK_AS(ConfigError, spec.device == "cpu",
-                "device: {}: GPU execution is not implemented in dpft yet (every method runs on "
-                "the CPU); run the spec on the CPU with --set device=cpu",
-                spec.device);
+  if (spec.device != "cpu") {
+    const int n = cuda_device_count();
+    DPFT_CHECK_AS(ConfigError, cuda_available() && n > 0,
+                  "device: {}: no GPU can be used here: this dpft's LibTorch ({}) {}; build "
+                  "dpft with scripts/build_cuda.sh on a machine with a GPU, or run on the CPU "
+                  "with --set device=cpu",
+                  spec.device, torch_version(),
+                  n > 0 ? "sees CUDA devices but cannot initialise CUDA"
+                        : "has no CUDA or sees no CUDA device");
+    const size_t colon = spec.device.find(':');
+    const int index = colon == std::string::npos ? 0 : std::stoi(spec.device.substr(colon + 1));
+    DPFT_CHECK_AS(ConfigError, index < n,
+                  "device: {}: there are only {} CUDA device(s) here (cuda:0 to cuda:{})",
+                  spec.device, n, n - 1);
+  }
   DPFT_CHECK_AS(ConfigError, spec.model.dtype != "float16" || spec.device != "cpu",
                 "model.dtype: float16 needs a GPU (LibTorch's CPU kernels have no float16 "
                 "matrix products); use model.dtype: bfloat16 or float32 on the CPU");
 }
 
+Spec resumable_here(Spec spec) {
+  try {
+    check_executable(spec);
+    return spec;
+  } catch (const ConfigError& e) {
+    // Older dpft builds accepted device: cuda and float16 and ran them on the CPU in float32;
+    // a run started on a GPU may be resumed on a machine without one. The privacy settings are
+    // the same on any device (the lock compares them); only floating-point rounding differs.
+    spdlog::warn("{}; resuming this run on the CPU{}", e.what(),
+                 spec.model.dtype == "float16" ? " in float32" : "");
+    spec.device = "cpu";
+    if (spec.model.dtype == "float16") spec.model.dtype = "float32";
+    return spec;
+  }
+}
+
 RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptions& opts) {
   DPFT_CHECK(hooks.plan && hooks.run, "run_experiment: the method's hooks are missing");
   const bool resume = !opts.resume_dir.empty();
-  try {
-    check_executable(spec);
-  } catch (const ConfigError& e) {
-    if (!resume) throw;
-    // Started by a dpft that accepted the spec but ran on the CPU in float32 anyway: continue
-    // it there, as it began.
-    spdlog::warn("{}; this run began on the CPU in float32 and continues there", e.what());
-  }
+  check_executable(spec);  // a resumed spec went through resumable_here() first
   privacy::PrivacyLedger ledger(privacy::ledger_options(spec.privacy));
   if (resume) {  // a finished run has nothing to continue
     std::filesystem::path prev = std::filesystem::path(opts.resume_dir) / "metrics.json";

@@ -41,12 +41,16 @@ struct RunHooks {
 
 RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptions& opts);
 
-// Throws ConfigError when this build cannot execute the spec as written (settings parsed but
-// not implemented: `device: cuda[:N]`; `model.dtype: float16` on the CPU, which has no float16
-// kernels). Called by run_experiment for a fresh run (a resumed run an older dpft started with
-// them continues on the CPU, with a warning) and by `dpft run --dry-run`; `dpft config
-// validate` warns.
+// Throws ConfigError when this build or machine cannot execute the spec as written:
+// `device: cuda[:N]` without a CUDA LibTorch or without that GPU; `model.dtype: float16` on the
+// CPU, which has no float16 kernels. Called by run_experiment and by `dpft run --dry-run`;
+// `dpft config validate` warns.
 void check_executable(const Spec& spec);
+
+// For --resume: the spec unchanged if this machine can execute it, else moved to the CPU (and
+// float16 to float32), with a warning: a run an older dpft started with device: cuda ran on
+// the CPU, and a run started on a GPU may continue on a machine without one.
+Spec resumable_here(Spec spec);
 
 // The manifest fields that do not depend on the run's outcome.
 nlohmann::json base_manifest(const Spec& spec, const std::string& command_line);

@@ -57,6 +57,12 @@ torch::Dtype model_dtype(const Spec& spec) {
   throw ConfigError(fmt::format("model.dtype: '{}': use float32, bfloat16 or float16", d));
 }
 
+torch::Device run_device(const Spec& spec) {
+  if (spec.device == "cpu") return torch::Device(torch::kCPU);
+  torch::Device d(spec.device);  // the spec parser allows cpu, cuda and cuda:N only
+  return d.has_index() ? d : torch::Device(torch::kCUDA, 0);
+}
+
 void load_model(const Spec& spec, TrainInputs& in) {
   in.model_dir = resolve_model_dir(spec.model.path);
   in.model = model::load_checkpoint(in.model_dir, model_dtype(spec));
@@ -80,6 +86,7 @@ void load_model(const Spec& spec, TrainInputs& in) {
   }
   in.peft = peft_options(spec);
   model::apply_peft(in.model, in.peft, derive_seed(spec.seed, "peft"));
+  in.model->to(run_device(spec));  // after LoRA: its factors are initialised on the CPU
   in.tok = std::make_shared<tok::Tokenizer>(tok::load_tokenizer(in.model_dir));
   DPFT_CHECK_AS(InputError, in.tok->vocab_size() <= in.model->config().vocab_size,
                 "tokenizer in {} has {} ids but the model only {} embeddings",

@@ -38,6 +38,10 @@ model::PeftOptions peft_options(const Spec& spec);
 // float32 master copies, optimizer state, per-sample norms, clipped sums and noise stay float32
 // (core/train/optimizer.hpp, core/train/privatize.hpp).
 torch::Dtype model_dtype(const Spec& spec);
+// `device` as a torch device: cpu, or cuda:N ("cuda" is cuda:0). Everything of a step lives
+// there: the model, batches, per-sample factors, clipped sums, noise once added, optimizer
+// state, projections, evaluation and generation.
+torch::Device run_device(const Spec& spec);
 // The model in model.dtype (wrapped per model.peft, LoRA initialised from
 // derive_seed(seed, "peft") in float32 and then rounded to model.dtype), its
 // tokenizer and pad id into `in`; the data sets are the data layer's (data/train_inputs.hpp).

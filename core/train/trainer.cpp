@@ -1,6 +1,7 @@
 #include "core/train/trainer.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -192,6 +193,8 @@ void Trainer::save_checkpoint() {
     tensors.emplace_back("param." + s.names[i], s.opt->masters()[i].detach());  // are rounded)
   for (auto& [k, v] : s.opt->state()) tensors.emplace_back("opt." + k, v);
   tensors.emplace_back("rng.torch_cpu", at::detail::getDefaultCPUGenerator().get_state());
+  if (const torch::Device dev = s.params.front().device(); dev.is_cuda())  // LoRA dropout there
+    tensors.emplace_back("rng.torch_cuda", at::globalContext().defaultGenerator(dev).get_state());
   model::save_safetensors(tmp / "state.safetensors", tensors);
   nlohmann::json j = {{"step", s.step},
                       {"sampler", s.poisson ? s.poisson->state() : s.shuffle->state()},
@@ -260,6 +263,15 @@ bool Trainer::restore(const fs::path& dir) {
   {
     at::Generator g = at::detail::getDefaultCPUGenerator();
     g.set_state(st->load("rng.torch_cpu"));
+    const torch::Device dev = s.params.front().device();
+    if (dev.is_cuda() && st->find("rng.torch_cuda") != nullptr) {
+      at::Generator cuda_gen = at::globalContext().defaultGenerator(dev);  // a handle
+      cuda_gen.set_state(st->load("rng.torch_cuda"));
+    } else if (dev.is_cuda())  // written on the CPU: dropout masks continue from a fresh stream
+      spdlog::warn(
+          "checkpoint {} was written on the CPU; LoRA dropout on {} continues from its "
+          "seeded generator, so the run will not repeat a CPU run's masks",
+          dir.string(), dev.str());
   }
   s.step = j.at("step").get<int64_t>();
   if (s.poisson)

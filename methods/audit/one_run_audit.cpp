@@ -146,7 +146,8 @@ std::vector<double> gradient_scores(const Spec& a, const fs::path& run_dir, int6
                "audit: the released parameters in {} have no {} of shape {}", run_dir.string(),
                name, shape_str(p0.sizes()));
     delta.push_back(
-        (pt->detach().to(torch::kFloat64) - p0.detach().to(torch::kFloat64)).reshape({-1}));
+        (pt->detach().to(p0.device(), torch::kFloat64) - p0.detach().to(torch::kFloat64))
+            .reshape({-1}));
   }
   const torch::Tensor d = torch::cat(delta);  // (p)
   grad::PerSampleGrads engine(in.model);

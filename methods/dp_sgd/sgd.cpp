@@ -82,8 +82,10 @@ class SgdMethod : public Method {
             rows.begin() + i,
             rows.begin() + std::min(rows.size(), i + spec.train.micro_batch_size));
         lm::LmBatch b = lm::collate(in.train, chunk, in.pad_id);
+        const torch::Device dev = params.front().device();
         torch::Tensor losses =
-            model::per_sample_loss(in.model->forward(b.input_ids, b.attention_mask), b.labels)
+            model::per_sample_loss(in.model->forward(b.input_ids.to(dev), b.attention_mask.to(dev)),
+                                   b.labels.to(dev))
                 .first;
         (losses.sum() / denom).backward();
         loss += losses.sum().item<double>();

@@ -204,8 +204,10 @@ void synthetic_sft_epochs(model::CausalLM& m, const lm::LmDataset& ds, const Syn
                                 perm.begin() + std::min(perm.size(), b + so.sft_batch_size));
       for (auto& p : params) p.mutable_grad() = Tensor();
       lm::LmBatch batch = lm::collate(ds, rows, pad_id);
+      const torch::Device dev = params.front().device();
       Tensor loss =
-          model::per_sample_loss(m->forward(batch.input_ids, batch.attention_mask), batch.labels)
+          model::per_sample_loss(m->forward(batch.input_ids.to(dev), batch.attention_mask.to(dev)),
+                                 batch.labels.to(dev))
               .first.mean();
       loss.backward();
       total += loss.item<double>() * static_cast<double>(rows.size());
