@@ -57,10 +57,11 @@ if compgen -G "$DEBS_DIR/*.deb" > /dev/null; then
   for d in "$DEBS_DIR"/*.deb; do dpkg -x "$d" "$deps"; done
   multiarch=$(ls "$deps/usr/lib" | grep -- '-linux-gnu$' | head -1)
   lib="$deps/usr/lib/$multiarch"
-  # Debian's .pc files name prefix=/usr: --define-prefix makes pkg-config use where they lie.
+  # Debian's .pc files say prefix=/usr: point them at where they were unpacked.
+  sed -i "s|^prefix=/usr\$|prefix=$deps/usr|" "$lib"/pkgconfig/*.pc
   export PKG_CONFIG_PATH="$lib/pkgconfig:$deps/usr/share/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
   prefixes="$prefixes;$deps/usr;$lib/cmake"
-  cmake_args+=(-DPKG_CONFIG_ARGN=--define-prefix "-DCMAKE_BUILD_RPATH=$lib"
+  cmake_args+=("-DCMAKE_BUILD_RPATH=$lib"
                "-DCMAKE_INCLUDE_PATH=$deps/usr/include" "-DCMAKE_LIBRARY_PATH=$lib"
                "-DOPENSSL_ROOT_DIR=$deps/usr")
   echo "build_cuda.sh: unpacked $(ls "$DEBS_DIR"/*.deb | wc -l) .deb files into $deps"
