@@ -10,12 +10,15 @@
 #
 # Usage: scripts/sweep.sh --specs "a.yaml b.yaml" --seeds "0 1 2" --eps "1 inf" --out runs/sweep
 #          [--dpft build/dpft] [--no-eps-for "sgd.yaml"] [--dry-run] [-- extra dpft run args]
+# One combination per job (a Slurm array, scripts/slurm/sweep_array.sbatch): --count prints the
+# number of combinations and exits; --task I runs only combination I (1-based, the [I/N] of the
+# listing), still skipped when done.
 set -uo pipefail
 
-usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "sweep: $*" >&2; exit 2; }
 
-SPECS="" SEEDS="" EPS="" OUT="" DPFT="build/dpft" NO_EPS_FOR="" DRY=0 EXTRA=()
+SPECS="" SEEDS="" EPS="" OUT="" DPFT="build/dpft" NO_EPS_FOR="" DRY=0 EXTRA=() TASK="" COUNT=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --specs) SPECS="${2-}"; shift 2 || die "--specs needs a value" ;;
@@ -25,6 +28,8 @@ while [ $# -gt 0 ]; do
     --dpft) DPFT="${2-}"; shift 2 || die "--dpft needs a value" ;;
     --no-eps-for) NO_EPS_FOR="${2-}"; shift 2 || die "--no-eps-for needs a value" ;;
     --dry-run) DRY=1; shift ;;
+    --task) TASK="${2-}"; shift 2 || die "--task needs a value" ;;
+    --count) COUNT=1; shift ;;
     -h | --help) usage; exit 0 ;;
     --) shift; EXTRA=("$@"); break ;;
     *) die "unknown argument '$1' (see --help)" ;;
@@ -76,6 +81,11 @@ for spec in "${spec_list[@]}"; do
   done
 done
 total=${#combos[@]}
+if [ "$COUNT" = 1 ]; then echo "$total"; exit 0; fi
+if [ -n "$TASK" ]; then
+  [[ "$TASK" =~ ^[0-9]+$ ]] && [ "$TASK" -ge 1 ] && [ "$TASK" -le "$total" ] ||
+    die "--task $TASK: must be one of 1..$total (the combinations; --count prints how many)"
+fi
 
 # The run directory under $1 whose metrics.json says status "ok", if any.
 finished_run() {
@@ -94,6 +104,7 @@ i=0 ran=0 skipped=0 failed=0
 for c in "${combos[@]}"; do
   IFS='|' read -r spec e s <<<"$c"
   i=$((i + 1))
+  [ -z "$TASK" ] || [ "$i" = "$TASK" ] || continue
   if [ "$e" = "-" ]; then
     dir="$OUT/$(stem "$spec")/noeps/s$s"
     args=(run "$spec" --set seed="$s" --out "$dir" "${EXTRA[@]}")
@@ -128,5 +139,5 @@ for c in "${combos[@]}"; do
     fi
   fi
 done
-echo "sweep: $total combinations: $ran ran, $skipped skipped, $failed failed"
+echo "sweep: $total combinations${TASK:+ (task $TASK only)}: $ran ran, $skipped skipped, $failed failed"
 [ "$failed" = 0 ] || exit 1

@@ -57,4 +57,31 @@ check "nothing run" [ ! -e "$T/bad" ]
 out=$(bash "$SWEEP" --dpft "$DPFT" --specs "$T/a.yaml" --seeds "0" --out "$T/bad" 2>&1); rc=$?
 check "missing --eps exits 2 (rc $rc)" [ "$rc" = 2 ]
 
+# One combination per Slurm array task: --count, --task, and the sbatch template run directly
+# with the variables Slurm sets.
+n=$(bash "$SWEEP" --dpft "$DPFT" --specs "$T/a.yaml $T/b.yaml $T/c.yaml" --seeds "0 1" \
+    --eps "1 inf" --no-eps-for c.yaml --out "$T/out" --count 2>&1)
+check "--count prints the 8 combinations ($n)" [ "$n" = 8 ]
+out=$(bash "$SWEEP" --dpft "$DPFT" --specs "$T/a.yaml $T/b.yaml $T/c.yaml" --seeds "0 1" \
+      --eps "1 inf" --no-eps-for c.yaml --out "$T/out" --task 5 --dry-run 2>&1); rc=$?
+check "--task 5 exits 0 (rc $rc)" [ "$rc" = 0 ]
+check "--task 5 lists one combination" [ "$(grep -c 'would run' <<<"$out")" = 1 ]
+check "--task 5 is the listing's fifth" has "$out" "[5/8] b eps=none seed=0: would run: $DPFT run $T/b.yaml --set seed=0 --out $T/out/b/noeps/s0"
+out=$(bash "$SWEEP" --dpft "$DPFT" --specs "$T/a.yaml" --seeds "0" --eps "1" --out "$T/out" \
+      --task 2 --dry-run 2>&1); rc=$?
+check "--task beyond the combinations exits 2 (rc $rc)" [ "$rc" = 2 ]
+check "--task error names the range" has "$out" "must be one of 1..1"
+SBATCH="$SRC/scripts/slurm/sweep_array.sbatch"
+out=$(cd "$SRC" && SLURM_ARRAY_TASK_ID=2 SLURM_SUBMIT_DIR="$SRC" bash "$SBATCH" --dpft "$DPFT" \
+      --specs "$T/a.yaml" --seeds "0 1" --eps "1" --out "$T/arr" -- --set method.name=noop 2>&1); rc=$?
+check "array task 2 exits 0 (rc $rc)" [ "$rc" = 0 ]
+check "array task 2 ran seed 1 only" has "$out" "sweep: 2 combinations (task 2 only): 1 ran, 0 skipped, 0 failed"
+check "its run is in the predictable directory" [ -n "$(ls "$T/arr/a/eps1/s1/a" 2>/dev/null)" ]
+check "seed 0 was left to task 1" [ ! -e "$T/arr/a/eps1/s0" ]
+out=$(cd "$SRC" && SLURM_ARRAY_TASK_ID=2 bash "$SBATCH" --dpft "$DPFT" --specs "$T/a.yaml" \
+      --seeds "0 1" --eps "1" --out "$T/arr" -- --set method.name=noop 2>&1)
+check "a resubmitted task skips its finished run" has "$out" "0 ran, 1 skipped, 0 failed"
+out=$(bash "$SBATCH" --specs "$T/a.yaml" 2>&1); rc=$?
+check "outside an array the template exits 2 (rc $rc)" [ "$rc" = 2 ]
+
 finish "sweep_test"
