@@ -13,16 +13,16 @@ using torch::Tensor;
 
 namespace {
 
-struct Batch {
+struct GradBatch {
   Tensor ids, mask, labels;
 };
 
 // Right-padded rows of lengths `lens` (pad id 0), labels -100 on padding and on the first
 // `prompt` ids of row 0 (an unscored prompt).
-Batch make_batch(int64_t vocab, std::vector<int64_t> lens, uint64_t seed) {
+GradBatch make_batch(int64_t vocab, std::vector<int64_t> lens, uint64_t seed) {
   torch::manual_seed(seed);
   int64_t B = lens.size(), T = *std::max_element(lens.begin(), lens.end());
-  Batch b;
+  GradBatch b;
   b.ids = torch::randint(1, vocab, {B, T}, torch::kInt64);
   b.mask = torch::zeros({B, T}, torch::kInt64);
   for (int64_t i = 0; i < B; ++i) b.mask[i].slice(0, 0, lens[i]).fill_(1);
@@ -62,7 +62,7 @@ TEST_CASE("per-sample gradients equal the one-sample-at-a-time reference", "[gra
   auto kind = GENERATE(as<std::string>{}, "lora", "full");
   CAPTURE(type, kind);
   model::CausalLM m = make_model(type, kind);
-  Batch b = make_batch(m->config().vocab_size, {9, 6, 1, 4}, 11);
+  GradBatch b = make_batch(m->config().vocab_size, {9, 6, 1, 4}, 11);
   auto [ref, ref_loss] = grad::reference_per_sample_grads(m, b.ids, b.mask, b.labels);
   REQUIRE(ref.abs().sum().item<double>() > 0);
 
@@ -96,19 +96,19 @@ TEST_CASE("per-sample gradients: an empty batch and a wrongly shaped weight vect
   CHECK(psg.compute(e, e, e).numel() == 0);
   CHECK(psg.sq_norms().numel() == 0);
   for (auto& t : psg.weighted_sum(torch::zeros({0}))) CHECK(t.abs().sum().item<double>() == 0.0);
-  Batch b = make_batch(m->config().vocab_size, {5, 3}, 1);
+  GradBatch b = make_batch(m->config().vocab_size, {5, 3}, 1);
   psg.compute(b.ids, b.mask, b.labels);
   CHECK_THROWS_WITH(psg.weighted_sum(torch::ones({3})), Catch::Contains("weights must be (2)"));
 }
 
 TEST_CASE("per-sample gradients: padding does not change a sample's gradient", "[grad]") {
   model::CausalLM m = make_model("llama", "lora");
-  Batch b = make_batch(m->config().vocab_size, {7, 3}, 2);
+  GradBatch b = make_batch(m->config().vocab_size, {7, 3}, 2);
   grad::PerSampleGrads psg(m);
   psg.compute(b.ids, b.mask, b.labels);
   Tensor both = psg.matrix();
-  Batch one{b.ids.slice(0, 1, 2).slice(1, 0, 3), b.mask.slice(0, 1, 2).slice(1, 0, 3),
-            b.labels.slice(0, 1, 2).slice(1, 0, 3)};
+  GradBatch one{b.ids.slice(0, 1, 2).slice(1, 0, 3), b.mask.slice(0, 1, 2).slice(1, 0, 3),
+                b.labels.slice(0, 1, 2).slice(1, 0, 3)};
   psg.compute(one.ids, one.mask, one.labels);
   CHECK(rel_max_err(both[1], psg.matrix()[0]) < 1e-5);
 }
@@ -136,7 +136,7 @@ TEST_CASE("per-sample gradients with LoRA dropout equal a reference replaying th
       if (kv.first.find("lora_B") != std::string::npos) kv.second.normal_(0, 0.05);
   }
   m->train();
-  Batch b = make_batch(m->config().vocab_size, {9, 6, 1, 4}, 11);
+  GradBatch b = make_batch(m->config().vocab_size, {9, 6, 1, 4}, 11);
   const int64_t B = b.ids.size(0);
   auto params = model::trainable_parameters(m);
   int64_t p = 0;
@@ -183,7 +183,7 @@ TEST_CASE("bfloat16 model: per-sample norms near float32's, sums and matrix in f
   CAPTURE(type, kind);
   model::CausalLM m32 = make_model(type, kind), m16 = make_model(type, kind);
   m16->to(torch::kBFloat16);  // the same weights, rounded
-  Batch b = make_batch(m32->config().vocab_size, {9, 6, 1, 4}, 11);
+  GradBatch b = make_batch(m32->config().vocab_size, {9, 6, 1, 4}, 11);
   grad::PerSampleGrads p32(m32), p16(m16);
   p32.compute(b.ids, b.mask, b.labels);
   p16.compute(b.ids, b.mask, b.labels);
