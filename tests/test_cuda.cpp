@@ -42,7 +42,8 @@ TEST_CASE("CUDA: per-sample norms and clipped sums equal the CPU's, bfloat16 wit
   dp.clip_norm = 0.05;
   std::vector<Tensor> sums[3];
   grad::PerSampleGrads* engines[3] = {&pc, &pg, &ph};
-  for (int k = 0; k < 3; ++k) sums[k] = train::clipped_sum(*engines[k], ds, rows, 4, 0, dp, nullptr);
+  for (int k = 0; k < 3; ++k)
+    sums[k] = train::clipped_sum(*engines[k], ds, rows, 4, 0, dp, nullptr);
   for (size_t i = 0; i < sums[0].size(); ++i) {
     CAPTURE(pc.params()[i].name);
     CHECK(sums[1][i].device() == kCuda);
@@ -54,8 +55,8 @@ TEST_CASE("CUDA: per-sample norms and clipped sums equal the CPU's, bfloat16 wit
   lm::LmBatch b = lm::collate(ds, rows, 0);
   pc.compute(b.input_ids, b.attention_mask, b.labels);
   pg.compute(b.input_ids, b.attention_mask, b.labels);
-  auto [ref, ref_loss] = grad::reference_per_sample_grads(cpu, b.input_ids, b.attention_mask,
-                                                          b.labels);
+  auto [ref, ref_loss] =
+      grad::reference_per_sample_grads(cpu, b.input_ids, b.attention_mask, b.labels);
   CHECK(max_rel(pg.sq_norms(), ref.pow(2).sum(1)) < 1e-4);
   CHECK(max_rel(pg.matrix(), ref) < 1e-4);
 }
@@ -73,11 +74,12 @@ TEST_CASE("CUDA: noise is the CPU draw, added in float32 on the device", "[.][cu
   train::noise_and_scale(g, dp, ng, 0, nullptr);
   train::noise_and_scale(c, dp, nc, 0, nullptr);
   CHECK(g[0].device() == kCuda);
-  CHECK(torch::equal(g[0].cpu(), c[0]));  // the same host draw, copied
+  CHECK(torch::equal(g[0].cpu(), c[0]));   // the same host draw, copied
   const double want = 1.3 * 0.5 / 1000.0;  // sigma C / (q N)
   CHECK(g[0].std().item<double>() == Approx(want).epsilon(0.01));
   CHECK(std::abs(g[0].mean().item<double>()) < 5 * want / 1000.0);
-  std::vector<Tensor> bf = {torch::zeros({4}, torch::TensorOptions().device(kCuda).dtype(torch::kBFloat16))};
+  std::vector<Tensor> bf = {
+      torch::zeros({4}, torch::TensorOptions().device(kCuda).dtype(torch::kBFloat16))};
   CHECK_THROWS(train::noise_and_scale(bf, dp, ng, 0, nullptr));  // never noise a bf16 sum
 }
 
@@ -112,7 +114,7 @@ TEST_CASE("CUDA: dp-sgd and pe-sgd runs on the GPU spend what the CPU runs spend
   }
   // Stopped and resumed on the GPU: the numbers of an uninterrupted GPU run.
   std::vector<std::string> a = {"--set", "method.name=dp-sgd", "--set", "privacy.epsilon=2",
-                                "--set", "device=cuda", "--set", "model.peft.dropout=0.1"};
+                                "--set", "device=cuda",        "--set", "model.peft.dropout=0.1"};
   auto full = test::run_metrics(f, out, a);
   std::string dir;
   std::vector<std::string> stop = a;
