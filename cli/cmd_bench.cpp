@@ -231,8 +231,9 @@ void register_bench(CLI::App& app, CliContext& ctx) {
   dt->add_option("--file", db->file, "data file whose rows are repeated (header once)")
       ->required()
       ->check(CLI::ExistingFile);
-  dt->add_option("--mb", db->mb, "megabytes of data to read (written to a temporary file)")
-      ->check(CLI::PositiveNumber)
+  dt->add_option("--mb", db->mb,
+                 "megabytes of data to read (built in memory, written to a temporary file)")
+      ->check(CLI::Range(0.001, 16000.0))
       ->capture_default_str();
   dt->add_option("--format", db->format, "auto | csv | tsv | jsonl | text")
       ->check(CLI::IsMember({"auto", "csv", "tsv", "jsonl", "text"}))

@@ -15,12 +15,14 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <regex>
 
 #include "cli/app.hpp"
 #include "cli/bench_common.hpp"
 #include "core/model/peft.hpp"
 #include "core/model/presets.hpp"
 #include "core/train/privatize.hpp"
+#include "core/train/setup.hpp"
 #include "core/util/error.hpp"
 #include "core/util/system.hpp"
 
@@ -71,9 +73,10 @@ int bench_train(const TrainBench& b) {
                : b.arch == "gpt2" ? std::vector<std::string>{"c_attn"}
                                   : std::vector<std::string>{"q_proj", "v_proj"};
   model::apply_peft(m, po, 1);
-  const torch::Dtype dtype = b.dtype == "bfloat16"  ? torch::kBFloat16
-                             : b.dtype == "float16" ? torch::kFloat16
-                                                    : torch::kFloat32;
+  const torch::Dtype dtype = train::dtype_named(b.dtype, "--dtype");
+  static const std::regex device_re("cpu|cuda(:[0-9]+)?");
+  DPFT_CHECK_AS(ConfigError, std::regex_match(b.device, device_re),
+                "--device {}: use cpu, cuda or cuda:N", b.device);
   DPFT_CHECK_AS(ConfigError, b.device == "cpu" || cuda_available(),
                 "--device {}: this dpft's LibTorch has no CUDA or sees no GPU", b.device);
   const torch::Device dev(b.device);

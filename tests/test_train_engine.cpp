@@ -295,6 +295,31 @@ TEST_CASE("a run stopped after step k and resumed ends with the numbers of an un
   CHECK(test::cli({"run", "--resume", dir}) == 2);  // already finished: refused
 }
 
+TEST_CASE("the step's gradient check refuses a wrong dtype, shape or count; noise a bf16 sum",
+          "[train-engine][bf16]") {
+  const std::vector<Tensor> like = {torch::zeros({3, 2}), torch::zeros({4})};
+  const std::vector<std::string> names = {"a.lora_A", "a.lora_B"};
+  CHECK_NOTHROW(train::check_step_gradients({torch::ones({3, 2}), Tensor()}, like, names));
+  std::string msg;
+  try {
+    train::check_step_gradients({torch::ones({3, 2}), torch::ones({4}, torch::kBFloat16)}, like,
+                                names);
+  } catch (const RuntimeError& e) {
+    msg = e.what();
+  }
+  CHECK_THAT(msg, Catch::Matchers::Contains("a.lora_B") && Catch::Matchers::Contains("BFloat16"));
+  CHECK_THROWS_AS(train::check_step_gradients({torch::ones({2, 3}), Tensor()}, like, names),
+                  RuntimeError);
+  CHECK_THROWS_AS(train::check_step_gradients({torch::ones({3, 2})}, like, names), RuntimeError);
+  train::DpSettings dp;
+  dp.sigma = 1;
+  dp.q = 0.5;
+  dp.dataset_size = 10;
+  privacy::NoiseSource noise(1, false);
+  std::vector<Tensor> bf = {torch::zeros({4}, torch::kBFloat16)};
+  CHECK_THROWS_AS(train::noise_and_scale(bf, dp, noise, 5, nullptr), RuntimeError);
+}
+
 TEST_CASE("a bfloat16 LoRA run: the float32 run's epsilon, float32 masters, exact resume",
           "[train-engine][bf16]") {
   Fixture f;

@@ -7,6 +7,7 @@
 
 #include "core/util/clock.hpp"
 #include "core/util/error.hpp"
+#include "core/util/shape.hpp"
 
 namespace dpft::train {
 
@@ -82,6 +83,25 @@ std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const lm::LmDa
     stats->grad_seconds += seconds_since(t0);
   }
   return sum;
+}
+
+void check_step_gradients(const std::vector<torch::Tensor>& grads,
+                          const std::vector<torch::Tensor>& like,
+                          const std::vector<std::string>& names) {
+  DPFT_CHECK(grads.size() == like.size() && names.size() == like.size(),
+             "step: the method returned {} gradients for {} trainable parameters", grads.size(),
+             like.size());
+  for (size_t i = 0; i < grads.size(); ++i) {
+    if (!grads[i].defined()) continue;
+    const torch::Tensor& m = like[i];
+    DPFT_CHECK(grads[i].scalar_type() == torch::kFloat32 && grads[i].device() == m.device() &&
+                   grads[i].sizes() == m.sizes(),
+               "step: the gradient of {} is {} {} on {}; the step needs float32 {} on {} (the "
+               "model's device; sums and noise stay float32 whatever model.dtype is)",
+               names[i], std::string(c10::toString(grads[i].scalar_type())),
+               shape_str(grads[i].sizes()), grads[i].device().str(), shape_str(m.sizes()),
+               m.device().str());
+  }
 }
 
 double noise_and_scale(std::vector<torch::Tensor>& grads, const DpSettings& dp,

@@ -42,6 +42,14 @@ std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const lm::LmDa
                                        int64_t pad_id, const DpSettings& dp, BatchStats* stats,
                                        std::vector<torch::Tensor>* unclipped = nullptr);
 
+// The step's boundary check (always on): every defined grads[i] is float32, on like[i]'s
+// device, with like[i]'s shape (like: the optimizer's masters; names for the message).
+// RuntimeError naming the parameter otherwise: a gradient left in a bfloat16 model's dtype
+// fails here on the CPU, one made with default options fails here on a GPU.
+void check_step_gradients(const std::vector<torch::Tensor>& grads,
+                          const std::vector<torch::Tensor>& like,
+                          const std::vector<std::string>& names);
+
 // In place: g += N(0, (sigma C)^2) (drawn parameter by parameter, in order), then g /= divisor
 // (q N, or max(|B|, 1) for "realized"). Returns the divisor used. With `noise_norm`, also the
 // l2 norm of all the noise drawn, before division (0 without noise; diagnostics only).

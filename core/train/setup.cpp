@@ -49,12 +49,15 @@ model::PeftOptions peft_options(const Spec& spec) {
   return o;
 }
 
+torch::Dtype dtype_named(const std::string& name, const std::string& what) {
+  if (name == "float32") return torch::kFloat32;
+  if (name == "bfloat16") return torch::kBFloat16;
+  if (name == "float16") return torch::kFloat16;
+  throw ConfigError(fmt::format("{}: '{}': use float32, bfloat16 or float16", what, name));
+}
+
 torch::Dtype model_dtype(const Spec& spec) {
-  const std::string& d = spec.model.dtype;
-  if (d == "float32") return torch::kFloat32;
-  if (d == "bfloat16") return torch::kBFloat16;
-  if (d == "float16") return torch::kFloat16;
-  throw ConfigError(fmt::format("model.dtype: '{}': use float32, bfloat16 or float16", d));
+  return dtype_named(spec.model.dtype, "model.dtype");
 }
 
 torch::Device run_device(const Spec& spec) {

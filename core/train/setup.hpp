@@ -38,6 +38,8 @@ model::PeftOptions peft_options(const Spec& spec);
 // float32 master copies, optimizer state, per-sample norms, clipped sums and noise stay float32
 // (core/train/optimizer.hpp, core/train/privatize.hpp).
 torch::Dtype model_dtype(const Spec& spec);
+// float32 | bfloat16 | float16 as a torch dtype; ConfigError naming `what` otherwise.
+torch::Dtype dtype_named(const std::string& name, const std::string& what);
 // `device` as a torch device: cpu, or cuda:N ("cuda" is cuda:0). Everything of a step lives
 // there: the model, batches, per-sample factors, clipped sums, noise once added, optimizer
 // state, projections, evaluation and generation.

@@ -311,24 +311,6 @@ void Trainer::check_finite(const BatchStats& st, int64_t step) const {
       diverged(fmt::format("parameter {} has non-finite values after the update", s.names[i]));
 }
 
-void Trainer::check_step_tensors(const std::vector<Tensor>& grads) const {
-  const State& s = *s_;
-  DPFT_CHECK(grads.size() == s.params.size(),
-             "step: the method returned {} gradients for {} trainable parameters", grads.size(),
-             s.params.size());
-  for (size_t i = 0; i < grads.size(); ++i) {
-    if (!grads[i].defined()) continue;
-    const Tensor& m = s.opt->masters()[i];
-    DPFT_CHECK(grads[i].scalar_type() == torch::kFloat32 && grads[i].device() == m.device() &&
-                   grads[i].sizes() == m.sizes(),
-               "step: the gradient of {} is {} {} on {}; the step needs float32 {} on {} (the "
-               "model's device; sums and noise stay float32 whatever model.dtype is)",
-               s.names[i], std::string(c10::toString(grads[i].scalar_type())),
-               shape_str(grads[i].sizes()), grads[i].device().str(), shape_str(m.sizes()),
-               m.device().str());
-  }
-}
-
 void Trainer::verify_checkpoint(const nlohmann::json& j, const fs::path& dir) const {
   const State& s = *s_;
   auto refuse = [&](const std::string& why) {
@@ -405,7 +387,7 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
     std::vector<int64_t> rows = s.poisson ? s.poisson->next() : s.shuffle->next();
     BatchStats st;
     std::vector<Tensor> grads = gradient(rows, st);
-    check_step_tensors(grads);
+    check_step_gradients(grads, s.opt->masters(), s.names);
     double lr = lr_at(s.sched, s.step);
     s.opt->step(grads, lr);
     check_finite(st, s.step + 1);
@@ -457,9 +439,7 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
     fault_point("final_eval");
     s.eval_final = evaluate("final", s.step, true);
     if (spec.output.save_model) {
-      torch::Dtype dt = spec.output.save_dtype == "float16"    ? torch::kFloat16
-                        : spec.output.save_dtype == "bfloat16" ? torch::kBFloat16
-                                                               : torch::kFloat32;
+      const torch::Dtype dt = dtype_named(spec.output.save_dtype, "output.save_dtype");
       if (s.in.peft.kind == "lora") {
         model::save_adapter(s.in.model, s.in.peft, s.ctx.dir.file("adapter"),
                             s.in.model_dir.string());

@@ -70,10 +70,6 @@ class Trainer {
   // RuntimeError "training diverged at step k: <cause>" when every example of the step was
   // dropped for a non-finite gradient, the loss is not finite, or a parameter is not finite.
   void check_finite(const BatchStats& st, int64_t step) const;
-  // Always on, at the step's boundary: every gradient the method returns is float32, on the
-  // model's device, with its parameter's shape (a gradient left in a bfloat16 model's dtype
-  // fails here on the CPU; one made with default options fails here on a GPU).
-  void check_step_tensors(const std::vector<torch::Tensor>& grads) const;
   nlohmann::json evaluate(const std::string& tag, int64_t step, bool per_sample);
 };
 
