@@ -16,7 +16,10 @@ namespace dpft {
 
 int run_cli(int argc, const char* const* argv) {
   CliContext ctx;
-  for (int i = 0; i < argc; ++i) ctx.command_line += (i ? " " : "") + std::string(argv[i]);
+  for (int i = 0; i < argc; ++i) {
+    ctx.command_line += (i ? " " : "") + std::string(argv[i]);
+    ctx.argv.emplace_back(argv[i]);
+  }
 
   CLI::App app{"dpft: differentially private fine-tuning of language models", "dpft"};
   app.set_version_flag("--version", std::string("dpft ") + build::kVersion);

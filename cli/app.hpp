@@ -23,6 +23,7 @@ struct CliContext {
   GlobalOptions global;
   std::function<int()> action;   // set by the chosen subcommand
   std::string command_line;      // argv joined, for manifests
+  std::vector<std::string> argv;  // as given (dpft run --nproc restarts the command per rank)
 };
 
 using CommandRegistrar = void (*)(CLI::App& app, CliContext& ctx);

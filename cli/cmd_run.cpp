@@ -1,13 +1,19 @@
 // `dpft run SPEC.yaml [--set k=v ...] [--out DIR] [--dry-run]`, `dpft run --resume RUN_DIR`
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
 #include "cli/app.hpp"
 #include "core/config/spec.hpp"
+#include "core/dist/world.hpp"
 #include "core/run/runner.hpp"
 #include "core/util/error.hpp"
+#include "core/util/log.hpp"
+#include "core/util/progress.hpp"
+#include "core/util/system.hpp"
 #include "methods/registry.hpp"
 #include "methods/run.hpp"
 
@@ -19,6 +25,8 @@ void register_run(CLI::App& app, CliContext& ctx) {
     std::vector<std::string> sets;
     bool dry_run = false;
     int64_t stop_after = 0;
+    int nproc = 1;
+    double dist_timeout = 0;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("run", "run an experiment spec");
@@ -34,6 +42,15 @@ void register_run(CLI::App& app, CliContext& ctx) {
                   "for time-limited jobs")
       ->check(CLI::NonNegativeNumber);
   sub->add_flag("--dry-run", o->dry_run, "validate and print the resolved spec; write nothing");
+  sub->add_option("--nproc", o->nproc,
+                  "data parallel: run N processes (ranks) on this machine, each on a shard of "
+                  "every batch (same results as one; docs/training.md, \"Data parallel\"). "
+                  "torchrun and srun launches need no option")
+      ->check(CLI::Range(1, 1024));
+  sub->add_option("--dist-timeout", o->dist_timeout,
+                  "data parallel: seconds any rank waits for the others (rendezvous and each "
+                  "collective) before the run fails; default 1800 (or DPFT_DIST_TIMEOUT)")
+      ->check(CLI::Range(1.0, 604800.0));
   sub->callback([o, &ctx] {
     ctx.action = [o, &ctx] {
       if (!o->resume.empty()) {
@@ -57,13 +74,38 @@ void register_run(CLI::App& app, CliContext& ctx) {
                   << config_hash(spec) << "; nothing written\n";
         return 0;
       }
+      if (o->nproc > 1) {  // the parent: start the ranks, wait for them
+        std::vector<std::string> args;
+        for (size_t i = 0; i < ctx.argv.size(); ++i) {
+          const std::string& a = ctx.argv[i];
+          if (a == "--nproc") {
+            ++i;
+            continue;
+          }
+          if (a.rfind("--nproc=", 0) == 0) continue;
+          args.push_back(a);
+        }
+        const double timeout =
+            o->dist_timeout > 0 ? o->dist_timeout : dist::options_from_env().timeout_s;
+        return dist::launch_local(o->nproc, args, timeout);
+      }
+      dist::WorldOptions w = dist::options_from_env();
+      if (o->dist_timeout > 0) w.timeout_s = o->dist_timeout;
+      dist::init(w);
+      if (dist::active()) {
+        set_rank_logging(dist::rank());
+        if (!dist::is_root()) set_progress_quiet(true);
+        // --threads 0 with several ranks on one machine: share its cores between them.
+        if (ctx.global.threads == 0 && !std::getenv("OMP_NUM_THREADS") && w.local_size > 1)
+          set_torch_threads(std::max(1, default_thread_count() / w.local_size));
+      }
       RunOptions ro;
       ro.out_dir = o->out;
       ro.command_line = ctx.command_line;
       ro.resume_dir = o->resume;
       ro.stop_after = o->stop_after;
       RunResult r = run_method(spec, ro);
-      std::cout << r.run_dir << "\n";
+      if (dist::is_root()) std::cout << r.run_dir << "\n";
       return r.exit_code;
     };
   });

@@ -2,7 +2,7 @@
 # DESCRIPTION COMMAND... (counts a pass when the command succeeds, prints FAIL otherwise),
 # has / hasnt TEXT NEEDLE (fixed-string search), count TEXT REGEX (matching lines), and
 # finish NAME (prints the tally; its status is the test's).
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+T=$(mktemp -d); [ -n "${KEEP_T:-}" ] && echo "T=$T" || trap 'rm -rf "$T"' EXIT
 fail=0; pass=0
 check() {
   local what="$1"; shift

@@ -1,8 +1,12 @@
 // The CLI in-process: parsing, dispatch, exit codes, and a full `dpft run` with the noop method.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+#include <optional>
+
 #include "cli/app.hpp"
 #include "core/config/spec.hpp"
+#include "core/dist/world.hpp"
 #include "core/run/runner.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
@@ -186,4 +190,108 @@ TEST_CASE("methods lists the registry", "[cli]") {
   std::string out;
   REQUIRE(cli({"methods"}, &out) == 0);
   CHECK_THAT(out, Contains("noop"));
+}
+
+namespace {
+// Sets environment variables for one scope and restores what was there.
+class EnvScope {
+ public:
+  EnvScope(std::initializer_list<std::pair<const char*, const char*>> vars) {
+    for (const char* name : kNames) {
+      const char* v = std::getenv(name);
+      saved_.emplace_back(name, v ? std::optional<std::string>(v) : std::nullopt);
+      ::unsetenv(name);
+    }
+    for (const auto& [k, v] : vars) ::setenv(k, v, 1);
+  }
+  ~EnvScope() {
+    for (const auto& [k, v] : saved_)
+      if (v)
+        ::setenv(k.c_str(), v->c_str(), 1);
+      else
+        ::unsetenv(k.c_str());
+  }
+
+ private:
+  static constexpr const char* kNames[] = {"RANK",
+                                           "WORLD_SIZE",
+                                           "LOCAL_RANK",
+                                           "LOCAL_WORLD_SIZE",
+                                           "MASTER_ADDR",
+                                           "MASTER_PORT",
+                                           "SLURM_PROCID",
+                                           "SLURM_STEP_NUM_TASKS",
+                                           "SLURM_LOCALID",
+                                           "SLURM_STEP_TASKS_PER_NODE",
+                                           "SLURM_STEP_NODELIST",
+                                           "SLURM_JOB_NODELIST",
+                                           "SLURM_NTASKS",
+                                           "DPFT_DIST_TIMEOUT",
+                                           "DPFT_NPROC_CHILD"};
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+}  // namespace
+
+TEST_CASE("data parallel: the world from torchrun's and Slurm's variables", "[cli][dist]") {
+  {
+    EnvScope e({});
+    dist::WorldOptions o = dist::options_from_env();
+    CHECK(o.size == 1);
+    CHECK(o.source == "none");
+  }
+  {
+    EnvScope e({{"RANK", "3"},
+                {"WORLD_SIZE", "4"},
+                {"LOCAL_RANK", "1"},
+                {"LOCAL_WORLD_SIZE", "2"},
+                {"MASTER_ADDR", "10.0.0.7"},
+                {"MASTER_PORT", "29611"},
+                {"DPFT_DIST_TIMEOUT", "90"}});
+    dist::WorldOptions o = dist::options_from_env();
+    CHECK(o.rank == 3);
+    CHECK(o.size == 4);
+    CHECK(o.local_rank == 1);
+    CHECK(o.local_size == 2);
+    CHECK(o.master_addr == "10.0.0.7");
+    CHECK(o.master_port == 29611);
+    CHECK(o.timeout_s == 90);
+    CHECK(o.source == "torchrun");
+  }
+  {  // srun with 8 tasks, 4 per node
+    EnvScope e({{"SLURM_PROCID", "5"},
+                {"SLURM_STEP_NUM_TASKS", "8"},
+                {"SLURM_LOCALID", "1"},
+                {"SLURM_STEP_TASKS_PER_NODE", "4(x2)"},
+                {"SLURM_JOB_NODELIST", "gpu[007-008]"}});
+    dist::WorldOptions o = dist::options_from_env();
+    CHECK(o.rank == 5);
+    CHECK(o.size == 8);
+    CHECK(o.local_rank == 1);
+    CHECK(o.local_size == 4);
+    CHECK(o.master_addr == "gpu007");
+    CHECK(o.master_port == 29500);
+    CHECK(o.source == "slurm");
+  }
+  {  // a batch script (sbatch, no srun): one process, whatever SLURM_NTASKS says
+    EnvScope e({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "8"}});
+    CHECK(dist::options_from_env().size == 1);
+  }
+  {
+    EnvScope e({{"RANK", "2"}, {"WORLD_SIZE", "2"}});
+    CHECK_THROWS_AS(dist::options_from_env(), ConfigError);  // rank outside the world
+  }
+  {
+    EnvScope e({{"RANK", "x"}, {"WORLD_SIZE", "2"}});
+    CHECK_THROWS_WITH(dist::options_from_env(), Contains("RANK=x is not a non-negative integer"));
+  }
+  CHECK(dist::first_slurm_host("node[07-09,12],gpu3") == "node07");
+  CHECK(dist::first_slurm_host("a1,b2") == "a1");
+  CHECK(dist::first_slurm_host("solo") == "solo");
+  CHECK(dist::first_slurm_host("n[3,5]") == "n3");
+  // One rank: every collective is a no-op and a shard is the whole batch.
+  std::vector<int64_t> rows{4, 8, 15};
+  CHECK(dist::shard(rows) == rows);
+  std::vector<torch::Tensor> t{torch::ones({2})};
+  dist::all_reduce_sum(t, "test");
+  CHECK(t[0].sum().item<float>() == 2.0f);
 }

@@ -2,9 +2,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 
+#include "core/dist/world.hpp"
 #include "core/privacy/ledger_options.hpp"
 #include "core/run/run_context.hpp"
 #include "core/run/run_dir.hpp"
@@ -30,6 +33,7 @@ nlohmann::json base_manifest(const Spec& spec, const std::string& command_line) 
           {"blas", {{"library", b.library}, {"openblas", b.openblas}, {"config", b.config}}},
           {"device", spec.device},
           {"threads", torch_threads()},
+          {"world_size", dist::size()},
           {"host", host_name()},
           {"seed", spec.seed},
           {"command_line", command_line}};
@@ -127,6 +131,16 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
   // anything is created or released, and a resumed run whose settings changed since it began.
   const RunPlan plan = hooks.plan();
   if (!resume) ledger.check_plan(plan.releases);
+  if (dist::active()) {  // every rank must run the same experiment on the same data
+    const std::string mine =
+        config_hash(spec) + " " +
+        make_privacy_lock(spec, plan, "").value("settings", nlohmann::json()).dump();
+    DPFT_CHECK_AS(ConfigError, dist::broadcast_string(mine, "the spec check") == mine,
+                  "data parallel: rank {} resolved another spec or privacy plan than rank 0 "
+                  "(different files, data or --set on some node?); every rank must see the same "
+                  "spec and data",
+                  dist::rank());
+  }
   nlohmann::json lock;
   if (resume) {
     lock = read_privacy_lock(opts.resume_dir);
@@ -142,13 +156,29 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
   } else {
     lock = make_privacy_lock(spec, plan, new_run_nonce());
   }
-  RunDir dir = resume ? RunDir::open(opts.resume_dir)
-                      : RunDir::create(opts.out_dir.empty() ? spec.output.dir : opts.out_dir, spec);
+  // Ranks other than 0 write nothing the user sees: their run directory is a scratch one,
+  // removed when the run ends (rank 0 owns the real one and its lock).
+  const std::filesystem::path scratch =
+      dist::is_root()
+          ? std::filesystem::path()
+          : std::filesystem::temp_directory_path() /
+                fmt::format("dpft-rank{}-{}", dist::rank(), static_cast<long>(getpid()));
+  struct ScratchGuard {
+    std::filesystem::path p;
+    ~ScratchGuard() {
+      std::error_code ec;
+      if (!p.empty()) std::filesystem::remove_all(p, ec);
+    }
+  } scratch_guard{scratch};
+  RunDir dir = !dist::is_root() ? RunDir::create(scratch.string(), spec)
+               : resume
+                   ? RunDir::open(opts.resume_dir)
+                   : RunDir::create(opts.out_dir.empty() ? spec.output.dir : opts.out_dir, spec);
   if (!resume) {
     write_file_atomic(dir.file("config.resolved.yaml"), spec_to_yaml_string(spec));
     write_json_atomic(dir.file(kPrivacyLockFile), lock);
   }
-  add_log_file(dir.file("log.txt"));
+  if (dist::is_root()) add_log_file(dir.file("log.txt"));
   struct LogGuard {
     ~LogGuard() { remove_log_files(); }
   } log_guard;

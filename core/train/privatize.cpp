@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/dist/world.hpp"
 #include "core/util/clock.hpp"
 #include "core/util/error.hpp"
 #include "core/util/shape.hpp"
@@ -104,12 +105,30 @@ void check_step_gradients(const std::vector<torch::Tensor>& grads,
   }
 }
 
+void reduce_batch_stats(BatchStats& st) {
+  if (!dist::active()) return;
+  const double n = static_cast<double>(st.batch_size);
+  std::vector<torch::Tensor> v{
+      torch::tensor({n, st.loss * n, st.grad_norm_mean * n, st.clipped_fraction * n,
+                     static_cast<double>(st.dropped)},
+                    torch::kFloat64)};
+  dist::all_reduce_sum(v, "the batch statistics");
+  const auto a = v[0].accessor<double, 1>();
+  const double total = std::max(a[0], 1.0);
+  st.batch_size = static_cast<int64_t>(std::llround(a[0]));
+  st.loss = a[1] / total;
+  st.grad_norm_mean = a[2] / total;
+  st.clipped_fraction = a[3] / total;
+  st.dropped = static_cast<int64_t>(std::llround(a[4]));
+}
+
 double noise_and_scale(std::vector<torch::Tensor>& grads, const DpSettings& dp,
                        privacy::NoiseSource& noise, int64_t realized_batch, BatchStats* stats,
-                       double* noise_norm) {
+                       double* noise_norm, double* signal_norm) {
   auto t0 = std::chrono::steady_clock::now();
   double sq = 0;
-  if (dp.sigma > 0) {
+  std::vector<torch::Tensor> drawn;       // kept for signal_norm only
+  if (dp.sigma > 0 && dist::is_root()) {  // the noise enters the sum over ranks exactly once
     const double std = dp.noise_std();  // sigma C
     for (auto& g : grads) {
       // Noise is drawn in float32 and added to a float32 sum: rounding either to a model's
@@ -117,10 +136,21 @@ double noise_and_scale(std::vector<torch::Tensor>& grads, const DpSettings& dp,
       DPFT_CHECK(g.scalar_type() == torch::kFloat32,
                  "noise_and_scale: the clipped sum is {}, not float32",
                  c10::toString(g.scalar_type()));
-      torch::Tensor z = noise.normal(g.sizes(), std, torch::kFloat32);  // host draw (CPU)
+      torch::Tensor z = noise.normal(g.sizes(), std, torch::kFloat32).to(g.device());  // host draw
       if (noise_norm) sq += z.to(torch::kFloat64).pow(2).sum().item<double>();
-      g.add_(z.to(g.device()));
+      g.add_(z);
+      if (signal_norm) drawn.push_back(z);
     }
+  }
+  dist::all_reduce_sum(grads, "the sum of clipped gradients");  // nothing with one rank
+  if (signal_norm) {  // || sum of clipped gradients || (rank 0; diagnostics only)
+    double ss = 0;
+    for (size_t i = 0; i < grads.size(); ++i) {
+      torch::Tensor g = grads[i].to(torch::kFloat64);
+      if (!drawn.empty()) g = g - drawn[i].to(torch::kFloat64);
+      ss += g.pow(2).sum().item<double>();
+    }
+    *signal_norm = std::sqrt(ss);
   }
   if (noise_norm) *noise_norm = std::sqrt(sq);
   const double div = dp.divisor_for(realized_batch);

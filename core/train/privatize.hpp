@@ -50,11 +50,19 @@ void check_step_gradients(const std::vector<torch::Tensor>& grads,
                           const std::vector<torch::Tensor>& like,
                           const std::vector<std::string>& names);
 
-// In place: g += N(0, (sigma C)^2) (drawn parameter by parameter, in order), then g /= divisor
-// (q N, or max(|B|, 1) for "realized"). Returns the divisor used. With `noise_norm`, also the
-// l2 norm of all the noise drawn, before division (0 without noise; diagnostics only).
+// Data parallel (core/dist/world.hpp): `stats` filled by clipped_sum over one rank's shard ->
+// the whole logical batch's (batch size, dropped: sums; loss, norm, clipped share: means), on
+// every rank. One small all-reduce; nothing with one rank.
+void reduce_batch_stats(BatchStats& stats);
+
+// In place, the step's release: rank 0 adds N(0, (sigma C)^2) (drawn parameter by parameter, in
+// order) to its sum; the sums of all ranks' shards are added (one all-reduce; nothing with one
+// rank), so the noise enters the total exactly once; then g /= divisor (q N, or max(|B|, 1) for
+// "realized", |B| the whole logical batch). Every rank returns the same g. Returns the divisor.
+// Diagnostics only: `noise_norm`, the l2 norm of the noise (before division; rank 0, 0 without
+// noise), and `signal_norm`, that of the summed clipped gradients without the noise (rank 0).
 double noise_and_scale(std::vector<torch::Tensor>& grads, const DpSettings& dp,
                        privacy::NoiseSource& noise, int64_t realized_batch, BatchStats* stats,
-                       double* noise_norm = nullptr);
+                       double* noise_norm = nullptr, double* signal_norm = nullptr);
 
 }  // namespace dpft::train

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 
+#include "core/dist/world.hpp"
 #include "core/model/checkpoint.hpp"
 #include "core/tokenizer/load.hpp"
 #include "core/util/error.hpp"
@@ -63,7 +64,11 @@ torch::Dtype model_dtype(const Spec& spec) {
 torch::Device run_device(const Spec& spec) {
   if (spec.device == "cpu") return torch::Device(torch::kCPU);
   torch::Device d(spec.device);  // the spec parser allows cpu, cuda and cuda:N only
-  return d.has_index() ? d : torch::Device(torch::kCUDA, 0);
+  if (d.has_index()) return d;
+  // `device: cuda` with several ranks on a machine: rank r uses its local GPU r (modulo the
+  // GPUs it sees, e.g. one each under CUDA_VISIBLE_DEVICES).
+  const int n = std::max(1, static_cast<int>(torch::cuda::device_count()));
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(dist::options().local_rank % n));
 }
 
 void load_model(const Spec& spec, TrainInputs& in) {

@@ -10,6 +10,7 @@
 #include <random>
 #include <sstream>
 
+#include "core/dist/world.hpp"
 #include "core/eval/lm_eval.hpp"
 #include "core/model/checkpoint.hpp"
 #include "core/model/safetensors.hpp"
@@ -149,7 +150,7 @@ std::vector<Tensor> Trainer::params() const {
 }
 
 nlohmann::json Trainer::evaluate(const std::string& tag, int64_t step, bool per_sample) {
-  if (s_->in.eval.size() == 0) return nullptr;
+  if (s_->in.eval.size() == 0 || !dist::is_root()) return nullptr;  // rank 0 evaluates
   auto t0 = std::chrono::steady_clock::now();
   const Spec& spec = s_->ctx.spec;
   eval::LmEvalResult r =
@@ -185,6 +186,7 @@ nlohmann::json Trainer::evaluate(const std::string& tag, int64_t step, bool per_
 
 void Trainer::save_checkpoint() {
   State& s = *s_;
+  if (!dist::is_root()) return;  // rank 0 writes the run directory
   fs::path dir = s.ckpt_dir(), tmp = dir.string() + ".tmp", old = dir.string() + ".old";
   fs::remove_all(tmp);
   fs::create_directories(tmp);
@@ -342,12 +344,52 @@ void Trainer::verify_checkpoint(const nlohmann::json& j, const fs::path& dir) co
   }
 }
 
+bool Trainer::sync_from_root(bool resumed) {
+  if (!dist::active()) return resumed;
+  State& s = *s_;
+  const bool root = dist::is_root();
+  std::vector<std::pair<std::string, Tensor>> opt_state;
+  nlohmann::json head;
+  if (root) {
+    opt_state = s.opt->state();
+    head = {{"resumed", resumed},
+            {"step", s.step},
+            {"method_state", s.opts.save_state ? s.opts.save_state() : nlohmann::json()},
+            {"opt", nlohmann::json::array()}};
+    for (const auto& [name, t] : opt_state)
+      head["opt"].push_back({name, t.sizes().vec(), static_cast<int>(t.scalar_type())});
+  }
+  head = nlohmann::json::parse(dist::broadcast_string(head.dump(), "the state broadcast"));
+  if (!root) {
+    for (const auto& e : head.at("opt"))
+      opt_state.emplace_back(e.at(0).get<std::string>(),
+                             torch::zeros(e.at(1).get<std::vector<int64_t>>(),
+                                          static_cast<torch::ScalarType>(e.at(2).get<int>())));
+  }
+  std::vector<Tensor> opt_tensors;
+  for (auto& kv : opt_state) opt_tensors.push_back(kv.second);
+  dist::broadcast(opt_tensors, "the optimizer state broadcast");
+  std::vector<Tensor> masters = s.opt->masters();  // handles: written in place
+  dist::broadcast(masters, "the parameter broadcast");
+  if (!root) {
+    s.opt->masters_to_params();
+    s.opt->load_state(opt_state);
+    s.step = head.at("step").get<int64_t>();
+    if (s.opts.load_state && !head.at("method_state").is_null())
+      s.opts.load_state(head.at("method_state"));
+  }
+  return head.at("resumed").get<bool>();
+}
+
 nlohmann::json Trainer::run(const GradientFn& gradient) {
   State& s = *s_;
   const Spec& spec = s.ctx.spec;
   const int64_t T = spec.train.steps;
-  bool resumed = s.ctx.resume && load_checkpoint();
-  if (s.ctx.resume && !resumed) {
+  // Data parallel: rank 0 reads the checkpoint, prepares (before_training) and evaluates; the
+  // other ranks receive its state in sync_from_root().
+  const bool root = dist::is_root();
+  bool resumed = s.ctx.resume && root && load_checkpoint();
+  if (s.ctx.resume && !resumed && root) {
     // Training again from step 0 would release a second model trained on the same private data
     // (with fresh noise under secure_noise) while the ledger counts one training.
     const int64_t done = s.ctx.dir.count_events("step");
@@ -368,23 +410,38 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
       s.ctx.ledger.check_plan({plan});
     }
     s.eval_base = evaluate("base", 0, true);
-    if (s.opts.before_training) {
+    if (s.opts.before_training && root) {
       s.opts.before_training();
       s.opt->params_to_masters();  // it may have trained the model (PE-SGD's synthetic SFT)
     }
     if (!s.opts.eval_after_prepare.empty())
       s.eval_prepared = evaluate(s.opts.eval_after_prepare, 0, false);
   }
+  resumed = sync_from_root(resumed);
   Progress progress("train", T);
   progress.update(s.step);
   const int64_t first = s.step;
-  while (s.step < T && !interrupted()) {
-    if (s.ctx.stop_after > 0 && s.step - first >= s.ctx.stop_after) {
-      s.ctx.stopped = true;
-      break;
-    }
+  const uint64_t dropout_seed = derive_seed(static_cast<uint64_t>(spec.seed), "dropout");
+  while (s.step < T) {
+    // Rank 0 decides whether to go on and draws the logical batch; every rank gets both.
+    enum : int64_t { kGo = 0, kInterrupted = 1, kStopAfter = 2 };
+    int64_t decision = interrupted()                                                  ? kInterrupted
+                       : (s.ctx.stop_after > 0 && s.step - first >= s.ctx.stop_after) ? kStopAfter
+                                                                                      : kGo;
     auto t0 = std::chrono::steady_clock::now();
-    std::vector<int64_t> rows = s.poisson ? s.poisson->next() : s.shuffle->next();
+    std::vector<int64_t> rows;
+    if (root && decision == kGo) rows = s.poisson ? s.poisson->next() : s.shuffle->next();
+    if (dist::active()) {
+      rows.push_back(decision);  // one broadcast: the rows, then the decision
+      rows = dist::broadcast_rows(rows, "the batch broadcast");
+      decision = rows.back();
+      rows.pop_back();
+      // LoRA dropout masks: a stream per (step, rank), so any world size resumes exactly.
+      torch::manual_seed(derive_seed(dropout_seed + static_cast<uint64_t>(s.step),
+                                     "rank" + std::to_string(dist::rank())));
+    }
+    if (decision == kStopAfter) s.ctx.stopped = true;
+    if (decision != kGo) break;
     BatchStats st;
     std::vector<Tensor> grads = gradient(rows, st);
     check_step_gradients(grads, s.opt->masters(), s.names);
@@ -425,20 +482,22 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
     if (spec.output.checkpoint_every > 0 && s.step % spec.output.checkpoint_every == 0 &&
         s.step < T)
       save_checkpoint();
+    fault_point(("step" + std::to_string(s.step)).c_str());
   }
   progress.finish();
   nlohmann::json out;
   if (s.step < T) {  // interrupted: keep everything needed to resume
     save_checkpoint();
-    spdlog::warn("stopped at step {} of {}; resume with: dpft run --resume {}", s.step, T,
-                 s.ctx.dir.path().string());
+    if (root)
+      spdlog::warn("stopped at step {} of {}; resume with: dpft run --resume {}", s.step, T,
+                   s.ctx.dir.path().string());
   } else {
     // Training is done: checkpoint step T first, so that a signal during the final evaluation
     // or the save leaves a run that --resume finishes (evaluate, save) without training again.
     if (!(resumed && first == T)) save_checkpoint();
     fault_point("final_eval");
     s.eval_final = evaluate("final", s.step, true);
-    if (spec.output.save_model) {
+    if (spec.output.save_model && root) {
       const torch::Dtype dt = dtype_named(spec.output.save_dtype, "output.save_dtype");
       if (s.in.peft.kind == "lora") {
         model::save_adapter(s.in.model, s.in.peft, s.ctx.dir.file("adapter"),
@@ -449,7 +508,7 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
       }
     }
     fault_point("saved");
-    fs::remove_all(s.ckpt_dir());
+    if (root) fs::remove_all(s.ckpt_dir());
     s.ctx.finished = true;
   }
   double train_s = 0;

@@ -35,6 +35,13 @@ void add_log_file(const std::filesystem::path& path) {
   spdlog::default_logger()->sinks().push_back(sink);
 }
 
+void set_rank_logging(int rank) {
+  for (auto& sink : spdlog::default_logger()->sinks()) {
+    sink->set_pattern(fmt::format("[%H:%M:%S] rank {} %^%l%$ %v", rank));
+    if (rank > 0) sink->set_level(std::max(sink->level(), spdlog::level::warn));
+  }
+}
+
 void remove_log_files() {
   auto& sinks = spdlog::default_logger()->sinks();
   spdlog::default_logger()->flush();

@@ -13,6 +13,8 @@ namespace dpft {
 void setup_logging(const std::string& level, bool quiet);
 // Tee everything at `level` and above into `path` as well (appends).
 void add_log_file(const std::filesystem::path& path);
+// Data parallel: stderr lines name the rank; ranks other than 0 show warnings and errors only.
+void set_rank_logging(int rank);
 // Stop writing to the run's log file (flushes it).
 void remove_log_files();
 

@@ -33,6 +33,10 @@ int interrupt_exit_code() { return g_signal ? 128 + g_signal : 0; }
 void reset_interrupt() { g_signal = 0; }
 
 void fault_point(const char* point) {
+  // DPFT_CRASH_RANK=r: only data-parallel rank r (its RANK variable) crashes.
+  const char* crash_rank = std::getenv("DPFT_CRASH_RANK");
+  const char* my_rank = std::getenv("RANK");
+  if (crash_rank && std::strcmp(crash_rank, my_rank ? my_rank : "0") != 0) return;
   const char* crash = std::getenv("DPFT_CRASH_AT");
   if (crash && std::strcmp(crash, point) == 0) std::raise(SIGKILL);
   const char* sig = std::getenv("DPFT_SIGNAL_AT");

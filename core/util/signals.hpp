@@ -13,7 +13,8 @@ void reset_interrupt();      // tests only
 
 // Fault injection for crash-consistency tests (tests/resume_tamper_test.sh): at the named point,
 // DPFT_CRASH_AT=<point> kills the process (SIGKILL: nothing is flushed or cleaned up) and
-// DPFT_SIGNAL_AT=<point> sends it SIGINT (as a user's Ctrl-C would). Unset in normal use; the
+// DPFT_SIGNAL_AT=<point> sends it SIGINT (as a user's Ctrl-C would); with DPFT_CRASH_RANK=r only
+// data-parallel rank r does either (tests/dist_test.sh). Unset in normal use; the
 // points are named in docs/outputs.md ("Crash consistency").
 void fault_point(const char* point);
 

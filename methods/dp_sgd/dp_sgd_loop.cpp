@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/dist/world.hpp"
 #include "core/eval/grad_diagnostics.hpp"
 #include "core/run/run_dir.hpp"
 #include "core/train/privatize.hpp"
@@ -44,19 +45,21 @@ nlohmann::json run_dp_sgd(RunContext& ctx, train::TrainInputs& in, const train::
   train::Trainer trainer(ctx, in, lo, &noise);
   in.model->train();
   nlohmann::json out = trainer.run([&](const std::vector<int64_t>& rows, train::BatchStats& st) {
-    // Abadi et al. 2016, Alg. 1: per-sample gradients, clipped and summed ("clip gradient")
+    // Abadi et al. 2016, Alg. 1: per-sample gradients, clipped and summed ("clip gradient");
+    // with several ranks, each sums its shard of the lot (core/dist/world.hpp)
     std::vector<torch::Tensor> raw;
-    auto g = train::clipped_sum(psg, in.train, rows, spec.train.micro_batch_size, in.pad_id, dp,
-                                &st, o.diagnostics ? &raw : nullptr);
-    torch::Tensor signal = o.diagnostics ? flatten(g) : torch::Tensor();
-    // "add noise": N(0, sigma^2 C^2 I), then divide by the lot size
-    double noise_norm = 0;
+    auto g = train::clipped_sum(psg, in.train, dist::shard(rows), spec.train.micro_batch_size,
+                                in.pad_id, dp, &st, o.diagnostics ? &raw : nullptr);
+    train::reduce_batch_stats(st);
+    if (o.diagnostics) dist::all_reduce_sum(raw, "the unclipped sum (diagnostics)");
+    // "add noise": N(0, sigma^2 C^2 I) once (rank 0), the shards summed, divided by the lot size
+    double noise_norm = 0, signal_norm = 0;
     train::noise_and_scale(g, dp, noise, static_cast<int64_t>(rows.size()), &st,
-                           o.diagnostics ? &noise_norm : nullptr);
-    if (o.diagnostics && !rows.empty())
-      st.extra["diagnostics"] =
-          eval::dp_sgd_step(flatten(g), flatten(raw) / static_cast<double>(rows.size()),
-                            signal.norm().item<double>(), noise_norm);
+                           o.diagnostics ? &noise_norm : nullptr,
+                           o.diagnostics ? &signal_norm : nullptr);
+    if (o.diagnostics && !rows.empty() && dist::is_root())
+      st.extra["diagnostics"] = eval::dp_sgd_step(
+          flatten(g), flatten(raw) / static_cast<double>(rows.size()), signal_norm, noise_norm);
     return g;  // "descent": the trainer's optimizer step
   });
   if (o.diagnostics)

@@ -6,6 +6,7 @@
 // ledger records a non-private release, so eps is reported as inf.
 #include "core/config/fields.hpp"
 #include "core/config/spec.hpp"
+#include "core/dist/world.hpp"
 #include "core/train/privatize.hpp"
 #include "core/train/trainer.hpp"
 #include "core/util/clock.hpp"
@@ -69,18 +70,21 @@ class SgdMethod : public Method {
     auto gradient = [&](const std::vector<int64_t>& rows, train::BatchStats& st) {
       double denom = static_cast<double>(std::max<size_t>(rows.size(), 1));
       if (psg) {
-        auto g = train::clipped_sum(*psg, in.train, rows, spec.train.micro_batch_size, in.pad_id,
-                                    dp, &st);
+        auto g = train::clipped_sum(*psg, in.train, dist::shard(rows), spec.train.micro_batch_size,
+                                    in.pad_id, dp, &st);
+        train::reduce_batch_stats(st);
+        dist::all_reduce_sum(g, "the sum of clipped gradients");
         for (auto& t : g) t.div_(denom);
         return g;
       }
       auto t0 = std::chrono::steady_clock::now();
       for (auto& p : params) p.mutable_grad() = torch::Tensor();
       double loss = 0;
-      for (size_t i = 0; i < rows.size(); i += static_cast<size_t>(spec.train.micro_batch_size)) {
+      const std::vector<int64_t> mine = dist::shard(rows);  // this rank's share of the batch
+      for (size_t i = 0; i < mine.size(); i += static_cast<size_t>(spec.train.micro_batch_size)) {
         std::vector<int64_t> chunk(
-            rows.begin() + i,
-            rows.begin() + std::min(rows.size(), i + spec.train.micro_batch_size));
+            mine.begin() + i,
+            mine.begin() + std::min(mine.size(), i + spec.train.micro_batch_size));
         lm::LmBatch b = lm::collate(in.train, chunk, in.pad_id);
         const torch::Device dev = params.front().device();
         torch::Tensor losses =
@@ -95,8 +99,10 @@ class SgdMethod : public Method {
         g.push_back(p.grad().defined() ? p.grad().to(torch::kFloat32, false, true)
                                        : torch::zeros_like(p, torch::kFloat32));
       for (auto& p : params) p.mutable_grad() = torch::Tensor();
-      st.batch_size = static_cast<int64_t>(rows.size());
-      st.loss = loss / denom;
+      dist::all_reduce_sum(g, "the batch gradient");
+      st.batch_size = static_cast<int64_t>(mine.size());
+      st.loss = mine.empty() ? 0.0 : loss / static_cast<double>(mine.size());
+      train::reduce_batch_stats(st);
       st.grad_seconds += seconds_since(t0);
       return g;
     };

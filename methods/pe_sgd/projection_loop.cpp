@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "core/dist/world.hpp"
 #include "core/eval/grad_diagnostics.hpp"
 #include "core/run/run_dir.hpp"
 #include "core/train/privatize.hpp"
@@ -96,11 +97,18 @@ class ProjectionLoop {
     std::vector<std::string> seeds;
     const uint64_t select_seed =
         derive_seed(static_cast<uint64_t>(spec_.seed), "select") + static_cast<uint64_t>(step_);
-    for (int64_t i : project::sample_selection(*pending_z_, count, select_seed))
-      seeds.push_back(texts_[static_cast<size_t>(D_.items[static_cast<size_t>(i)].index)]);
-    set_D(synth::syn_data_generation(*gen_->gen, seeds, so_.size, so_.fold,
-                                     generation_seed(spec_, step_)),
-          step_ + 1, true);
+    std::vector<std::string> texts;
+    if (dist::is_root()) {  // rank 0 generates; every rank gets its texts
+      for (int64_t i : project::sample_selection(*pending_z_, count, select_seed))
+        seeds.push_back(texts_[static_cast<size_t>(D_.items[static_cast<size_t>(i)].index)]);
+      texts = synth::syn_data_generation(*gen_->gen, seeds, so_.size, so_.fold,
+                                         generation_seed(spec_, step_));
+    }
+    if (dist::active())
+      texts = nlohmann::json::parse(
+                  dist::broadcast_string(nlohmann::json(texts).dump(), "the synthetic set"))
+                  .get<std::vector<std::string>>();
+    set_D(std::move(texts), step_ + 1, true);
     gen_seconds_ += seconds_since(t0);
   }
 
@@ -111,26 +119,67 @@ class ProjectionLoop {
     for (int64_t i = 0; i < D_.size(); ++i) all_rows_[static_cast<size_t>(i)] = i;
     auto t1 = steady_now();
     const int64_t micro = spec_.train.micro_batch_size;
-    Tensor Gs = gradient_matrix(psg_, D_, all_rows_, micro, in_.pad_id);  // line 6: G (N, p)
+    // Data parallel: each rank computes the rows of its shards; every rank gets G and H whole.
+    Tensor Gs = gather_rows(gradient_matrix(psg_, D_, dist::shard(all_rows_), micro, in_.pad_id),
+                            D_.size());  // line 6: G (N, p)
     Tensor losses;
-    Tensor Hs = gradient_matrix(psg_, in_.train, rows, micro, in_.pad_id, &losses);  // line 7
+    Tensor Hs =
+        gather_rows(gradient_matrix(psg_, in_.train, dist::shard(rows), micro, in_.pad_id, &losses),
+                    static_cast<int64_t>(rows.size()));  // line 7: H (M, p)
+    losses = gather_rows(losses.unsqueeze(1), static_cast<int64_t>(rows.size())).squeeze(1);
     const int64_t M = Hs.size(0);
-    project::ProjectionResult r =  // line 8: z, and the direction G z / divisor
-        project_(ProjectionInput{Gs, Hs, step_, dp_.divisor_for(M), dp_.sigma, noise_});
-    check_noise_std(r);
+    project::ProjectionResult r;  // line 8: z, and the direction G z / divisor (rank 0 draws)
+    if (dist::is_root()) {
+      r = project_(ProjectionInput{Gs, Hs, step_, dp_.divisor_for(M), dp_.sigma, noise_});
+      check_noise_std(r);
+    }
+    share_projection(r);
     pending_z_ =
         r.z.defined() ? std::optional<Tensor>(r.z.detach().to(torch::kFloat32)) : std::nullopt;
     st.batch_size = M;
     st.loss = M > 0 ? losses.mean().item<double>() : 0.0;
     st.grad_norm_mean = M > 0 ? Hs.norm(2, {1}).mean().item<double>() : 0.0;
-    st.clipped_fraction = project::clipped_fraction(r);  // noised columns above their bound
+    st.clipped_fraction = dist::is_root() ? project::clipped_fraction(r) : 0.0;  // above bound
     st.grad_seconds += seconds_since(t1);
     st.extra = {{"synthetic_size", D_.size()}};  // timing stays out of the (reproducible) history
-    if (so_.diagnostics && M > 0)
+    if (so_.diagnostics && M > 0 && dist::is_root())
       st.extra["diagnostics"] =
           diag_.record({Gs, Hs, r.direction, r.noised_norms, r.signal_norm, r.noise_norm, step_});
     ++step_;
     return unflatten(r.direction.to(torch::kFloat32), psg_.params());
+  }
+
+  // (n, p) matrix from this rank's rows part (dist::shard's positions of 0..n-1): the same
+  // whole matrix on every rank (one all-reduce of zeros and the parts; part itself with one rank).
+  static Tensor gather_rows(const Tensor& part, int64_t n) {
+    if (!dist::active()) return part;
+    std::vector<int64_t> all(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) all[static_cast<size_t>(i)] = i;
+    const std::vector<int64_t> mine = dist::shard(all);
+    std::vector<Tensor> full{torch::zeros({n, part.size(1)}, part.options())};
+    if (!mine.empty())
+      full[0].index_copy_(0, torch::tensor(mine, torch::kInt64).to(part.device()), part);
+    dist::all_reduce_sum(full, "the per-sample gradient matrices");
+    return full[0];
+  }
+
+  // Rank 0's direction and z on every rank (one broadcast; nothing with one rank).
+  void share_projection(project::ProjectionResult& r) const {
+    if (!dist::active()) return;
+    const bool root = dist::is_root();
+    const int64_t nz = dist::broadcast_rows({root && r.z.defined() ? r.z.numel() : -1},
+                                            "the projection's shape")[0];
+    const torch::TensorOptions f32 =
+        torch::TensorOptions().dtype(torch::kFloat32).device(psg_.params().front().param.device());
+    std::vector<Tensor> v{root ? r.direction.detach().to(torch::kFloat32).contiguous()
+                               : torch::zeros({psg_.dim()}, f32)};
+    if (nz >= 0)
+      v.push_back(root ? r.z.detach().to(torch::kFloat32).contiguous() : torch::zeros({nz}, f32));
+    dist::broadcast(v, "the projected update");
+    if (!root) {
+      r.direction = v[0];
+      if (nz >= 0) r.z = v[1];
+    }
   }
 
   // The noise the projection drew is the noise the metrics report (DpSettings::noise_std).
@@ -154,7 +203,7 @@ class ProjectionLoop {
     if (D_.size() < static_cast<int64_t>(texts_.size()))
       spdlog::warn("synthetic set: {} of {} samples were empty and dropped",
                    texts_.size() - D_.size(), texts_.size());
-    if (write && so_.save_synthetic) save_synthetic_csv(ctx_.dir, texts_, iter);
+    if (write && so_.save_synthetic && dist::is_root()) save_synthetic_csv(ctx_.dir, texts_, iter);
   }
 
   nlohmann::json save_state() const {
