@@ -85,7 +85,8 @@ out=$("$DPFT" --quiet run --resume "$T/kill_copy" 2>"$T/res1.err"); rc=$?
 check "resume with 1 rank exits 0 (rc $rc: $(tail -2 "$T/res1.err"))" [ "$rc" = 0 ]
 check "resumed on 1 rank equals the uninterrupted run" same "$R1/metrics.json" "$T/kill_copy/metrics.json"
 
-# pe-sgd: G and H computed in shards and gathered; rank 0 projects and generates.
+# pe-sgd: G and H computed in shards and gathered; rank 0 projects; each rank generates its
+# share of the prompt batches of every evolved set (the initial one is rank 0's).
 cat > "$T/pe.yaml" <<YAML
 name: pe
 seed: 5
@@ -102,13 +103,18 @@ method:
   prompts: experiments/prompts/pubmed.yaml
   synthetic_size: 7
   variation_fold: 2
-  generation: {max_new_tokens: 8}
+  generation: {max_new_tokens: 8, batch_size: 2}  # several batches: generation is sharded
 YAML
 P1=$("$DPFT" --quiet run "$T/pe.yaml" --out "$T/pe1" 2>"$T/pe1.err" | tail -1)
 P2=$("$DPFT" --quiet run "$T/pe.yaml" --out "$T/pe2" --nproc 2 2>"$T/pe2.err" | tail -1)
 check "2-rank pe-sgd runs ($(tail -2 "$T/pe2.err"))" [ -f "$P2/metrics.json" ]
 check "2-rank pe-sgd equals 1 rank" same "$P1/metrics.json" "$P2/metrics.json"
 check "2-rank pe-sgd: the same synthetic sets" diff -r "$P1/synthetic" "$P2/synthetic"
+check "2-rank pe-sgd: every rank's generated tokens counted" python3 -c '
+import json, sys
+a, b = (json.load(open(p + "/metrics.json"))["synthetic"] for p in sys.argv[1:3])
+k = lambda m: (m["random_api"]["tokens"], m["variational_api"]["tokens"], m["variational_api"]["samples"])
+sys.exit(not (k(a) == k(b) and k(a)[1] > 0))' "$P1" "$P2"
 
 # Launch errors are clear: a world whose rank 0 never comes.
 out=$(RANK=1 WORLD_SIZE=2 MASTER_PORT=1 DPFT_DIST_TIMEOUT=3 "$DPFT" --quiet run "$T/dp.yaml" \

@@ -304,6 +304,33 @@ std::vector<int64_t> broadcast_rows(const std::vector<int64_t>& rows, const char
   return std::vector<int64_t>(p, p + n);
 }
 
+std::vector<std::string> merge_disjoint(const std::vector<std::string>& texts, const char* what) {
+  if (!active()) return texts;
+  const int64_t n = static_cast<int64_t>(texts.size());
+  // Lengths first (per entry, summed over ranks), then the bytes at their offsets.
+  std::vector<torch::Tensor> len{torch::zeros({n * size()}, torch::kInt64)};
+  int64_t* l = len[0].data_ptr<int64_t>();
+  for (int64_t i = 0; i < n; ++i) l[i * size() + rank()] = static_cast<int64_t>(texts[i].size());
+  all_reduce_sum(len, what);
+  int64_t total = 0;
+  for (int64_t j = 0; j < len[0].numel(); ++j) total += l[j];
+  std::vector<torch::Tensor> bytes{torch::zeros({total}, torch::kUInt8)};
+  uint8_t* p = bytes[0].data_ptr<uint8_t>();
+  int64_t off = 0;
+  for (int64_t j = 0; j < len[0].numel(); ++j) {  // entry j / W, from rank j % W
+    if (j % size() == rank() && l[j] > 0) std::memcpy(p + off, texts[j / size()].data(), l[j]);
+    off += l[j];
+  }
+  all_reduce_sum(bytes, what);
+  std::vector<std::string> out(texts.size());
+  off = 0;
+  for (int64_t j = 0; j < len[0].numel(); ++j) {
+    out[j / size()].append(reinterpret_cast<const char*>(p + off), static_cast<size_t>(l[j]));
+    off += l[j];
+  }
+  return out;
+}
+
 void barrier(const char* what) {
   if (!active()) return;
   std::vector<torch::Tensor> one{torch::zeros({1})};

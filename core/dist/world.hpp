@@ -70,6 +70,9 @@ void broadcast(std::vector<torch::Tensor>& ts, const char* what);
 // Rank 0's value on every rank.
 std::string broadcast_string(const std::string& s, const char* what);
 std::vector<int64_t> broadcast_rows(const std::vector<int64_t>& rows, const char* what);
+// Texts of which every rank filled its own entries and left the others empty (same length on
+// every rank): entry i <- the concatenation over ranks of entry i, i.e. its owner's text.
+std::vector<std::string> merge_disjoint(const std::vector<std::string>& texts, const char* what);
 void barrier(const char* what);
 
 // The parent of `dpft run --nproc N`: starts N copies of this executable with `args` (argv

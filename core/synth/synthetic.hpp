@@ -68,9 +68,15 @@ class SyntheticGenerator {
   // The ids the model is prompted with: style plain = encode(prompt) (with the tokenizer's bos
   // when it adds one); style chat = the prompt as a user turn plus the generation prompt.
   std::vector<int64_t> prompt_ids(const std::string& prompt) const;
-  GenerationStats random_stats, variational_stats;  // accumulated
+  GenerationStats random_stats, variational_stats;  // accumulated (every rank's tokens)
+  // Data parallel (core/dist/world.hpp): while set, random_api and variational_api are
+  // collectives: rank r generates the prompt batches k with k mod W = r (each from its own
+  // seed, seed + first prompt's index, as one process would) and every rank returns all texts.
+  // The same texts as one process when the ranks hold the same model. Off: this rank alone.
+  void set_sharded(bool on) { sharded_ = on; }
 
  private:
+  bool sharded_ = false;
   model::CausalLM model_;
   const tok::Tokenizer& tok_;
   PromptSet prompts_;

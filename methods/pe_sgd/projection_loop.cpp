@@ -97,17 +97,14 @@ class ProjectionLoop {
     std::vector<std::string> seeds;
     const uint64_t select_seed =
         derive_seed(static_cast<uint64_t>(spec_.seed), "select") + static_cast<uint64_t>(step_);
-    std::vector<std::string> texts;
-    if (dist::is_root()) {  // rank 0 generates; every rank gets its texts
-      for (int64_t i : project::sample_selection(*pending_z_, count, select_seed))
-        seeds.push_back(texts_[static_cast<size_t>(D_.items[static_cast<size_t>(i)].index)]);
-      texts = synth::syn_data_generation(*gen_->gen, seeds, so_.size, so_.fold,
-                                         generation_seed(spec_, step_));
-    }
-    if (dist::active())
-      texts = nlohmann::json::parse(
-                  dist::broadcast_string(nlohmann::json(texts).dump(), "the synthetic set"))
-                  .get<std::vector<std::string>>();
+    // Every rank holds the same z, D and model: each selects the same seeds and generates its
+    // share of the prompt batches (SyntheticGenerator::set_sharded); all get every text.
+    for (int64_t i : project::sample_selection(*pending_z_, count, select_seed))
+      seeds.push_back(texts_[static_cast<size_t>(D_.items[static_cast<size_t>(i)].index)]);
+    gen_->gen->set_sharded(true);
+    std::vector<std::string> texts = synth::syn_data_generation(
+        *gen_->gen, seeds, so_.size, so_.fold, generation_seed(spec_, step_));
+    gen_->gen->set_sharded(false);
     set_D(std::move(texts), step_ + 1, true);
     gen_seconds_ += seconds_since(t0);
   }
