@@ -15,7 +15,7 @@
 #
 # Usage: scripts/build_cuda.sh [--fetch-debs] [extra cmake args]
 # Env: TORCH_PREFIX, DEBS_DIR, BUILD_DIR (default build-cuda), JOBS (default: all cores),
-#      TARGET (default all: dpft and the test suite).
+#      TARGET (default all: dpft and the test suite), DPFT_GLOO (ON: try data parallel; default OFF).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEBS_DIR=${DEBS_DIR:-third_party/debs}
@@ -67,8 +67,10 @@ if compgen -G "$DEBS_DIR/*.deb" > /dev/null; then
   echo "build_cuda.sh: unpacked $(ls "$DEBS_DIR"/*.deb | wc -l) .deb files into $deps"
 fi
 
+# Data parallel (Gloo) against a PyTorch wheel's LibTorch has not been built or run yet (no GPU
+# session since it landed): off unless DPFT_GLOO=ON asks to try it.
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-Release} \
-  "-DCMAKE_PREFIX_PATH=$prefixes" "${cmake_args[@]}" "$@"
+  "-DCMAKE_PREFIX_PATH=$prefixes" "-DDPFT_GLOO=${DPFT_GLOO:-OFF}" "${cmake_args[@]}" "$@"
 cmake --build "$BUILD_DIR" -j "$JOBS" --target "$TARGET"
 "$BUILD_DIR/dpft" version
 echo "built: $BUILD_DIR/dpft (target $TARGET)"

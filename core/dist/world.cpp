@@ -61,12 +61,12 @@ std::string env_str(const char* name, const std::string& fallback) {
   return v && *v ? std::string(v) : fallback;
 }
 
+#ifdef DPFT_HAVE_GLOO
 std::string first_line(const std::string& s) {
   const size_t n = s.find('\n');
   return n == std::string::npos ? s : s.substr(0, n);
 }
 
-#ifdef DPFT_HAVE_GLOO
 void wait_for(const c10::intrusive_ptr<c10d::Work>& work, const char* what) {
   const World& w = the_world();
   try {
@@ -78,7 +78,6 @@ void wait_for(const c10::intrusive_ptr<c10d::Work>& work, const char* what) {
         w.opts.rank, w.opts.size, what, first_line(e.what()), w.opts.timeout_s));
   }
 }
-#endif
 
 // Host copies of ts, flattened into one buffer per dtype run (one collective for the list).
 torch::Tensor pack(const std::vector<torch::Tensor>& ts) {
@@ -102,6 +101,7 @@ bool same_dtype(const std::vector<torch::Tensor>& ts) {
     if (t.scalar_type() != ts.front().scalar_type()) return false;
   return true;
 }
+#endif
 
 int free_local_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
