@@ -17,6 +17,7 @@
 #include "core/tokenizer/chat.hpp"
 #include "core/tokenizer/load.hpp"
 #include "core/tokenizer/unicode.hpp"
+#include "core/tokenizer/wordpiece.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
 #include "test_util.hpp"
@@ -724,4 +725,109 @@ TEST_CASE("dpft tokenize prints ids and pieces; bench tokenizer runs", "[tokeniz
   CHECK(b["bytes"].get<size_t>() == 50000);
   CHECK(b["tokens"].get<size_t>() > 5000);
   CHECK(b["mb_per_s"].get<double>() > 0);
+}
+
+// ---- WordPiece (BERT) ----------------------------------------------------------------------
+
+namespace {
+WordPiece small_wordpiece(WordPieceOptions o = {}) {
+  return WordPiece({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "un", "##aff", "##able", "hello",
+                    "world", ",", "!", "a", "##b", "b", "cafe", "中", "文", "Hello"},
+                   o);
+}
+}  // namespace
+
+TEST_CASE("wordpiece: basic tokenizer and greedy longest match, by hand",
+          "[tokenizer][wordpiece]") {
+  WordPiece wp = small_wordpiece();
+  // lower case, accents stripped (NFD + no marks), punctuation split, control chars dropped
+  CHECK(wp.basic_tokenize("Héllo,\x01 WORLD!\tCAFÉ") ==
+        std::vector<std::string>{"hello", ",", "world", "!", "cafe"});
+  // CJK ideographs become words of their own; tabs and newlines are whitespace
+  CHECK(wp.basic_tokenize("中文a\nb") == std::vector<std::string>{"中", "文", "a", "b"});
+  CHECK(wp.tokenize("unaffable") == std::vector<std::string>{"un", "##aff", "##able"});
+  CHECK(wp.tokenize("abbb") == std::vector<std::string>{"a", "##b", "##b", "##b"});
+  // an unmatched remainder makes the whole word unknown; so does a word over 100 characters
+  CHECK(wp.tokenize("unaffablex") == std::vector<std::string>{"[UNK]"});
+  CHECK(wp.encode(std::string(100, 'a')) == std::vector<int64_t>{1});  // no "##a" piece
+  WordPieceOptions longer;
+  longer.max_chars_per_word = 3;
+  CHECK(small_wordpiece(longer).tokenize("ab abbb") ==
+        std::vector<std::string>{"a", "##b", "[UNK]"});
+  // cased: no lower-casing, accents kept
+  WordPieceOptions cased;
+  cased.lowercase = false;
+  CHECK(small_wordpiece(cased).tokenize("Hello hello Café") ==
+        std::vector<std::string>{"Hello", "hello", "[UNK]"});
+  CHECK(wp.decode(wp.encode("unaffable, world!")) == "unaffable , world !");
+  CHECK(wp.tokenize("").empty());
+}
+
+TEST_CASE("wordpiece: pairs with token types and longest_first truncation",
+          "[tokenizer][wordpiece]") {
+  WordPiece wp = small_wordpiece();
+  PairEncoding one = wp.encode_pair("hello world", std::nullopt);
+  CHECK(one.ids == std::vector<int64_t>{2, 8, 9, 3});
+  CHECK(one.type_ids == std::vector<int64_t>{0, 0, 0, 0});
+  PairEncoding two = wp.encode_pair("hello", "unaffable !");
+  CHECK(two.ids == std::vector<int64_t>{2, 8, 3, 5, 6, 7, 11, 3});
+  CHECK(two.type_ids == std::vector<int64_t>{0, 0, 0, 1, 1, 1, 1, 1});
+  // 1 + 4 second-segment pieces + 3 specials = 8 > 6: the longer (second) loses 2
+  PairEncoding cut = wp.encode_pair("hello", "unaffable !", 6);
+  CHECK(cut.ids == std::vector<int64_t>{2, 8, 3, 5, 6, 3});
+  // equal lengths: the second segment loses first, then they alternate
+  PairEncoding tie = wp.encode_pair("a b", "a b", 6);  // 2 + 2 + 3 = 7
+  CHECK(tie.ids == std::vector<int64_t>{2, 12, 14, 3, 12, 3});
+  PairEncoding tie2 = wp.encode_pair("a b", "a b", 5);
+  CHECK(tie2.ids == std::vector<int64_t>{2, 12, 3, 12, 3});
+  CHECK_THROWS_AS(wp.encode_pair("a", "b", 2), ConfigError);
+}
+
+TEST_CASE("wordpiece: vocab.txt and tokenizer.json load; bad vocabularies are named",
+          "[tokenizer][wordpiece]") {
+  test::TempDir t;
+  auto v = t.write("vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n##s\n");
+  WordPiece a = WordPiece::load(v);
+  CHECK(a.encode("Hellos") == std::vector<int64_t>{4, 5});
+  CHECK(a.pad_id() == std::optional<int64_t>(0));
+  CHECK_FALSE(a.mask_id().has_value());
+  auto j = t.write("tokenizer.json",
+                   R"({"normalizer": {"type": "BertNormalizer", "lowercase": false,
+                        "strip_accents": null, "handle_chinese_chars": true, "clean_text": true},
+                       "model": {"type": "WordPiece", "unk_token": "[UNK]",
+                        "continuing_subword_prefix": "##", "max_input_chars_per_word": 100,
+                        "vocab": {"[UNK]": 0, "[CLS]": 1, "[SEP]": 2, "Hello": 3, "##s": 4}}})");
+  WordPiece b = WordPiece::load(j);
+  CHECK_FALSE(b.options().lowercase);
+  CHECK(b.encode("Hellos hellos") == std::vector<int64_t>{3, 4, 0});
+  CHECK_THROWS_WITH(WordPiece::load(t.write("x.txt", "[CLS]\n[SEP]\na\n")),
+                    Contains("no unknown token '[UNK]'"));
+  CHECK_THROWS_WITH(WordPiece::load(t.write("d.txt", "[UNK]\n[CLS]\n[SEP]\na\na\n")),
+                    Contains("'a' appears twice"));
+  CHECK_THROWS_AS(WordPiece::load(t.path / "none.txt"), InputError);
+  CHECK_THROWS_WITH(WordPiece::load(t.write("bpe.json", R"({"model": {"type": "BPE"}})")),
+                    Contains("not a WordPiece tokenizer.json"));
+}
+
+TEST_CASE("wordpiece: parity with llama.cpp's bert-bge fixture (BERT uncased vocab)",
+          "[tokenizer][wordpiece]") {
+  SHARED_DATA_OR_SKIP(d, "bert_base_uncased_vocab");
+  SHARED_DATA_OR_SKIP(f, "tokenizer_parity_llamacpp");
+  WordPiece wp = WordPiece::load(d / "vocab.txt");
+  CHECK(wp.vocab_size() == 30522);
+  CHECK(wp.cls_id() == 101);
+  CHECK(wp.sep_id() == 102);
+  CHECK(wp.unk_id() == 100);
+  auto cases = llamacpp_fixture(f, "bert-bge");
+  REQUIRE(cases.size() > 40);
+  size_t same = 0;
+  for (const auto& c : cases) {
+    std::vector<int64_t> got = wp.encode(c.text), want(c.ids.begin(), c.ids.end());
+    if (got == want)
+      ++same;
+    else
+      WARN("bert-bge mismatch for '" << c.text << "'");
+  }
+  CHECK(same == cases.size());
+  CHECK(wp.tokenize("unaffable") == std::vector<std::string>{"una", "##ffa", "##ble"});
 }
