@@ -124,4 +124,23 @@ check "  and says it could not join ($out)" has "$out" "could not join the world
 out=$(WORLD_SIZE=2 "$DPFT" --quiet run "$T/dp.yaml" --nproc 2 2>&1); rc=$?
 check "--nproc inside a launched world is refused (rc $rc)" [ "$rc" = 2 ]
 
+out=$(WORLD_SIZE=2 "$DPFT" --quiet run "$T/dp.yaml" 2>&1); rc=$?
+check "WORLD_SIZE without RANK is refused (rc $rc)" [ "$rc" = 2 ]
+check "  naming RANK" has "$out" "WORLD_SIZE is set but RANK is not"
+
+# Two ranks started by hand (as torchrun would), rank 1 with another spec: both stop with exit
+# 2 naming rank 1, before anything is trained.
+port=$((20000 + RANDOM % 20000))
+RANK=0 WORLD_SIZE=2 MASTER_PORT=$port "$DPFT" --quiet run "$T/dp.yaml" --out "$T/mis" \
+  >/dev/null 2>"$T/mis0.err" &
+p0=$!
+RANK=1 WORLD_SIZE=2 MASTER_PORT=$port "$DPFT" --quiet run "$T/dp.yaml" --out "$T/mis" \
+  --set train.lr=0.5 >/dev/null 2>"$T/mis1.err"; rc1=$?
+wait $p0; rc0=$?
+check "another spec on rank 1: rank 0 exits 2 (rc $rc0: $(tail -1 "$T/mis0.err"))" [ "$rc0" = 2 ]
+check "another spec on rank 1: rank 1 exits 2 (rc $rc1)" [ "$rc1" = 2 ]
+check "  rank 0 names rank 1" grep -q "rank(s) 1 resolved another spec" "$T/mis0.err"
+check "  rank 1 names rank 1" grep -q "rank(s) 1 resolved another spec" "$T/mis1.err"
+check "  nothing trained" [ "$(cat "$T"/mis/dp/*/metrics.jsonl 2>/dev/null | grep -c '"event":"step"')" = 0 ]
+
 finish dist_test

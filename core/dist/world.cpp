@@ -23,6 +23,7 @@
 #ifndef USE_C10D_GLOO
 #define USE_C10D_GLOO
 #endif
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #endif
@@ -81,6 +82,8 @@ void wait_for(const c10::intrusive_ptr<c10d::Work>& work, const char* what) {
 
 // Host copies of ts, flattened into one buffer per dtype run (one collective for the list).
 torch::Tensor pack(const std::vector<torch::Tensor>& ts) {
+  if (ts.size() == 1 && ts[0].device().is_cpu() && ts[0].is_contiguous() && !ts[0].requires_grad())
+    return ts[0].view(-1);  // reduced in place; unpack's copy is then a no-op on the same data
   std::vector<torch::Tensor> flat;
   for (const auto& t : ts) flat.push_back(t.detach().to(torch::kCPU).reshape(-1));
   return flat.empty() ? torch::zeros({0}) : torch::cat(flat);
@@ -91,9 +94,25 @@ void unpack(const torch::Tensor& buf, std::vector<torch::Tensor>& ts) {
   torch::NoGradGuard ng;
   for (auto& t : ts) {
     const int64_t n = t.numel();
-    t.copy_(buf.narrow(0, off, n).view(t.sizes()));
+    torch::Tensor src = buf.narrow(0, off, n).view(t.sizes());
+    if (!src.is_same(t) && src.data_ptr() != t.data_ptr()) t.copy_(src);
     off += n;
   }
+}
+
+// ts in consecutive groups of at most 64 MB (a larger tensor alone): the host copies a
+// collective makes stay bounded whatever the model's size. Handles: unpack writes through.
+std::vector<std::vector<torch::Tensor>> buckets(const std::vector<torch::Tensor>& ts) {
+  constexpr int64_t kBucketBytes = int64_t{64} << 20;
+  std::vector<std::vector<torch::Tensor>> out(1);
+  int64_t bytes = 0;
+  for (const auto& t : ts) {
+    const int64_t b = t.numel() * static_cast<int64_t>(t.element_size());
+    if (!out.back().empty() && bytes + b > kBucketBytes) out.emplace_back(), bytes = 0;
+    out.back().push_back(t);
+    bytes += b;
+  }
+  return out;
 }
 
 bool same_dtype(const std::vector<torch::Tensor>& ts) {
@@ -147,6 +166,12 @@ WorldOptions options_from_env() {
                     : o.timeout_s;
   DPFT_CHECK_AS(ConfigError, o.timeout_s >= 1, "DPFT_DIST_TIMEOUT must be at least 1 second");
   if (std::getenv("WORLD_SIZE") || std::getenv("RANK")) {
+    // Both or neither: a world without ranks would make every process rank 0 (each adding noise).
+    DPFT_CHECK_AS(ConfigError, std::getenv("WORLD_SIZE") && std::getenv("RANK"),
+                  "data parallel: {} is set but {} is not; a launcher sets both (torchrun, or "
+                  "dpft run --nproc)",
+                  std::getenv("RANK") ? "RANK" : "WORLD_SIZE",
+                  std::getenv("RANK") ? "WORLD_SIZE" : "RANK");
     o.size = env_int("WORLD_SIZE", 1);
     o.rank = env_int("RANK", 0);
     o.local_rank = env_int("LOCAL_RANK", o.rank);
@@ -192,7 +217,10 @@ void init(const WorldOptions& o) {
     so.numWorkers = static_cast<size_t>(o.size);
     so.waitWorkers = true;
     so.timeout = timeout;
-    w.store = c10::make_intrusive<c10d::TCPStore>(o.master_addr, so);
+    // Keys under the launch's id: ranks of another launch that reached this port by accident
+    // find none of their keys and time out, instead of joining this world.
+    w.store = c10::make_intrusive<c10d::PrefixStore>(
+        env_str("DPFT_LAUNCH_ID", "dpft"), c10::make_intrusive<c10d::TCPStore>(o.master_addr, so));
     auto po = c10d::ProcessGroupGloo::Options::create(timeout);
     const std::string ifname = env_str("GLOO_SOCKET_IFNAME", "");
     const bool loopback = o.master_addr.rfind("127.", 0) == 0 || o.master_addr == "localhost";
@@ -256,9 +284,11 @@ void all_reduce_sum(std::vector<torch::Tensor>& ts, const char* what) {
     }
     return;
   }
-  std::vector<torch::Tensor> buf{pack(ts)};
-  wait_for(the_world().pg->allreduce(buf), what);
-  unpack(buf[0], ts);
+  for (auto& bucket : buckets(ts)) {
+    std::vector<torch::Tensor> buf{pack(bucket)};
+    wait_for(the_world().pg->allreduce(buf), what);
+    unpack(buf[0], bucket);
+  }
 #endif
 }
 
@@ -272,11 +302,13 @@ void broadcast(std::vector<torch::Tensor>& ts, const char* what) {
     }
     return;
   }
-  std::vector<torch::Tensor> buf{pack(ts)};
   c10d::BroadcastOptions bo;
   bo.rootRank = 0;
-  wait_for(the_world().pg->broadcast(buf, bo), what);
-  unpack(buf[0], ts);
+  for (auto& bucket : buckets(ts)) {
+    std::vector<torch::Tensor> buf{pack(bucket)};
+    wait_for(the_world().pg->broadcast(buf, bo), what);
+    unpack(buf[0], bucket);
+  }
 #endif
 }
 
@@ -331,6 +363,19 @@ std::vector<std::string> merge_disjoint(const std::vector<std::string>& texts, c
   return out;
 }
 
+void agree(const std::string& value, const char* what, const std::string& why) {
+  if (!active()) return;
+  const bool same = broadcast_string(value, what) == value;
+  std::vector<torch::Tensor> differs{torch::zeros({size()}, torch::kInt64)};
+  differs[0][rank()] = same ? 0 : 1;
+  all_reduce_sum(differs, what);
+  std::string ranks;
+  for (int r = 0; r < size(); ++r)
+    if (differs[0][r].item<int64_t>() != 0)
+      ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  if (!ranks.empty()) throw ConfigError(fmt::format("data parallel: rank(s) {} {}", ranks, why));
+}
+
 void barrier(const char* what) {
   if (!active()) return;
   std::vector<torch::Tensor> one{torch::zeros({1})};
@@ -339,9 +384,14 @@ void barrier(const char* what) {
 
 int launch_local(int nproc, const std::vector<std::string>& args, double timeout_s) {
   DPFT_CHECK_AS(ConfigError, nproc >= 1 && nproc <= 1024, "--nproc {}: give 1 to 1024", nproc);
-  DPFT_CHECK_AS(ConfigError, !std::getenv("WORLD_SIZE") && !std::getenv("SLURM_STEP_NUM_TASKS"),
-                "--nproc: this process already belongs to a launched world (WORLD_SIZE or "
-                "SLURM_STEP_NUM_TASKS is set); give either --nproc or a launcher, not both");
+  DPFT_CHECK_AS(ConfigError, !std::getenv("WORLD_SIZE") && env_int("SLURM_STEP_NUM_TASKS", 1) <= 1,
+                "--nproc: this process already belongs to a launched world of several ranks "
+                "(WORLD_SIZE, or SLURM_STEP_NUM_TASKS > 1); give either --nproc or a launcher, "
+                "not both");
+  ::signal(SIGCHLD, SIG_DFL);  // an inherited SIG_IGN would reap the ranks before waitpid
+  const std::string launch_id =
+      fmt::format("dpft-{}-{}", static_cast<long>(::getpid()),
+                  std::chrono::steady_clock::now().time_since_epoch().count());
   const int port = free_local_port();
   std::vector<pid_t> pids(static_cast<size_t>(nproc), -1);
   std::vector<int> codes(static_cast<size_t>(nproc), -1);
@@ -360,6 +410,7 @@ int launch_local(int nproc, const std::vector<std::string>& args, double timeout
       ::setenv("MASTER_ADDR", "127.0.0.1", 1);
       ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
       ::setenv("DPFT_NPROC_CHILD", "1", 1);
+      ::setenv("DPFT_LAUNCH_ID", launch_id.c_str(), 1);
       ::setenv("DPFT_DIST_TIMEOUT", std::to_string(static_cast<long>(timeout_s)).c_str(), 1);
       std::vector<char*> argv;
       for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -376,6 +427,7 @@ int launch_local(int nproc, const std::vector<std::string>& args, double timeout
   bool forwarded = false;
   std::optional<Clock::time_point> failed_at;
   int stage = 0;  // after a failure: 0 wait, 1 SIGTERM sent, 2 SIGKILL sent
+  double grace = timeout_s + 30;  // a failed rank's peers end on their own within the timeout
   auto signal_alive = [&](int sig) {
     for (int r = 0; r < nproc; ++r)
       if (codes[static_cast<size_t>(r)] < 0) ::kill(pids[static_cast<size_t>(r)], sig);
@@ -383,6 +435,7 @@ int launch_local(int nproc, const std::vector<std::string>& args, double timeout
   while (alive > 0) {
     int status = 0;
     const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid < 0 && errno == ECHILD) break;  // nothing left to wait for
     if (pid > 0) {
       for (int r = 0; r < nproc; ++r) {
         if (pids[static_cast<size_t>(r)] != pid) continue;
@@ -391,12 +444,16 @@ int launch_local(int nproc, const std::vector<std::string>& args, double timeout
                                                : kExitRuntime;
         codes[static_cast<size_t>(r)] = code;
         --alive;
-        if (code != 0 && !failed_at && !interrupted()) {
+        if (code != 0 && !failed_at) {
           failed_at = Clock::now();
-          spdlog::error(
-              "--nproc: rank {} ended with exit code {}{}; the other ranks stop at "
-              "their next collective",
-              r, code, WIFSIGNALED(status) ? " (killed by a signal)" : "");
+          // After a forwarded Ctrl-C the others get a short grace, not the whole timeout.
+          if (interrupted())
+            grace = std::min(grace, 30.0);
+          else
+            spdlog::error(
+                "--nproc: rank {} ended with exit code {}{}; the other ranks stop at "
+                "their next collective",
+                r, code, WIFSIGNALED(status) ? " (killed by a signal)" : "");
         }
       }
       continue;
@@ -407,8 +464,8 @@ int launch_local(int nproc, const std::vector<std::string>& args, double timeout
     }
     if (failed_at) {
       const double waited = std::chrono::duration<double>(Clock::now() - *failed_at).count();
-      if (stage == 0 && waited > timeout_s + 30) signal_alive(SIGTERM), stage = 1;
-      if (stage == 1 && waited > timeout_s + 90) signal_alive(SIGKILL), stage = 2;
+      if (stage == 0 && waited > grace) signal_alive(SIGTERM), stage = 1;
+      if (stage == 1 && waited > grace + 60) signal_alive(SIGKILL), stage = 2;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }

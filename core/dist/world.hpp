@@ -74,6 +74,9 @@ std::vector<int64_t> broadcast_rows(const std::vector<int64_t>& rows, const char
 // every rank): entry i <- the concatenation over ranks of entry i, i.e. its owner's text.
 std::vector<std::string> merge_disjoint(const std::vector<std::string>& texts, const char* what);
 void barrier(const char* what);
+// Every rank compares `value` with rank 0's; when any differs, every rank throws ConfigError
+// (exit 2) naming the ranks that differ and `why`, so no rank goes on alone.
+void agree(const std::string& value, const char* what, const std::string& why);
 
 // The parent of `dpft run --nproc N`: starts N copies of this executable with `args` (argv
 // without --nproc) on this machine, with torchrun's variables set, forwards SIGINT/SIGTERM to

@@ -135,11 +135,9 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
     const std::string mine =
         config_hash(spec) + " " +
         make_privacy_lock(spec, plan, "").value("settings", nlohmann::json()).dump();
-    DPFT_CHECK_AS(ConfigError, dist::broadcast_string(mine, "the spec check") == mine,
-                  "data parallel: rank {} resolved another spec or privacy plan than rank 0 "
-                  "(different files, data or --set on some node?); every rank must see the same "
-                  "spec and data",
-                  dist::rank());
+    dist::agree(mine, "the spec check",
+                "resolved another spec or privacy plan than rank 0 (different files, data or "
+                "--set on some node?); every rank must see the same spec and data");
   }
   nlohmann::json lock;
   if (resume) {
@@ -262,8 +260,9 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
   } else if (interrupted()) {
     r.status = "interrupted";
     r.exit_code = interrupt_exit_code();
-    spdlog::warn("interrupted by signal {}; partial results saved in {}", interrupt_signal(),
-                 r.run_dir);
+    if (dist::is_root())  // other ranks' directories are scratch
+      spdlog::warn("interrupted by signal {}; partial results saved in {}", interrupt_signal(),
+                   r.run_dir);
   } else if (ctx.stopped) {
     r.status = "stopped";
     spdlog::info("stopped after {} steps as asked; continue with: dpft run --resume {}",

@@ -388,6 +388,20 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
   // Data parallel: rank 0 reads the checkpoint, prepares (before_training) and evaluates; the
   // other ranks receive its state in sync_from_root().
   const bool root = dist::is_root();
+  if (dist::active()) {  // the same model weights and tokenised data on every rank
+    torch::NoGradGuard ng;
+    double sum = 0, sq = 0;
+    for (const auto& p : s.in.model->parameters()) {
+      const Tensor d = p.detach().to(torch::kFloat64);
+      sum += d.sum().item<double>();
+      sq += d.pow(2).sum().item<double>();
+    }
+    dist::agree(fmt::format("{:.17g} {:.17g} {} {} {}", sum, sq, s.in.train.size(),
+                            s.in.train.num_tokens(), s.in.eval.size()),
+                "the model and data check",
+                "loaded other model weights or tokenised the data differently than rank 0 "
+                "(another model or tokenizer snapshot on some node?)");
+  }
   bool resumed = s.ctx.resume && root && load_checkpoint();
   if (s.ctx.resume && !resumed && root) {
     // Training again from step 0 would release a second model trained on the same private data

@@ -132,7 +132,9 @@ class ProjectionLoop {
     }
     share_projection(r);
     pending_z_ =
-        r.z.defined() ? std::optional<Tensor>(r.z.detach().to(torch::kFloat32)) : std::nullopt;
+        r.z.defined()  // on the host: sample_selection and checkpoints read its values
+            ? std::optional<Tensor>(r.z.detach().to(torch::kCPU, torch::kFloat32).contiguous())
+            : std::nullopt;
     st.batch_size = M;
     st.loss = M > 0 ? losses.mean().item<double>() : 0.0;
     st.grad_norm_mean = M > 0 ? Hs.norm(2, {1}).mean().item<double>() : 0.0;
