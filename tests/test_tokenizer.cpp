@@ -831,3 +831,25 @@ TEST_CASE("wordpiece: parity with llama.cpp's bert-bge fixture (BERT uncased voc
   CHECK(same == cases.size());
   CHECK(wp.tokenize("unaffable") == std::vector<std::string>{"una", "##ffa", "##ble"});
 }
+
+TEST_CASE("dpft tokenize with a WordPiece vocab.txt: pieces, pairs, token types",
+          "[tokenizer][wordpiece][cli]") {
+  test::TempDir t;
+  t.write("vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\nworld\nun\n##aff\n##able\n!\n");
+  std::string out;
+  REQUIRE(cli({"tokenize", "--tokenizer", t.path.string(), "--text", "Hello, world!", "--json"},
+              &out) == 0);
+  auto j = nlohmann::json::parse(out);
+  CHECK(j["ids"] == nlohmann::json({4, 1, 5, 9}));  // "," is not in this vocabulary
+  CHECK(j["pieces"] == nlohmann::json({"hello", "[UNK]", "world", "!"}));
+  CHECK_FALSE(j.contains("type_ids"));
+  REQUIRE(cli({"tokenize", "--tokenizer", (t.path / "vocab.txt").string(), "--text", "hello",
+               "--pair", "unaffable!", "--max-length", "6", "--json"},
+              &out) == 0);
+  j = nlohmann::json::parse(out);
+  CHECK(j["ids"] == nlohmann::json({2, 4, 3, 6, 7, 3}));
+  CHECK(j["type_ids"] == nlohmann::json({0, 0, 0, 1, 1, 1}));
+  // a BPE tokenizer has no pairs here
+  SHARED_DATA_OR_SKIP(d, "gpt2_tokenizer");
+  CHECK(cli({"tokenize", "--tokenizer", d.string(), "--text", "a", "--pair", "b"}) == 2);
+}

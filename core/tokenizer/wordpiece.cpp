@@ -349,6 +349,27 @@ std::optional<int64_t> WordPiece::token_to_id(const std::string& token) const {
   return it == index_.end() ? std::nullopt : std::optional<int64_t>(it->second);
 }
 
+std::optional<std::filesystem::path> find_wordpiece(const std::filesystem::path& path) {
+  namespace fs = std::filesystem;
+  auto wordpiece_json = [](const fs::path& f) {
+    if (!fs::is_regular_file(f)) return false;
+    nlohmann::json j = nlohmann::json::parse(read_file(f), nullptr, false);
+    return j.is_object() && j.contains("model") && j["model"].is_object() &&
+           j["model"].value("type", "") == "WordPiece";
+  };
+  if (fs::is_regular_file(path)) {
+    if (path.filename() == "vocab.txt") return path;
+    if (path.extension() == ".json" && wordpiece_json(path)) return path;
+    return std::nullopt;
+  }
+  if (!fs::is_directory(path)) return std::nullopt;
+  if (wordpiece_json(path / "tokenizer.json")) return path / "tokenizer.json";
+  if (fs::is_regular_file(path / "vocab.txt") && !fs::exists(path / "tokenizer.json") &&
+      !fs::exists(path / "vocab.json"))
+    return path / "vocab.txt";
+  return std::nullopt;
+}
+
 const std::string& WordPiece::id_to_token(int64_t id) const {
   DPFT_CHECK_AS(ConfigError, id >= 0 && id < vocab_size(),
                 "token id {} is outside the WordPiece vocabulary (0 to {})", id, vocab_size() - 1);

@@ -76,4 +76,9 @@ class WordPiece {
   void word_pieces(const std::string& word, std::vector<int64_t>& out) const;
 };
 
+// The WordPiece vocabulary `path` names, if it is one: a vocab.txt file, a tokenizer.json whose
+// model is WordPiece, or a directory holding either (a WordPiece tokenizer.json first; vocab.txt
+// only when there is no tokenizer.json or vocab.json, i.e. not a BPE directory). nullopt else.
+std::optional<std::filesystem::path> find_wordpiece(const std::filesystem::path& path);
+
 }  // namespace dpft::tok
