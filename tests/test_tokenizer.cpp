@@ -853,3 +853,29 @@ TEST_CASE("dpft tokenize with a WordPiece vocab.txt: pieces, pairs, token types"
   SHARED_DATA_OR_SKIP(d, "gpt2_tokenizer");
   CHECK(cli({"tokenize", "--tokenizer", d.string(), "--text", "a", "--pair", "b"}) == 2);
 }
+
+TEST_CASE("roberta pairs: <s> a </s></s> b </s>, longest_first truncation",
+          "[tokenizer][wordpiece]") {
+  SHARED_DATA_OR_SKIP(d, "roberta_tokenizer");
+  Tokenizer t = load_tokenizer(d);
+  REQUIRE(t.bos_id() == std::optional<TokenId>(0));
+  REQUIRE(t.eos_id() == std::optional<TokenId>(2));
+  auto seg = [&](const std::string& s) {
+    std::vector<TokenId> v = t.encode(s);
+    return std::vector<int64_t>(v.begin(), v.end());
+  };
+  const std::vector<int64_t> a = seg("Hello world"), b = seg("Hi there, friend");
+  REQUIRE(a.size() == 2);
+  REQUIRE(b.size() == 4);
+  PairEncoding one = encode_roberta_pair(t, "Hello world", std::nullopt);
+  CHECK(one.ids == std::vector<int64_t>{0, a[0], a[1], 2});
+  PairEncoding two = encode_roberta_pair(t, "Hello world", "Hi there, friend");
+  CHECK(two.ids == std::vector<int64_t>{0, a[0], a[1], 2, 2, b[0], b[1], b[2], b[3], 2});
+  CHECK(two.type_ids == std::vector<int64_t>(10, 0));
+  // 2 + 4 + 4 specials = 10 > 8: the longer (second) segment loses 2, then they are equal
+  PairEncoding cut = encode_roberta_pair(t, "Hello world", "Hi there, friend", 8);
+  CHECK(cut.ids == std::vector<int64_t>{0, a[0], a[1], 2, 2, b[0], b[1], 2});
+  PairEncoding cut2 = encode_roberta_pair(t, "Hello world", "Hi there, friend", 7);
+  CHECK(cut2.ids == std::vector<int64_t>{0, a[0], a[1], 2, 2, b[0], 2});  // ties: the second
+  CHECK_THROWS_AS(encode_roberta_pair(t, "a", "b", 3), ConfigError);
+}

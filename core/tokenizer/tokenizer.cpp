@@ -319,4 +319,43 @@ size_t Tokenizer::cache_size() const {
   return cache_->map.size();
 }
 
+void truncate_longest_first(std::vector<int64_t>& a, std::vector<int64_t>& b, size_t specials,
+                            size_t max_length, bool pair) {
+  if (max_length == 0) return;
+  DPFT_CHECK_AS(ConfigError, max_length >= specials,
+                "max_length {} leaves no room for the {} special tokens of a {}", max_length,
+                specials, pair ? "pair" : "sentence");
+  while (a.size() + b.size() + specials > max_length) {
+    if (a.size() > b.size())
+      a.pop_back();
+    else
+      b.pop_back();
+  }
+}
+
+PairEncoding encode_roberta_pair(const Tokenizer& t, std::string_view a,
+                                 std::optional<std::string_view> b, size_t max_length) {
+  DPFT_CHECK_AS(ConfigError, t.bos_id() && t.eos_id(),
+                "tokenizer {} has no bos or eos token: it cannot make RoBERTa's <s> a </s>",
+                t.source());
+  auto ids = [&](std::string_view s) {
+    std::vector<TokenId> v = t.encode(s);
+    return std::vector<int64_t>(v.begin(), v.end());
+  };
+  std::vector<int64_t> x = ids(a), y = b ? ids(*b) : std::vector<int64_t>();
+  truncate_longest_first(x, y, b ? 4 : 2, max_length, b.has_value());
+  const int64_t bos = *t.bos_id(), eos = *t.eos_id();
+  PairEncoding e;
+  e.ids.push_back(bos);
+  e.ids.insert(e.ids.end(), x.begin(), x.end());
+  e.ids.push_back(eos);
+  if (b) {
+    e.ids.push_back(eos);
+    e.ids.insert(e.ids.end(), y.begin(), y.end());
+    e.ids.push_back(eos);
+  }
+  e.type_ids.assign(e.ids.size(), 0);
+  return e;
+}
+
 }  // namespace dpft::tok

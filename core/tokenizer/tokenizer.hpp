@@ -144,4 +144,22 @@ class Tokenizer {
   std::unique_ptr<Cache> cache_;
 };
 
+// A sentence or a pair with the model's special tokens, for encoders.
+struct PairEncoding {
+  std::vector<int64_t> ids;  // BERT: [CLS] a [SEP] (b [SEP]); RoBERTa: <s> a </s> (</s> b </s>)
+  std::vector<int64_t> type_ids;  // BERT: 0 ... 0 (1 ... 1); RoBERTa: all 0 (one type)
+};
+
+// Truncation "longest_first" as HF's Python tokenizers do it: while the segments and `specials`
+// special tokens exceed max_length (0: no limit), drop the last token of the longer segment (of
+// the second on a tie). ConfigError when max_length cannot hold the specials (`pair` names it).
+void truncate_longest_first(std::vector<int64_t>& a, std::vector<int64_t>& b, size_t specials,
+                            size_t max_length, bool pair);
+
+// RoBERTa's templates: <s> a </s>, or <s> a </s></s> b </s>; each segment encoded alone without
+// special tokens (as HF's RobertaTokenizer, add_prefix_space off); truncation longest_first.
+// ConfigError when the tokenizer has no bos or eos.
+PairEncoding encode_roberta_pair(const Tokenizer& t, std::string_view a,
+                                 std::optional<std::string_view> b, size_t max_length = 0);
+
 }  // namespace dpft::tok

@@ -305,18 +305,7 @@ PairEncoding WordPiece::encode_pair(std::string_view a, std::optional<std::strin
                                     size_t max_length) const {
   std::vector<int64_t> x = encode(a), y = b ? encode(*b) : std::vector<int64_t>();
   const size_t specials = b ? 3 : 2;
-  if (max_length > 0) {
-    DPFT_CHECK_AS(ConfigError, max_length >= specials,
-                  "max_length {} leaves no room for the {} special tokens of a {}", max_length,
-                  specials, b ? "pair" : "sentence");
-    // longest_first: one token at a time from the longer segment (the second on a tie)
-    while (x.size() + y.size() + specials > max_length) {
-      if (x.size() > y.size())
-        x.pop_back();
-      else
-        y.pop_back();
-    }
-  }
+  truncate_longest_first(x, y, specials, max_length, b.has_value());
   PairEncoding e;
   e.ids.push_back(cls_);
   e.ids.insert(e.ids.end(), x.begin(), x.end());

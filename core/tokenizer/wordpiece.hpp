@@ -19,6 +19,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/tokenizer/tokenizer.hpp"  // PairEncoding, truncate_longest_first
+
 namespace dpft::tok {
 
 struct WordPieceOptions {
@@ -29,11 +31,6 @@ struct WordPieceOptions {
   std::string unk = "[UNK]", cls = "[CLS]", sep = "[SEP]", pad = "[PAD]", mask = "[MASK]";
   std::string prefix = "##";  // continuing-subword prefix
   size_t max_chars_per_word = 100;
-};
-
-struct PairEncoding {
-  std::vector<int64_t> ids;       // [CLS] a [SEP] (b [SEP])
-  std::vector<int64_t> type_ids;  // 0 ... 0 (1 ... 1)
 };
 
 class WordPiece {
