@@ -213,3 +213,26 @@ TEST_CASE("evaluate_classification: argmin of per-candidate summed NLL; accuracy
                     Contains("label 'mixed', which is not in the label set"));
   CHECK_THROWS_AS(eval::candidate_ids(tk, "x", "negative", 1, first), InputError);
 }
+
+TEST_CASE("classification metrics: accuracy, macro-F1, positive F1, MCC by hand", "[eval]") {
+  // 3 classes; confusion rows (true) [2 1 0], [1 3 0], [0 0 1]
+  eval::ClassificationMetrics m =
+      eval::classification_metrics({0, 0, 0, 1, 1, 1, 1, 2}, {0, 0, 1, 1, 1, 0, 1, 2}, 3);
+  CHECK(m.confusion == std::vector<std::vector<int64_t>>{{2, 1, 0}, {1, 3, 0}, {0, 0, 1}});
+  CHECK(m.correct == 6);
+  CHECK(m.accuracy == Approx(0.75));
+  CHECK(m.macro_f1 == Approx((4.0 / 6 + 6.0 / 8 + 1.0) / 3));  // F1_c = 2 TP / (2 TP + FP + FN)
+  CHECK(m.positive_f1 == Approx(0.75));                        // class 1
+  CHECK(m.mcc == Approx(22.0 / 38));  // (c s - sum p t) / sqrt((s^2 - sum p^2)(s^2 - sum t^2))
+  // binary: TP 2, FN 1, TN 1, FP 1 -> MCC (TP TN - FP FN) / sqrt(3 * 3 * 2 * 2) = 1/6
+  eval::ClassificationMetrics b = eval::classification_metrics({1, 1, 0, 0, 1}, {1, 0, 0, 1, 1}, 2);
+  CHECK(b.mcc == Approx(1.0 / 6));
+  CHECK(b.positive_f1 == Approx(4.0 / 6));
+  // a constant predictor: MCC undefined -> 0; a class never seen nor predicted has F1 0
+  eval::ClassificationMetrics k = eval::classification_metrics({0, 1, 1}, {1, 1, 1}, 3);
+  CHECK(k.mcc == 0.0);
+  CHECK(k.macro_f1 == Approx((0.0 + 2 * 2.0 / (2 * 2 + 1) + 0.0) / 3));
+  CHECK(k.to_json()["confusion"] == nlohmann::json({{0, 1, 0}, {0, 2, 0}, {0, 0, 0}}));
+  CHECK_THROWS_AS(eval::classification_metrics({0, 3}, {0, 1}, 3), InputError);
+  CHECK_THROWS_AS(eval::classification_metrics({0}, {0, 1}, 3), InputError);
+}

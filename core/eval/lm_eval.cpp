@@ -119,8 +119,61 @@ void append_per_sample(const std::filesystem::path& file, const std::string& tag
   write_file_atomic(file, out);
 }
 
+nlohmann::json ClassificationMetrics::to_json() const {
+  return {{"samples", samples},    {"correct", correct},         {"accuracy", accuracy},
+          {"macro_f1", macro_f1},  {"positive_f1", positive_f1}, {"mcc", mcc},
+          {"confusion", confusion}};
+}
+
+ClassificationMetrics classification_metrics(const std::vector<int64_t>& truth,
+                                             const std::vector<int64_t>& predicted, int64_t K,
+                                             int64_t positive) {
+  DPFT_CHECK_AS(InputError, truth.size() == predicted.size() && K >= 1,
+                "classification metrics: {} true labels but {} predictions (K = {})", truth.size(),
+                predicted.size(), K);
+  ClassificationMetrics m;
+  m.confusion.assign(static_cast<size_t>(K), std::vector<int64_t>(static_cast<size_t>(K), 0));
+  for (size_t i = 0; i < truth.size(); ++i) {
+    DPFT_CHECK_AS(InputError,
+                  truth[i] >= 0 && truth[i] < K && predicted[i] >= 0 && predicted[i] < K,
+                  "classification metrics: sample {} has class {} / prediction {} outside [0, {})",
+                  i, truth[i], predicted[i], K);
+    ++m.confusion[static_cast<size_t>(truth[i])][static_cast<size_t>(predicted[i])];
+  }
+  m.samples = static_cast<int64_t>(truth.size());
+  std::vector<double> t(static_cast<size_t>(K), 0), p(static_cast<size_t>(K), 0);
+  for (int64_t a = 0; a < K; ++a)
+    for (int64_t b = 0; b < K; ++b) {
+      const double c = static_cast<double>(m.confusion[a][b]);
+      t[a] += c;
+      p[b] += c;
+      if (a == b) m.correct += m.confusion[a][b];
+    }
+  const double s = static_cast<double>(m.samples), c = static_cast<double>(m.correct);
+  m.accuracy = m.samples > 0 ? c / s : 0.0;
+  auto f1 = [&](int64_t k) {
+    const double tp = static_cast<double>(m.confusion[k][k]);
+    const double denom = t[k] + p[k];  // 2 TP + FP + FN
+    return denom > 0 ? 2 * tp / denom : 0.0;
+  };
+  double sum_f1 = 0;
+  for (int64_t k = 0; k < K; ++k) sum_f1 += f1(k);
+  m.macro_f1 = sum_f1 / static_cast<double>(K);
+  m.positive_f1 = positive >= 0 && positive < K ? f1(positive) : 0.0;
+  double pt = 0, pp = 0, tt = 0;
+  for (int64_t k = 0; k < K; ++k) pt += p[k] * t[k], pp += p[k] * p[k], tt += t[k] * t[k];
+  const double den = std::sqrt((s * s - pp) * (s * s - tt));
+  m.mcc = den > 0 ? (c * s - pt) / den : 0.0;
+  return m;
+}
+
 nlohmann::json ClassEvalResult::to_json() const {
-  return {{"accuracy", accuracy}, {"samples", samples}, {"correct", correct}, {"seconds", seconds}};
+  nlohmann::json j = {
+      {"accuracy", accuracy}, {"samples", samples}, {"correct", correct}, {"seconds", seconds}};
+  const nlohmann::json m = metrics.to_json();  // a named json: items() refers into it
+  for (auto& [k, v] : m.items())
+    if (!j.contains(k)) j[k] = v;
+  return j;
 }
 
 std::vector<std::string> label_set(const std::vector<lm::Example>& examples) {
@@ -210,10 +263,12 @@ ClassEvalResult evaluate_classification(model::CausalLM& model,
     for (int64_t c = 1; c < C; ++c)
       if (s[c] < s[best]) best = c;
     r.predicted.push_back(best);
+    r.truth.push_back(truth[i]);
     r.scores.push_back(std::move(s));
     if (best == truth[i]) ++r.correct;
   }
   r.accuracy = n > 0 ? static_cast<double>(r.correct) / static_cast<double>(n) : 0.0;
+  r.metrics = classification_metrics(r.truth, r.predicted, C, C == 2 ? 1 : -1);
   r.seconds = seconds_since(t0);
   return r;
 }

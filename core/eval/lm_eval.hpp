@@ -49,14 +49,36 @@ LmEvalResult evaluate_lm(model::CausalLM& model, const lm::LmDataset& ds, int64_
 void append_per_sample(const std::filesystem::path& file, const std::string& tag,
                        const LmEvalResult& r);
 
+// Classification metrics from true and predicted class indices in [0, K):
+//   accuracy;
+//   macro-F1 = mean over classes of F1_c = 2 TP_c / (2 TP_c + FP_c + FN_c) (0 for a class that
+//     is neither true nor predicted anywhere, as scikit-learn's zero_division=0 does);
+//   F1 of class `positive` (binary tasks: GLUE's F1 for QQP/MRPC);
+//   Matthews correlation (Gorodkin's R_K, which is the usual MCC for K = 2):
+//     (c s - sum_k p_k t_k) / sqrt((s^2 - sum_k p_k^2)(s^2 - sum_k t_k^2)),
+//     c correct, s samples, t_k true and p_k predicted counts of class k; 0 when undefined;
+//   confusion[t][p] counts.
+struct ClassificationMetrics {
+  int64_t samples = 0, correct = 0;
+  double accuracy = 0, macro_f1 = 0, positive_f1 = 0, mcc = 0;
+  std::vector<std::vector<int64_t>> confusion;  // (K, K): [true][predicted]
+  nlohmann::json to_json() const;
+};
+// InputError when the lengths differ or an index is outside [0, K).
+ClassificationMetrics classification_metrics(const std::vector<int64_t>& truth,
+                                             const std::vector<int64_t>& predicted, int64_t K,
+                                             int64_t positive = 1);
+
 struct ClassEvalResult {
   double accuracy = 0;
   int64_t samples = 0, correct = 0;
   double seconds = 0;
   std::vector<int64_t> predicted;  // per sample: index into the label set
+  std::vector<int64_t> truth;      // per sample: the true label's index
+  ClassificationMetrics metrics;   // of truth and predicted over the label set
   // Per sample, per label: summed NLL of the label's tokens.
   std::vector<std::vector<double>> scores;
-  nlohmann::json to_json() const;  // accuracy, samples, correct, seconds
+  nlohmann::json to_json() const;  // accuracy, samples, correct, seconds, metrics
 };
 
 // The distinct non-empty labels of `examples`, sorted: the candidate set for classification.
