@@ -274,41 +274,42 @@ std::vector<int64_t> shard(const std::vector<int64_t>& rows) {
   return out;
 }
 
-void all_reduce_sum(std::vector<torch::Tensor>& ts, const char* what) {
-  if (!active() || ts.empty()) return;
 #ifdef DPFT_HAVE_GLOO
+namespace {
+// One collective `op` over ts: one call per dtype when they are mixed, else per 64 MB bucket.
+template <class Op>
+void collective(std::vector<torch::Tensor>& ts, const char* what, const Op& op) {
   if (!same_dtype(ts)) {
     for (auto& t : ts) {
       std::vector<torch::Tensor> one{t};
-      all_reduce_sum(one, what);
+      collective(one, what, op);
     }
     return;
   }
   for (auto& bucket : buckets(ts)) {
     std::vector<torch::Tensor> buf{pack(bucket)};
-    wait_for(the_world().pg->allreduce(buf), what);
+    wait_for(op(buf), what);
     unpack(buf[0], bucket);
   }
+}
+}  // namespace
+#endif
+
+void all_reduce_sum(std::vector<torch::Tensor>& ts, const char* what) {
+  if (!active() || ts.empty()) return;
+#ifdef DPFT_HAVE_GLOO
+  collective(ts, what, [](std::vector<torch::Tensor>& b) { return the_world().pg->allreduce(b); });
 #endif
 }
 
 void broadcast(std::vector<torch::Tensor>& ts, const char* what) {
   if (!active() || ts.empty()) return;
 #ifdef DPFT_HAVE_GLOO
-  if (!same_dtype(ts)) {
-    for (auto& t : ts) {
-      std::vector<torch::Tensor> one{t};
-      broadcast(one, what);
-    }
-    return;
-  }
-  c10d::BroadcastOptions bo;
-  bo.rootRank = 0;
-  for (auto& bucket : buckets(ts)) {
-    std::vector<torch::Tensor> buf{pack(bucket)};
-    wait_for(the_world().pg->broadcast(buf, bo), what);
-    unpack(buf[0], bucket);
-  }
+  collective(ts, what, [](std::vector<torch::Tensor>& b) {
+    c10d::BroadcastOptions bo;
+    bo.rootRank = 0;
+    return the_world().pg->broadcast(b, bo);
+  });
 #endif
 }
 
