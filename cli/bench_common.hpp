@@ -10,8 +10,9 @@
 
 namespace dpft {
 
-// Measured fp32 matmul rate (1024^3 sgemm, best of 5), GFLOP/s.
-double sgemm_gflops();
+// Measured fp32 matmul rate on `dev` (1024^3 sgemm on the CPU, 4096^3 on a GPU; best of 5),
+// GFLOP/s: the yardstick for a model's FLOP rate on the same device.
+double sgemm_gflops(const torch::Device& dev);
 // Forward matmul FLOPs per token of `m` at sequence length `seq`: 2 x (linear weights + tied
 // lm_head) + attention scores and mixing (4 x seq/2 x heads x head_dim per layer).
 double forward_flops_per_token(model::CausalLM& m, int64_t seq);

@@ -5,6 +5,8 @@
 //   forward  forward throughput (tokens/s) of a preset next to the measured sgemm rate
 #include <CLI/CLI.hpp>
 
+#include <torch/cuda.h>
+
 #include <chrono>
 #include <iostream>
 
@@ -68,7 +70,7 @@ int bench_decode(const std::string& arch, const std::string& preset, int64_t voc
 int bench_forward(const std::string& arch, const std::string& preset, int64_t vocab, int64_t batch,
                   int64_t seq, int reps) {
   torch::NoGradGuard ng;
-  double gemm_gflops = sgemm_gflops();
+  double gemm_gflops = sgemm_gflops(torch::kCPU);
 
   model::ModelConfig c = model::preset_config(arch, preset, vocab);
   model::CausalLM m = model::make_causal_lm(c, 0);
@@ -93,15 +95,23 @@ int bench_forward(const std::string& arch, const std::string& preset, int64_t vo
 
 }  // namespace
 
-double sgemm_gflops() {
+double sgemm_gflops(const torch::Device& dev) {
   torch::NoGradGuard ng;
-  torch::Tensor a = torch::randn({1024, 1024}), b = torch::randn({1024, 1024});
+  // 1024^3 on the CPU; 4096^3 on a GPU, where a 1024^3 product is mostly launch overhead.
+  const int64_t n = dev.is_cuda() ? 4096 : 1024;
+  const auto opt = torch::TensorOptions().device(dev);
+  torch::Tensor a = torch::randn({n, n}, opt), b = torch::randn({n, n}, opt);
+  auto sync = [&] {
+    if (dev.is_cuda()) torch::cuda::synchronize();
+  };
   torch::mm(a, b);
+  sync();
   double best = 0;
   for (int i = 0; i < 5; ++i) {
     auto t0 = Clock::now();
     torch::mm(a, b);
-    best = std::max(best, 2.0 * 1024 * 1024 * 1024 / secs(t0) / 1e9);
+    sync();
+    best = std::max(best, 2.0 * static_cast<double>(n * n * n) / secs(t0) / 1e9);
   }
   return best;
 }

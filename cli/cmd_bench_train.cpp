@@ -156,7 +156,7 @@ int bench_train(const TrainBench& b) {
   // Backward: activation gradients (= forward) always; weight gradients (= forward's share of
   // the trainable matrices) only for full fine-tuning.
   double np_flops = fwd * (b.peft == "full" ? 3.0 : 2.0);
-  double gemm = sgemm_gflops();
+  double gemm = sgemm_gflops(dev);
   std::string common = fmt::format(
       "bench train --arch {} --preset {} --vocab {} --batch {} --seq {} --micro {} "
       "--peft {} --r {} --grad-mode {} --reps {} --threads {} --dtype {} --device {} --quiet",

@@ -19,6 +19,7 @@
 #include "methods/pe_sgd/projection_loop.hpp"
 #include "methods/registry.hpp"
 #include "model_test_util.hpp"
+#include "projection_modes.hpp"
 #include "run_fixture.hpp"
 #include "test_util.hpp"
 
@@ -26,15 +27,9 @@ using namespace dpft;
 using namespace dpft::test;
 using torch::Tensor;
 
-namespace {
+using namespace dpft::test_modes;
 
-// The spec spellings of the projection modes (core/privacy/modes.hpp).
-[[maybe_unused]] privacy::ColumnScaling scaling(const std::string& s) {
-  return enum_value(s, privacy::kColumnScalingNames, "sensitivity");
-}
-[[maybe_unused]] privacy::NoisePlacement place(const std::string& s) {
-  return enum_value(s, privacy::kNoisePlacementNames, "noise_placement");
-}
+namespace {
 
 std::string prompts_file() {
   return std::string(DPFT_SOURCE_DIR) + "/experiments/prompts/pubmed.yaml";

@@ -14,19 +14,14 @@
 #include "core/privacy/accountant.hpp"
 #include "core/project/projection.hpp"
 #include "core/util/error.hpp"
+#include "projection_modes.hpp"
 
 using namespace dpft;
 using torch::Tensor;
 
-namespace {
+using namespace dpft::test_modes;
 
-// The spec spellings of the projection modes (core/privacy/modes.hpp).
-[[maybe_unused]] privacy::ColumnScaling scaling(const std::string& s) {
-  return enum_value(s, privacy::kColumnScalingNames, "sensitivity");
-}
-[[maybe_unused]] privacy::NoisePlacement place(const std::string& s) {
-  return enum_value(s, privacy::kNoisePlacementNames, "noise_placement");
-}
+namespace {
 
 Tensor rnd(int64_t n, int64_t p, uint64_t seed) {
   torch::manual_seed(seed);
@@ -75,7 +70,11 @@ TEST_CASE("GramSolver solves (G^T G + eta I) Z = G^T H like an explicit inverse"
   }
   // Duplicate rows and eta = 0: Cholesky fails, the eigen fallback reports the singularity.
   Tensor dup = torch::cat({Gs, Gs.narrow(0, 0, 1)});
-  CHECK_THROWS(project::GramSolver(dup, 0.0));
+  CHECK_THROWS_WITH(project::GramSolver(dup, 0.0), Catch::Contains("singular (rank 12 of 13)"));
+  // A row equal to another up to 1e-9 is singular to working precision whatever the BLAS rounds:
+  // the decision is relative (10 n eps), not whether Cholesky happened to fail.
+  Tensor near = torch::cat({Gs, Gs.narrow(0, 0, 1) + 1e-9 * rnd(1, 40, 3)});
+  CHECK_THROWS_WITH(project::GramSolver(near, 0.0), Catch::Contains("singular"));
   project::GramSolver s2(dup, 1e-6);
   Tensor x = s2.solve(project::gram_f64(dup, Hs));
   CHECK(x.isfinite().all().item<bool>());

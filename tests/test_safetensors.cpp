@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <set>
 #include <thread>
 
@@ -168,6 +169,49 @@ TEST_CASE("AtomicFileWriter without commit leaves the target untouched", "[safet
     w.commit();
   }
   CHECK(read_file(p) == "new");
+}
+
+namespace {
+// A tree with files, an empty directory, a nested directory and a link to a directory outside it.
+void make_tree(const fs::path& root, const fs::path& outside) {
+  fs::create_directories(root / "a" / "b");
+  fs::create_directories(root / "empty");
+  std::ofstream(root / "f.txt") << "1";
+  std::ofstream(root / "a" / "g.txt") << "2";
+  std::ofstream(root / "a" / "b" / "h.txt") << "3";
+  fs::create_directory_symlink(outside, root / "a" / "link");
+}
+}  // namespace
+
+TEST_CASE("remove_tree removes what std::filesystem::remove_all removes, never following links",
+          "[atomic]") {
+  test::TempDir d;
+  const fs::path outside = d.path / "outside", mine = d.path / "mine", ref = d.path / "ref";
+  fs::create_directories(outside);
+  std::ofstream(outside / "keep.txt") << "k";
+  make_tree(mine, outside);
+  make_tree(ref, outside);
+  const std::uintmax_t want = fs::remove_all(ref);  // the reference (on the system's libstdc++)
+  CHECK(want == 8);
+  CHECK(remove_tree(mine) == want);
+  CHECK_FALSE(fs::exists(mine));
+  CHECK(fs::exists(outside / "keep.txt"));  // the link was removed, not its target's contents
+  CHECK(remove_tree(mine) == 0);            // a missing path: nothing to do, no error
+  std::ofstream(d.path / "file") << "x";
+  CHECK(remove_tree(d.path / "file") == 1);  // a plain file
+  CHECK_FALSE(fs::exists(d.path / "file"));
+  if (::geteuid() != 0) {  // root may delete from a read-only directory
+    fs::create_directories(d.path / "ro" / "sub");
+    std::ofstream(d.path / "ro" / "sub" / "x") << "x";
+    fs::permissions(d.path / "ro" / "sub", fs::perms::owner_read | fs::perms::owner_exec);
+    std::error_code ec;
+    remove_tree(d.path / "ro", ec);
+    CHECK(ec);
+    CHECK_THROWS_WITH(remove_tree(d.path / "ro"),
+                      Catch::Contains("could not remove") && Catch::Contains("sub/x"));
+    fs::permissions(d.path / "ro" / "sub", fs::perms::owner_all);
+    CHECK(remove_tree(d.path / "ro") == 3);
+  }
 }
 
 TEST_CASE("safetensors files from an independent Python writer read back exactly",

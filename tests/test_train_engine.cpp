@@ -436,7 +436,7 @@ TEST_CASE("a diverged run ends failed with the step and the cause; NaN weights a
     CHECK(m["status"] == "failed");
     CHECK_THAT(m["error"].get<std::string>(),
                Catch::Matchers::Contains("training diverged at step"));
-    fs::remove_all(newest);
+    remove_tree(newest);
   }
   // A model whose weights hold a NaN is refused before training, naming the weight.
   fs::path st = fs::path(f.model) / "model.safetensors";

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cli/app.hpp"
+#include "core/util/atomic_file.hpp"
 
 namespace dpft::test {
 
@@ -27,7 +28,7 @@ struct TempDir {
   }
   ~TempDir() {
     std::error_code ec;
-    fs::remove_all(path, ec);
+    dpft::remove_tree(path, ec);
   }
   fs::path write(const std::string& name, const std::string& content) const {
     fs::path p = path / name;

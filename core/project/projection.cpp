@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -66,15 +67,26 @@ GramSolver::GramSolver(const Tensor& Gs, double eta) : eta_(eta) {
   gram_ = gram_f64(Gs, Gs);
   const int64_t n = gram_.size(0);
   Tensor reg = gram_ + eta * torch::eye(n, gram_.options());
+  // Whether G G^T + eta I counts as singular must not depend on the BLAS's rounding: a rank-
+  // deficient Gram matrix can factor with a pivot of 1e-16 (MKL) or fail to (OpenBLAS). So an
+  // eigenvalue (or a squared Cholesky pivot, an upper bound on the smallest eigenvalue's scale)
+  // below rtol times the largest diagonal entry counts as zero.
+  const double scale = n > 0 ? reg.diagonal().max().item<double>() : 0.0;
+  const double rtol =
+      10.0 * static_cast<double>(std::max<int64_t>(n, 1)) * std::numeric_limits<double>::epsilon();
   auto [L, info] = torch::linalg_cholesky_ex(reg);
-  if (info.item<int64_t>() == 0) {
+  if (n == 0 ||
+      (info.item<int64_t>() == 0 && L.diagonal().pow(2).min().item<double>() > rtol * scale)) {
     chol_ = L;
-  } else {  // rounding made it indefinite (e.g. eta = 0 and duplicate rows): eigen-solve
+  } else {  // singular or nearly so (e.g. eta = 0 and duplicate rows): eigen-solve
     eig_ = true;
     auto [w, V] = torch::linalg_eigh(gram_);
-    evals_ = w.clamp_min(0) + eta;
+    const double wmax = w.max().item<double>();
+    Tensor wc = torch::where(w > rtol * std::max(wmax, 0.0), w, torch::zeros_like(w));
+    evals_ = wc + eta;
     DPFT_CHECK_AS(RuntimeError, evals_.min().item<double>() > 0,
-                  "projection: G^T G is singular and eta is 0; set eta > 0");
+                  "projection: G^T G is singular (rank {} of {}) and eta is 0; set eta > 0",
+                  (wc > 0).sum().item<int64_t>(), n);
     evecs_ = V;
   }
 }

@@ -149,7 +149,7 @@ ExportResult export_run(const fs::path& run_dir, const fs::path& out_dir) {
                 ec.message());
   const fs::path tmp =
       parent / fmt::format(".{}.tmp-{}", out_dir.filename().string(), static_cast<long>(getpid()));
-  fs::remove_all(tmp);
+  remove_tree(tmp);
   fs::create_directories(tmp);
 
   nlohmann::json included = nlohmann::json::array(), left_out = nlohmann::json::array();
@@ -224,7 +224,7 @@ ExportResult export_run(const fs::path& run_dir, const fs::path& out_dir) {
     fsync_path(parent);
     return {out_dir, manifest};
   } catch (...) {
-    fs::remove_all(tmp, ec);
+    remove_tree(tmp, ec);
     throw;
   }
 }

@@ -165,7 +165,7 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
     std::filesystem::path p;
     ~ScratchGuard() {
       std::error_code ec;
-      if (!p.empty()) std::filesystem::remove_all(p, ec);
+      if (!p.empty()) remove_tree(p, ec);
     }
   } scratch_guard{scratch};
   RunDir dir = !dist::is_root() ? RunDir::create(scratch.string(), spec)

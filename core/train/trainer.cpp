@@ -188,7 +188,7 @@ void Trainer::save_checkpoint() {
   State& s = *s_;
   if (!dist::is_root()) return;  // rank 0 writes the run directory
   fs::path dir = s.ckpt_dir(), tmp = dir.string() + ".tmp", old = dir.string() + ".old";
-  fs::remove_all(tmp);
+  remove_tree(tmp);
   fs::create_directories(tmp);
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (size_t i = 0; i < s.params.size(); ++i)  // float32 masters (mixed precision: the params
@@ -214,10 +214,10 @@ void Trainer::save_checkpoint() {
   j["privacy_lock"] = s.ctx.privacy_lock;
   j["integrity"] = checkpoint_integrity(s.ctx.privacy_lock, j["ledger"], s.step);
   write_file_atomic(tmp / "state.json", j.dump(1));
-  fs::remove_all(old);
+  remove_tree(old);
   if (fs::exists(dir)) fs::rename(dir, old);
   fs::rename(tmp, dir);
-  fs::remove_all(old);
+  remove_tree(old);
   s.ctx.dir.event("checkpoint", {{"step", s.step}});
 }
 
@@ -522,7 +522,7 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
       }
     }
     fault_point("saved");
-    if (root) fs::remove_all(s.ckpt_dir());
+    if (root) remove_tree(s.ckpt_dir());
     s.ctx.finished = true;
   }
   double train_s = 0;

@@ -1,6 +1,8 @@
 #include "core/util/atomic_file.hpp"
 
 #include <fcntl.h>
+#include <ftw.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -95,6 +97,48 @@ void write_json_atomic(const fs::path& path, const nlohmann::json& value) {
   // Invalid UTF-8 in a string (an error message quoting a Latin-1 data file) is written as
   // U+FFFD instead of throwing: the failure handler must never fail on the message it records.
   write_file_atomic(path, value.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+}
+
+namespace {
+// nftw(3) has no user pointer: the walk's state lives in thread-local storage.
+thread_local std::uintmax_t tl_removed = 0;
+thread_local int tl_errno = 0;
+thread_local std::string tl_failed;
+
+int remove_entry(const char* p, const struct stat*, int, struct FTW*) {
+  if (::remove(p) != 0 && errno != ENOENT) {
+    tl_errno = errno;
+    tl_failed = p;
+    return 1;  // stops the walk
+  }
+  ++tl_removed;
+  return 0;
+}
+}  // namespace
+
+std::uintmax_t remove_tree(const fs::path& path, std::error_code& ec) noexcept {
+  ec.clear();
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT) ec.assign(errno, std::generic_category());
+    return 0;
+  }
+  tl_removed = 0;
+  tl_errno = 0;
+  tl_failed.clear();
+  // Depth first (contents before their directory), physical (links are not followed).
+  const int rc = ::nftw(path.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+  if (rc != 0) ec.assign(tl_errno ? tl_errno : errno, std::generic_category());
+  return tl_removed;
+}
+
+std::uintmax_t remove_tree(const fs::path& path) {
+  std::error_code ec;
+  const std::uintmax_t n = remove_tree(path, ec);
+  if (ec)
+    throw RuntimeError(fmt::format("could not remove {}: {}",
+                                   tl_failed.empty() ? path.string() : tl_failed, ec.message()));
+  return n;
 }
 
 std::string read_file(const fs::path& path) {

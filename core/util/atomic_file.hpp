@@ -42,6 +42,15 @@ class AtomicFileWriter {
   int fd_ = -1;
 };
 
+// Removes a file or a directory tree (symbolic links removed, never followed), like
+// std::filesystem::remove_all, returning the number of entries removed (0 when `path` does not
+// exist). Written on POSIX nftw(3) because a PyTorch wheel's libtorch.so exports its own copy of
+// std::filesystem::remove_all, which the dynamic linker can bind dpft's calls to and which
+// crashes (seen with PyTorch 2.11 on the GPU machine, docs/BENCHMARKS.md). Throws RuntimeError
+// naming the entry it could not remove; the error_code form never throws.
+std::uintmax_t remove_tree(const fs::path& path);
+std::uintmax_t remove_tree(const fs::path& path, std::error_code& ec) noexcept;
+
 // Read a whole file; throws InputError naming the path if it cannot be read.
 std::string read_file(const fs::path& path);
 

@@ -1,6 +1,7 @@
 #include "core/util/system.hpp"
 
 #include <ATen/Parallel.h>
+#include <ATen/Version.h>
 #include <dlfcn.h>
 #include <link.h>
 #include <spdlog/spdlog.h>
@@ -56,6 +57,14 @@ BlasInfo blas_info() {
 
 void warn_if_slow_blas() {
   BlasInfo b = blas_info();
+  // No generic libblas.so loaded: a LibTorch with its BLAS built in (PyTorch wheels link MKL
+  // statically) is fast; only say so when its build config names no optimised BLAS either.
+  if (b.library.empty()) {
+    const std::string cfg = at::show_config();
+    if (cfg.find("BLAS_INFO=mkl") != std::string::npos ||
+        cfg.find("BLAS_INFO=open") != std::string::npos)
+      return;
+  }
   if (!b.openblas)
     spdlog::warn("LibTorch's BLAS is '{}', not OpenBLAS: matrix products will run ~20x slower. "
                  "Install libopenblas0-pthread (scripts/setup.sh does) and select it with "
