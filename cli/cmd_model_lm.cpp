@@ -1,5 +1,6 @@
 // `dpft model init | info | logits`: make, describe and probe language-model checkpoints.
-//   init   --arch gpt2|llama|qwen2 --preset P --tokenizer DIR --out DIR [--seed N] [--dtype D]
+//   init   --arch gpt2|llama|qwen2|bert|roberta --preset P --tokenizer DIR --out DIR [--seed N]
+//          [--dtype D] [--head none|classification|mlm|causal] [--labels a,b,...]
 //   info   DIR [--peft lora|full|none] [--targets a,b] [--r N] [--json]
 //   logits --model DIR [--adapter DIR] (--text T | --ids 1,2,3) [--all-positions] --json
 #include <CLI/CLI.hpp>
@@ -13,6 +14,7 @@
 #include "core/model/presets.hpp"
 #include "core/model/safetensors.hpp"
 #include "core/tokenizer/load.hpp"
+#include "core/tokenizer/wordpiece.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
 #include "core/util/strings.hpp"
@@ -49,13 +51,22 @@ std::vector<int64_t> parse_ids(const std::string& s) {
 
 void register_init(CLI::App* model, CliContext& ctx) {
   struct Opts {
-    std::string arch, preset, tokenizer, out, dtype = "float32", family;
+    std::string arch, preset, tokenizer, out, dtype = "float32", family, head = "none";
+    std::vector<std::string> labels;
     uint64_t seed = 0;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = model->add_subcommand("init", "write a random-init HF-format checkpoint (config, weights, tokenizer)");
-  sub->add_option("--arch", o->arch, "gpt2 | llama | qwen2")->required();
-  sub->add_option("--preset", o->preset, "tiny | mini | small | gpt2-124m | qwen2.5-3b (docs/models.md)")->required();
+  sub->add_option("--arch", o->arch, "gpt2 | llama | qwen2 | bert | roberta")->required();
+  sub->add_option("--preset", o->preset,
+                  "tiny | mini | small | gpt2-124m | qwen2.5-3b | bert-base | roberta-base | "
+                  "minilm-l6 (docs/models.md)")
+      ->required();
+  sub->add_option("--head", o->head,
+                  "encoders: none | classification | mlm | causal (a causal-mask LM)")
+      ->capture_default_str();
+  sub->add_option("--labels", o->labels, "classification label names in id order (default 2)")
+      ->delimiter(',');
   sub->add_option("--tokenizer", o->tokenizer, "tokenizer directory (its vocabulary sets vocab_size)")->required();
   sub->add_option("--out", o->out, "output directory")->required();
   sub->add_option("--seed", o->seed, "initialisation seed")->capture_default_str();
@@ -63,17 +74,49 @@ void register_init(CLI::App* model, CliContext& ctx) {
   sub->add_option("--tiktoken-family", o->family, "llama3 | qwen2 | qwen1 (tiktoken rank files)");
   sub->callback([o, &ctx] {
     ctx.action = [o] {
+      const bool encoder = o->arch == "bert" || o->arch == "roberta";
+      DPFT_CHECK_AS(ConfigError, encoder || (o->head == "none" && o->labels.empty()),
+                    "--head and --labels are for encoders (--arch bert or roberta)");
+      model::ModelConfig cfg;
+      std::string tok_format = "wordpiece";
       tok::LoadOptions lo;
       lo.tiktoken_family = o->family;
-      tok::Tokenizer tk = tok::load_tokenizer(o->tokenizer, lo);
-      model::ModelConfig cfg = model::preset_config(o->arch, o->preset, tk.vocab_size());
-      if (tk.bos_id()) cfg.bos_token_id = *tk.bos_id();
-      if (tk.eos_id()) cfg.eos_token_id = *tk.eos_id();
-      if (tk.pad_id()) cfg.pad_token_id = *tk.pad_id();
+      if (auto wp = tok::find_wordpiece(o->tokenizer)) {  // BERT's vocab.txt
+        tok::WordPiece w = tok::WordPiece::load(*wp);
+        cfg = model::preset_config(o->arch, o->preset, w.vocab_size());
+        if (w.pad_id()) cfg.pad_token_id = *w.pad_id();
+      } else {
+        tok::Tokenizer tk = tok::load_tokenizer(o->tokenizer, lo);
+        tok_format = tk.format();
+        cfg = model::preset_config(o->arch, o->preset, tk.vocab_size());
+        if (tk.bos_id()) cfg.bos_token_id = *tk.bos_id();
+        if (tk.eos_id()) cfg.eos_token_id = *tk.eos_id();
+        if (tk.pad_id()) cfg.pad_token_id = *tk.pad_id();
+      }
+      if (encoder) {
+        using model::EncoderHead;
+        if (o->head == "classification") {
+          cfg.head = EncoderHead::kSequenceClassification;
+          cfg.labels =
+              o->labels.empty() ? std::vector<std::string>{"LABEL_0", "LABEL_1"} : o->labels;
+        } else if (o->head == "mlm") {
+          cfg.head = EncoderHead::kMaskedLM;
+        } else if (o->head == "causal") {
+          cfg.head = EncoderHead::kCausalLM;
+          cfg.is_decoder = true;
+        } else if (o->head != "none") {
+          throw ConfigError(
+              fmt::format("--head '{}': use none, classification, mlm or causal", o->head));
+        }
+        DPFT_CHECK_AS(ConfigError,
+                      o->labels.empty() || cfg.head == EncoderHead::kSequenceClassification,
+                      "--labels needs --head classification");
+        cfg.validate("dpft model init");
+      }
       model::CausalLM m = model::make_causal_lm(cfg, o->seed);
       model::save_checkpoint(m, o->out, false, parse_dtype(o->dtype));
       int copied = model::copy_tokenizer_files(o->tokenizer, o->out);
-      if (!o->family.empty() && tk.format() == "tiktoken") {
+      if (!o->family.empty() && tok_format == "tiktoken") {
         // Record the family the user chose so that loading the checkpoint's tokenizer (which
         // detects it from tokenizer_config.json) gives the same tokenizer.
         fs::path cfg_path = fs::path(o->out) / "tokenizer_config.json";
@@ -83,7 +126,8 @@ void register_init(CLI::App* model, CliContext& ctx) {
                                 : o->family == "qwen1" ? "QWenTokenizer"
                                                        : "PreTrainedTokenizerFast";
         if (o->family == "llama3") tc["bos_token"] = "<|begin_of_text|>";
-        if (fs::exists(cfg_path)) fs::permissions(cfg_path, fs::perms::owner_write, fs::perm_options::add);
+        if (fs::exists(cfg_path))
+          fs::permissions(cfg_path, fs::perms::owner_write, fs::perm_options::add);
         write_file_atomic(cfg_path, tc.dump(2) + "\n");
       }
       std::cout << fmt::format("wrote {} ({} {}, {} parameters, vocab {}, {} tokenizer files)\n", o->out, o->arch,

@@ -25,7 +25,7 @@ R="$W/base/$(tail -1 "$W/stopped.out")"
 grep -q '"status": "stopped"' "$R/manifest.json" 2>/dev/null ||
   { echo "bad_inputs: the stopped run for resume cases failed:"; cat "$W/stopped.err"; exit 1; }
 R=$(cd "$R" && pwd)
-export R
+export R D ROOT  # preps may use the run ($R), dpft ($D) and the repository ($ROOT)
 
 pass=0 fail=0 n=0
 while IFS=$'\t' read -r name code regex prep cmd; do

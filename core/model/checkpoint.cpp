@@ -133,8 +133,14 @@ PeftOptions load_adapter(CausalLM& model, const fs::path& dir) {
 }
 
 int copy_tokenizer_files(const fs::path& from, const fs::path& to) {
-  static const char* names[] = {"tokenizer.json", "vocab.json", "merges.txt", "vocab.bpe", "tokenizer_config.json",
-                                "special_tokens_map.json", "tokenizer.model"};
+  static const char* names[] = {"tokenizer.json",
+                                "vocab.json",
+                                "merges.txt",
+                                "vocab.bpe",
+                                "vocab.txt",
+                                "tokenizer_config.json",
+                                "special_tokens_map.json",
+                                "tokenizer.model"};
   fs::create_directories(to);
   int n = 0;
   for (const char* name : names)

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <stdexcept>
+
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
 
@@ -26,9 +28,36 @@ std::optional<int64_t> opt_id(const nlohmann::json& j, const char* key) {
 
 }  // namespace
 
+namespace {
+
+// HF architecture names of the encoder heads, per model type.
+struct HeadName {
+  EncoderHead head;
+  const char* bert;
+  const char* roberta;
+};
+constexpr HeadName kHeadNames[] = {
+    {EncoderHead::kNone, "BertModel", "RobertaModel"},
+    {EncoderHead::kSequenceClassification, "BertForSequenceClassification",
+     "RobertaForSequenceClassification"},
+    {EncoderHead::kMaskedLM, "BertForMaskedLM", "RobertaForMaskedLM"},
+    {EncoderHead::kCausalLM, "BertLMHeadModel", "RobertaForCausalLM"},
+};
+
+std::string encoder_architecture(const std::string& type, EncoderHead h) {
+  for (const auto& n : kHeadNames)
+    if (n.head == h) return type == "roberta" ? n.roberta : n.bert;
+  return "";
+}
+
+}  // namespace
+
 void ModelConfig::validate(const std::string& what) const {
-  if (model_type != "gpt2" && model_type != "llama" && model_type != "qwen2")
-    throw InputError(fmt::format("{}: unsupported model_type '{}'; dpft supports gpt2, llama, qwen2", what, model_type));
+  if (model_type != "gpt2" && model_type != "llama" && model_type != "qwen2" && !is_encoder())
+    throw InputError(
+        fmt::format("{}: unsupported model_type '{}'; dpft supports gpt2, llama, "
+                    "qwen2, bert, roberta",
+                    what, model_type));
   auto pos = [&](const char* name, int64_t v) {
     if (v < 1) throw InputError(fmt::format("{}: {} must be >= 1, got {}", what, name, v));
   };
@@ -68,9 +97,37 @@ void ModelConfig::validate(const std::string& what) const {
   if (num_heads % num_kv_heads != 0)
     throw InputError(fmt::format("{}: num_attention_heads {} is not a multiple of num_key_value_heads {}", what,
                                  num_heads, num_kv_heads));
-  if (is_gpt2() && head_dim * num_heads != hidden_size)
-    throw InputError(fmt::format("{}: n_embd {} is not divisible by n_head {}", what, hidden_size, num_heads));
-  if (!is_gpt2() && head_dim % 2 != 0)
+  if (learned_positions() && head_dim * num_heads != hidden_size)
+    throw InputError(fmt::format("{}: hidden size {} is not divisible by the {} heads", what,
+                                 hidden_size, num_heads));
+  if (is_encoder()) {
+    if (type_vocab_size < 1 || type_vocab_size > 1024)
+      throw InputError(
+          fmt::format("{}: type_vocab_size must be in [1, 1024], got {}", what, type_vocab_size));
+    if (head == EncoderHead::kSequenceClassification && (labels.empty() || labels.size() > 100000))
+      throw InputError(
+          fmt::format("{}: a sequence classifier needs 1 to 100000 labels "
+                      "(num_labels / id2label), got {}",
+                      what, labels.size()));
+    if (head == EncoderHead::kCausalLM && !is_decoder)
+      throw InputError(fmt::format("{}: {} needs \"is_decoder\": true (a causal mask)", what,
+                                   encoder_architecture(model_type, head)));
+    if (head != EncoderHead::kCausalLM && is_decoder)
+      throw InputError(
+          fmt::format("{}: \"is_decoder\": true with {}: only {} trains with a "
+                      "causal mask",
+                      what, encoder_architecture(model_type, head),
+                      encoder_architecture(model_type, EncoderHead::kCausalLM)));
+    if (usable_positions() < 1)
+      throw InputError(
+          fmt::format("{}: max_position_embeddings {} leaves no position after "
+                      "RoBERTa's padding offset (pad_token_id {})",
+                      what, max_position, pad_token_id.value_or(1)));
+    if (pad_token_id && (*pad_token_id < 0 || *pad_token_id >= vocab_size))
+      throw InputError(fmt::format("{}: pad_token_id {} is outside the vocabulary of {}", what,
+                                   *pad_token_id, vocab_size));
+  }
+  if (!learned_positions() && head_dim % 2 != 0)
     throw InputError(fmt::format("{}: head_dim {} must be even for rotary embeddings", what, head_dim));
   if (!(norm_eps > 0)) throw InputError(fmt::format("{}: norm epsilon must be > 0", what));
   if (activation != "gelu_new" && activation != "gelu" && activation != "silu" && activation != "relu")
@@ -83,7 +140,77 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& what)
   if (!j.contains("model_type") || !j["model_type"].is_string())
     throw InputError(fmt::format("{}: config.json has no 'model_type'", what));
   c.model_type = j["model_type"].get<std::string>();
-  if (c.model_type == "gpt2") {
+  if (c.model_type == "bert" || c.model_type == "roberta") {
+    const bool roberta = c.model_type == "roberta";
+    c.vocab_size = get_or<int64_t>(j, "vocab_size", roberta ? 50265 : 30522, what);
+    c.hidden_size = get_or<int64_t>(j, "hidden_size", 768, what);
+    c.num_layers = get_or<int64_t>(j, "num_hidden_layers", 12, what);
+    c.num_heads = get_or<int64_t>(j, "num_attention_heads", 12, what);
+    c.num_kv_heads = c.num_heads;
+    c.intermediate_size = get_or<int64_t>(j, "intermediate_size", 3072, what);
+    c.max_position = get_or<int64_t>(j, "max_position_embeddings", 512, what);
+    c.type_vocab_size = get_or<int64_t>(j, "type_vocab_size", 2, what);
+    c.norm_eps = get_or<double>(j, "layer_norm_eps", 1e-12, what);
+    c.activation = get_or<std::string>(j, "hidden_act", "gelu", what);
+    c.is_decoder = get_or<bool>(j, "is_decoder", false, what);
+    c.tie_word_embeddings = get_or<bool>(j, "tie_word_embeddings", true, what);
+    c.attention_bias = true;
+    c.head_dim = c.num_heads > 0 ? c.hidden_size / c.num_heads : 0;
+    const std::string pet = get_or<std::string>(j, "position_embedding_type", "absolute", what);
+    if (pet != "absolute")
+      throw InputError(
+          fmt::format("{}: position_embedding_type '{}' is not supported (only "
+                      "absolute)",
+                      what, pet));
+    std::string arch = roberta ? "RobertaModel" : "BertModel";
+    if (j.contains("architectures") && j["architectures"].is_array() &&
+        !j["architectures"].empty() && j["architectures"][0].is_string())
+      arch = j["architectures"][0].get<std::string>();
+    bool known = false;
+    for (const auto& n : kHeadNames)
+      if (arch == (roberta ? n.roberta : n.bert)) c.head = n.head, known = true;
+    if (!known)
+      throw InputError(fmt::format(
+          "{}: architecture '{}' is not supported for {}; dpft knows {}, "
+          "{}, {} and {}",
+          what, arch, c.model_type, encoder_architecture(c.model_type, EncoderHead::kNone),
+          encoder_architecture(c.model_type, EncoderHead::kSequenceClassification),
+          encoder_architecture(c.model_type, EncoderHead::kMaskedLM),
+          encoder_architecture(c.model_type, EncoderHead::kCausalLM)));
+    if (c.head == EncoderHead::kSequenceClassification) {
+      // id2label {"0": "negative", "1": "positive"} names the labels; else num_labels (HF: 2).
+      if (j.contains("id2label") && j["id2label"].is_object() && !j["id2label"].empty()) {
+        const auto& m = j["id2label"];
+        c.labels.assign(m.size(), "");
+        for (auto it = m.begin(); it != m.end(); ++it) {
+          size_t id = 0;
+          try {
+            size_t used = 0;
+            id = static_cast<size_t>(std::stoul(it.key(), &used));
+            if (used != it.key().size()) throw std::invalid_argument(it.key());
+          } catch (const std::exception&) {
+            throw InputError(
+                fmt::format("{}: id2label key '{}' is not a label id", what, it.key()));
+          }
+          if (id >= c.labels.size() || !it.value().is_string() || !c.labels[id].empty())
+            throw InputError(
+                fmt::format("{}: id2label must map 0..{} to names, once each; "
+                            "'{}' breaks that",
+                            what, m.size() - 1, it.key()));
+          c.labels[id] = it.value().get<std::string>();
+        }
+      } else {
+        const int64_t n = get_or<int64_t>(j, "num_labels", 2, what);
+        if (n < 1 || n > 100000)
+          throw InputError(fmt::format("{}: num_labels must be in [1, 100000], got {}", what, n));
+        for (int64_t i = 0; i < n; ++i) c.labels.push_back(fmt::format("LABEL_{}", i));
+      }
+      if (j.contains("num_labels") && j["num_labels"].is_number_integer() &&
+          j["num_labels"].get<int64_t>() != c.num_labels())
+        throw InputError(fmt::format("{}: num_labels {} but id2label names {} labels", what,
+                                     j["num_labels"].get<int64_t>(), c.num_labels()));
+    }
+  } else if (c.model_type == "gpt2") {
     c.vocab_size = get_or<int64_t>(j, "vocab_size", 50257, what);
     c.hidden_size = get_or<int64_t>(j, "n_embd", 768, what);
     c.num_layers = get_or<int64_t>(j, "n_layer", 12, what);
@@ -127,6 +254,7 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& what)
   c.bos_token_id = opt_id(j, "bos_token_id");
   c.eos_token_id = opt_id(j, "eos_token_id");
   c.pad_token_id = opt_id(j, "pad_token_id");
+  if (c.is_encoder() && !c.pad_token_id) c.pad_token_id = c.model_type == "roberta" ? 1 : 0;
   c.validate(what);
   return c;
 }
@@ -148,7 +276,33 @@ nlohmann::json model_config_to_json(const ModelConfig& c) {
   nlohmann::json j;
   j["model_type"] = c.model_type;
   j["vocab_size"] = c.vocab_size;
-  if (c.is_gpt2()) {
+  if (c.is_encoder()) {
+    j["architectures"] = {encoder_architecture(c.model_type, c.head)};
+    j["hidden_size"] = c.hidden_size;
+    j["num_hidden_layers"] = c.num_layers;
+    j["num_attention_heads"] = c.num_heads;
+    j["intermediate_size"] = c.intermediate_size;
+    j["max_position_embeddings"] = c.max_position;
+    j["type_vocab_size"] = c.type_vocab_size;
+    j["layer_norm_eps"] = c.norm_eps;
+    j["hidden_act"] = c.activation;
+    j["is_decoder"] = c.is_decoder;
+    j["tie_word_embeddings"] = c.tie_word_embeddings;
+    j["position_embedding_type"] = "absolute";
+    j["hidden_dropout_prob"] =
+        0.1;  // HF's defaults; dpft's forward has no dropout (docs/models.md)
+    j["attention_probs_dropout_prob"] = 0.1;
+    if (c.head == EncoderHead::kSequenceClassification) {
+      nlohmann::json id2label = nlohmann::json::object(), label2id = nlohmann::json::object();
+      for (size_t i = 0; i < c.labels.size(); ++i) {
+        id2label[std::to_string(i)] = c.labels[i];
+        label2id[c.labels[i]] = i;
+      }
+      j["id2label"] = id2label;
+      j["label2id"] = label2id;
+      j["num_labels"] = c.num_labels();
+    }
+  } else if (c.is_gpt2()) {
     j["architectures"] = {"GPT2LMHeadModel"};
     j["n_embd"] = c.hidden_size;
     j["n_layer"] = c.num_layers;

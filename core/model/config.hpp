@@ -1,6 +1,7 @@
 // Model hyper-parameters, parsed from (and written to) a Hugging Face `config.json`.
-// Supported `model_type`s: gpt2, llama, qwen2. Field names follow HF; GPT-2's short names
-// (n_embd, n_layer, ...) map onto the common fields.
+// Supported `model_type`s: gpt2, llama, qwen2 (decoders) and bert, roberta (encoders, with the
+// head named by `architectures[0]`). Field names follow HF; GPT-2's short names (n_embd,
+// n_layer, ...) map onto the common fields.
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -8,6 +9,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace dpft::model {
 
@@ -18,8 +20,13 @@ struct RopeScaling {            // Llama-3 "rope_type": "llama3"
   int64_t original_max_position_embeddings = 8192;
 };
 
+// The head an encoder carries (HF's architectures[0]): BertModel / RobertaModel (none: hidden
+// states and sentence embeddings), ...ForSequenceClassification, ...ForMaskedLM, and
+// BertLMHeadModel / RobertaForCausalLM (a causal-mask BERT trained as a language model).
+enum class EncoderHead { kNone, kSequenceClassification, kMaskedLM, kCausalLM };
+
 struct ModelConfig {
-  std::string model_type = "gpt2";  // gpt2 | llama | qwen2
+  std::string model_type = "gpt2";  // gpt2 | llama | qwen2 | bert | roberta
   int64_t vocab_size = 50257;
   int64_t hidden_size = 768;        // gpt2: n_embd
   int64_t num_layers = 12;          // gpt2: n_layer
@@ -35,8 +42,21 @@ struct ModelConfig {
   bool attention_bias = false;      // q/k/v biases (qwen2: true; gpt2: always biased)
   std::string activation = "gelu_new";  // gpt2: activation_function; llama/qwen2: hidden_act (silu)
   std::optional<int64_t> bos_token_id, eos_token_id, pad_token_id;
+  // Encoders (bert, roberta) only.
+  EncoderHead head = EncoderHead::kNone;
+  int64_t type_vocab_size = 2;      // token types (BERT 2, RoBERTa 1)
+  bool is_decoder = false;          // causal self-attention (BertLMHeadModel)
+  std::vector<std::string> labels;  // id2label in id order (classification); size = num_labels
 
   bool is_gpt2() const { return model_type == "gpt2"; }
+  bool is_encoder() const { return model_type == "bert" || model_type == "roberta"; }
+  // Learned absolute positions (a sequence may not outgrow the table), as opposed to rotary.
+  bool learned_positions() const { return is_gpt2() || is_encoder(); }
+  // Tokens per sequence the position table allows: RoBERTa's positions start at pad + 1.
+  int64_t usable_positions() const {
+    return model_type == "roberta" ? max_position - pad_token_id.value_or(1) - 1 : max_position;
+  }
+  int64_t num_labels() const { return static_cast<int64_t>(labels.size()); }
   // Throws InputError (naming `what`) for unknown model types or inconsistent sizes.
   void validate(const std::string& what) const;
 };

@@ -8,13 +8,67 @@
 namespace dpft::model {
 
 const std::vector<std::string>& preset_names() {
-  static const std::vector<std::string> n = {"tiny", "mini", "small", "gpt2-124m", "qwen2.5-3b"};
+  static const std::vector<std::string> n = {
+      "tiny", "mini", "small", "gpt2-124m", "qwen2.5-3b", "bert-base", "roberta-base", "minilm-l6"};
   return n;
 }
 
+namespace {
+
+// BERT / RoBERTa shapes (HF's bert-base-uncased, roberta-base, all-MiniLM-L6-v2 configs): GELU,
+// learned positions (RoBERTa's table has pad + 1 more rows), token types 2 (RoBERTa 1).
+ModelConfig encoder_preset(const std::string& arch, const std::string& preset, int64_t vocab) {
+  ModelConfig c;
+  c.model_type = arch;
+  c.vocab_size = vocab;
+  c.activation = "gelu";
+  c.attention_bias = true;
+  c.tie_word_embeddings = true;
+  const bool roberta = arch == "roberta";
+  c.norm_eps = roberta ? 1e-5 : 1e-12;
+  c.type_vocab_size = roberta ? 1 : 2;
+  c.pad_token_id = roberta ? 1 : 0;
+  auto set = [&](int64_t d, int64_t layers, int64_t heads, int64_t mlp, int64_t tokens) {
+    c.hidden_size = d;
+    c.num_layers = layers;
+    c.num_heads = c.num_kv_heads = heads;
+    c.head_dim = d / heads;
+    c.intermediate_size = mlp;
+    c.max_position = tokens + (roberta ? 2 : 0);  // RoBERTa: positions pad + 1 .. pad + tokens
+  };
+  if (preset == "tiny")
+    set(64, 2, 4, 256, 128);
+  else if (preset == "mini")
+    set(128, 4, 4, 512, 512);
+  else if (preset == "small")
+    set(256, 4, 4, 1024, 512);
+  else if (preset == "bert-base" || preset == "roberta-base") {
+    if (preset != arch + "-base")
+      throw ConfigError(fmt::format("--preset {} exists only for --arch {}", preset,
+                                    preset.substr(0, preset.find('-'))));
+    set(768, 12, 12, 3072, 512);
+  } else if (preset == "minilm-l6") {
+    if (roberta) throw ConfigError("--preset minilm-l6 exists only for --arch bert");
+    set(384, 6, 12, 1536, 512);
+  } else {
+    throw ConfigError(
+        fmt::format("--preset '{}' does not exist for --arch {}; use tiny, mini, "
+                    "small, {}-base{}",
+                    preset, arch, arch, roberta ? "" : " or minilm-l6"));
+  }
+  return c;
+}
+
+}  // namespace
+
 ModelConfig preset_config(const std::string& arch, const std::string& preset, int64_t vocab) {
+  if (arch == "bert" || arch == "roberta") {
+    ModelConfig c = encoder_preset(arch, preset, vocab);
+    c.validate(fmt::format("preset {}/{}", arch, preset));
+    return c;
+  }
   if (arch != "gpt2" && arch != "llama" && arch != "qwen2")
-    throw ConfigError(fmt::format("--arch '{}': use gpt2, llama or qwen2", arch));
+    throw ConfigError(fmt::format("--arch '{}': use gpt2, llama, qwen2, bert or roberta", arch));
   ModelConfig c;
   c.model_type = arch;
   c.vocab_size = vocab;
@@ -42,6 +96,9 @@ ModelConfig preset_config(const std::string& arch, const std::string& preset, in
     if (arch != "qwen2") throw ConfigError("--preset qwen2.5-3b exists only for --arch qwen2");
     set(2048, 36, 16, 2, 11008, 32768);
     c.rope_theta = 1e6;
+  } else if (preset == "bert-base" || preset == "roberta-base" || preset == "minilm-l6") {
+    throw ConfigError(
+        fmt::format("--preset {} is an encoder shape: use --arch bert or roberta", preset));
   } else {
     auto m = closest_match(preset, preset_names());
     throw ConfigError(fmt::format("--preset '{}': use one of {}{}", preset, join(preset_names(), ", "),

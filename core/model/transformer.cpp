@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "core/util/error.hpp"
@@ -161,17 +162,19 @@ std::pair<torch::Tensor, torch::Tensor> cache_kv(KVCache* cache, size_t layer, t
 
 CausalLM make_gpt2(const ModelConfig& cfg);   // gpt2.cpp
 CausalLM make_llama(const ModelConfig& cfg);  // llama.cpp (llama, qwen2)
+CausalLM make_bert(const ModelConfig& cfg);   // bert.cpp (bert, roberta)
 
 CausalLM make_causal_lm(const ModelConfig& cfg, uint64_t seed) {
   cfg.validate("model config");
   torch::manual_seed(seed);
-  CausalLM m = cfg.is_gpt2() ? make_gpt2(cfg) : make_llama(cfg);
+  CausalLM m = cfg.is_gpt2() ? make_gpt2(cfg) : cfg.is_encoder() ? make_bert(cfg) : make_llama(cfg);
   // HF _init_weights: Linear/Embedding weights ~ N(0, 0.02), biases 0, norms 1.
   torch::NoGradGuard ng;
   for (auto& p : m->named_parameters(true)) {
     const std::string& n = p.key();
     if (n.find("lora_") != std::string::npos) continue;
-    bool norm = n.find("ln_") != std::string::npos || n.find("norm") != std::string::npos;
+    bool norm = n.find("ln_") != std::string::npos || n.find("norm") != std::string::npos ||
+                n.find("LayerNorm") != std::string::npos;
     if (norm) continue;  // ones / zeros from the constructors
     if (n.size() >= 5 && n.compare(n.size() - 5, 5, ".bias") == 0)
       p.value().zero_();
@@ -187,7 +190,8 @@ void load_weights(CausalLM& model, const std::function<torch::Tensor(const std::
   auto params = model->named_parameters(true);
   for (const std::string& name : model->checkpoint_names()) {
     torch::Tensor src = get(name);
-    if (!src.defined() && name.rfind("transformer.", 0) == 0) src = get(name.substr(12));
+    for (const char* prefix : {"transformer.", "bert.", "roberta."})  // a saved base model
+      if (!src.defined() && name.rfind(prefix, 0) == 0) src = get(name.substr(strlen(prefix)));
     if (!src.defined())
       throw InputError(fmt::format("{}: tensor '{}' is missing (model_type {})", what, name,
                                    model->config().model_type));

@@ -83,6 +83,11 @@ void load_model(const Spec& spec, TrainInputs& in) {
                     in.model_dir.string(), p.key());
   }
   const model::ModelConfig& mc = in.model->config();
+  DPFT_CHECK_AS(ConfigError, !mc.is_encoder(),
+                "model.path {}: a {} encoder; `dpft run` trains decoder language models (gpt2, "
+                "llama, qwen2) and does not train encoders yet (sequence classification and "
+                "masked-LM training are not built). `dpft embed` uses encoders",
+                in.model_dir.string(), mc.model_type);
   if (spec.data.max_length > mc.max_position) {
     DPFT_CHECK_AS(ConfigError, !mc.is_gpt2(),
                   "data.max_length = {} exceeds the {} positions the model has (config.json "

@@ -3,7 +3,7 @@
 
 Reads a Hugging Face-format checkpoint directory (config.json + model.safetensors, parsed here
 with the standard library, not with dpft's reader) and a JSON file of input ids and attention
-masks, runs GPT-2 or Llama/Qwen2 in plain PyTorch (Debian python3-torch), and writes fp32
+masks, runs GPT-2, Llama/Qwen2 or BERT/RoBERTa in plain PyTorch (Debian python3-torch), and writes fp32
 logits as JSON. Written from the architectures' definitions (HF modeling files' semantics),
 independently of dpft's C++ code.
 
@@ -13,6 +13,9 @@ token, 0 = padding; position ids = cumsum(mask) - 1 clamped at 0; causal attenti
 Usage: /usr/bin/python3 ref_forward.py CKPT_DIR INPUT.json OUTPUT.json
   INPUT.json: {"input_ids": [[...], ...], "attention_mask": [[...], ...]}
   OUTPUT.json: {"logits": [[[...V floats...] per position] per row]}
+  Encoders: INPUT.json may add "token_type_ids"; OUTPUT.json has "hidden" (B, S, d),
+  "embedding" (B, d: mean over mask-1 tokens, L2-normalised) and, with a head, "logits"
+  ((B, num_labels) for classification, (B, S, V) for masked / causal LM heads).
 Tolerance used by tests/test_model_parity.cpp: 1e-4 absolute on fp32 logits.
 """
 import json
@@ -165,6 +168,67 @@ def llama(cfg, W, ids, mask):
     return x @ head.T
 
 
+def encoder(cfg, W, ids, mask, types):
+    """BERT / RoBERTa (post-LN encoder) from the papers' and HF's definitions: returns the last
+    hidden states (B, S, d) and the head's output (classification logits (B, L), token logits
+    (B, S, V), or None for a base model)."""
+    roberta = cfg["model_type"] == "roberta"
+    arch = (cfg.get("architectures") or ["RobertaModel" if roberta else "BertModel"])[0]
+    pre = "roberta." if roberta else "bert."
+    if not any(k.startswith(pre) for k in W):
+        pre = ""
+
+    def lin(t, n):
+        return t @ W[n + ".weight"].T + W[n + ".bias"]
+
+    def ln(t, n):
+        return layer_norm(t, W[n + ".weight"], W[n + ".bias"], cfg.get("layer_norm_eps", 1e-12))
+
+    def gelu(t):
+        return 0.5 * t * (1 + torch.erf(t / math.sqrt(2.0)))
+
+    d, H = cfg["hidden_size"], cfg["num_attention_heads"]
+    hd = d // H
+    B, S = ids.shape
+    if roberta:
+        pad = cfg.get("pad_token_id", 1)
+        real = (ids != pad).long()
+        pos = torch.cumsum(real, 1) * real + pad
+    else:
+        pos = torch.arange(S)[None, :].expand(B, S)
+    e = pre + "embeddings."
+    x = W[e + "word_embeddings.weight"][ids] + W[e + "position_embeddings.weight"][pos] + \
+        W[e + "token_type_embeddings.weight"][types]
+    x = ln(x, e + "LayerNorm")
+    allowed = mask.bool()[:, None, None, :].expand(B, 1, S, S)
+    if cfg.get("is_decoder", False):
+        allowed = allowed & torch.ones(S, S, dtype=torch.bool).tril()[None, None]
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"{pre}encoder.layer.{l}."
+        q, k, v = (lin(x, p + "attention.self." + n).reshape(B, S, H, hd).permute(0, 2, 1, 3)
+                   for n in ("query", "key", "value"))
+        att = softmax_masked(q @ k.transpose(-1, -2) / math.sqrt(hd), allowed)
+        o = (att @ v).permute(0, 2, 1, 3).reshape(B, S, d)
+        x = ln(x + lin(o, p + "attention.output.dense"), p + "attention.output.LayerNorm")
+        h = gelu(lin(x, p + "intermediate.dense"))
+        x = ln(x + lin(h, p + "output.dense"), p + "output.LayerNorm")
+    out = None
+    if arch.endswith("ForSequenceClassification"):
+        h0 = x[:, 0]
+        if roberta:
+            out = lin(torch.tanh(lin(h0, "classifier.dense")), "classifier.out_proj")
+        else:
+            out = lin(torch.tanh(lin(h0, pre + "pooler.dense")), "classifier")
+    elif arch.endswith("MaskedLM") or arch in ("BertLMHeadModel", "RobertaForCausalLM"):
+        h = "lm_head." if roberta else "cls.predictions."
+        t = "" if roberta else "transform."
+        y = gelu(lin(x, h + t + "dense"))
+        y = ln(y, h + ("layer_norm" if roberta else "transform.LayerNorm"))
+        dec = W.get(h + "decoder.weight", W[e + "word_embeddings.weight"])
+        out = y @ dec.T + W[h + "bias"]
+    return x, out
+
+
 def main():
     ckpt, inp, outp = sys.argv[1:4]
     cfg = json.load(open(f"{ckpt}/config.json"))
@@ -177,6 +241,19 @@ def main():
             logits = gpt2(cfg, W, ids, mask)
         elif cfg["model_type"] in ("llama", "qwen2"):
             logits = llama(cfg, W, ids, mask)
+        elif cfg["model_type"] in ("bert", "roberta"):
+            types = torch.tensor(data.get("token_type_ids", torch.zeros_like(ids).tolist()),
+                                 dtype=torch.int64)
+            hidden, logits = encoder(cfg, W, ids, mask, types)
+            m = mask[:, :, None].to(torch.float64)
+            mean = (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
+            emb = mean / mean.norm(dim=1, keepdim=True).clamp(min=1e-12)
+            res = {"hidden": hidden.to(torch.float32).tolist(),
+                   "embedding": emb.to(torch.float32).tolist()}
+            if logits is not None:
+                res["logits"] = logits.to(torch.float32).tolist()
+            json.dump(res, open(outp, "w"))
+            return
         else:
             raise SystemExit(f"unsupported model_type {cfg['model_type']}")
     json.dump({"logits": logits.to(torch.float32).tolist()}, open(outp, "w"))

@@ -1,0 +1,102 @@
+// `dpft embed --model DIR --input F --out F.npy|F.jsonl [--column C] [--batch N]
+// [--max-length N] [--device D]`: sentence embeddings of every text in F with an encoder
+// checkpoint (mean over real tokens, L2-normalised; core/eval/embed.hpp). Not a DP release: the
+// output is labelled non-private wherever it is written (docs/outputs.md).
+#include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <iostream>
+
+#include "cli/app.hpp"
+#include "core/eval/embed.hpp"
+#include "core/model/checkpoint.hpp"
+#include "core/util/atomic_file.hpp"
+#include "core/util/error.hpp"
+#include "core/util/npy.hpp"
+#include "core/util/progress.hpp"
+#include "core/util/system.hpp"
+#include "data/table.hpp"
+
+namespace dpft {
+
+void register_embed(CLI::App& app, CliContext& ctx) {
+  struct Options {
+    std::string model, input, out, column = "text", format = "auto", device = "cpu";
+    int64_t batch = 32;
+    size_t max_length = 0;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* sub = app.add_subcommand(
+      "embed", "sentence embeddings of a file's texts with an encoder (BERT / RoBERTa)");
+  sub->add_option("--model", o->model, "encoder checkpoint directory (with its tokenizer)")
+      ->required();
+  sub->add_option("--input", o->input, "texts: .txt (one per line), .csv, .tsv or .jsonl")
+      ->required();
+  sub->add_option("--out", o->out, "output: .npy (N x d float32) or .jsonl ({index, embedding})")
+      ->required();
+  sub->add_option("--column", o->column, "text column of a .csv / .tsv / .jsonl input")
+      ->capture_default_str();
+  sub->add_option("--format", o->format, "input format: auto | csv | tsv | jsonl | text")
+      ->capture_default_str();
+  sub->add_option("--batch", o->batch, "texts per forward")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--max-length", o->max_length,
+                  "tokens per text, specials included (0: the model's positions)")
+      ->capture_default_str();
+  sub->add_option("--device", o->device, "cpu | cuda | cuda:N")->capture_default_str();
+  sub->callback([o, &ctx] {
+    ctx.action = [o] {
+      const fs::path out(o->out);
+      const std::string ext = out.extension().string();
+      DPFT_CHECK_AS(ConfigError, ext == ".npy" || ext == ".jsonl",
+                    "--out {}: use a .npy or .jsonl file name", o->out);
+      DPFT_CHECK_AS(ConfigError, o->device == "cpu" || cuda_available(),
+                    "--device {}: this dpft's LibTorch has no CUDA or sees no GPU", o->device);
+      model::CausalLM m = model::load_checkpoint(o->model);
+      model::Encoder enc = model::as_encoder(m);
+      DPFT_CHECK_AS(ConfigError, enc != nullptr,
+                    "--model {}: a {} model is not an encoder; dpft embed needs a bert or "
+                    "roberta checkpoint",
+                    o->model, m->config().model_type);
+      m->to(torch::Device(o->device));
+      tok::EncoderTokenizer tk = tok::EncoderTokenizer::load(o->model);
+      const data::Table t = data::read_table(o->input, o->format);
+      const size_t col =
+          t.column(t.columns.size() == 1 && o->column == "text" ? t.columns[0] : o->column);
+      std::vector<std::string> texts;
+      texts.reserve(t.rows.size());
+      for (const auto& r : t.rows) texts.push_back(r[col]);
+      Progress bar("embed", static_cast<long>(texts.size()));
+      eval::EmbedOptions eo;
+      eo.batch = o->batch;
+      eo.max_length = o->max_length;
+      eo.on_batch = [&](int64_t done, int64_t) { bar.update(static_cast<long>(done)); };
+      const auto t0 = std::chrono::steady_clock::now();
+      torch::Tensor e = eval::embed_texts(*enc, tk, texts, eo);
+      const double secs =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      bar.finish();
+      if (ext == ".npy") {
+        write_npy(out, e);
+      } else {
+        std::string lines;
+        for (int64_t i = 0; i < e.size(0); ++i) {
+          const torch::Tensor row = e[i].contiguous();
+          std::vector<float> v(row.data_ptr<float>(), row.data_ptr<float>() + row.numel());
+          lines += nlohmann::json{{"index", i}, {"embedding", v}}.dump() + "\n";
+        }
+        write_file_atomic(out, lines);
+      }
+      std::cout << fmt::format(
+          "wrote {} ({} texts x {} dims, {:.1f} texts/s; not a DP release: embeddings of "
+          "the input as given)\n",
+          o->out, e.size(0), e.size(1), secs > 0 ? static_cast<double>(e.size(0)) / secs : 0.0);
+      return 0;
+    };
+  });
+}
+
+}  // namespace dpft

@@ -1,0 +1,58 @@
+#include "core/eval/embed.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+#include "core/util/error.hpp"
+
+namespace dpft::eval {
+
+torch::Tensor embed_texts(model::EncoderImpl& model, const tok::EncoderTokenizer& tok,
+                          const std::vector<std::string>& texts, const EmbedOptions& opts) {
+  DPFT_CHECK_AS(ConfigError, opts.batch >= 1, "embed: batch must be >= 1, got {}", opts.batch);
+  const auto& cfg = model.config();
+  const size_t limit = static_cast<size_t>(cfg.usable_positions());
+  const size_t max_len = opts.max_length == 0 ? limit : std::min(opts.max_length, limit);
+  const int64_t n = static_cast<int64_t>(texts.size());
+  std::vector<std::vector<int64_t>> ids(texts.size());
+  for (size_t i = 0; i < texts.size(); ++i)
+    ids[i] = tok.encode(texts[i], std::nullopt, max_len).ids;
+  // Longest first, so that each batch pads to about its own length.
+  std::vector<int64_t> order(texts.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return ids[static_cast<size_t>(a)].size() > ids[static_cast<size_t>(b)].size();
+  });
+  torch::NoGradGuard ng;
+  const bool was_training = model.is_training();
+  model.eval();
+  const torch::Device dev = model.parameters().front().device();
+  const int64_t pad = tok.pad_id();
+  torch::Tensor out = torch::empty({n, cfg.hidden_size}, torch::kFloat32);
+  for (int64_t s = 0; s < n; s += opts.batch) {
+    const int64_t e = std::min(n, s + opts.batch), B = e - s;
+    const int64_t T =
+        static_cast<int64_t>(ids[static_cast<size_t>(order[static_cast<size_t>(s)])].size());
+    torch::Tensor I = torch::full({B, T}, pad, torch::kInt64),
+                  M = torch::zeros({B, T}, torch::kInt64);
+    auto ia = I.accessor<int64_t, 2>();
+    auto ma = M.accessor<int64_t, 2>();
+    for (int64_t b = 0; b < B; ++b) {
+      const auto& row = ids[static_cast<size_t>(order[static_cast<size_t>(s + b)])];
+      for (size_t t = 0; t < row.size(); ++t) {
+        ia[b][static_cast<int64_t>(t)] = row[t];
+        ma[b][static_cast<int64_t>(t)] = 1;
+      }
+    }
+    I = I.to(dev);
+    M = M.to(dev);
+    torch::Tensor emb = model::mean_pool_normalize(model.encode(I, M, torch::Tensor()), M).cpu();
+    torch::Tensor idx = torch::tensor(std::vector<int64_t>(order.begin() + s, order.begin() + e));
+    out.index_copy_(0, idx, emb);
+    if (opts.on_batch) opts.on_batch(e, n);
+  }
+  if (was_training) model.train();
+  return out;
+}
+
+}  // namespace dpft::eval

@@ -1,0 +1,29 @@
+// Sentence embeddings with an encoder (the building block of CTCL's topic model, and of FID /
+// MAUVE-style measures later): each text -> the mean of its last hidden states over real tokens,
+// L2-normalised (model::mean_pool_normalize), as sentence-transformers' all-MiniLM-L6-v2.
+// Texts are batched by length (dynamic padding; the order of the result is the input's) and
+// run without gradients on the model's device.
+#pragma once
+#include <torch/torch.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/model/encoder.hpp"
+#include "core/tokenizer/encoder_tokenizer.hpp"
+
+namespace dpft::eval {
+
+struct EmbedOptions {
+  int64_t batch = 32;     // texts per forward
+  size_t max_length = 0;  // tokens per text, specials included (0: the model's positions)
+  // Called after each batch with (texts done, total).
+  std::function<void(int64_t, int64_t)> on_batch;
+};
+
+// (N, d) float32 on the CPU, row i the embedding of texts[i]. N = 0 gives (0, d).
+torch::Tensor embed_texts(model::EncoderImpl& model, const tok::EncoderTokenizer& tok,
+                          const std::vector<std::string>& texts, const EmbedOptions& opts = {});
+
+}  // namespace dpft::eval

@@ -1,0 +1,331 @@
+// Encoders (issue 22, part 1): BERT and RoBERTa with every head against the independent Python
+// reference (tests/reference/ref_forward.py, Debian's python3-torch) on tiny random
+// checkpoints, with padding, sentence pairs and token types; HF parameter names; config errors;
+// the causal BERT's KV cache; sentence embeddings.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+
+#include "core/model/checkpoint.hpp"
+#include "core/model/encoder.hpp"
+#include "core/model/safetensors.hpp"
+#include "core/util/atomic_file.hpp"
+#include "core/util/error.hpp"
+#include "test_util.hpp"
+
+using namespace dpft;
+using namespace dpft::model;
+
+namespace {
+
+// HF config.json of a tiny random encoder (48 wide, 6 heads, 2 layers).
+nlohmann::json encoder_json(const std::string& type, const std::string& arch,
+                            bool decoder = false) {
+  nlohmann::json j = {{"model_type", type},
+                      {"architectures", {arch}},
+                      {"vocab_size", 83},
+                      {"hidden_size", 48},
+                      {"num_hidden_layers", 2},
+                      {"num_attention_heads", 6},
+                      {"intermediate_size", 72},
+                      {"max_position_embeddings", 40},
+                      {"type_vocab_size", type == "roberta" ? 1 : 2},
+                      {"layer_norm_eps", 1e-12},
+                      {"hidden_act", "gelu"},
+                      {"is_decoder", decoder},
+                      {"pad_token_id", type == "roberta" ? 1 : 0}};
+  if (arch.find("SequenceClassification") != std::string::npos)
+    j["id2label"] = {{"0", "negative"}, {"1", "neutral"}, {"2", "positive"}};
+  return j;
+}
+
+CausalLM random_encoder(const nlohmann::json& j, uint64_t seed) {
+  CausalLM m = make_causal_lm(parse_model_config(j, "test config"), seed);
+  torch::NoGradGuard ng;  // norms and biases away from 1 / 0 so that they are tested too
+  for (auto& p : m->named_parameters(true))
+    if (p.key().find("Norm") != std::string::npos || p.key().find("norm") != std::string::npos ||
+        p.key().find("bias") != std::string::npos)
+      p.value().add_(torch::randn_like(p.value()) * 0.1);
+  return m;
+}
+
+std::string encoder_test_python() {
+  for (const char* py : {"/usr/bin/python3", "python3"}) {
+    std::string cmd = std::string(py) + " -c 'import torch' >/dev/null 2>&1";
+    if (std::system(cmd.c_str()) == 0) return py;
+  }
+  return "";
+}
+
+torch::Tensor enc_json_tensor(
+    const nlohmann::json& j) {  // nested lists of numbers -> float32 tensor
+  std::vector<int64_t> shape;
+  const nlohmann::json* p = &j;
+  while (p->is_array()) {
+    shape.push_back(static_cast<int64_t>(p->size()));
+    if (p->empty()) break;
+    p = &(*p)[0];
+  }
+  std::vector<float> flat;
+  std::function<void(const nlohmann::json&)> walk = [&](const nlohmann::json& x) {
+    if (x.is_array())
+      for (const auto& y : x) walk(y);
+    else
+      flat.push_back(x.get<float>());
+  };
+  walk(j);
+  return torch::tensor(flat).view(shape);
+}
+
+double enc_max_abs(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a.to(torch::kFloat32) - b.to(torch::kFloat32)).abs().max().item<double>();
+}
+
+}  // namespace
+
+TEST_CASE("encoders match the independent Python reference: every head, padding, pairs",
+          "[model][parity][encoder]") {
+  const std::string py = encoder_test_python();
+  if (py.empty()) {
+    WARN("skipped: no python3 with torch (apt-get install python3-torch; scripts/setup.sh does)");
+    return;
+  }
+  const fs::path script = fs::path(DPFT_SOURCE_DIR) / "tests" / "reference" / "ref_forward.py";
+  struct Case {
+    std::string type, arch;
+    bool decoder;
+  };
+  const std::vector<Case> cases = {{"bert", "BertForSequenceClassification", false},
+                                   {"bert", "BertForMaskedLM", false},
+                                   {"bert", "BertLMHeadModel", true},
+                                   {"bert", "BertModel", false},
+                                   {"roberta", "RobertaForSequenceClassification", false},
+                                   {"roberta", "RobertaForMaskedLM", false},
+                                   {"roberta", "RobertaForCausalLM", true}};
+  for (const auto& c : cases) {
+    INFO(c.arch);
+    test::TempDir d;
+    CausalLM m = random_encoder(encoder_json(c.type, c.arch, c.decoder), 41);
+    save_checkpoint(m, d.path / "ckpt");
+    const int64_t pad = c.type == "roberta" ? 1 : 0;
+    // Row 0: a pair "[CLS] a [SEP] b [SEP]" with token types 0/1 (BERT) and right padding;
+    // row 1: full length; row 2: short, padded.
+    std::vector<std::vector<int64_t>> ids = {{2, 17, 5, 3, 42, 8, 3, pad, pad},
+                                             {2, 11, 12, 13, 14, 15, 16, 17, 3},
+                                             {2, 50, 3, pad, pad, pad, pad, pad, pad}};
+    std::vector<std::vector<int64_t>> mask = {
+        {1, 1, 1, 1, 1, 1, 1, 0, 0}, {1, 1, 1, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 0, 0, 0, 0, 0, 0}};
+    std::vector<std::vector<int64_t>> types(3, std::vector<int64_t>(9, 0));
+    if (c.type == "bert")
+      for (int t = 4; t < 7; ++t) types[0][static_cast<size_t>(t)] = 1;
+    std::ofstream(d.path / "in.json")
+        << nlohmann::json({{"input_ids", ids}, {"attention_mask", mask}, {"token_type_ids", types}})
+               .dump();
+    const std::string cmd = py + " " + script.string() + " " + (d.path / "ckpt").string() + " " +
+                            (d.path / "in.json").string() + " " + (d.path / "out.json").string();
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    auto ref = nlohmann::json::parse(read_file(d.path / "out.json"));
+
+    CausalLM loaded = load_checkpoint(d.path / "ckpt");
+    Encoder enc = as_encoder(loaded);
+    REQUIRE(enc);
+    torch::NoGradGuard ng;
+    auto flat = [](const std::vector<std::vector<int64_t>>& v) {
+      std::vector<int64_t> f;
+      for (const auto& r : v) f.insert(f.end(), r.begin(), r.end());
+      return torch::tensor(f).view({static_cast<int64_t>(v.size()), -1});
+    };
+    const torch::Tensor I = flat(ids), M = flat(mask), TT = flat(types);
+    const torch::Tensor real = M.unsqueeze(-1).to(torch::kFloat32);  // compare real tokens only
+    torch::Tensor hidden = enc->encode(I, M, TT);
+    CHECK(enc_max_abs(hidden * real, enc_json_tensor(ref["hidden"]) * real) < 1e-4);
+    CHECK(enc_max_abs(mean_pool_normalize(hidden, M), enc_json_tensor(ref["embedding"])) < 1e-5);
+    const ModelConfig& cfg = loaded->config();
+    if (cfg.head == EncoderHead::kSequenceClassification) {
+      torch::Tensor logits = enc->classify(I, M, TT);
+      CHECK(logits.sizes() == torch::IntArrayRef({3, 3}));
+      CHECK(enc_max_abs(logits, enc_json_tensor(ref["logits"])) < 1e-4);
+      CHECK_THROWS_AS(loaded->forward(I, M), ConfigError);
+    } else if (cfg.head == EncoderHead::kNone) {
+      CHECK_FALSE(ref.contains("logits"));
+      CHECK_THROWS_AS(enc->classify(I, M, TT), ConfigError);
+    } else {
+      // forward() has no token types: compare with the rows whose types are all 0.
+      torch::Tensor logits = loaded->forward(I, M);
+      torch::Tensor want = enc_json_tensor(ref["logits"]);
+      const int64_t from = c.type == "bert" ? 1 : 0;  // BERT row 0 used token types
+      CHECK(enc_max_abs((logits * real).slice(0, from), (want * real).slice(0, from)) < 1e-4);
+      CHECK_THROWS_AS(enc->classify(I, M, TT), ConfigError);
+    }
+  }
+}
+
+TEST_CASE("encoder parameters carry Hugging Face's names; a missing one is named",
+          "[model][encoder]") {
+  auto names = [](const nlohmann::json& j) {
+    nlohmann::json k = j;
+    k["num_hidden_layers"] = 1;
+    CausalLM m = make_causal_lm(parse_model_config(k, "t"), 0);
+    std::vector<std::string> n = m->checkpoint_names();
+    return std::set<std::string>(n.begin(), n.end());
+  };
+  const std::vector<std::string> layer = {"encoder.layer.0.attention.self.query.weight",
+                                          "encoder.layer.0.attention.self.query.bias",
+                                          "encoder.layer.0.attention.self.key.weight",
+                                          "encoder.layer.0.attention.self.key.bias",
+                                          "encoder.layer.0.attention.self.value.weight",
+                                          "encoder.layer.0.attention.self.value.bias",
+                                          "encoder.layer.0.attention.output.dense.weight",
+                                          "encoder.layer.0.attention.output.dense.bias",
+                                          "encoder.layer.0.attention.output.LayerNorm.weight",
+                                          "encoder.layer.0.attention.output.LayerNorm.bias",
+                                          "encoder.layer.0.intermediate.dense.weight",
+                                          "encoder.layer.0.intermediate.dense.bias",
+                                          "encoder.layer.0.output.dense.weight",
+                                          "encoder.layer.0.output.dense.bias",
+                                          "encoder.layer.0.output.LayerNorm.weight",
+                                          "encoder.layer.0.output.LayerNorm.bias",
+                                          "embeddings.word_embeddings.weight",
+                                          "embeddings.position_embeddings.weight",
+                                          "embeddings.token_type_embeddings.weight",
+                                          "embeddings.LayerNorm.weight",
+                                          "embeddings.LayerNorm.bias"};
+  auto body = [&](const std::string& prefix) {
+    std::set<std::string> s;
+    for (const auto& n : layer) s.insert(prefix + n);
+    return s;
+  };
+  auto with = [](std::set<std::string> s, std::initializer_list<std::string> more) {
+    s.insert(more.begin(), more.end());
+    return s;
+  };
+  CHECK(names(encoder_json("bert", "BertForSequenceClassification")) ==
+        with(body("bert."), {"bert.pooler.dense.weight", "bert.pooler.dense.bias",
+                             "classifier.weight", "classifier.bias"}));
+  CHECK(names(encoder_json("roberta", "RobertaForSequenceClassification")) ==
+        with(body("roberta."), {"classifier.dense.weight", "classifier.dense.bias",
+                                "classifier.out_proj.weight", "classifier.out_proj.bias"}));
+  CHECK(names(encoder_json("bert", "BertForMaskedLM")) ==
+        with(body("bert."),
+             {"cls.predictions.transform.dense.weight", "cls.predictions.transform.dense.bias",
+              "cls.predictions.transform.LayerNorm.weight",
+              "cls.predictions.transform.LayerNorm.bias", "cls.predictions.bias"}));
+  CHECK(names(encoder_json("roberta", "RobertaForMaskedLM")) ==
+        with(body("roberta."),
+             {"lm_head.dense.weight", "lm_head.dense.bias", "lm_head.layer_norm.weight",
+              "lm_head.layer_norm.bias", "lm_head.bias"}));
+  CHECK(names(encoder_json("bert", "BertModel")) == body("bert."));
+
+  // A saved base model (names without "bert.", as sentence-transformers ships them) loads; a
+  // missing tensor is an error naming it.
+  test::TempDir d;
+  nlohmann::json j = encoder_json("bert", "BertModel");
+  CausalLM m = random_encoder(j, 3);
+  std::vector<std::pair<std::string, torch::Tensor>> w;
+  for (auto& [n, t] : export_weights(m)) w.emplace_back(n.substr(5), t);  // strip "bert."
+  fs::create_directories(d.path / "base");
+  write_json_atomic(d.path / "base" / "config.json", j);
+  save_safetensors(d.path / "base" / "model.safetensors", w);
+  CausalLM back = load_checkpoint(d.path / "base");
+  torch::NoGradGuard ng;
+  const torch::Tensor ids = torch::tensor({{2, 5, 6, 3}}, torch::kInt64);
+  CHECK(torch::equal(as_encoder(back)->encode(ids, torch::Tensor(), torch::Tensor()),
+                     as_encoder(m)->encode(ids, torch::Tensor(), torch::Tensor())));
+  w.erase(w.begin() + 2);
+  const std::string gone = "bert." + export_weights(m)[2].first.substr(5);
+  save_safetensors(d.path / "base" / "model.safetensors", w);
+  CHECK_THROWS_WITH(load_checkpoint(d.path / "base"),
+                    Catch::Contains(gone) && Catch::Contains("missing"));
+}
+
+TEST_CASE("encoder configs: heads, labels and the errors that name the fix", "[model][encoder]") {
+  ModelConfig c =
+      parse_model_config(encoder_json("roberta", "RobertaForSequenceClassification"), "t");
+  CHECK(c.head == EncoderHead::kSequenceClassification);
+  CHECK(c.labels == std::vector<std::string>{"negative", "neutral", "positive"});
+  CHECK(c.usable_positions() == 40 - 2);  // RoBERTa positions start at pad + 1
+  nlohmann::json back = model_config_to_json(c);
+  CHECK(back["architectures"][0] == "RobertaForSequenceClassification");
+  CHECK(back["id2label"]["2"] == "positive");
+  CHECK(back["label2id"]["neutral"] == 1);
+  CHECK(parse_model_config(back, "round trip").labels == c.labels);
+
+  nlohmann::json j = encoder_json("bert", "BertForSequenceClassification");
+  j.erase("id2label");
+  CHECK(parse_model_config(j, "t").labels == std::vector<std::string>{"LABEL_0", "LABEL_1"});
+  j["num_labels"] = 5;
+  CHECK(parse_model_config(j, "t").num_labels() == 5);
+
+  auto fails = [](nlohmann::json k, const std::string& what) {
+    CHECK_THROWS_WITH(parse_model_config(k, "cfg"), Catch::Contains(what));
+  };
+  fails(encoder_json("bert", "BertLMHeadModel", false), "is_decoder");
+  fails(encoder_json("bert", "BertForMaskedLM", true), "causal mask");
+  fails(encoder_json("bert", "BertForTokenClassification"), "not supported");
+  nlohmann::json k = encoder_json("bert", "BertModel");
+  k["position_embedding_type"] = "relative_key";
+  fails(k, "relative_key");
+  k = encoder_json("bert", "BertForSequenceClassification");
+  k["num_labels"] = 2;  // but id2label names 3
+  fails(k, "num_labels 2");
+  k = encoder_json("bert", "BertForSequenceClassification");
+  k["id2label"] = {{"0", "a"}, {"2", "b"}};
+  fails(k, "once each");
+  k = encoder_json("roberta", "RobertaModel");
+  k["max_position_embeddings"] = 2;
+  fails(k, "no position");
+  k = encoder_json("bert", "BertModel");
+  k["hidden_size"] = 50;
+  fails(k, "not divisible");
+
+  // A sequence longer than the position table is an InputError naming the limit.
+  CausalLM m = make_causal_lm(parse_model_config(encoder_json("roberta", "RobertaModel"), "t"), 0);
+  torch::NoGradGuard ng;
+  CHECK_THROWS_WITH(as_encoder(m)->encode(torch::full({1, 39}, 5, torch::kInt64), torch::Tensor(),
+                                          torch::Tensor()),
+                    Catch::Contains("at most 38"));
+}
+
+TEST_CASE("a causal BERT decodes with the KV cache as without it", "[model][encoder]") {
+  for (std::string type : {"bert", "roberta"}) {
+    INFO(type);
+    CausalLM m = random_encoder(
+        encoder_json(type, type == "bert" ? "BertLMHeadModel" : "RobertaForCausalLM", true), 7);
+    torch::NoGradGuard ng;
+    const torch::Tensor ids = torch::tensor({{4, 9, 21, 33, 7, 12}}, torch::kInt64);
+    torch::Tensor full = m->forward(ids, torch::Tensor());  // (1, 6, V)
+    KVCache cache;
+    torch::Tensor first = m->forward(ids.slice(1, 0, 4), torch::Tensor(), &cache);
+    CHECK(enc_max_abs(first, full.slice(1, 0, 4)) < 1e-5);
+    for (int64_t t = 4; t < 6; ++t) {
+      torch::Tensor step = m->forward(ids.slice(1, t, t + 1), torch::Tensor(), &cache);
+      CHECK(enc_max_abs(step, full.slice(1, t, t + 1)) < 1e-5);
+    }
+    // Causal: a later token does not change an earlier position's logits.
+    torch::Tensor changed = ids.clone();
+    changed[0][5] = 60;
+    CHECK(enc_max_abs(m->forward(changed, torch::Tensor()).slice(1, 0, 5), full.slice(1, 0, 5)) ==
+          0);
+  }
+  // A masked LM sees both sides and refuses a cache.
+  CausalLM mlm = random_encoder(encoder_json("bert", "BertForMaskedLM"), 8);
+  torch::NoGradGuard ng;
+  const torch::Tensor ids = torch::tensor({{4, 9, 21, 33}}, torch::kInt64);
+  torch::Tensor changed = ids.clone();
+  changed[0][3] = 60;
+  CHECK(enc_max_abs(mlm->forward(changed, torch::Tensor()).select(1, 0),
+                    mlm->forward(ids, torch::Tensor()).select(1, 0)) > 0);
+  KVCache cache;
+  CHECK_THROWS_AS(mlm->forward(ids, torch::Tensor(), &cache), ConfigError);
+}
+
+TEST_CASE("mean_pool_normalize: the mean over real tokens, unit length", "[model][encoder]") {
+  torch::Tensor h = torch::tensor({1.0f, 2.0f, 3.0f, 4.0f, 100.0f, 100.0f}).view({1, 3, 2});
+  torch::Tensor m = torch::tensor({{1, 1, 0}});
+  torch::Tensor e = mean_pool_normalize(h, m);
+  // mean (2, 3) / sqrt(13); the padded (100, 100) is ignored.
+  CHECK(e[0][0].item<double>() == Approx(2.0 / std::sqrt(13.0)));
+  CHECK(e[0][1].item<double>() == Approx(3.0 / std::sqrt(13.0)));
+}
