@@ -163,7 +163,8 @@ std::vector<Example> read_examples(const DatasetSpec& d, const std::string& key)
         d.path));
   try {
     Table t = read_table(d.path, d.format);
-    std::vector<Example> ex = examples(t, d.text_column, d.label_column, d.prompt_column);
+    std::vector<Example> ex =
+        examples(t, d.text_column, d.label_column, d.prompt_column, d.text_pair_column);
     if (!d.prompt.empty())
       for (auto& e : ex) e.prompt = d.prompt;
     return ex;

@@ -248,22 +248,25 @@ Table read_table(const std::filesystem::path& path, const std::string& format) {
   return t;
 }
 
-std::vector<Example> examples(const Table& t, const std::string& text_column, const std::string& label_column,
-                              const std::string& prompt_column) {
+std::vector<Example> examples(const Table& t, const std::string& text_column,
+                              const std::string& label_column, const std::string& prompt_column,
+                              const std::string& text_pair_column) {
   size_t tc = t.column(text_column);
-  std::optional<size_t> lc, pc;
+  std::optional<size_t> lc, pc, qc;
   if (!label_column.empty()) lc = t.column(label_column);
   if (!prompt_column.empty()) pc = t.column(prompt_column);
+  if (!text_pair_column.empty()) qc = t.column(text_pair_column);
   std::vector<Example> out;
   out.reserve(t.rows.size());
   for (size_t i = 0; i < t.rows.size(); ++i) {
     if (auto a = t.absent.find(i); a != t.absent.end())
       for (size_t c : a->second)
-        if (c == tc || (lc && c == *lc) || (pc && c == *pc))
+        if (c == tc || (lc && c == *lc) || (pc && c == *pc) || (qc && c == *qc))
           throw InputError(fmt::format("{}:{}: this row has no '{}' (or it is null); every row needs it",
                                        t.source, t.line[i], t.columns[c]));
     out.push_back({static_cast<int64_t>(i), t.rows[i][tc], lc ? t.rows[i][*lc] : "", std::nullopt});
     if (pc) out.back().prompt = t.rows[i][*pc];
+    if (qc) out.back().text_pair = t.rows[i][*qc];
   }
   return out;
 }

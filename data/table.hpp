@@ -36,11 +36,12 @@ Table read_table(const std::filesystem::path& path, const std::string& format = 
 
 using lm::Example;
 
-// The text (and optional label and prompt) columns of a table; empty texts are kept (callers
-// decide).
+// The text (and optional label, prompt and second-sentence) columns of a table; empty texts are
+// kept (callers decide).
 std::vector<Example> examples(const Table& t, const std::string& text_column,
                               const std::string& label_column = "",
-                              const std::string& prompt_column = "");
+                              const std::string& prompt_column = "",
+                              const std::string& text_pair_column = "");
 
 // A deterministic subsample of k of the n examples (all if k == 0 or k >= n), chosen by a
 // seeded shuffle and returned in file order.

@@ -11,6 +11,7 @@
 #include "core/util/error.hpp"
 #include "core/util/seed.hpp"
 #include "core/util/sha256.hpp"
+#include "data/classification.hpp"
 #include "data/lm_dataset.hpp"
 #include "data/table.hpp"
 
@@ -23,7 +24,16 @@ train::TrainInputs load_train_inputs(const Spec& spec) {
                 "data.train.path: no private training set given");
   const std::vector<Example> train_examples = select_examples(
       spec.data.train, spec.data.train_extra, spec.data, derive_seed(spec.seed, "data"));
-  in.train = build_lm_dataset(train_examples, *in.tok, lm_data_options(spec.data));
+  const bool classify = spec.data.task == "classification";
+  const size_t max_len = static_cast<size_t>(spec.data.max_length);
+  if (classify) {
+    in.labels = resolve_labels(spec.data.labels, in.model->config().labels);
+    in.model->set_label_names(in.labels);  // saved models name their classes
+    in.train = build_classification_dataset(train_examples, *in.enc_tok, in.labels, max_len,
+                                            "data.train (" + spec.data.train.path + ")");
+  } else {
+    in.train = build_lm_dataset(train_examples, *in.tok, lm_data_options(spec.data));
+  }
   if (!spec.data.eval.path.empty()) {
     uint64_t eval_seed = derive_seed(spec.seed, "eval-data");
     std::unordered_set<std::string> train_texts;  // data.eval.exclude_train: held-out rows only
@@ -44,6 +54,11 @@ train::TrainInputs load_train_inputs(const Spec& spec) {
                    "data.eval.exclude_train: true to evaluate on held-out rows only)",
                    in.eval_overlap, eval_examples.size());
     }
+    if (classify) {  // evaluated by the classifier (core/eval/lm_eval.hpp)
+      in.eval = build_classification_dataset(eval_examples, *in.enc_tok, in.labels, max_len,
+                                             "data.eval (" + spec.data.eval.path + ")");
+      return in;
+    }
     in.eval = build_lm_dataset(eval_examples, *in.tok, lm_data_options(spec.data));
     if (!spec.data.eval.label_column.empty()) {
       in.eval_examples = eval_examples;
@@ -61,9 +76,11 @@ int64_t count_train_examples(const Spec& spec) {
                 "data.train.path: no private training set given");
   // Exactly as load_train_inputs builds the set (subsample, tokenise, drop empty examples,
   // pack), without the model's weights: only its tokenizer.
-  const tok::Tokenizer tok = tok::load_tokenizer(train::resolve_model_dir(spec.model.path));
   const std::vector<Example> examples = select_examples(
       spec.data.train, spec.data.train_extra, spec.data, derive_seed(spec.seed, "data"));
+  if (spec.data.task == "classification")  // every labelled row is one example (none dropped)
+    return static_cast<int64_t>(examples.size());
+  const tok::Tokenizer tok = tok::load_tokenizer(train::resolve_model_dir(spec.model.path));
   return build_lm_dataset(examples, tok, lm_data_options(spec.data)).size();
 }
 

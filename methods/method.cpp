@@ -18,4 +18,11 @@ const train::DpSettings& StepReleaseMethod::dp() const {
   return *dp_;
 }
 
+void check_task(const Method& m, const Spec& spec) {
+  DPFT_CHECK_AS(ConfigError, spec.data.task != "classification" || m.trains_classifiers(),
+                "method {} trains language models only (it generates or scores text); "
+                "data.task: classification runs with sgd or dp-sgd",
+                m.name());
+}
+
 }  // namespace dpft

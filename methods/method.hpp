@@ -45,6 +45,10 @@ class Method {
   // Whether run() trains on the private data: the run loads the model and the data sets once
   // (data/train_inputs.hpp) and hands them to plan() (their size) and run().
   virtual bool trains() const { return true; }
+  // Whether the method also trains sequence classifiers (data.task classification: an
+  // encoder's classification loss through the same engine). Methods that generate or score
+  // text (PE-SGD and its family) train language models only.
+  virtual bool trains_classifiers() const { return false; }
   // The DP releases a run on a private set of `dataset_size` examples makes (for the ledger's
   // budget check and `dpft account --spec`); {} for a method that releases nothing. Resolves
   // and keeps the method's DP settings: called once per run, before run().
@@ -60,6 +64,10 @@ class Method {
 // Base of the methods that make one subsampled Gaussian release per step (dp-sgd, sft+dp-sgd
 // and the projection methods): T = train.steps releases at resolve_dp's q and sigma, with the
 // noise std the method's noise_std() states.
+// data.task classification with a method that trains language models only: a ConfigError
+// naming the methods that can.
+void check_task(const Method& m, const Spec& spec);
+
 class StepReleaseMethod : public Method {
  public:
   std::vector<privacy::Release> plan(const Spec& spec, int64_t dataset_size) override;

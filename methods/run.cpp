@@ -11,6 +11,7 @@ namespace dpft {
 
 RunResult run_method(const Spec& spec, const RunOptions& opts) {
   std::shared_ptr<Method> method = configured_method(spec.method);
+  check_task(*method, spec);
   auto in = std::make_shared<train::TrainInputs>();
   RunHooks hooks;
   hooks.plan = [&spec, method, in] {
@@ -35,6 +36,7 @@ RunResult run_method(const Spec& spec, const RunOptions& opts) {
 
 std::vector<privacy::Release> planned_releases(const Spec& spec, int64_t dataset_size) {
   std::unique_ptr<Method> method = configured_method(spec.method);
+  check_task(*method, spec);
   if (!method->trains()) return method->plan(spec, 0);
   const int64_t n = dataset_size > 0 ? dataset_size : data::count_train_examples(spec);
   return method->plan(spec, n);

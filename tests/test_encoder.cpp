@@ -8,11 +8,16 @@
 #include <fstream>
 #include <set>
 
+#include "core/grad/per_sample.hpp"
+#include "core/lm/objective.hpp"
 #include "core/model/checkpoint.hpp"
 #include "core/model/encoder.hpp"
+#include "core/model/peft.hpp"
 #include "core/model/safetensors.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
+#include "data/classification.hpp"
+#include "model_test_util.hpp"
 #include "test_util.hpp"
 
 using namespace dpft;
@@ -328,4 +333,143 @@ TEST_CASE("mean_pool_normalize: the mean over real tokens, unit length", "[model
   // mean (2, 3) / sqrt(13); the padded (100, 100) is ignored.
   CHECK(e[0][0].item<double>() == Approx(2.0 / std::sqrt(13.0)));
   CHECK(e[0][1].item<double>() == Approx(3.0 / std::sqrt(13.0)));
+}
+
+namespace {
+
+// A tiny tokenised classification set for the encoder tests: pairs with token types, padding.
+lm::LmDataset encoder_grad_set(bool types = true) {
+  lm::LmDataset ds;
+  ds.objective = lm::Objective::kClassification;
+  const std::vector<std::vector<int32_t>> ids = {
+      {2, 17, 5, 3, 42, 8, 3}, {2, 11, 12, 13, 14, 15, 16, 17, 3}, {2, 50, 3}, {2, 9, 9, 3, 4, 3}};
+  const std::vector<int64_t> cls = {0, 2, 1, 2};
+  for (size_t i = 0; i < ids.size(); ++i) {
+    lm::TokenizedExample t;
+    t.index = static_cast<int64_t>(i);
+    t.ids = ids[i];
+    t.scored.assign(ids[i].size(), 0);
+    const uint8_t second = types ? 1 : 0;  // RoBERTa has one token type
+    if (i == 0) t.type_ids = {0, 0, 0, 0, second, second, second};
+    if (i == 3) t.type_ids = {0, 0, 0, 0, second, second};
+    t.class_id = cls[i];
+    ds.items.push_back(t);
+  }
+  return ds;
+}
+
+double rows_rel_err(const torch::Tensor& a, const torch::Tensor& ref) {
+  torch::Tensor d = (a.to(torch::kFloat64) - ref.to(torch::kFloat64)).norm(2, 1);
+  return (d / ref.to(torch::kFloat64).norm(2, 1).clamp_min(1e-30)).max().item<double>();
+}
+
+}  // namespace
+
+TEST_CASE("per-sample gradients of encoder classifiers equal the one-sample reference",
+          "[encoder][grad]") {
+  for (std::string type : {"bert", "roberta"}) {
+    for (std::string peft : {"lora", "full"}) {
+      for (auto mode : {grad::GradMode::kMaterialize, grad::GradMode::kGhost}) {
+        INFO(type << " " << peft << " mode " << static_cast<int>(mode));
+        CausalLM m =
+            random_encoder(encoder_json(type, type == "bert" ? "BertForSequenceClassification"
+                                                             : "RobertaForSequenceClassification"),
+                           11);
+        PeftOptions o;
+        o.kind = peft;
+        o.r = 4;
+        o.targets = peft == "lora" ? std::vector<std::string>{"query", "value", "dense"}
+                                   : std::vector<std::string>{"all"};
+        apply_peft(m, o, 3);
+        {  // LoRA B away from 0 so that every factor has a gradient of its own
+          torch::NoGradGuard ng;
+          for (auto& [n, p] : trainable_parameters(m))
+            if (n.find("lora_B") != std::string::npos) p.normal_(0, 0.1);
+        }
+        const lm::LmDataset ds = encoder_grad_set(type == "bert");
+        lm::LmBatch b = lm::collate(ds, {0, 1, 2, 3}, type == "roberta" ? 1 : 0);
+        REQUIRE(b.token_type_ids.defined());
+        REQUIRE(b.class_labels.defined());
+        grad::GradOptions go;
+        go.mode = mode;
+        grad::PerSampleGrads psg(m, go);
+        torch::Tensor losses = psg.compute(b);
+        auto [ref, ref_losses] = grad::reference_per_sample_grads(m, b);
+        CHECK((losses - ref_losses).abs().max().item<double>() < 1e-5);
+        torch::Tensor M = psg.matrix();
+        CHECK(rows_rel_err(M, ref) < 1e-5);
+        torch::Tensor sq = psg.sq_norms();
+        CHECK(((sq - ref.pow(2).sum(1)).abs() / ref.pow(2).sum(1)).max().item<double>() < 1e-5);
+        const torch::Tensor w = torch::tensor({0.5f, 1.0f, 0.25f, 2.0f});
+        std::vector<torch::Tensor> ws = psg.weighted_sum(w);
+        std::vector<torch::Tensor> flat;
+        for (auto& t : ws) flat.push_back(t.reshape(-1));
+        torch::Tensor want = (ref * w.unsqueeze(1)).sum(0);
+        CHECK(((torch::cat(flat) - want).norm() / want.norm()).item<double>() < 1e-5);
+        if (peft == "full") {  // every new trainable kind took part
+          std::set<std::string> names;
+          for (const auto& p : psg.params()) names.insert(p.name);
+          for (const char* n :
+               {"embeddings.token_type_embeddings.weight", "embeddings.position_embeddings.weight",
+                "embeddings.LayerNorm.weight"})
+            CHECK(names.count(type + "." + n) == 1);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("collate carries token types and class ids of a classification set", "[encoder][data]") {
+  const lm::LmDataset ds = encoder_grad_set();
+  lm::LmBatch b = lm::collate(ds, {2, 0}, 0);
+  CHECK(b.objective == lm::Objective::kClassification);
+  CHECK(b.input_ids.sizes() == torch::IntArrayRef({2, 7}));
+  CHECK(torch::equal(b.class_labels, torch::tensor({1, 0}, torch::kInt64)));
+  CHECK(torch::equal(b.token_type_ids[1], torch::tensor({0, 0, 0, 0, 1, 1, 1}, torch::kInt64)));
+  CHECK(b.token_type_ids[0].sum().item<int64_t>() == 0);  // a row without types: all type 0
+  CHECK((b.labels == -100).all().item<bool>());           // no token is a prediction target
+  lm::LmDataset bad = ds;
+  bad.items[1].class_id = -1;
+  CHECK_THROWS_WITH(lm::collate(bad, {1}, 0), Catch::Contains("has no class"));
+  // A classification batch on a decoder is a ConfigError naming the need for an encoder.
+  test::TinySize s;
+  CausalLM gpt = make_causal_lm(test::tiny_config("gpt2", s), 0);
+  CHECK_THROWS_WITH(lm::sample_losses(*gpt, b), Catch::Contains("needs an encoder"));
+}
+
+TEST_CASE("classification data: pairs with token types, label ids, label resolution, errors",
+          "[encoder][data]") {
+  tok::EncoderTokenizer tk(tok::WordPiece(
+      {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "dog", "##s"}));
+  std::vector<lm::Example> ex(3);
+  ex[0].index = 0, ex[0].text = "the cat", ex[0].text_pair = std::string("dogs sat"),
+  ex[0].label = "yes";
+  ex[1].index = 1, ex[1].text = "the dog sat", ex[1].text_pair = std::string("cat"),
+  ex[1].label = "no";
+  ex[2].index = 2, ex[2].text = "cats", ex[2].text_pair = std::string("the the the the"),
+  ex[2].label = "yes";
+  // data.labels first, else the model's real label names; never the private file's labels.
+  const std::vector<std::string> labels = {"no", "yes"};
+  CHECK(data::resolve_labels(labels, {"LABEL_0", "LABEL_1"}) == labels);
+  CHECK(data::resolve_labels({}, {"neg", "pos"}) == std::vector<std::string>{"neg", "pos"});
+  CHECK_THROWS_WITH(data::resolve_labels({}, {"LABEL_0", "LABEL_1"}),
+                    Catch::Contains("data.labels: not given"));
+  CHECK_THROWS_WITH(data::resolve_labels(labels, {"a", "b", "c"}),
+                    Catch::Contains("2 labels (no, yes)") && Catch::Contains("has 3 (a, b, c)"));
+  CHECK_THROWS_WITH(data::resolve_labels({"a", "a"}, {}), Catch::Contains("twice"));
+  lm::LmDataset ds = data::build_classification_dataset(ex, tk, labels, 8, "data.train");
+  REQUIRE(ds.size() == 3);
+  CHECK(ds.objective == lm::Objective::kClassification);
+  // [CLS] the cat [SEP] dog ##s sat [SEP]
+  CHECK(ds.items[0].ids == std::vector<int32_t>{2, 5, 6, 3, 8, 9, 7, 3});
+  CHECK(ds.items[0].type_ids == std::vector<uint8_t>{0, 0, 0, 0, 1, 1, 1, 1});
+  CHECK(ds.items[0].class_id == 1);
+  CHECK(ds.items[1].class_id == 0);
+  // longest_first to 8: "the the the the" loses one token, "cat ##s" keeps both.
+  CHECK(ds.items[2].ids == std::vector<int32_t>{2, 6, 9, 3, 5, 5, 5, 3});
+  ex[1].label = "maybe";
+  CHECK_THROWS_WITH(
+      data::build_classification_dataset(ex, tk, labels, 8, "data.train"),
+      Catch::Contains("data.train: row 2 has label 'maybe'") && Catch::Contains("[no, yes]"));
+  CHECK_THROWS_AS(data::build_classification_dataset(ex, tk, labels, 2, "data.train"), ConfigError);
 }

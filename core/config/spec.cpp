@@ -26,6 +26,7 @@ void parse_dataset(Fields f, DatasetSpec& d, bool is_eval = false) {
   if (!d.prompt.empty() && !d.prompt_column.empty())
     throw ConfigError(fmt::format("{}: give prompt_column or a fixed prompt, not both", f.path()));
   f.get("label_column", d.label_column);
+  f.get("text_pair_column", d.text_pair_column);
   f.get("num_samples", d.num_samples, Range::at_least(0));
   if (is_eval) f.get("exclude_train", d.exclude_train);
   f.finish();
@@ -39,6 +40,7 @@ YAML::Node dataset_yaml(const DatasetSpec& d) {
   n["prompt_column"] = d.prompt_column;
   n["prompt"] = d.prompt;
   n["label_column"] = d.label_column;
+  if (!d.text_pair_column.empty()) n["text_pair_column"] = d.text_pair_column;
   n["num_samples"] = d.num_samples;
   if (d.exclude_train) n["exclude_train"] = true;
   return n;
@@ -233,6 +235,8 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
   {
     Fields d = top.child("data");
     DataSpec& da = s.data;
+    d.get_choice("task", da.task, {"lm", "classification"});
+    d.get("labels", da.labels);
     parse_dataset(d.child("train"), da.train);
     YAML::Node extra = d.raw("train_extra");
     if (extra && !extra.IsNull()) {
@@ -270,6 +274,26 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
                         "pairs, but {} has no prompt_column; set {}.prompt_column or use "
                         "loss_on: all",
                         join(missing, ", "), missing[0]));
+    }
+    if (da.task == "classification") {
+      auto need = [&](bool ok, const std::string& what) {
+        if (!ok) throw ConfigError(fmt::format("data.task: classification {}", what));
+      };
+      need(!da.train.label_column.empty(), "needs data.train.label_column (the class of each row)");
+      need(da.eval.path.empty() || !da.eval.label_column.empty(),
+           "needs data.eval.label_column when data.eval is given");
+      need(da.train_extra.empty(), "takes no data.train_extra (one labelled training file)");
+      need(!da.packing, "does not pack examples; set data.packing: false");
+      need(da.loss_on == "all" && da.chat_format == "none",
+           "has no prompt/response turns; leave data.loss_on and data.chat_format unset");
+      need(da.train.prompt_column.empty() && da.train.prompt.empty(),
+           "takes text (and text_pair_column), not prompts");
+    } else {
+      if (!da.labels.empty() || !da.train.text_pair_column.empty() ||
+          !da.eval.text_pair_column.empty())
+        throw ConfigError(
+            "data.labels and text_pair_column belong to data.task: classification (an encoder "
+            "checkpoint); this spec's task is lm");
     }
     d.finish();
   }
@@ -376,6 +400,8 @@ YAML::Node spec_to_yaml(const Spec& s) {
   m["peft"]["dropout"] = num(s.model.peft.dropout);
   m["peft"]["targets"] = s.model.peft.targets;
   n["model"] = m;
+  if (s.data.task != "lm") n["data"]["task"] = s.data.task;  // lm specs keep their hash
+  if (!s.data.labels.empty()) n["data"]["labels"] = s.data.labels;
   n["data"]["train"] = dataset_yaml(s.data.train);
   YAML::Node extra(YAML::NodeType::Sequence);
   for (const DatasetSpec& e : s.data.train_extra) extra.push_back(dataset_yaml(e));

@@ -41,6 +41,7 @@ struct DatasetSpec {
   std::string prompt_column;  // set: examples are prompt/response pairs ("" = plain text)
   std::string prompt;         // one fixed prompt for every row (rows become its responses)
   std::string label_column;   // optional label column ("" = unlabelled)
+  std::string text_pair_column;  // second sentence of a pair (data.task classification)
   int64_t num_samples = 0;    // deterministic seeded subsample; 0 = all rows
   // data.eval only: drop rows whose text is one of the (subsampled) training texts before
   // subsampling, so the eval set can be a held-out part of the training file (lr selection).
@@ -48,6 +49,10 @@ struct DatasetSpec {
 };
 
 struct DataSpec {
+  // lm: language modelling (next-token loss; decoders). classification: sequence classification
+  // with an encoder's classifier (label_column required; text_pair_column for sentence pairs).
+  std::string task = "lm";
+  std::vector<std::string> labels;       // classification: label names in class-id order
   DatasetSpec train;                     // the private training set
   std::vector<DatasetSpec> train_extra;  // more training sets, appended to train (public corpora)
   DatasetSpec eval;                      // held-out evaluation set

@@ -1,6 +1,8 @@
 // Language-model and classification evaluation (see lm_eval.hpp).
 #include "core/eval/lm_eval.hpp"
 
+#include "core/lm/objective.hpp"
+
 #include <fmt/format.h>
 
 #include <chrono>
@@ -42,8 +44,10 @@ void check_micro_batch(int64_t micro_batch) {
 }  // namespace
 
 nlohmann::json LmEvalResult::to_json() const {
-  return {{"loss", loss},       {"accuracy", accuracy}, {"perplexity", perplexity},
-          {"samples", samples}, {"tokens", tokens},     {"seconds", seconds}};
+  nlohmann::json j = {{"loss", loss},       {"accuracy", accuracy}, {"perplexity", perplexity},
+                      {"samples", samples}, {"tokens", tokens},     {"seconds", seconds}};
+  if (!classification.is_null()) j["classification"] = classification;
+  return j;
 }
 
 LmEvalResult evaluate_lm(model::CausalLM& model, const lm::LmDataset& ds, int64_t micro_batch,
@@ -58,6 +62,40 @@ LmEvalResult evaluate_lm(model::CausalLM& model, const lm::LmDataset& ds, int64_
   r.per_sample.reserve(static_cast<size_t>(n));
   double total_nll = 0, loss_sum = 0;
   int64_t correct = 0, with_tokens = 0;
+  if (ds.objective == lm::Objective::kClassification) {
+    std::vector<int64_t> truth, predicted;
+    int64_t K = 0;
+    for (int64_t start = 0; start < n; start += micro_batch) {
+      std::vector<int64_t> rows;
+      for (int64_t i = start; i < std::min(n, start + micro_batch); ++i) rows.push_back(i);
+      lm::LmBatch b = lm::collate(ds, rows, pad_id);
+      torch::Tensor z = lm::class_logits(*model, b).to(torch::kCPU, torch::kFloat64);  // (B, K)
+      K = z.size(1);
+      torch::Tensor y = b.class_labels;
+      torch::Tensor nll = -torch::log_softmax(z, 1).gather(1, y.unsqueeze(1)).squeeze(1);
+      torch::Tensor pred = z.argmax(1);
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const int64_t t = y[static_cast<int64_t>(i)].item<int64_t>(),
+                      p = pred[static_cast<int64_t>(i)].item<int64_t>();
+        SampleScore s{b.index[i], nll[static_cast<int64_t>(i)].item<double>(), 1, p == t ? 1 : 0, t,
+                      p};
+        loss_sum += s.loss;
+        correct += s.correct;
+        truth.push_back(t), predicted.push_back(p);
+        r.per_sample.push_back(s);
+      }
+    }
+    r.samples = r.tokens = n;
+    r.loss = n > 0 ? loss_sum / static_cast<double>(n) : 0.0;
+    r.accuracy = n > 0 ? static_cast<double>(correct) / static_cast<double>(n) : 0.0;
+    r.perplexity = n > 0 ? std::exp(r.loss) : 0.0;
+    if (K == 0) K = model->config().num_labels();
+    r.classification =
+        classification_metrics(truth, predicted, std::max<int64_t>(K, 1), K == 2 ? 1 : -1)
+            .to_json();
+    r.seconds = seconds_since(t0);
+    return r;
+  }
   for (int64_t start = 0; start < n; start += micro_batch) {
     std::vector<int64_t> rows;
     for (int64_t i = start; i < std::min(n, start + micro_batch); ++i) rows.push_back(i);
@@ -105,17 +143,17 @@ void append_per_sample(const std::filesystem::path& file, const std::string& tag
       if (e.value("model", "") != tag) out += line + "\n";
     }
   }
-  for (const SampleScore& s : r.per_sample)
-    out += nlohmann::json(
-               {{"model", tag},
-                {"index", s.index},
-                {"loss", s.loss},
-                {"tokens", s.tokens},
-                {"accuracy", s.tokens > 0 ? static_cast<double>(s.correct) /
-                                                static_cast<double>(s.tokens)
-                                          : 0.0}})
-               .dump() +
-           "\n";
+  for (const SampleScore& s : r.per_sample) {
+    nlohmann::json line = {
+        {"model", tag},
+        {"index", s.index},
+        {"loss", s.loss},
+        {"tokens", s.tokens},
+        {"accuracy",
+         s.tokens > 0 ? static_cast<double>(s.correct) / static_cast<double>(s.tokens) : 0.0}};
+    if (s.truth >= 0) line["label"] = s.truth, line["predicted"] = s.predicted;
+    out += line.dump() + "\n";
+  }
   write_file_atomic(file, out);
 }
 

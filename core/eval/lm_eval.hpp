@@ -25,18 +25,26 @@ namespace dpft::eval {
 struct SampleScore {
   int64_t index;    // TokenizedExample::index
   double loss;      // mean token NLL over the sample's scored tokens (0 if none)
-  int64_t tokens;   // scored tokens
+  int64_t tokens;   // scored tokens (classification: 1)
   int64_t correct;  // scored tokens whose argmax prediction is right
+  int64_t truth = -1, predicted = -1;  // classification: the class ids
 };
+
+struct ClassificationMetrics;
 
 struct LmEvalResult {
   double loss = 0, accuracy = 0, perplexity = 0;
   int64_t samples = 0, tokens = 0;
   double seconds = 0;
   std::vector<SampleScore> per_sample;  // in data set order
+  nlohmann::json classification;        // classification sets: ClassificationMetrics::to_json
   nlohmann::json to_json() const;       // without per_sample
 };
 
+// A classification set (lm::Objective::kClassification, an encoder with a classifier): loss =
+// mean over samples of the cross-entropy at the true class, accuracy = argmax accuracy,
+// perplexity = exp(loss), tokens = samples, and `classification` holds accuracy, macro-F1,
+// positive-class F1, MCC and the confusion matrix over the model's labels.
 // Evaluates under NoGradGuard and model->eval(), restoring the previous train/eval mode;
 // batches of micro_batch rows (on the model's device); max_samples > 0: the first max_samples
 // items only. pad_id: lm::pad_id_for(tokenizer). ConfigError for micro_batch < 1.
@@ -44,7 +52,8 @@ LmEvalResult evaluate_lm(model::CausalLM& model, const lm::LmDataset& ds, int64_
                          int64_t max_samples, int64_t pad_id);
 
 // Writes one JSON line per sample: {"model": tag, "index", "loss", "tokens", "accuracy"}
-// (accuracy = correct / tokens, 0 for a sample without tokens), after the lines of other tags;
+// (accuracy = correct / tokens, 0 for a sample without tokens; classification adds "label" and
+// "predicted", the class ids), after the lines of other tags;
 // earlier lines of the same tag are replaced. The file is rewritten atomically.
 void append_per_sample(const std::filesystem::path& file, const std::string& tag,
                        const LmEvalResult& r);

@@ -1,5 +1,7 @@
 #include "core/grad/per_sample.hpp"
 
+#include "core/lm/objective.hpp"
+
 #include <map>
 
 #include "core/model/peft.hpp"
@@ -146,10 +148,21 @@ void PerSampleGrads::release() {
 
 Tensor PerSampleGrads::compute(const Tensor& input_ids, const Tensor& attention_mask,
                                const Tensor& labels) {
+  lm::LmBatch b;
+  b.input_ids = input_ids;
+  b.attention_mask = attention_mask;
+  b.labels = labels;
+  return compute(b);
+}
+
+Tensor PerSampleGrads::compute(const lm::LmBatch& batch) {
   release();
-  DPFT_CHECK(input_ids.dim() == 2 && labels.sizes() == input_ids.sizes(),
+  const Tensor& input_ids = batch.input_ids;
+  DPFT_CHECK(input_ids.dim() == 2 && (batch.objective == lm::Objective::kClassification ||
+                                      batch.labels.sizes() == input_ids.sizes()),
              "per-sample gradients: input_ids and labels must both be (B, T), got {} and {}",
-             shape_str(input_ids.sizes()), shape_str(labels.sizes()));
+             shape_str(input_ids.sizes()),
+             batch.labels.defined() ? shape_str(batch.labels.sizes()) : "none");
   batch_ = input_ids.size(0);
   const torch::Device dev = params_[0].param.device();  // batches are collated on the host
   if (batch_ == 0) {
@@ -157,8 +170,7 @@ Tensor PerSampleGrads::compute(const Tensor& input_ids, const Tensor& attention_
     for (size_t i = 0; i < params_.size(); ++i) state_.push_back(std::make_unique<ParamState>());
     return torch::zeros({0}, torch::TensorOptions().device(dev));
   }
-  Tensor logits = model_->forward(input_ids.to(dev), attention_mask.to(dev));
-  Tensor losses = model::per_sample_loss(logits, labels.to(dev)).first;  // (B)
+  Tensor losses = lm::sample_losses(*model_, batch);  // (B)
   std::vector<Tensor> outputs;
   std::vector<model::Capture*> caps;
   for (auto& h : hooked_)
@@ -344,19 +356,33 @@ std::pair<Tensor, Tensor> reference_per_sample_grads(model::CausalLM& model,
                                                      const Tensor& input_ids,
                                                      const Tensor& attention_mask,
                                                      const Tensor& labels) {
+  lm::LmBatch b;
+  b.input_ids = input_ids;
+  b.attention_mask = attention_mask;
+  b.labels = labels;
+  return reference_per_sample_grads(model, b);
+}
+
+std::pair<Tensor, Tensor> reference_per_sample_grads(model::CausalLM& model,
+                                                     const lm::LmBatch& batch) {
   auto params = model::trainable_parameters(model);
-  int64_t B = input_ids.size(0), p = 0;
+  int64_t B = batch.input_ids.size(0), p = 0;
   for (auto& kv : params) p += kv.second.numel();
   const torch::TensorOptions f32 =
       params.front().second.options().dtype(torch::kFloat32);  // the model's device
   Tensor out = torch::zeros({B, p}, f32), losses = torch::zeros({B}, f32);
   for (int64_t b = 0; b < B; ++b) {
-    Tensor keep = attention_mask.defined() ? attention_mask[b].nonzero().squeeze(1)
-                                           : torch::arange(input_ids.size(1));
-    Tensor ids = input_ids[b].index_select(0, keep).unsqueeze(0);
-    Tensor lab = labels[b].index_select(0, keep).unsqueeze(0);
+    // Sample b alone, on its unpadded tokens.
+    lm::LmBatch one = lm::select_rows(batch, {b});
+    Tensor keep = batch.attention_mask.defined() ? batch.attention_mask[b].nonzero().squeeze(1)
+                                                 : torch::arange(batch.input_ids.size(1));
+    auto cut = [&](const Tensor& t) { return t.defined() ? t.index_select(1, keep) : t; };
+    one.input_ids = cut(one.input_ids);
+    one.labels = cut(one.labels);
+    one.token_type_ids = cut(one.token_type_ids);
+    one.attention_mask = torch::ones_like(one.input_ids);
     for (auto& kv : params) kv.second.mutable_grad() = Tensor();
-    Tensor loss = model::per_sample_loss(model->forward(ids, torch::ones_like(ids)), lab).first[0];
+    Tensor loss = lm::sample_losses(*model, one)[0];
     losses[b] = loss.detach();
     if (!loss.requires_grad()) continue;
     loss.backward();

@@ -2,8 +2,9 @@
 //
 // One batched forward with every trainable layer capturing its input and output
 // (core/model/capture.hpp), then ONE autograd pass for d loss / d output of those layers, where
-// loss = sum_b loss_b and loss_b is sample b's mean token cross-entropy. Each trainable
-// parameter's per-sample gradient is then a sum of "contributions":
+// loss = sum_b loss_b and loss_b is sample b's loss under the batch's objective
+// (core/lm/objective.hpp: mean next-token cross-entropy, or an encoder's classification loss). Each
+// trainable parameter's per-sample gradient is then a sum of "contributions":
 //   outer:  G_b = sum_t u_{b,t} v_{b,t}^T      (Linear weight: u = dL/dy, v = x; LoRA A and B;
 //                                               embedding lookup: u = onehot(id), v = dL/dy;
 //                                               tied head: u = dL/dlogits, v = hidden)
@@ -28,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "core/lm/examples.hpp"
 #include "core/model/transformer.hpp"
 #include "core/util/enum_names.hpp"
 
@@ -67,6 +69,8 @@ class PerSampleGrads {
   // the calls below until the next compute() or release(). B = 0 is allowed.
   torch::Tensor compute(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                         const torch::Tensor& labels);
+  // The same for any objective (core/lm/objective.hpp): next-token or classification batches.
+  torch::Tensor compute(const lm::LmBatch& batch);
   int64_t batch_size() const { return batch_; }
 
   torch::Tensor sq_norms();  // (B) per-sample squared l2 norms over all trainable parameters
@@ -101,5 +105,7 @@ class PerSampleGrads {
 std::pair<torch::Tensor, torch::Tensor> reference_per_sample_grads(
     model::CausalLM& model, const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
     const torch::Tensor& labels);
+std::pair<torch::Tensor, torch::Tensor> reference_per_sample_grads(model::CausalLM& model,
+                                                                   const lm::LmBatch& batch);
 
 }  // namespace dpft::grad

@@ -16,13 +16,20 @@
 namespace dpft::lm {
 
 // A labelled or unlabelled text example with its row index in the file. With a prompt it is a
-// prompt/response pair: `prompt` is the prompt, `text` the response.
+// prompt/response pair: `prompt` is the prompt, `text` the response. With `text_pair` it is a
+// sentence pair for an encoder (GLUE's question/sentence, premise/hypothesis).
 struct Example {
   int64_t index = 0;  // row number in the file (0-based), stable under subsampling
   std::string text;
-  std::string label;                  // "" when unlabelled
-  std::optional<std::string> prompt;  // set for prompt/response pairs
+  std::string label;                     // "" when unlabelled
+  std::optional<std::string> prompt;     // set for prompt/response pairs
+  std::optional<std::string> text_pair;  // set for sentence pairs
 };
+
+// What a batch trains and evaluates (model::sample_losses in core/lm/objective.hpp):
+//   kNextToken       each sample's mean next-token cross-entropy over its scored ids (decoders)
+//   kClassification  the cross-entropy of the encoder's class logits at the sample's class id
+enum class Objective { kNextToken, kClassification };
 
 struct TokenizedExample {
   // Example index: row in file order across train + train_extra; block number when packed.
@@ -31,10 +38,13 @@ struct TokenizedExample {
   std::vector<uint8_t> scored;  // per id: 1 = this id is a prediction target (label), 0 = not
                                 // (prompt / control tokens when loss_on=response; bos)
   std::string label;            // class label text ("" if unlabelled)
+  std::vector<uint8_t> type_ids;  // encoders: per id its segment (0 / 1); empty = all 0
+  int64_t class_id = -1;          // kClassification: the label's id; -1 unlabelled
 };
 
 struct LmDataset {
   std::vector<TokenizedExample> items;
+  Objective objective = Objective::kNextToken;
   int64_t size() const { return static_cast<int64_t>(items.size()); }
   int64_t num_tokens() const;  // total ids
   int64_t dropped = 0;         // examples dropped while building (data/lm_dataset.hpp)
@@ -45,10 +55,14 @@ struct LmBatch {
   torch::Tensor attention_mask;  // (B, T) int64, 1 = token
   torch::Tensor labels;  // (B, T) int64 = input_ids where scored, -100 at padding and unscored ids
   std::vector<int64_t> index;  // TokenizedExample::index per row
+  Objective objective = Objective::kNextToken;
+  torch::Tensor token_type_ids;  // (B, T) int64 when any row has type ids; else undefined
+  torch::Tensor class_labels;    // kClassification: (B) int64 class ids; else undefined
 };
 
 // rows: positions in ds.items (may be empty: returns B = 0 tensors of shape (0, 1)). pad_id:
-// tokenizer pad else eos (pad_id_for). RuntimeError for a row out of range.
+// tokenizer pad else eos (pad_id_for). RuntimeError for a row out of range, or for an
+// unlabelled row (class_id < 0) of a kClassification set.
 LmBatch collate(const LmDataset& ds, const std::vector<int64_t>& rows, int64_t pad_id);
 
 // The tokenizer's pad id, else its eos id; InputError naming the tokenizer if it has neither.

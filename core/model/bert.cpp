@@ -247,9 +247,13 @@ class BertImpl : public EncoderImpl {
     }
     auto& e = body->embeddings;
     torch::Tensor types = tt.defined() ? tt.to(dev) : torch::zeros_like(ids);
-    if (tt.defined())
+    if (tt.defined()) {
       DPFT_CHECK(tt.sizes() == ids.sizes(), "token_type_ids must be {} like input_ids, got {}",
                  shape_str(ids.sizes()), shape_str(tt.sizes()));
+      DPFT_CHECK_AS(InputError, tt.numel() == 0 || tt.max().item<int64_t>() < cfg_.type_vocab_size,
+                    "token type {} but this {} model has {} (type_vocab_size)",
+                    tt.max().item<int64_t>(), cfg_.model_type, cfg_.type_vocab_size);
+    }
     torch::Tensor x = e->LayerNorm(e->word_embeddings(ids) + e->position_embeddings(pos) +
                                    e->token_type_embeddings(types));
     torch::Tensor bias = cfg_.is_decoder

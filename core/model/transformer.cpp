@@ -67,6 +67,12 @@ torch::Tensor EmbeddingImpl::project(const torch::Tensor& x) {
   return out;
 }
 
+void CausalLMImpl::set_label_names(const std::vector<std::string>& names) {
+  DPFT_CHECK_AS(ConfigError, names.size() == cfg_.labels.size(),
+                "{} label names for a classifier with {} labels", names.size(), cfg_.labels.size());
+  cfg_.labels = names;
+}
+
 std::vector<std::string> CausalLMImpl::checkpoint_names() {
   std::vector<std::string> out;
   for (const auto& p : named_parameters(true)) {

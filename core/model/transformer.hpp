@@ -60,6 +60,9 @@ class CausalLMImpl : public torch::nn::Module {
  public:
   explicit CausalLMImpl(ModelConfig cfg) : cfg_(std::move(cfg)) {}
   const ModelConfig& config() const { return cfg_; }
+  // Names the classifier's labels (data.labels), so that saved checkpoints carry them in
+  // id2label; ConfigError unless there are exactly num_labels names.
+  void set_label_names(const std::vector<std::string>& names);
 
   // logits (B, T, V). attention_mask (B, S) may be undefined (no padding). With a cache, the
   // new keys/values are appended and positions continue from the cached length. keep_last > 0:

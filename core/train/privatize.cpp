@@ -37,7 +37,7 @@ std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const lm::LmDa
     std::vector<int64_t> chunk(rows.begin() + i,
                                rows.begin() + std::min(rows.size(), i + micro_batch));
     lm::LmBatch b = lm::collate(ds, chunk, pad_id);
-    torch::Tensor losses = psg.compute(b.input_ids, b.attention_mask, b.labels);
+    torch::Tensor losses = psg.compute(b);
     torch::Tensor norms = psg.sq_norms().sqrt();
     if (!torch::isfinite(norms).all().item<bool>()) {
       // An example whose per-sample gradient is NaN or Inf contributes nothing: a clip weight of
@@ -57,7 +57,7 @@ std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const lm::LmDa
       if (kept.empty()) continue;
       chunk = kept;
       b = lm::collate(ds, chunk, pad_id);
-      losses = psg.compute(b.input_ids, b.attention_mask, b.labels);
+      losses = psg.compute(b);
       norms = psg.sq_norms().sqrt();
       DPFT_CHECK(torch::isfinite(norms).all().item<bool>(),
                  "per-sample gradient norms stayed non-finite after dropping the non-finite rows");

@@ -1,5 +1,7 @@
 #include "core/train/setup.hpp"
 
+#include "core/model/encoder.hpp"
+
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -83,16 +85,27 @@ void load_model(const Spec& spec, TrainInputs& in) {
                     in.model_dir.string(), p.key());
   }
   const model::ModelConfig& mc = in.model->config();
-  DPFT_CHECK_AS(ConfigError, !mc.is_encoder(),
-                "model.path {}: a {} encoder; `dpft run` trains decoder language models (gpt2, "
-                "llama, qwen2) and does not train encoders yet (sequence classification and "
-                "masked-LM training are not built). `dpft embed` uses encoders",
+  const bool classify = spec.data.task == "classification";
+  DPFT_CHECK_AS(ConfigError, !mc.is_encoder() || classify,
+                "model.path {}: a {} encoder; with data.task lm `dpft run` trains decoder "
+                "language models (gpt2, llama, qwen2); set data.task: classification to train "
+                "its sequence classifier (masked-LM training is not built yet)",
                 in.model_dir.string(), mc.model_type);
-  if (spec.data.max_length > mc.max_position) {
-    DPFT_CHECK_AS(ConfigError, !mc.is_gpt2(),
-                  "data.max_length = {} exceeds the {} positions the model has (config.json "
-                  "n_positions of {}); set data.max_length <= {}",
-                  spec.data.max_length, mc.max_position, in.model_dir.string(), mc.max_position);
+  DPFT_CHECK_AS(
+      ConfigError,
+      !classify || (mc.is_encoder() && mc.head == model::EncoderHead::kSequenceClassification),
+      "data.task: classification needs an encoder with a sequence-classification head "
+      "(config.json architectures BertForSequenceClassification or "
+      "RobertaForSequenceClassification); model.path {} is a {}{}",
+      in.model_dir.string(), mc.model_type,
+      mc.is_encoder() ? " without one (dpft model init --head classification makes one)"
+                      : " decoder");
+  if (spec.data.max_length > mc.usable_positions()) {
+    DPFT_CHECK_AS(ConfigError, !mc.learned_positions(),
+                  "data.max_length = {} exceeds the {} positions the model has (config.json of "
+                  "{}); set data.max_length <= {}",
+                  spec.data.max_length, mc.usable_positions(), in.model_dir.string(),
+                  mc.usable_positions());
     spdlog::warn("data.max_length = {} exceeds the model's max_position_embeddings {}: rotary "
                  "positions beyond it were never trained",
                  spec.data.max_length, mc.max_position);
@@ -100,6 +113,14 @@ void load_model(const Spec& spec, TrainInputs& in) {
   in.peft = peft_options(spec);
   model::apply_peft(in.model, in.peft, derive_seed(spec.seed, "peft"));
   in.model->to(run_device(spec));  // after LoRA: its factors are initialised on the CPU
+  if (classify) {
+    in.enc_tok = std::make_shared<tok::EncoderTokenizer>(tok::EncoderTokenizer::load(in.model_dir));
+    DPFT_CHECK_AS(InputError, in.enc_tok->vocab_size() <= in.model->config().vocab_size,
+                  "tokenizer in {} has {} ids but the model only {} embeddings",
+                  in.model_dir.string(), in.enc_tok->vocab_size(), in.model->config().vocab_size);
+    in.pad_id = in.enc_tok->pad_id();
+    return;
+  }
   in.tok = std::make_shared<tok::Tokenizer>(tok::load_tokenizer(in.model_dir));
   DPFT_CHECK_AS(InputError, in.tok->vocab_size() <= in.model->config().vocab_size,
                 "tokenizer in {} has {} ids but the model only {} embeddings",

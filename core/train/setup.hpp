@@ -9,6 +9,7 @@
 #include "core/config/spec.hpp"
 #include "core/lm/examples.hpp"
 #include "core/model/peft.hpp"
+#include "core/tokenizer/encoder_tokenizer.hpp"
 #include "core/tokenizer/tokenizer.hpp"
 
 namespace dpft::train {
@@ -20,12 +21,13 @@ std::filesystem::path resolve_model_dir(const std::string& path);
 struct TrainInputs {
   std::filesystem::path model_dir;
   model::CausalLM model;
-  std::shared_ptr<tok::Tokenizer> tok;
+  std::shared_ptr<tok::Tokenizer> tok;             // decoders (data.task lm); null for encoders
+  std::shared_ptr<tok::EncoderTokenizer> enc_tok;  // encoders (data.task classification)
   lm::LmDataset train, eval;  // eval empty when data.eval.path is ""
   // With data.eval.label_column: the labelled eval examples (same subsample as `eval`) and the
   // candidate labels, for classification accuracy by label likelihood (core/eval/lm_eval.hpp).
   std::vector<lm::Example> eval_examples;
-  std::vector<std::string> labels;
+  std::vector<std::string> labels;  // data.task classification: the class names in id order
   int64_t pad_id = 0;
   model::PeftOptions peft;
   // Eval examples whose text is also a training example's (data.eval.exclude_train false):

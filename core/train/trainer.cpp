@@ -161,7 +161,9 @@ nlohmann::json Trainer::evaluate(const std::string& tag, int64_t step, bool per_
   nlohmann::json j = r.to_json();
   j.erase("seconds");  // timing lives in the timing block, so eval blocks are reproducible
   j["step"] = step;
-  if (per_sample && !s_->in.labels.empty()) {  // base and final: classification by label likelihood
+  // Base and final of a language model with labelled eval text: classification by label
+  // likelihood. (A classifier's eval, data.task classification, is r's own classification.)
+  if (per_sample && !s_->in.eval_examples.empty() && s_->in.tok) {
     eval::ClassEvalResult c =
         eval::evaluate_classification(s_->in.model, s_->in.eval_examples, *s_->in.tok,
                                       s_->in.labels, 2 * spec.train.micro_batch_size,

@@ -41,6 +41,10 @@ void check_auditable(const Spec& spec, const AuditOptions& o) {
   DPFT_CHECK_AS(ConfigError, method_trains(spec),
                 "dpft audit: method {} does not train on the private data; nothing to audit",
                 spec.method.name);
+  DPFT_CHECK_AS(ConfigError, spec.data.task == "lm",
+                "dpft audit: canaries are random-token texts for a language model; data.task "
+                "classification runs are not auditable yet (mislabelled-example canaries are "
+                "not built)");
   DPFT_CHECK_AS(ConfigError, spec.data.train.num_samples == 0,
                 "dpft audit: data.train.num_samples = {} subsamples the training set after the "
                 "canaries are added, which would change which canaries are in; subsample the "
@@ -155,12 +159,12 @@ std::vector<double> gradient_scores(const Spec& a, const fs::path& run_dir, int6
   const int64_t per_batch = std::clamp<int64_t>(
       (int64_t{256} << 20) / (4 * std::max<int64_t>(engine.dim(), 1)), 1, a.train.micro_batch_size);
   std::vector<double> score(static_cast<size_t>(m), std::nan(""));
-  const int64_t pad = lm::pad_id_for(*in.tok);
+  const int64_t pad = in.pad_id;
   for (int64_t lo = 0; lo < m; lo += per_batch) {
     std::vector<int64_t> rows;
     for (int64_t r = lo; r < std::min(m, lo + per_batch); ++r) rows.push_back(r);
     const lm::LmBatch b = lm::collate(in.eval, rows, pad);
-    engine.compute(b.input_ids, b.attention_mask, b.labels);
+    engine.compute(b);
     const torch::Tensor g = engine.matrix().to(torch::kFloat64);  // (B, p)
     const torch::Tensor norm = g.norm(2, 1), dot = -g.matmul(d);  // (B), (B)
     const torch::Tensor s =

@@ -7,6 +7,7 @@
 #include "core/config/fields.hpp"
 #include "core/config/spec.hpp"
 #include "core/dist/world.hpp"
+#include "core/lm/objective.hpp"
 #include "core/train/privatize.hpp"
 #include "core/train/trainer.hpp"
 #include "core/util/clock.hpp"
@@ -19,6 +20,7 @@ namespace {
 class SgdMethod : public Method {
  public:
   std::string name() const override { return "sgd"; }
+  bool trains_classifiers() const override { return true; }
   std::string label() const override { return "SGD"; }
 
   void configure(Fields& f) override {
@@ -86,11 +88,7 @@ class SgdMethod : public Method {
             mine.begin() + i,
             mine.begin() + std::min(mine.size(), i + spec.train.micro_batch_size));
         lm::LmBatch b = lm::collate(in.train, chunk, in.pad_id);
-        const torch::Device dev = params.front().device();
-        torch::Tensor losses =
-            model::per_sample_loss(in.model->forward(b.input_ids.to(dev), b.attention_mask.to(dev)),
-                                   b.labels.to(dev))
-                .first;
+        torch::Tensor losses = lm::sample_losses(*in.model, b);  // (B), the batch's objective
         (losses.sum() / denom).backward();
         loss += losses.sum().item<double>();
       }

@@ -260,7 +260,7 @@ Tensor gradient_matrix(grad::PerSampleGrads& psg, const lm::LmDataset& ds,
     std::vector<int64_t> chunk(
         rows.begin() + i, rows.begin() + std::min(rows.size(), i + static_cast<size_t>(micro)));
     lm::LmBatch b = lm::collate(ds, chunk, pad_id);
-    ls.push_back(psg.compute(b.input_ids, b.attention_mask, b.labels));
+    ls.push_back(psg.compute(b));
     parts.push_back(psg.matrix());
   }
   psg.release();

@@ -1,0 +1,62 @@
+#include "core/lm/objective.hpp"
+
+#include "core/model/encoder.hpp"
+#include "core/util/error.hpp"
+#include "core/util/shape.hpp"
+
+namespace dpft::lm {
+
+namespace {
+torch::Tensor on(const torch::Tensor& t, const torch::Device& dev) {
+  return t.defined() ? t.to(dev) : t;
+}
+}  // namespace
+
+torch::Tensor class_logits(model::CausalLMImpl& model, const LmBatch& b) {
+  auto* enc = dynamic_cast<model::EncoderImpl*>(&model);
+  DPFT_CHECK_AS(ConfigError, enc != nullptr,
+                "a classification objective needs an encoder with a sequence-classification "
+                "head; this is a {} model",
+                model.config().model_type);
+  const torch::Device dev = model.parameters().front().device();
+  return enc->classify(b.input_ids.to(dev), on(b.attention_mask, dev), on(b.token_type_ids, dev));
+}
+
+torch::Tensor sample_losses(model::CausalLMImpl& model, const LmBatch& b) {
+  const torch::Device dev = model.parameters().front().device();
+  if (b.objective == Objective::kClassification) {
+    DPFT_CHECK(b.class_labels.defined() && b.class_labels.dim() == 1 &&
+                   b.class_labels.size(0) == b.input_ids.size(0),
+               "a classification batch needs class_labels (B), got {}",
+               b.class_labels.defined() ? shape_str(b.class_labels.sizes()) : "none");
+    torch::Tensor z = class_logits(model, b).to(torch::kFloat32);  // (B, L)
+    torch::Tensor y = b.class_labels.to(dev);
+    DPFT_CHECK(
+        y.numel() == 0 || (y.min().item<int64_t>() >= 0 && y.max().item<int64_t>() < z.size(1)),
+        "class ids must lie in [0, {}) (the model's labels)", z.size(1));
+    return -torch::log_softmax(z, 1).gather(1, y.unsqueeze(1)).squeeze(1);
+  }
+  DPFT_CHECK_AS(ConfigError, !b.token_type_ids.defined(),
+                "token types belong to encoder batches; a next-token batch has none");
+  return model::per_sample_loss(model.forward(b.input_ids.to(dev), on(b.attention_mask, dev)),
+                                b.labels.to(dev))
+      .first;
+}
+
+LmBatch select_rows(const LmBatch& b, const std::vector<int64_t>& rows) {
+  const torch::Tensor idx = torch::tensor(rows, torch::kInt64);
+  auto pick = [&](const torch::Tensor& t) {
+    return t.defined() ? t.index_select(0, idx.to(t.device())) : t;
+  };
+  LmBatch o;
+  o.objective = b.objective;
+  o.input_ids = pick(b.input_ids);
+  o.attention_mask = pick(b.attention_mask);
+  o.labels = pick(b.labels);
+  o.token_type_ids = pick(b.token_type_ids);
+  o.class_labels = pick(b.class_labels);
+  for (int64_t r : rows) o.index.push_back(b.index.empty() ? r : b.index[static_cast<size_t>(r)]);
+  return o;
+}
+
+}  // namespace dpft::lm
