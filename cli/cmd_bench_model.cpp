@@ -120,8 +120,11 @@ double forward_flops_per_token(model::CausalLM& m, int64_t seq) {
   const model::ModelConfig& c = m->config();
   int64_t lin = 0;
   for (auto& [n, l] : m->linears()) lin += l->weight.numel();
-  return 2.0 *
-             static_cast<double>(lin + (c.tie_word_embeddings ? c.vocab_size * c.hidden_size : 0)) +
+  // The tied head projects onto the vocabulary; a sequence classifier has no such head.
+  const bool head = !c.is_encoder() || c.head == model::EncoderHead::kMaskedLM ||
+                    c.head == model::EncoderHead::kCausalLM;
+  return 2.0 * static_cast<double>(
+                   lin + (c.tie_word_embeddings && head ? c.vocab_size * c.hidden_size : 0)) +
          4.0 * static_cast<double>(c.num_layers) * (static_cast<double>(seq) / 2.0) * c.num_heads *
              c.head_dim;
 }

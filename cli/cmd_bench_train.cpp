@@ -19,6 +19,7 @@
 
 #include "cli/app.hpp"
 #include "cli/bench_common.hpp"
+#include "core/lm/objective.hpp"
 #include "core/model/peft.hpp"
 #include "core/model/presets.hpp"
 #include "core/train/privatize.hpp"
@@ -64,6 +65,11 @@ namespace {
 
 int bench_train(const TrainBench& b) {
   model::ModelConfig c = model::preset_config(b.arch, b.preset, b.vocab);
+  const bool encoder = c.is_encoder();
+  if (encoder) {  // sequence classification (2 classes), the DP-SFT / denoising papers' task
+    c.head = model::EncoderHead::kSequenceClassification;
+    c.labels = {"LABEL_0", "LABEL_1"};
+  }
   model::CausalLM m = model::make_causal_lm(c, 0);
   model::PeftOptions po;
   po.kind = b.peft;
@@ -71,7 +77,9 @@ int bench_train(const TrainBench& b) {
   po.targets = !b.targets.empty() ? b.targets
                : b.peft == "full" ? std::vector<std::string>{"all"}
                : b.arch == "gpt2" ? std::vector<std::string>{"c_attn"}
+               : encoder          ? std::vector<std::string>{"query", "value"}
                                   : std::vector<std::string>{"q_proj", "v_proj"};
+  if (encoder && b.peft == "lora") po.modules_to_save = {"classifier"};
   model::apply_peft(m, po, 1);
   const torch::Dtype dtype = train::dtype_named(b.dtype, "--dtype");
   static const std::regex device_re("cpu|cuda(:[0-9]+)?");
@@ -87,9 +95,11 @@ int bench_train(const TrainBench& b) {
   auto sync = [&] {  // GPU work is asynchronous: time it to completion
     if (dev.is_cuda()) torch::cuda::synchronize();
   };
-  const int64_t seq = std::min(b.seq, c.max_position), micro = b.micro > 0 ? b.micro : b.batch;
-  // One fixed batch: random tokens, all scored.
+  const int64_t seq = std::min(b.seq, c.usable_positions()),
+                micro = b.micro > 0 ? b.micro : b.batch;
+  // One fixed batch: random tokens, all scored (encoders: random classes).
   lm::LmDataset ds;
+  if (encoder) ds.objective = lm::Objective::kClassification;
   torch::manual_seed(0);
   torch::Tensor ids = torch::randint(c.vocab_size, {b.batch, seq}, torch::kInt64);
   for (int64_t i = 0; i < b.batch; ++i) {
@@ -98,7 +108,8 @@ int bench_train(const TrainBench& b) {
     torch::Tensor row = ids[i].contiguous();
     auto acc = row.accessor<int64_t, 1>();
     for (int64_t t = 0; t < seq; ++t) e.ids.push_back(static_cast<int32_t>(acc[t]));
-    e.scored.assign(static_cast<size_t>(seq), 1);
+    e.scored.assign(static_cast<size_t>(seq), encoder ? 0 : 1);
+    e.class_id = i % 2;
     ds.items.push_back(std::move(e));
   }
   std::vector<int64_t> rows(static_cast<size_t>(b.batch));
@@ -111,10 +122,7 @@ int bench_train(const TrainBench& b) {
     for (int64_t i = 0; i < b.batch; i += micro) {
       std::vector<int64_t> chunk(rows.begin() + i, rows.begin() + std::min(b.batch, i + micro));
       lm::LmBatch mb = lm::collate(ds, chunk, 0);
-      auto losses =
-          model::per_sample_loss(m->forward(mb.input_ids.to(dev), mb.attention_mask.to(dev)),
-                                 mb.labels.to(dev))
-              .first;
+      auto losses = lm::sample_losses(*m, mb);  // (B), the batch's objective
       (losses.sum() / static_cast<double>(b.batch)).backward();
     }
     sync();
@@ -212,7 +220,10 @@ void register_bench_train(CLI::App* bench, CliContext& ctx) {
   auto o = std::make_shared<TrainBench>();
   CLI::App* s = bench->add_subcommand(
       "train", "DP-SGD step time and memory vs a non-private step (one process)");
-  s->add_option("--arch", o->arch, "gpt2 | llama | qwen2")->capture_default_str();
+  s->add_option("--arch", o->arch,
+                "gpt2 | llama | qwen2 | bert | roberta (encoders: a 2-class classifier; LoRA "
+                "trains the head too)")
+      ->capture_default_str();
   s->add_option("--preset", o->preset, "model preset (docs/models.md)")->capture_default_str();
   s->add_option("--vocab", o->vocab, "vocabulary size")->capture_default_str();
   s->add_option("--batch", o->batch, "sequences per logical batch")->capture_default_str();

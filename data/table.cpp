@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
+
 #include <algorithm>
 #include <random>
 
@@ -126,6 +128,32 @@ void parse_tsv(const std::string& text, Table& t) {
   });
 }
 
+// One JSON object as a table row: the first row's keys are the columns; keys absent from the
+// first row are ignored; null or missing values are recorded as absent (examples() refuses a
+// row without a column it reads).
+void add_json_row(const nlohmann::json& j, int64_t line, std::map<std::string, size_t>& index,
+                  Table& t) {
+  if (t.columns.empty())
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      index[it.key()] = t.columns.size();
+      t.columns.push_back(it.key());
+    }
+  std::vector<std::string> row(t.columns.size());
+  std::vector<bool> seen(t.columns.size(), false);
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    auto f = index.find(it.key());
+    if (f == index.end() || it->is_null()) continue;
+    row[f->second] = it->is_string() ? it->get<std::string>() : it->dump();
+    seen[f->second] = true;
+  }
+  std::vector<size_t> absent;
+  for (size_t c = 0; c < seen.size(); ++c)
+    if (!seen[c]) absent.push_back(c);
+  if (!absent.empty()) t.absent[t.rows.size()] = std::move(absent);
+  t.rows.push_back(std::move(row));
+  t.line.push_back(line);
+}
+
 void parse_jsonl(const std::string& text, Table& t) {
   std::map<std::string, size_t> index;
   for_each_line(text, 0, [&](std::string l, int64_t line) {
@@ -147,27 +175,57 @@ void parse_jsonl(const std::string& text, Table& t) {
       throw InputError(fmt::format("{}:{}: invalid JSON: {}", t.source, line, e.what()));
     }
     if (!j.is_object()) throw InputError(fmt::format("{}:{}: expected a JSON object per line", t.source, line));
-    if (t.columns.empty())
-      for (auto it = j.begin(); it != j.end(); ++it) {
-        index[it.key()] = t.columns.size();
-        t.columns.push_back(it.key());
-      }
-    std::vector<std::string> row(t.columns.size());
-    std::vector<bool> seen(t.columns.size(), false);
-    for (auto it = j.begin(); it != j.end(); ++it) {
-      auto f = index.find(it.key());
-      if (f == index.end()) continue;  // keys absent from the first row are ignored
-      if (it->is_null()) continue;     // null = absent
-      row[f->second] = it->is_string() ? it->get<std::string>() : it->dump();
-      seen[f->second] = true;
-    }
-    std::vector<size_t> absent;
-    for (size_t c = 0; c < seen.size(); ++c)
-      if (!seen[c]) absent.push_back(c);
-    if (!absent.empty()) t.absent[t.rows.size()] = std::move(absent);
-    t.rows.push_back(std::move(row));
-    t.line.push_back(line);
+    add_json_row(j, line, index, t);
   });
+}
+
+// A whole-file JSON document of rows, if `text` is one: an array of objects, or an object whose
+// values are all objects (the GLUE sample export {"0": {"text_a", "text_b", "label"}, ...}; rows
+// in order of their integer keys, else in key order). Columns: the first row's keys, as JSONL.
+// Row k is reported as "file:k" (its ordinal; the document has no line per row). false when the
+// text is not such a document (then it is read as JSONL).
+bool parse_json_document(const std::string& text, Table& t) {
+  constexpr int kMaxDepth = 64;
+  bool too_deep = false;
+  auto depth_limit = [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+    if (depth > kMaxDepth) too_deep = true;
+    return depth <= kMaxDepth;
+  };
+  nlohmann::json doc = nlohmann::json::parse(text, depth_limit, /*allow_exceptions=*/false);
+  if (too_deep)
+    throw InputError(
+        fmt::format("{}: JSON nested deeper than {} levels; a row is one object of "
+                    "strings (or numbers)",
+                    t.source, kMaxDepth));
+  if (doc.is_discarded()) return false;
+  std::vector<const nlohmann::json*> rows;
+  if (doc.is_array()) {
+    for (const auto& r : doc) rows.push_back(&r);
+  } else if (doc.is_object() && !doc.empty()) {
+    std::vector<std::pair<long long, const nlohmann::json*>> keyed;
+    bool integer_keys = true;
+    for (auto it = doc.begin(); it != doc.end(); ++it) {
+      if (!it->is_object()) return false;  // one JSONL row (an object of values), not a document
+      char* end = nullptr;
+      const long long k = std::strtoll(it.key().c_str(), &end, 10);
+      integer_keys = integer_keys && !it.key().empty() && *end == '\0';
+      keyed.emplace_back(k, &*it);
+    }
+    if (integer_keys)
+      std::stable_sort(keyed.begin(), keyed.end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [k, r] : keyed) rows.push_back(r);
+  } else {
+    return false;
+  }
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const nlohmann::json& j = *rows[i];
+    if (!j.is_object())
+      throw InputError(fmt::format("{}:{}: expected an object per row", t.source, i + 1));
+    add_json_row(j, static_cast<int64_t>(i + 1), index, t);
+  }
+  return true;
 }
 
 // One row per line with a non-whitespace character.
@@ -240,7 +298,10 @@ Table read_table(const std::filesystem::path& path, const std::string& format) {
   check_encoding(text, t.source);
   if (fmt_ == "csv") parse_csv(text, t);
   else if (fmt_ == "tsv") parse_tsv(text, t);
-  else if (fmt_ == "jsonl") parse_jsonl(text, t);
+  else if (fmt_ == "jsonl" && lower_ext(path) == ".json" && parse_json_document(text, t)) {
+  }  // a whole-file JSON document of rows
+  else if (fmt_ == "jsonl")
+    parse_jsonl(text, t);
   else if (fmt_ == "text") parse_text(text, t);
   else throw ConfigError(fmt::format("data format '{}': use auto, csv, tsv, jsonl or text", fmt_));
   if (t.columns.empty()) throw InputError(fmt::format("{}: empty file (no header or rows)", t.source));

@@ -1,7 +1,9 @@
 // Reading tabular text data sets: CSV (RFC 4180: quoted fields with embedded commas, quotes
 // and newlines), TSV (GLUE style: tab-separated, first line a header, no quoting), JSONL
-// (one JSON object per line) and plain text (one example per line that has a non-whitespace
-// character, in one column named `text`). Every row becomes named string fields; errors name
+// (one JSON object per line; a .json file may instead hold one document of rows: an array of
+// objects, or an object of objects such as the GLUE sample export {"0": {...}, "1": {...}}) and
+// plain text (one example per line that has a non-whitespace character, in one column named
+// `text`). Every row becomes named string fields; errors name
 // the file and line. Used by the engine to load private training / evaluation text (and labels).
 #pragma once
 #include <cstdint>

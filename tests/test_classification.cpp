@@ -113,6 +113,17 @@ TEST_CASE("dpft run trains a RoBERTa classifier: sgd and dp-sgd, metrics and per
   CHECK(m["privacy"]["steps"] == 4);
   CHECK(m["privacy"]["dataset_size"] == 64);
   CHECK(m["eval"]["final"]["classification"].contains("mcc"));
+  // LoRA (default modules_to_save [classifier]): the head trains and is saved in the adapter.
+  REQUIRE(
+      test::cli(cls_args(f, out,
+                         {"--set", "method.name=dp-sgd", "--set", "privacy.epsilon=4", "--set",
+                          "model.peft.kind=lora", "--set", "model.peft.r=4", "--set",
+                          "model.peft.targets=[query, value]", "--set", "output.save_model=true"}),
+                &printed) == 0);
+  const fs::path lora_dir = last_line(printed);
+  auto acfg = nlohmann::json::parse(read_file(lora_dir / "adapter" / "adapter_config.json"));
+  CHECK(acfg["modules_to_save"] == nlohmann::json({"classifier"}));
+  CHECK(acfg["task_type"] == "SEQ_CLS");
   // per_sample.jsonl: one line per eval example and model, with label and prediction.
   std::ifstream ps(dir / "per_sample.jsonl");
   int lines = 0;

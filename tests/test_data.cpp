@@ -55,6 +55,32 @@ TEST_CASE("TSV and JSONL rows", "[data]") {
   CHECK(j.line == std::vector<int64_t>{1, 3});
 }
 
+TEST_CASE("a .json document of rows: object of objects (GLUE export) or array", "[data]") {
+  test::TempDir d;
+  // Integer keys out of order: rows follow the keys' numeric order.
+  Table g = read_table(d.write("g.json",
+                               "{\n \"10\": {\"text_a\": \"q2\", \"text_b\": \"s2\", "
+                               "\"label\": \"entailment\"},\n \"2\": {\"text_a\": "
+                               "\"q1\", \"text_b\": \"s1\", \"label\": 0}\n}\n"));
+  REQUIRE(g.rows.size() == 2);
+  CHECK(g.columns.size() == 3);  // keys in the JSON parser's (sorted) order, as for JSONL
+  CHECK(g.rows[0][g.column("text_a")] == "q1");
+  CHECK(g.rows[0][g.column("label")] == "0");
+  CHECK(g.rows[1][g.column("text_b")] == "s2");
+  CHECK(g.line == std::vector<int64_t>{1, 2});  // row ordinals
+  auto ex = examples(g, "text_a", "label", "", "text_b");
+  CHECK(ex[1].text_pair == std::string("s2"));
+  Table a = read_table(d.write("a.json", "[{\"text\": \"x\"}, {\"text\": \"y\"}]"));
+  REQUIRE(a.rows.size() == 2);
+  CHECK(a.rows[1][0] == "y");
+  // A one-line .json object of values stays a JSONL row; JSONL lines in a .json file too.
+  CHECK(read_table(d.write("one.json", "{\"text\": \"z\", \"n\": 1}\n")).rows.size() == 1);
+  CHECK(read_table(d.write("l.json", "{\"text\": \"a\"}\n{\"text\": \"b\"}\n")).rows.size() == 2);
+  // A row that is not an object names its ordinal.
+  CHECK_THROWS_WITH(read_table(d.write("bad.json", "[{\"text\": \"x\"}, 5]")),
+                    Contains("bad.json:2: expected an object per row"));
+}
+
 TEST_CASE("subsampling is deterministic, seeded, in file order", "[data]") {
   std::vector<Example> all;
   for (int i = 0; i < 100; ++i) all.push_back({i, std::to_string(i), "", {}});
@@ -87,6 +113,11 @@ TEST_CASE("real data sets read with the row counts their README states", "[data]
   CHECK(read_table(dir / "glue_sst2/dev.tsv").rows.size() == 872);
   CHECK(read_table(dir / "imdb_subset/imdb_2499_clean.csv").rows.size() == 2499);
   CHECK(read_table(dir / "chatbot_arena_sample/chatbot_arena_conversations_sample.jsonl").rows.size() == 2129);
+  Table qnli = read_table(dir / "glue_samples/qnli/dev.json");  // the GLUE JSON export
+  CHECK(qnli.columns.size() == 3);
+  CHECK(qnli.rows.front()[qnli.column("text_a")] ==
+        "How long after the annexation of Kresy was the amendment made?");
+  CHECK(qnli.rows.front()[qnli.column("label")] == "not_entailment");
 }
 
 TEST_CASE("dpft bench data reads the repeated rows and times the UTF-8 check", "[data][cli]") {

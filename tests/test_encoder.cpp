@@ -368,7 +368,7 @@ double rows_rel_err(const torch::Tensor& a, const torch::Tensor& ref) {
 TEST_CASE("per-sample gradients of encoder classifiers equal the one-sample reference",
           "[encoder][grad]") {
   for (std::string type : {"bert", "roberta"}) {
-    for (std::string peft : {"lora", "full"}) {
+    for (std::string peft : {"lora", "lora+head", "full"}) {
       for (auto mode : {grad::GradMode::kMaterialize, grad::GradMode::kGhost}) {
         INFO(type << " " << peft << " mode " << static_cast<int>(mode));
         CausalLM m =
@@ -376,10 +376,11 @@ TEST_CASE("per-sample gradients of encoder classifiers equal the one-sample refe
                                                              : "RobertaForSequenceClassification"),
                            11);
         PeftOptions o;
-        o.kind = peft;
+        o.kind = peft == "full" ? "full" : "lora";
         o.r = 4;
-        o.targets = peft == "lora" ? std::vector<std::string>{"query", "value", "dense"}
-                                   : std::vector<std::string>{"all"};
+        o.targets = peft == "full" ? std::vector<std::string>{"all"}
+                                   : std::vector<std::string>{"query", "value", "dense"};
+        if (peft == "lora+head") o.modules_to_save = {"classifier"};
         apply_peft(m, o, 3);
         {  // LoRA B away from 0 so that every factor has a gradient of its own
           torch::NoGradGuard ng;
@@ -472,4 +473,76 @@ TEST_CASE("classification data: pairs with token types, label ids, label resolut
       data::build_classification_dataset(ex, tk, labels, 8, "data.train"),
       Catch::Contains("data.train: row 2 has label 'maybe'") && Catch::Contains("[no, yes]"));
   CHECK_THROWS_AS(data::build_classification_dataset(ex, tk, labels, 2, "data.train"), ConfigError);
+}
+
+TEST_CASE("LoRA with modules_to_save: the head trains in full, without LoRA, and round-trips",
+          "[encoder][peft]") {
+  for (std::string type : {"bert", "roberta"}) {
+    INFO(type);
+    test::TempDir d;
+    const nlohmann::json j =
+        encoder_json(type, type == "bert" ? "BertForSequenceClassification"
+                                          : "RobertaForSequenceClassification");
+    CausalLM m = random_encoder(j, 21);
+    save_checkpoint(m, d.path / "base");
+    PeftOptions o;
+    o.r = 4;
+    o.alpha = 8;
+    o.targets = {"query", "value", "dense"};
+    o.modules_to_save = {"classifier"};
+    apply_peft(m, o, 5);
+    std::set<std::string> trainable;
+    for (auto& [n, p] : trainable_parameters(m)) trainable.insert(n);
+    const std::string head = type == "bert" ? "classifier.weight" : "classifier.out_proj.weight";
+    CHECK(trainable.count(head) == 1);
+    if (type == "roberta") {  // classifier.dense matches "dense" but is saved whole, not LoRA'd
+      CHECK(trainable.count("classifier.dense.weight") == 1);
+      CHECK(trainable.count("classifier.dense.lora_A") == 0);
+    }
+    CHECK(trainable.count(type + ".encoder.layer.0.attention.output.dense.lora_A") == 1);
+    CHECK(trainable.count(type + ".encoder.layer.0.attention.output.dense.weight") == 0);
+    {
+      torch::NoGradGuard ng;
+      for (auto& [n, p] : trainable_parameters(m)) p.normal_(0, 0.05);
+    }
+    save_adapter(m, o, d.path / "adapter", (d.path / "base").string());
+    auto cfg = nlohmann::json::parse(read_file(d.path / "adapter" / "adapter_config.json"));
+    CHECK(cfg["task_type"] == "SEQ_CLS");
+    CHECK(cfg["modules_to_save"] == nlohmann::json({"classifier"}));
+    auto file = SafetensorsFile::open(d.path / "adapter" / "adapter_model.safetensors");
+    CHECK(file->find("base_model.model." + head) != nullptr);
+    CausalLM back = load_checkpoint(d.path / "base");
+    PeftOptions read = load_adapter(back, d.path / "adapter");
+    CHECK(read.modules_to_save == std::vector<std::string>{"classifier"});
+    torch::NoGradGuard ng;
+    const torch::Tensor ids = torch::tensor({{2, 5, 6, 7, 3}}, torch::kInt64);
+    CHECK(torch::equal(as_encoder(back)->classify(ids, torch::Tensor(), torch::Tensor()),
+                       as_encoder(m)->classify(ids, torch::Tensor(), torch::Tensor())));
+  }
+  CausalLM m = random_encoder(encoder_json("bert", "BertForSequenceClassification"), 1);
+  PeftOptions bad;
+  bad.targets = {"query"};
+  bad.modules_to_save = {"score"};
+  CHECK_THROWS_WITH(apply_peft(m, bad, 0), Catch::Contains("'score' matches no module"));
+}
+
+TEST_CASE("auto grad mode takes ghost norms for an untied word embedding (a lookup only)",
+          "[encoder][grad]") {
+  // Materialising a lookup's per-sample gradient fills a (B, vocabulary, d) block: the cost model
+  // counts that block, so the vocabulary-wide embedding goes to ghost norms (it chose
+  // materialisation before, 2.5x slower and 5x the memory at bert small: docs/BENCHMARKS.md).
+  nlohmann::json j = encoder_json("bert", "BertForSequenceClassification");
+  j["vocab_size"] = 5000;
+  CausalLM m = make_causal_lm(parse_model_config(j, "t"), 4);
+  PeftOptions o;
+  o.kind = "full";
+  o.targets = {"all"};
+  apply_peft(m, o, 0);
+  grad::PerSampleGrads psg(m);
+  psg.compute(lm::collate(encoder_grad_set(), {0, 1, 2, 3}, 0));
+  psg.sq_norms();
+  const auto modes = psg.last_modes();
+  for (size_t i = 0; i < psg.params().size(); ++i)
+    if (psg.params()[i].name == "bert.embeddings.word_embeddings.weight")
+      CHECK(modes[i] == "ghost");
 }

@@ -225,6 +225,8 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
     p.get("alpha", s.model.peft.alpha, Range::above(0));
     p.get("dropout", s.model.peft.dropout, Range{0, 1, false, true});
     p.get("targets", s.model.peft.targets);
+    if (std::vector<std::string> mts; p.get("modules_to_save", mts))
+      s.model.peft.modules_to_save = mts;
     if (s.model.peft.kind == "lora" && s.model.peft.targets.empty())
       throw ConfigError(
           "model.peft.targets: empty: LoRA needs the names of the modules it wraps, e.g. "
@@ -399,6 +401,7 @@ YAML::Node spec_to_yaml(const Spec& s) {
   m["peft"]["alpha"] = num(s.model.peft.alpha);
   m["peft"]["dropout"] = num(s.model.peft.dropout);
   m["peft"]["targets"] = s.model.peft.targets;
+  if (s.model.peft.modules_to_save) m["peft"]["modules_to_save"] = *s.model.peft.modules_to_save;
   n["model"] = m;
   if (s.data.task != "lm") n["data"]["task"] = s.data.task;  // lm specs keep their hash
   if (!s.data.labels.empty()) n["data"]["labels"] = s.data.labels;

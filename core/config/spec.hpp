@@ -25,6 +25,9 @@ struct PeftSpec {
   double alpha = 16;          // LoRA scaling alpha (scale = alpha / r)
   double dropout = 0.0;       // LoRA dropout probability, [0, 1)
   std::vector<std::string> targets = {"q_proj", "v_proj"};  // module names to wrap / train
+  // lora: modules trained in full besides the factors (HF peft's modules_to_save); unset =
+  // [classifier] with data.task classification, none otherwise.
+  std::optional<std::vector<std::string>> modules_to_save;
 };
 
 struct ModelSpec {

@@ -79,7 +79,9 @@ double ghost_cost(const PerSampleGrads::ParamState& s) {
 }
 
 double materialize_cost(const PerSampleGrads::ParamState& s) {
-  double c = 0;
+  // Every sample's (m, n) block is zero-filled and reduced for its norm: m n, however sparse its
+  // contributions (an embedding lookup touches T rows but its block spans the vocabulary).
+  double c = s.outer.empty() ? 0.0 : static_cast<double>(s.outer[0].m) * s.outer[0].n;
   for (const auto& k : s.outer) {
     double T = static_cast<double>(k.V.size(1));
     c += k.ids.defined() ? T * k.n : T * k.m * k.n;

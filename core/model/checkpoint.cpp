@@ -57,26 +57,34 @@ void save_adapter(CausalLM& model, const PeftOptions& o, const fs::path& dir, co
     tensors.emplace_back(kAdapterPrefix + path + ".lora_B.weight", lin->lora_B.detach().to(torch::kCPU).contiguous());
   }
   DPFT_CHECK(!tensors.empty(), "save_adapter: the model has no LoRA layers");
-  bool gpt2 = model->config().is_gpt2();
-  nlohmann::json cfg = {{"peft_type", "LORA"},
-                        {"task_type", "CAUSAL_LM"},
-                        {"base_model_name_or_path", base_model},
-                        {"r", o.r},
-                        {"lora_alpha", o.alpha},
-                        {"lora_dropout", o.dropout},
-                        {"target_modules", o.targets},
-                        {"fan_in_fan_out", gpt2},  // GPT-2's Conv1D stores (in, out)
-                        {"bias", "none"},
-                        {"inference_mode", true},
-                        {"init_lora_weights", true},
-                        {"modules_to_save", nullptr},
-                        {"revision", nullptr},
-                        {"use_rslora", false},
-                        {"use_dora", false},
-                        {"rank_pattern", nlohmann::json::object()},
-                        {"alpha_pattern", nlohmann::json::object()},
-                        {"layers_to_transform", nullptr},
-                        {"layers_pattern", nullptr}};
+  // modules_to_save: their trained parameters in full, keyed as PEFT saves them
+  // (base_model.model.<parameter name>, without PEFT's wrapper path).
+  for (auto& [name, t] : trainable_parameters(model))
+    if (name.find("lora_") == std::string::npos)
+      tensors.emplace_back(kAdapterPrefix + name, t.detach().to(torch::kCPU).contiguous());
+  const ModelConfig& mc = model->config();
+  bool gpt2 = mc.is_gpt2();
+  nlohmann::json cfg = {
+      {"peft_type", "LORA"},
+      {"task_type", mc.head == EncoderHead::kSequenceClassification ? "SEQ_CLS" : "CAUSAL_LM"},
+      {"base_model_name_or_path", base_model},
+      {"r", o.r},
+      {"lora_alpha", o.alpha},
+      {"lora_dropout", o.dropout},
+      {"target_modules", o.targets},
+      {"fan_in_fan_out", gpt2},  // GPT-2's Conv1D stores (in, out)
+      {"bias", "none"},
+      {"inference_mode", true},
+      {"init_lora_weights", true},
+      {"modules_to_save",
+       o.modules_to_save.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.modules_to_save)},
+      {"revision", nullptr},
+      {"use_rslora", false},
+      {"use_dora", false},
+      {"rank_pattern", nlohmann::json::object()},
+      {"alpha_pattern", nlohmann::json::object()},
+      {"layers_to_transform", nullptr},
+      {"layers_pattern", nullptr}};
   write_file_atomic(dir / "adapter_config.json", cfg.dump(2) + "\n");
   save_safetensors(dir / "adapter_model.safetensors", tensors);
 }
@@ -102,6 +110,8 @@ PeftOptions load_adapter(CausalLM& model, const fs::path& dir) {
     o.dropout = j.value("lora_dropout", 0.0);
     if (j.at("target_modules").is_string()) o.targets = {j["target_modules"].get<std::string>()};
     else o.targets = j.at("target_modules").get<std::vector<std::string>>();
+    if (j.contains("modules_to_save") && !j["modules_to_save"].is_null())
+      o.modules_to_save = j["modules_to_save"].get<std::vector<std::string>>();
   } catch (const nlohmann::json::exception& e) {
     throw InputError(fmt::format("{}: {}", cfg_path.string(), e.what()));
   }
@@ -127,8 +137,25 @@ PeftOptions load_adapter(CausalLM& model, const fs::path& dir) {
       used[key] = true;
     }
   }
+  for (auto& [name, param] : trainable_parameters(model)) {  // modules_to_save
+    if (name.find("lora_") != std::string::npos) continue;
+    const std::string key = kAdapterPrefix + name;
+    if (!file->find(key))
+      throw InputError(
+          fmt::format("{}: missing tensor '{}' (modules_to_save)", w_path.string(), key));
+    torch::Tensor t = file->load(key);
+    if (t.sizes() != param.sizes() || !t.is_floating_point())
+      throw InputError(fmt::format("{}: '{}' has shape {} and dtype {}, expected {} floating",
+                                   w_path.string(), key, shape_str(t.sizes()),
+                                   c10::toString(t.scalar_type()), shape_str(param.sizes())));
+    param.copy_(t.to(param.scalar_type()));
+    used[key] = true;
+  }
   for (const auto& [k, u] : used)
-    if (!u) throw InputError(fmt::format("{}: tensor '{}' matches no LoRA layer of this model", w_path.string(), k));
+    if (!u)
+      throw InputError(
+          fmt::format("{}: tensor '{}' matches no LoRA layer or module to save of this model",
+                      w_path.string(), k));
   return o;
 }
 

@@ -36,16 +36,47 @@ void apply_peft(CausalLM& model, const PeftOptions& o, uint64_t seed) {
                                       "modules are: {}",
                                       t, model->config().model_type, join({names.begin(), names.end()}, ", ")));
     }
+    // A module path inside one of modules_to_save (itself or below it).
+    auto saved = [&](const std::string& path) {
+      for (const auto& m : o.modules_to_save)
+        for (std::string p = path;; p = p.substr(0, p.rfind('.'))) {
+          if (module_matches(p, m)) return true;
+          if (p.find('.') == std::string::npos) break;
+        }
+      return false;
+    };
     for (auto& [path, lin] : lins) {
       bool hit = false;
       for (const auto& t : o.targets) hit = hit || module_matches(path, t);
-      if (!hit) continue;
+      if (!hit || saved(path)) continue;
       lin->add_lora(o.r, o.alpha, o.dropout, &gen);
       lin->lora_A.set_requires_grad(true);
       lin->lora_B.set_requires_grad(true);
     }
+    for (const auto& m : o.modules_to_save) {
+      bool hit = false;
+      for (auto& p : model->named_parameters(true)) {
+        const std::string module = p.key().substr(0, p.key().rfind('.'));
+        if (p.key().find("lora_") != std::string::npos || !saved(module)) continue;
+        bool mine = false;
+        for (std::string q = module;; q = q.substr(0, q.rfind('.'))) {
+          mine = mine || module_matches(q, m);
+          if (q.find('.') == std::string::npos) break;
+        }
+        if (!mine) continue;
+        p.value().set_requires_grad(true);
+        hit = true;
+      }
+      if (!hit)
+        throw ConfigError(
+            fmt::format("model.peft.modules_to_save: '{}' matches no module of this "
+                        "{} model",
+                        m, model->config().model_type));
+    }
     return;
   }
+  DPFT_CHECK_AS(ConfigError, o.modules_to_save.empty(),
+                "model.peft.modules_to_save is for kind lora (kind {} trains its targets)", o.kind);
   // full: parameters whose module path matches a target
   bool any = false;
   for (auto& p : model->named_parameters(true)) {

@@ -17,6 +17,9 @@ struct PeftOptions {
   double alpha = 16;
   double dropout = 0.0;
   std::vector<std::string> targets = {"q_proj", "v_proj"};  // module names (suffix match), or "all"
+  // lora: modules trained in full besides the LoRA factors (HF peft's modules_to_save, e.g. a
+  // classifier head: "classifier"); linears inside them get no LoRA.
+  std::vector<std::string> modules_to_save;
 };
 
 // True if module path `path` is selected by `target` (equal, or ends with "." + target).
