@@ -7,15 +7,41 @@
 #include <unordered_set>
 
 #include "core/eval/lm_eval.hpp"
+#include "core/model/config.hpp"
 #include "core/tokenizer/load.hpp"
 #include "core/util/error.hpp"
 #include "core/util/seed.hpp"
 #include "core/util/sha256.hpp"
 #include "data/classification.hpp"
+#include "data/encoder_lm.hpp"
 #include "data/lm_dataset.hpp"
 #include "data/table.hpp"
 
 namespace dpft::data {
+
+namespace {
+
+// An encoder's data.task mlm or lm set (data/encoder_lm.hpp); masking seeded by (seed, salt).
+lm::LmDataset encoder_lm_dataset(const Spec& spec, const std::vector<Example>& examples,
+                                 const tok::EncoderTokenizer& tok, const std::string& salt) {
+  const bool mlm = spec.data.task == "mlm";
+  lm::LmDataset ds = build_encoder_lm_dataset(
+      examples, tok, static_cast<size_t>(spec.data.max_length), spec.data.packing,
+      mlm ? lm::Objective::kMaskedLM : lm::Objective::kNextToken);
+  if (mlm) {
+    DPFT_CHECK_AS(ConfigError, tok.mask_id().has_value(),
+                  "data.task: mlm needs a mask token, and the encoder tokenizer ({}) has none "
+                  "([MASK] / <mask>)",
+                  tok.kind());
+    ds.masking.mask_id = *tok.mask_id();
+    ds.masking.vocab_size = tok.vocab_size();
+    ds.masking.rate = spec.data.mlm_probability;
+    ds.masking.seed = derive_seed(spec.seed, salt);
+  }
+  return ds;
+}
+
+}  // namespace
 
 train::TrainInputs load_train_inputs(const Spec& spec) {
   train::TrainInputs in;
@@ -31,6 +57,8 @@ train::TrainInputs load_train_inputs(const Spec& spec) {
     in.model->set_label_names(in.labels);  // saved models name their classes
     in.train = build_classification_dataset(train_examples, *in.enc_tok, in.labels, max_len,
                                             "data.train (" + spec.data.train.path + ")");
+  } else if (in.enc_tok) {  // masked-LM pretraining, or a causal BERT's next-token training
+    in.train = encoder_lm_dataset(spec, train_examples, *in.enc_tok, "mlm");
   } else {
     in.train = build_lm_dataset(train_examples, *in.tok, lm_data_options(spec.data));
   }
@@ -59,6 +87,10 @@ train::TrainInputs load_train_inputs(const Spec& spec) {
                                              "data.eval (" + spec.data.eval.path + ")");
       return in;
     }
+    if (in.enc_tok) {  // fixed masks (draw 0) from their own seed
+      in.eval = encoder_lm_dataset(spec, eval_examples, *in.enc_tok, "mlm-eval");
+      return in;
+    }
     in.eval = build_lm_dataset(eval_examples, *in.tok, lm_data_options(spec.data));
     if (!spec.data.eval.label_column.empty()) {
       in.eval_examples = eval_examples;
@@ -80,7 +112,10 @@ int64_t count_train_examples(const Spec& spec) {
       spec.data.train, spec.data.train_extra, spec.data, derive_seed(spec.seed, "data"));
   if (spec.data.task == "classification")  // every labelled row is one example (none dropped)
     return static_cast<int64_t>(examples.size());
-  const tok::Tokenizer tok = tok::load_tokenizer(train::resolve_model_dir(spec.model.path));
+  const std::filesystem::path dir = train::resolve_model_dir(spec.model.path);
+  if (model::load_model_config(dir).is_encoder())
+    return encoder_lm_dataset(spec, examples, tok::EncoderTokenizer::load(dir), "mlm").size();
+  const tok::Tokenizer tok = tok::load_tokenizer(dir);
   return build_lm_dataset(examples, tok, lm_data_options(spec.data)).size();
 }
 

@@ -19,10 +19,22 @@ const train::DpSettings& StepReleaseMethod::dp() const {
 }
 
 void check_task(const Method& m, const Spec& spec) {
-  DPFT_CHECK_AS(ConfigError, spec.data.task != "classification" || m.trains_classifiers(),
-                "method {} trains language models only (it generates or scores text); "
-                "data.task: classification runs with sgd or dp-sgd",
+  DPFT_CHECK_AS(ConfigError, spec.data.task == "lm" || m.trains_encoders(),
+                "method {} trains decoder language models only (it generates or scores text); "
+                "data.task: {} runs with sgd or dp-sgd",
+                m.name(), spec.data.task);
+  DPFT_CHECK_AS(ConfigError, spec.data.task != "mlm" || m.name() == "sgd",
+                "data.task: mlm is pretraining on public text: method sgd (DP masked-LM "
+                "training is not supported: the per-sample engine does not cover the masked-LM "
+                "head's output bias); method {} was given",
                 m.name());
+}
+
+void check_model(const Method& m, const train::TrainInputs& in) {
+  DPFT_CHECK_AS(ConfigError, !in.enc_tok || m.trains_encoders(),
+                "method {} trains decoder language models only (it generates or scores text with "
+                "the decoder tokenizer); model.path {} is a {} encoder: use sgd or dp-sgd",
+                m.name(), in.model_dir.string(), in.model->config().model_type);
 }
 
 }  // namespace dpft

@@ -45,10 +45,10 @@ class Method {
   // Whether run() trains on the private data: the run loads the model and the data sets once
   // (data/train_inputs.hpp) and hands them to plan() (their size) and run().
   virtual bool trains() const { return true; }
-  // Whether the method also trains sequence classifiers (data.task classification: an
-  // encoder's classification loss through the same engine). Methods that generate or score
-  // text (PE-SGD and its family) train language models only.
-  virtual bool trains_classifiers() const { return false; }
+  // Whether the method also trains encoders (data.task classification or mlm, or a causal BERT
+  // under data.task lm) through the same engine. Methods that generate or score text with the
+  // decoder tokenizer (PE-SGD and its family) train decoder language models only.
+  virtual bool trains_encoders() const { return false; }
   // The DP releases a run on a private set of `dataset_size` examples makes (for the ledger's
   // budget check and `dpft account --spec`); {} for a method that releases nothing. Resolves
   // and keeps the method's DP settings: called once per run, before run().
@@ -67,6 +67,9 @@ class Method {
 // data.task classification with a method that trains language models only: a ConfigError
 // naming the methods that can.
 void check_task(const Method& m, const Spec& spec);
+// ConfigError when the loaded model is an encoder (a causal BERT under data.task lm) and the
+// method cannot train one.
+void check_model(const Method& m, const train::TrainInputs& in);
 
 class StepReleaseMethod : public Method {
  public:

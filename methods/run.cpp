@@ -20,6 +20,7 @@ RunResult run_method(const Spec& spec, const RunOptions& opts) {
       p.releases = method->plan(spec, 0);
     } else {
       *in = data::load_train_inputs(spec);  // each file read once
+      check_model(*method, *in);
       p.releases = method->plan(spec, in->train.size());
       p.settings["data"] = {{"files", data::train_file_identity(spec)},
                             {"examples", in->train.size()}};

@@ -237,7 +237,8 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
   {
     Fields d = top.child("data");
     DataSpec& da = s.data;
-    d.get_choice("task", da.task, {"lm", "classification"});
+    d.get_choice("task", da.task, {"lm", "classification", "mlm"});
+    d.get("mlm_probability", da.mlm_probability, Range{0, 1, true, false});
     d.get("labels", da.labels);
     parse_dataset(d.child("train"), da.train);
     YAML::Node extra = d.raw("train_extra");
@@ -294,9 +295,22 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
       if (!da.labels.empty() || !da.train.text_pair_column.empty() ||
           !da.eval.text_pair_column.empty())
         throw ConfigError(
-            "data.labels and text_pair_column belong to data.task: classification (an encoder "
-            "checkpoint); this spec's task is lm");
+            fmt::format("data.labels and text_pair_column belong to data.task: classification "
+                        "(an encoder checkpoint); this spec's task is {}",
+                        da.task));
     }
+    if (da.task == "mlm") {
+      auto need = [&](bool ok, const std::string& what) {
+        if (!ok) throw ConfigError(fmt::format("data.task: mlm {}", what));
+      };
+      need(da.loss_on == "all" && da.chat_format == "none",
+           "masks plain text; leave data.loss_on and data.chat_format unset");
+      need(da.train.prompt_column.empty() && da.train.prompt.empty(),
+           "takes plain text, not prompts");
+    }
+    if (da.task != "mlm" && d.has("mlm_probability"))
+      throw ConfigError(fmt::format(
+          "data.mlm_probability belongs to data.task: mlm; this spec's task is {}", da.task));
     d.finish();
   }
   {
@@ -404,6 +418,7 @@ YAML::Node spec_to_yaml(const Spec& s) {
   if (s.model.peft.modules_to_save) m["peft"]["modules_to_save"] = *s.model.peft.modules_to_save;
   n["model"] = m;
   if (s.data.task != "lm") n["data"]["task"] = s.data.task;  // lm specs keep their hash
+  if (s.data.task == "mlm") n["data"]["mlm_probability"] = num(s.data.mlm_probability);
   if (!s.data.labels.empty()) n["data"]["labels"] = s.data.labels;
   n["data"]["train"] = dataset_yaml(s.data.train);
   YAML::Node extra(YAML::NodeType::Sequence);

@@ -52,9 +52,11 @@ struct DatasetSpec {
 };
 
 struct DataSpec {
-  // lm: language modelling (next-token loss; decoders). classification: sequence classification
-  // with an encoder's classifier (label_column required; text_pair_column for sentence pairs).
+  // lm: language modelling (next-token loss; decoders, or an encoder with a causal-LM head).
+  // classification: sequence classification with an encoder's classifier (label_column required;
+  // text_pair_column for sentence pairs). mlm: masked-LM pretraining of an encoder.
   std::string task = "lm";
+  double mlm_probability = 0.15;         // mlm: share of text ids masked (lm::MaskingOptions::rate)
   std::vector<std::string> labels;       // classification: label names in class-id order
   DatasetSpec train;                     // the private training set
   std::vector<DatasetSpec> train_extra;  // more training sets, appended to train (public corpora)

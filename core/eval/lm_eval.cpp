@@ -96,17 +96,21 @@ LmEvalResult evaluate_lm(model::CausalLM& model, const lm::LmDataset& ds, int64_
     r.seconds = seconds_since(t0);
     return r;
   }
+  const bool masked = ds.objective == lm::Objective::kMaskedLM;
   for (int64_t start = 0; start < n; start += micro_batch) {
     std::vector<int64_t> rows;
     for (int64_t i = start; i < std::min(n, start + micro_batch); ++i) rows.push_back(i);
     lm::LmBatch b = lm::collate(ds, rows, pad_id);
     torch::Tensor ids = b.input_ids.to(dev), mask = b.attention_mask.to(dev),
                   labels = b.labels.to(dev);
-    torch::Tensor logits = model->forward(ids, mask);              // (B, T, V)
-    auto [loss, tokens] = model::per_sample_loss(logits, labels);  // (B), (B)
-    const int64_t T = logits.size(1);
-    torch::Tensor target = labels.slice(1, 1, T);  // (B, T-1)
-    torch::Tensor hit = (logits.slice(1, 0, T - 1).argmax(-1) == target) & (target != -100);
+    torch::Tensor logits = model->forward(ids, mask);  // (B, T, V)
+    // Next-token: position t predicts labels[t + 1]; masked LM: labels[t] (collate's fixed
+    // draw-0 masks, the same at every evaluation).
+    auto [loss, tokens] = masked ? lm::masked_token_loss(logits, labels)
+                                 : model::per_sample_loss(logits, labels);  // (B), (B)
+    const int64_t T = logits.size(1), shift = masked ? 0 : 1;
+    torch::Tensor target = labels.slice(1, shift, T);  // (B, T - shift)
+    torch::Tensor hit = (logits.slice(1, 0, T - shift).argmax(-1) == target) & (target != -100);
     torch::Tensor right = hit.sum(1);  // (B)
     loss = loss.to(torch::kCPU, torch::kFloat64);
     tokens = tokens.to(torch::kCPU, torch::kInt64);

@@ -6,6 +6,9 @@
 //                 perplexity is reported).
 // Samples with no scored token (none in an LmDataset built by data/lm_dataset) count in
 // `samples` but not in the loss mean.
+// A masked-LM set (lm::Objective::kMaskedLM) is scored the same way at its masked positions
+// (lm::masked_token_loss; the fixed draw-0 masks of lm::collate, so evaluations compare):
+// accuracy = share of masked ids predicted, perplexity = exp(mean masked-token NLL).
 // Classification accuracy for labelled text: each candidate label is scored as a continuation
 // of the text (text + "\n" + label) and the label with the lowest summed NLL is predicted.
 #pragma once

@@ -15,7 +15,50 @@ int64_t LmDataset::num_tokens() const {
   return n;
 }
 
-LmBatch collate(const LmDataset& ds, const std::vector<int64_t>& rows, int64_t pad_id) {
+namespace {
+
+// SplitMix64 (Steele et al. 2014): a small, platform-independent stream for the masking draws.
+struct SplitMix64 {
+  uint64_t s;
+  uint64_t next() {
+    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
+};
+
+// BERT's masking of one row (MaskingOptions) in place: ids (T), labels (T).
+void mask_row(const TokenizedExample& ex, const MaskingOptions& m, uint64_t draw, int64_t* ids,
+              int64_t* labels) {
+  SplitMix64 rng{m.seed};
+  rng.s = rng.next() ^ static_cast<uint64_t>(ex.index);
+  rng.s = rng.next() ^ draw;
+  for (size_t t = 0; t < ex.ids.size(); ++t) {
+    labels[t] = -100;
+    if (!ex.scored[t]) continue;
+    const double select = rng.uniform(), how = rng.uniform();
+    const uint64_t random_id = rng.next();
+    if (select >= m.rate) continue;
+    labels[t] = ex.ids[t];
+    if (how < 0.8)
+      ids[t] = m.mask_id;
+    else if (how < 0.9)
+      ids[t] = static_cast<int64_t>(random_id % static_cast<uint64_t>(m.vocab_size));
+  }
+}
+
+}  // namespace
+
+LmBatch collate(const LmDataset& ds, const std::vector<int64_t>& rows, int64_t pad_id,
+                uint64_t draw) {
+  const bool masked = ds.objective == Objective::kMaskedLM;
+  DPFT_CHECK(!masked || (ds.masking.mask_id >= 0 && ds.masking.vocab_size > 0 &&
+                         ds.masking.rate > 0 && ds.masking.rate <= 1),
+             "collate: a masked-LM set needs a mask id, a vocabulary size and a rate in (0, 1]; "
+             "got mask id {}, vocabulary {}, rate {}",
+             ds.masking.mask_id, ds.masking.vocab_size, ds.masking.rate);
   const int64_t B = static_cast<int64_t>(rows.size());
   int64_t T = 1;
   for (int64_t r : rows) {
@@ -59,6 +102,9 @@ LmBatch collate(const LmDataset& ds, const std::vector<int64_t>& rows, int64_t p
       if (!ex.type_ids.empty()) tta[i][static_cast<int64_t>(t)] = ex.type_ids[t];
     }
     if (b.class_labels.defined()) cla[i] = ex.class_id;
+    if (masked)
+      mask_row(ex, ds.masking, draw, b.input_ids.data_ptr<int64_t>() + i * T,
+               b.labels.data_ptr<int64_t>() + i * T);
     b.index.push_back(ex.index);
   }
   return b;

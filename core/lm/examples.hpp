@@ -29,7 +29,23 @@ struct Example {
 // What a batch trains and evaluates (model::sample_losses in core/lm/objective.hpp):
 //   kNextToken       each sample's mean next-token cross-entropy over its scored ids (decoders)
 //   kClassification  the cross-entropy of the encoder's class logits at the sample's class id
-enum class Objective { kNextToken, kClassification };
+//   kMaskedLM        each sample's mean cross-entropy of the masked-LM head at its masked
+//                    positions (BERT's objective; the masks are drawn by collate, below)
+enum class Objective { kNextToken, kClassification, kMaskedLM };
+
+// BERT's masking (Devlin et al. 2019, Sec. 3.1, as HF's DataCollatorForLanguageModeling): each
+// scored id is selected with probability `rate`; a selected id becomes a target (its label is the
+// original id) and its input is replaced by mask_id with probability 0.8, by a uniform random id
+// in [0, vocab_size) with probability 0.1, and kept with probability 0.1. The draws of example
+// `index` in draw `d` come from their own stream, seeded by (seed, index, d): a batch's masks do
+// not depend on which other rows it holds, training draws d = step + 1 (new masks every step,
+// identical after a resume) and evaluation d = 0 (the same masks at every evaluation).
+struct MaskingOptions {
+  int64_t mask_id = -1;
+  int64_t vocab_size = 0;
+  double rate = 0.15;
+  uint64_t seed = 0;
+};
 
 struct TokenizedExample {
   // Example index: row in file order across train + train_extra; block number when packed.
@@ -45,6 +61,7 @@ struct TokenizedExample {
 struct LmDataset {
   std::vector<TokenizedExample> items;
   Objective objective = Objective::kNextToken;
+  MaskingOptions masking;  // kMaskedLM only
   int64_t size() const { return static_cast<int64_t>(items.size()); }
   int64_t num_tokens() const;  // total ids
   int64_t dropped = 0;         // examples dropped while building (data/lm_dataset.hpp)
@@ -61,9 +78,12 @@ struct LmBatch {
 };
 
 // rows: positions in ds.items (may be empty: returns B = 0 tensors of shape (0, 1)). pad_id:
-// tokenizer pad else eos (pad_id_for). RuntimeError for a row out of range, or for an
-// unlabelled row (class_id < 0) of a kClassification set.
-LmBatch collate(const LmDataset& ds, const std::vector<int64_t>& rows, int64_t pad_id);
+// tokenizer pad else eos (pad_id_for). A kMaskedLM set's batch has its masks applied (draw
+// `draw`, MaskingOptions): labels hold the original ids at the selected positions, -100
+// elsewhere. RuntimeError for a row out of range, for an unlabelled row (class_id < 0) of a
+// kClassification set, or for a kMaskedLM set without a mask id.
+LmBatch collate(const LmDataset& ds, const std::vector<int64_t>& rows, int64_t pad_id,
+                uint64_t draw = 0);
 
 // The tokenizer's pad id, else its eos id; InputError naming the tokenizer if it has neither.
 int64_t pad_id_for(const tok::Tokenizer& tok);

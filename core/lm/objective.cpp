@@ -36,11 +36,36 @@ torch::Tensor sample_losses(model::CausalLMImpl& model, const LmBatch& b) {
         "class ids must lie in [0, {}) (the model's labels)", z.size(1));
     return -torch::log_softmax(z, 1).gather(1, y.unsqueeze(1)).squeeze(1);
   }
+  if (b.objective == Objective::kMaskedLM) {
+    DPFT_CHECK_AS(
+        ConfigError,
+        model.config().is_encoder() && model.config().head == model::EncoderHead::kMaskedLM,
+        "a masked-LM objective needs an encoder with a masked-LM head "
+        "(BertForMaskedLM / RobertaForMaskedLM); this is a {} model",
+        model.config().model_type);
+    return masked_token_loss(model.forward(b.input_ids.to(dev), on(b.attention_mask, dev)),
+                             b.labels.to(dev))
+        .first;
+  }
   DPFT_CHECK_AS(ConfigError, !b.token_type_ids.defined(),
                 "token types belong to encoder batches; a next-token batch has none");
   return model::per_sample_loss(model.forward(b.input_ids.to(dev), on(b.attention_mask, dev)),
                                 b.labels.to(dev))
       .first;
+}
+
+std::pair<torch::Tensor, torch::Tensor> masked_token_loss(const torch::Tensor& logits,
+                                                          const torch::Tensor& labels) {
+  DPFT_CHECK(logits.dim() == 3 && labels.dim() == 2 && logits.size(0) == labels.size(0) &&
+                 logits.size(1) == labels.size(1),
+             "masked_token_loss: logits {} and labels {} do not match (B, T, V) / (B, T)",
+             shape_str(logits.sizes()), shape_str(labels.sizes()));
+  const torch::Tensor target = labels.ne(-100);                             // (B, T)
+  torch::Tensor logp = torch::log_softmax(logits.to(torch::kFloat32), -1);  // (B, T, V)
+  torch::Tensor nll = -logp.gather(-1, labels.clamp_min(0).unsqueeze(-1)).squeeze(-1);
+  nll = nll * target.to(torch::kFloat32);
+  torch::Tensor count = target.sum(1);  // (B) int64
+  return {nll.sum(1) / count.clamp_min(1).to(torch::kFloat32), count};
 }
 
 LmBatch select_rows(const LmBatch& b, const std::vector<int64_t>& rows) {

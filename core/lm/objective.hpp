@@ -4,6 +4,8 @@
 //                    (model::per_sample_loss; the PE-SGD paper's per-sample loss)
 //   kClassification  loss_b = -log softmax(z_b)[c_b], z_b = the encoder's class logits
 //                    (model::EncoderImpl::classify on ids, mask and token types), c_b the class
+//   kMaskedLM        loss_b = mean over b's masked positions t of -log p(x_t | x~), x~ the
+//                    masked input (collate draws the masks), p the masked-LM head's softmax
 #pragma once
 #include <torch/torch.h>
 
@@ -18,6 +20,12 @@ torch::Tensor sample_losses(model::CausalLMImpl& model, const LmBatch& b);
 
 // kClassification: the class logits (B, num_labels) on the model's device.
 torch::Tensor class_logits(model::CausalLMImpl& model, const LmBatch& b);
+
+// Each sample's mean cross-entropy at its labelled positions, unshifted (the target of position t
+// is labels[t]; -100 = none): the masked-LM loss. logits (B, T, V), labels (B, T) -> loss (B)
+// float32 (0 for a sample without targets), targets (B) int64.
+std::pair<torch::Tensor, torch::Tensor> masked_token_loss(const torch::Tensor& logits,
+                                                          const torch::Tensor& labels);
 
 // Rows `rows` of a batch (every tensor field and the index), e.g. one sample for the reference.
 LmBatch select_rows(const LmBatch& b, const std::vector<int64_t>& rows);

@@ -33,10 +33,11 @@ std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const lm::LmDa
   }
   double loss = 0, norm_sum = 0;
   int64_t clipped = 0, dropped = 0;
+  const uint64_t draw = stats ? batch_draw(*stats) : 1;
   for (size_t i = 0; i < rows.size(); i += static_cast<size_t>(micro_batch)) {
     std::vector<int64_t> chunk(rows.begin() + i,
                                rows.begin() + std::min(rows.size(), i + micro_batch));
-    lm::LmBatch b = lm::collate(ds, chunk, pad_id);
+    lm::LmBatch b = lm::collate(ds, chunk, pad_id, draw);
     torch::Tensor losses = psg.compute(b);
     torch::Tensor norms = psg.sq_norms().sqrt();
     if (!torch::isfinite(norms).all().item<bool>()) {
@@ -56,7 +57,7 @@ std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const lm::LmDa
       dropped += static_cast<int64_t>(chunk.size() - kept.size());
       if (kept.empty()) continue;
       chunk = kept;
-      b = lm::collate(ds, chunk, pad_id);
+      b = lm::collate(ds, chunk, pad_id, draw);
       losses = psg.compute(b);
       norms = psg.sq_norms().sqrt();
       DPFT_CHECK(torch::isfinite(norms).all().item<bool>(),

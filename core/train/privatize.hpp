@@ -20,6 +20,9 @@
 namespace dpft::train {
 
 struct BatchStats {
+  // Input, set by the trainer: the 0-based step this batch is for. Masked-LM batches draw their
+  // masks with draw = step + 1 (lm::collate), so a resumed run masks as the uninterrupted one.
+  int64_t step = 0;
   int64_t batch_size = 0;       // realised |B|
   double loss = 0;              // mean per-sample loss over the batch (0 if empty)
   double grad_norm_mean = 0;    // mean per-sample gradient norm (before clipping)
@@ -29,6 +32,11 @@ struct BatchStats {
   double noise_seconds = 0;
   nlohmann::json extra;  // method-specific per-step values (an object), merged into history
 };
+
+// The masking draw of a training batch (lm::collate): step + 1; evaluation uses draw 0.
+inline uint64_t batch_draw(const BatchStats& st) {
+  return static_cast<uint64_t>(st.step) + 1;
+}
 
 // Per-sample clipping weights w_b for norms (B): clip or normalize, as above.
 torch::Tensor clip_weights(const torch::Tensor& norms, double clip_norm,

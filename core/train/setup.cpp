@@ -89,21 +89,27 @@ void load_model(const Spec& spec, TrainInputs& in) {
                     in.model_dir.string(), p.key());
   }
   const model::ModelConfig& mc = in.model->config();
-  const bool classify = spec.data.task == "classification";
-  DPFT_CHECK_AS(ConfigError, !mc.is_encoder() || classify,
-                "model.path {}: a {} encoder; with data.task lm `dpft run` trains decoder "
-                "language models (gpt2, llama, qwen2); set data.task: classification to train "
-                "its sequence classifier (masked-LM training is not built yet)",
-                in.model_dir.string(), mc.model_type);
-  DPFT_CHECK_AS(
-      ConfigError,
-      !classify || (mc.is_encoder() && mc.head == model::EncoderHead::kSequenceClassification),
-      "data.task: classification needs an encoder with a sequence-classification head "
-      "(config.json architectures BertForSequenceClassification or "
-      "RobertaForSequenceClassification); model.path {} is a {}{}",
-      in.model_dir.string(), mc.model_type,
-      mc.is_encoder() ? " without one (dpft model init --head classification makes one)"
-                      : " decoder");
+  const bool classify = spec.data.task == "classification", mlm = spec.data.task == "mlm";
+  // Which head each task trains (an encoder's head is its config.json architecture).
+  const model::EncoderHead need = classify ? model::EncoderHead::kSequenceClassification
+                                  : mlm    ? model::EncoderHead::kMaskedLM
+                                           : model::EncoderHead::kCausalLM;
+  const char* arch = classify ? "BertForSequenceClassification or RobertaForSequenceClassification"
+                     : mlm    ? "BertForMaskedLM or RobertaForMaskedLM"
+                              : "BertLMHeadModel or RobertaForCausalLM, is_decoder true";
+  const char* init = classify ? "--head classification" : mlm ? "--head mlm" : "--head causal";
+  DPFT_CHECK_AS(ConfigError,
+                (mc.is_encoder() && mc.head == need) || (!mc.is_encoder() && !classify && !mlm),
+                "data.task: {} needs {} (config.json architectures {}); model.path {} is a {}{}",
+                spec.data.task,
+                classify ? "an encoder with a sequence-classification head"
+                : mlm    ? "an encoder with a masked-LM head"
+                         : "a decoder, or an encoder with a causal-LM head",
+                arch, in.model_dir.string(), mc.model_type,
+                mc.is_encoder() ? fmt::format(" encoder with another head (dpft model init {} "
+                                              "makes one)",
+                                              init)
+                                : " decoder");
   if (spec.data.max_length > mc.usable_positions()) {
     DPFT_CHECK_AS(ConfigError, !mc.learned_positions(),
                   "data.max_length = {} exceeds the {} positions the model has (config.json of "
@@ -117,7 +123,7 @@ void load_model(const Spec& spec, TrainInputs& in) {
   in.peft = peft_options(spec);
   model::apply_peft(in.model, in.peft, derive_seed(spec.seed, "peft"));
   in.model->to(run_device(spec));  // after LoRA: its factors are initialised on the CPU
-  if (classify) {
+  if (mc.is_encoder()) {
     in.enc_tok = std::make_shared<tok::EncoderTokenizer>(tok::EncoderTokenizer::load(in.model_dir));
     DPFT_CHECK_AS(InputError, in.enc_tok->vocab_size() <= in.model->config().vocab_size,
                   "tokenizer in {} has {} ids but the model only {} embeddings",

@@ -22,7 +22,7 @@ struct TrainInputs {
   std::filesystem::path model_dir;
   model::CausalLM model;
   std::shared_ptr<tok::Tokenizer> tok;             // decoders (data.task lm); null for encoders
-  std::shared_ptr<tok::EncoderTokenizer> enc_tok;  // encoders (data.task classification)
+  std::shared_ptr<tok::EncoderTokenizer> enc_tok;  // encoders (then tok is null)
   lm::LmDataset train, eval;  // eval empty when data.eval.path is ""
   // With data.eval.label_column: the labelled eval examples (same subsample as `eval`) and the
   // candidate labels, for classification accuracy by label likelihood (core/eval/lm_eval.hpp).

@@ -459,6 +459,7 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
     if (decision == kStopAfter) s.ctx.stopped = true;
     if (decision != kGo) break;
     BatchStats st;
+    st.step = s.step;
     std::vector<Tensor> grads = gradient(rows, st);
     check_step_gradients(grads, s.opt->masters(), s.names);
     double lr = lr_at(s.sched, s.step);

@@ -45,6 +45,11 @@ void check_auditable(const Spec& spec, const AuditOptions& o) {
                 "dpft audit: canaries are random-token texts for a language model; data.task "
                 "classification runs are not auditable yet (mislabelled-example canaries are "
                 "not built)");
+  DPFT_CHECK_AS(ConfigError,
+                !model::load_model_config(train::resolve_model_dir(spec.model.path)).is_encoder(),
+                "dpft audit: model.path {} is an encoder; canaries are audited on decoder language "
+                "models only",
+                spec.model.path);
   DPFT_CHECK_AS(ConfigError, spec.data.train.num_samples == 0,
                 "dpft audit: data.train.num_samples = {} subsamples the training set after the "
                 "canaries are added, which would change which canaries are in; subsample the "

@@ -15,7 +15,7 @@ namespace {
 class DpSgdMethod : public StepReleaseMethod {
  public:
   std::string name() const override { return "dp-sgd"; }
-  bool trains_classifiers() const override { return true; }
+  bool trains_encoders() const override { return true; }
   std::string label() const override { return "DP-SGD"; }
 
   void configure(Fields& f) override {

@@ -20,7 +20,7 @@ namespace {
 class SgdMethod : public Method {
  public:
   std::string name() const override { return "sgd"; }
-  bool trains_classifiers() const override { return true; }
+  bool trains_encoders() const override { return true; }
   std::string label() const override { return "SGD"; }
 
   void configure(Fields& f) override {
@@ -87,7 +87,7 @@ class SgdMethod : public Method {
         std::vector<int64_t> chunk(
             mine.begin() + i,
             mine.begin() + std::min(mine.size(), i + spec.train.micro_batch_size));
-        lm::LmBatch b = lm::collate(in.train, chunk, in.pad_id);
+        lm::LmBatch b = lm::collate(in.train, chunk, in.pad_id, train::batch_draw(st));
         torch::Tensor losses = lm::sample_losses(*in.model, b);  // (B), the batch's objective
         (losses.sum() / denom).backward();
         loss += losses.sum().item<double>();
