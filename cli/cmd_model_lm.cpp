@@ -1,6 +1,7 @@
-// `dpft model init | info | logits`: make, describe and probe language-model checkpoints.
+// `dpft model init | rehead | info | logits`: make, re-head, describe and probe checkpoints.
 //   init   --arch gpt2|llama|qwen2|bert|roberta --preset P --tokenizer DIR --out DIR [--seed N]
 //          [--dtype D] [--head none|classification|mlm|causal] [--labels a,b,...]
+//   rehead --from DIR --head H [--labels a,b] --out DIR [--seed N]: the body kept, a new head
 //   info   DIR [--peft lora|full|none] [--targets a,b] [--r N] [--json]
 //   logits --model DIR [--adapter DIR] (--text T | --ids 1,2,3) [--all-positions] --json
 #include <CLI/CLI.hpp>
@@ -49,6 +50,30 @@ std::vector<int64_t> parse_ids(const std::string& s) {
   return ids;
 }
 
+// An encoder config's head from --head / --labels (dpft model init and rehead).
+void set_encoder_head(model::ModelConfig& cfg, const std::string& head,
+                      const std::vector<std::string>& labels) {
+  using model::EncoderHead;
+  cfg.is_decoder = false;
+  cfg.labels.clear();
+  if (head == "classification") {
+    cfg.head = EncoderHead::kSequenceClassification;
+    cfg.labels = labels.empty() ? std::vector<std::string>{"LABEL_0", "LABEL_1"} : labels;
+  } else if (head == "mlm") {
+    cfg.head = EncoderHead::kMaskedLM;
+  } else if (head == "causal") {
+    cfg.head = EncoderHead::kCausalLM;
+    cfg.is_decoder = true;
+  } else if (head == "none") {
+    cfg.head = EncoderHead::kNone;
+  } else {
+    throw ConfigError(fmt::format("--head '{}': use none, classification, mlm or causal", head));
+  }
+  DPFT_CHECK_AS(ConfigError, labels.empty() || cfg.head == EncoderHead::kSequenceClassification,
+                "--labels needs --head classification");
+  cfg.validate("dpft model init");
+}
+
 void register_init(CLI::App* model, CliContext& ctx) {
   struct Opts {
     std::string arch, preset, tokenizer, out, dtype = "float32", family, head = "none";
@@ -93,26 +118,7 @@ void register_init(CLI::App* model, CliContext& ctx) {
         if (tk.eos_id()) cfg.eos_token_id = *tk.eos_id();
         if (tk.pad_id()) cfg.pad_token_id = *tk.pad_id();
       }
-      if (encoder) {
-        using model::EncoderHead;
-        if (o->head == "classification") {
-          cfg.head = EncoderHead::kSequenceClassification;
-          cfg.labels =
-              o->labels.empty() ? std::vector<std::string>{"LABEL_0", "LABEL_1"} : o->labels;
-        } else if (o->head == "mlm") {
-          cfg.head = EncoderHead::kMaskedLM;
-        } else if (o->head == "causal") {
-          cfg.head = EncoderHead::kCausalLM;
-          cfg.is_decoder = true;
-        } else if (o->head != "none") {
-          throw ConfigError(
-              fmt::format("--head '{}': use none, classification, mlm or causal", o->head));
-        }
-        DPFT_CHECK_AS(ConfigError,
-                      o->labels.empty() || cfg.head == EncoderHead::kSequenceClassification,
-                      "--labels needs --head classification");
-        cfg.validate("dpft model init");
-      }
+      if (encoder) set_encoder_head(cfg, o->head, o->labels);
       model::CausalLM m = model::make_causal_lm(cfg, o->seed);
       model::save_checkpoint(m, o->out, false, parse_dtype(o->dtype));
       int copied = model::copy_tokenizer_files(o->tokenizer, o->out);
@@ -132,6 +138,51 @@ void register_init(CLI::App* model, CliContext& ctx) {
       }
       std::cout << fmt::format("wrote {} ({} {}, {} parameters, vocab {}, {} tokenizer files)\n", o->out, o->arch,
                                o->preset, model::count_parameters(m, false), cfg.vocab_size, copied);
+      return 0;
+    };
+  });
+}
+
+// dpft model rehead: a pretrained encoder with a new head (e.g. models/tiny-roberta's masked-LM
+// checkpoint as a sequence classifier): the body is copied, the new head is seeded-random.
+void register_rehead(CLI::App* model, CliContext& ctx) {
+  struct Opts {
+    std::string from, out, head, dtype = "float32";
+    std::vector<std::string> labels;
+    uint64_t seed = 0;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* sub = model->add_subcommand(
+      "rehead",
+      "an encoder checkpoint with another head: body copied, new head randomly initialised "
+      "(as HF from_pretrained with another ...For... class)");
+  sub->add_option("--from", o->from, "encoder checkpoint directory (bert / roberta)")->required();
+  sub->add_option("--head", o->head, "none | classification | mlm | causal")->required();
+  sub->add_option("--labels", o->labels, "classification label names in id order (default 2)")
+      ->delimiter(',');
+  sub->add_option("--out", o->out, "output directory")->required();
+  sub->add_option("--seed", o->seed, "initialisation seed of the new head")->capture_default_str();
+  sub->add_option("--dtype", o->dtype, "stored dtype: float32 | float16 | bfloat16")
+      ->capture_default_str();
+  sub->callback([o, &ctx] {
+    ctx.action = [o] {
+      model::ModelConfig cfg = model::load_model_config(o->from);
+      DPFT_CHECK_AS(ConfigError, cfg.is_encoder(),
+                    "--from {}: a {} model; rehead is for encoders (bert, roberta)", o->from,
+                    cfg.model_type);
+      DPFT_CHECK_AS(ConfigError, fs::absolute(o->from) != fs::absolute(o->out),
+                    "--out must differ from --from (the source checkpoint is kept)");
+      set_encoder_head(cfg, o->head, o->labels);
+      model::CausalLM src = model::load_checkpoint(o->from);
+      model::CausalLM m = model::make_causal_lm(cfg, o->seed);
+      model::ReheadReport r = model::copy_shared_parameters(m, src);
+      model::save_checkpoint(m, o->out, false, parse_dtype(o->dtype));
+      int copied = model::copy_tokenizer_files(o->from, o->out);
+      std::cout << fmt::format(
+          "wrote {}: {} parameters copied from {}; new (seeded init): {}; left out: {}; {} "
+          "tokenizer files\n",
+          o->out, r.copied, o->from, r.fresh.empty() ? "none" : join(r.fresh, ", "),
+          r.dropped.empty() ? "none" : join(r.dropped, ", "), copied);
       return 0;
     };
   });
@@ -263,6 +314,7 @@ void register_logits(CLI::App* model, CliContext& ctx) {
 
 void register_model_lm(CLI::App* model, CliContext& ctx) {
   register_init(model, ctx);
+  register_rehead(model, ctx);
   register_info(model, ctx);
   register_logits(model, ctx);
 }

@@ -1,47 +1,76 @@
 #!/usr/bin/env bash
-# Rebuild the embedded default model, models/tiny-gpt2, from scratch: a random-init GPT-2
-# `mini` (d 128, 4 layers, GPT-2 tokenizer; dpft model init), pretrained with method sgd on the
-# public text of ../shared/data (experiments/pretrain/tiny_gpt2.yaml), exported in fp16 with
-# its tokenizer and a PROVENANCE.md. Run it with a copy of the binary (DPFT=/tmp/dpft) if you
-# rebuild meanwhile: relinking build/dpft kills a running process.
+# Rebuild a shipped base model from scratch (no pretrained weights can be downloaded here):
+#   MODEL=gpt2 (default)  models/tiny-gpt2, the embedded default: a random-init GPT-2 `mini`
+#                         (d 128, 4 layers, GPT-2 tokenizer), next-token pretraining
+#                         (experiments/pretrain/tiny_gpt2.yaml)
+#   MODEL=roberta         models/tiny-roberta: a random-init RoBERTa `mini` with a masked-LM
+#                         head (RoBERTa BPE tokenizer), masked-LM pretraining
+#                         (experiments/pretrain/tiny_roberta.yaml)
+# Both train with method sgd on public text from ../shared/data that no experiment on the model
+# uses as private or evaluation data, and are exported in fp16 with their tokenizer and a
+# PROVENANCE.md (steps, time, held-out curve). Run it with a copy of the binary (DPFT=/tmp/dpft)
+# if you rebuild meanwhile: relinking build/dpft kills a running process.
 # Long runs span sessions: the run checkpoints every 50 steps; after an interruption,
 # RESUME=RUN_DIR continues it (dpft run --resume) and exports when it finishes.
-# Env: DPFT (default build/dpft), OUT (default build/pretrain), RESUME (a run directory), extra
-# args go to `dpft run` (e.g. --set train.steps=6000 --set eval.every=500).
+# Env: MODEL, DPFT (default build/dpft), OUT (default build/pretrain), RESUME (a run directory);
+# extra args go to `dpft run` (e.g. --set train.steps=100 for a short trial).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DPFT=${DPFT:-build/dpft}
 OUT=${OUT:-build/pretrain}
+MODEL=${MODEL:-gpt2}
+case "$MODEL" in
+  gpt2) init=(--arch gpt2 --preset mini --tokenizer ../shared/data/gpt2_tokenizer)
+        init_dir="$OUT/init" ;;
+  roberta) init=(--arch roberta --preset mini --head mlm --tokenizer ../shared/data/roberta_tokenizer)
+           init_dir="$OUT/roberta-init" ;;
+  *) echo "pretrain_tiny: MODEL=$MODEL: use gpt2 or roberta" >&2; exit 2 ;;
+esac
+spec=experiments/pretrain/tiny_$MODEL.yaml
+dest=models/tiny-$MODEL
 [ -d ../shared/data/lm_text_misc ] || { echo "pretrain_tiny: ../shared/data is missing" >&2; exit 3; }
 if [ -n "${RESUME:-}" ]; then
   run=$("$DPFT" run --resume "$RESUME" "$@" | tail -n 1)
 else
-  rm -rf "$OUT/init"
-  "$DPFT" model init --arch gpt2 --preset mini --tokenizer ../shared/data/gpt2_tokenizer --out "$OUT/init" --seed 0
-  run=$("$DPFT" run experiments/pretrain/tiny_gpt2.yaml --set model.path="$OUT/init" --out "$OUT/runs" "$@" | tail -n 1)
+  rm -rf "$init_dir"
+  "$DPFT" model init "${init[@]}" --out "$init_dir" --seed 0
+  run=$("$DPFT" run "$spec" --set model.path="$init_dir" --out "$OUT/runs" "$@" | tail -n 1)
 fi
 [ -f "$run/model/model.safetensors" ] || { echo "pretrain_tiny: no model in $run" >&2; exit 4; }
-rm -rf models/tiny-gpt2
+rm -rf "$dest"
 mkdir -p models
-cp -r "$run/model" models/tiny-gpt2
-python3 - "$run" > models/tiny-gpt2/PROVENANCE.md <<'PY'
+cp -r "$run/model" "$dest"
+python3 - "$run" "$MODEL" "$spec" > "$dest/PROVENANCE.md" <<'PY'
 import json, sys
-m = json.load(open(sys.argv[1] + "/metrics.json"))
-# wikitext-2 test shares some short lines (headings) with the training text, so dpft reports
-# its evaluation under non_private (the data is public either way).
+run, model, spec = sys.argv[1:4]
+m = json.load(open(run + "/metrics.json"))
 e = m.get("eval") or m["non_private"]["eval"]
 t = m.get("non_private", m)["timing"]
-print("# models/tiny-gpt2: how it was made\n")
-print("Made by `bash scripts/pretrain_tiny.sh` (random init: `dpft model init --arch gpt2 --preset mini`,")
-print("seed 0; then `dpft run experiments/pretrain/tiny_gpt2.yaml`, method sgd, AdamW, full training")
-print("on packed public text from ../shared/data; weights stored in float16).\n")
-print(f"- steps {m['train']['steps_done']}, training blocks {m['train']['dataset_size']} of 128 tokens, "
-      f"train time {t['train_s']:.0f} s, median step {t['median_step_s']:.2f} s, run id {m['run']['run_id']}")
-print(f"- wikitext-2 test (packed 128-token blocks): perplexity {e['base']['perplexity']:.1f} before, "
-      f"{e['final']['perplexity']:.1f} after; token accuracy {e['final']['accuracy']:.4f}")
+cfg = json.load(open(run + "/model/config.json"))
+data = json.load(open(run + "/privacy_lock.json"))["settings"]["data"]
+files = [data["train"]["path"]] + [x["path"] for x in data.get("train_extra") or []]
+print(f"# models/tiny-{model}: how it was made\n")
+what = ("next-token pretraining" if model == "gpt2" else
+        "masked-LM pretraining (15 % of text ids; 80 % <mask>, 10 % random, 10 % kept)")
+print(f"Made by `MODEL={model} bash scripts/pretrain_tiny.sh`: random init (`dpft model init "
+      f"--arch {model} --preset mini`, seed 0, {cfg.get('hidden_size')} wide, "
+      f"{cfg.get('num_hidden_layers', cfg.get('n_layer'))} layers), then `dpft run {spec}`: "
+      f"{what}, method sgd, AdamW, full training on packed 128-token blocks of public text; "
+      "weights stored in float16.\n")
+if files:
+    print("Training text (nothing an experiment on this model uses as private or evaluation data; "
+          "docs/models.md): " + ", ".join(f"`{f}`" for f in files) + "\n")
+print(f"- steps {m['train']['steps_done']}, training blocks {m['train']['dataset_size']}, "
+      f"train time {t['train_s']:.0f} s, median step {t['median_step_s']:.2f} s, "
+      f"run id {m['run']['run_id']}")
+unit = "perplexity" if model == "gpt2" else "masked-token accuracy"
+key = "perplexity" if model == "gpt2" else "accuracy"
+print(f"- held-out wikitext-2 test ({'next-token' if model == 'gpt2' else 'fixed masks'}): "
+      f"{unit} {e['base'][key]:.4g} before, {e['final'][key]:.4g} after "
+      f"(loss {e['base']['loss']:.3f} -> {e['final']['loss']:.3f})")
 hist = e.get("history") or []
 if hist:
-    print("- the curve (wikitext-2 test perplexity at step): " +
-          ", ".join(f"{h['step']}: {h['perplexity']:.1f}" for h in hist))
+    print(f"- the curve ({unit} at step): " +
+          ", ".join(f"{h['step']}: {h[key]:.4g}" for h in hist))
 PY
-cat models/tiny-gpt2/PROVENANCE.md
+cat "$dest/PROVENANCE.md"

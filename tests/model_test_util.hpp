@@ -3,6 +3,9 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
 #include <string>
 
 #include "core/model/config.hpp"
@@ -66,6 +69,47 @@ inline model::CausalLM tiny_lora_gpt2(uint64_t seed) {
   torch::NoGradGuard ng;
   for (auto& kv : model::trainable_parameters(m))
     if (kv.first.find("lora_B") != std::string::npos) kv.second.normal_(0, 0.05);
+  return m;
+}
+
+// The Python with torch (Debian's python3-torch), or "" (parity tests then skip).
+inline std::string python_with_torch() {
+  for (const char* py : {"/usr/bin/python3", "python3"}) {
+    std::string cmd = std::string(py) + " -c 'import torch' >/dev/null 2>&1";
+    if (std::system(cmd.c_str()) == 0) return py;
+  }
+  return "";
+}
+
+// HF config.json of a tiny random encoder (48 wide, 6 heads, 2 layers, vocabulary 83).
+inline nlohmann::json encoder_json(const std::string& type, const std::string& arch,
+                                   bool decoder = false) {
+  nlohmann::json j = {{"model_type", type},
+                      {"architectures", {arch}},
+                      {"vocab_size", 83},
+                      {"hidden_size", 48},
+                      {"num_hidden_layers", 2},
+                      {"num_attention_heads", 6},
+                      {"intermediate_size", 72},
+                      {"max_position_embeddings", 40},
+                      {"type_vocab_size", type == "roberta" ? 1 : 2},
+                      {"layer_norm_eps", 1e-12},
+                      {"hidden_act", "gelu"},
+                      {"is_decoder", decoder},
+                      {"pad_token_id", type == "roberta" ? 1 : 0}};
+  if (arch.find("SequenceClassification") != std::string::npos)
+    j["id2label"] = {{"0", "negative"}, {"1", "neutral"}, {"2", "positive"}};
+  return j;
+}
+
+// A random encoder of that config, norms and biases moved away from 1 / 0 so they are tested.
+inline model::CausalLM random_encoder(const nlohmann::json& j, uint64_t seed) {
+  model::CausalLM m = model::make_causal_lm(model::parse_model_config(j, "test config"), seed);
+  torch::NoGradGuard ng;
+  for (auto& p : m->named_parameters(true))
+    if (p.key().find("Norm") != std::string::npos || p.key().find("norm") != std::string::npos ||
+        p.key().find("bias") != std::string::npos)
+      p.value().add_(torch::randn_like(p.value()) * 0.1);
   return m;
 }
 

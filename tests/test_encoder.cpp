@@ -25,45 +25,6 @@ using namespace dpft::model;
 
 namespace {
 
-// HF config.json of a tiny random encoder (48 wide, 6 heads, 2 layers).
-nlohmann::json encoder_json(const std::string& type, const std::string& arch,
-                            bool decoder = false) {
-  nlohmann::json j = {{"model_type", type},
-                      {"architectures", {arch}},
-                      {"vocab_size", 83},
-                      {"hidden_size", 48},
-                      {"num_hidden_layers", 2},
-                      {"num_attention_heads", 6},
-                      {"intermediate_size", 72},
-                      {"max_position_embeddings", 40},
-                      {"type_vocab_size", type == "roberta" ? 1 : 2},
-                      {"layer_norm_eps", 1e-12},
-                      {"hidden_act", "gelu"},
-                      {"is_decoder", decoder},
-                      {"pad_token_id", type == "roberta" ? 1 : 0}};
-  if (arch.find("SequenceClassification") != std::string::npos)
-    j["id2label"] = {{"0", "negative"}, {"1", "neutral"}, {"2", "positive"}};
-  return j;
-}
-
-CausalLM random_encoder(const nlohmann::json& j, uint64_t seed) {
-  CausalLM m = make_causal_lm(parse_model_config(j, "test config"), seed);
-  torch::NoGradGuard ng;  // norms and biases away from 1 / 0 so that they are tested too
-  for (auto& p : m->named_parameters(true))
-    if (p.key().find("Norm") != std::string::npos || p.key().find("norm") != std::string::npos ||
-        p.key().find("bias") != std::string::npos)
-      p.value().add_(torch::randn_like(p.value()) * 0.1);
-  return m;
-}
-
-std::string encoder_test_python() {
-  for (const char* py : {"/usr/bin/python3", "python3"}) {
-    std::string cmd = std::string(py) + " -c 'import torch' >/dev/null 2>&1";
-    if (std::system(cmd.c_str()) == 0) return py;
-  }
-  return "";
-}
-
 torch::Tensor enc_json_tensor(
     const nlohmann::json& j) {  // nested lists of numbers -> float32 tensor
   std::vector<int64_t> shape;
@@ -92,7 +53,7 @@ double enc_max_abs(const torch::Tensor& a, const torch::Tensor& b) {
 
 TEST_CASE("encoders match the independent Python reference: every head, padding, pairs",
           "[model][parity][encoder]") {
-  const std::string py = encoder_test_python();
+  const std::string py = test::python_with_torch();
   if (py.empty()) {
     WARN("skipped: no python3 with torch (apt-get install python3-torch; scripts/setup.sh does)");
     return;
@@ -112,7 +73,7 @@ TEST_CASE("encoders match the independent Python reference: every head, padding,
   for (const auto& c : cases) {
     INFO(c.arch);
     test::TempDir d;
-    CausalLM m = random_encoder(encoder_json(c.type, c.arch, c.decoder), 41);
+    CausalLM m = test::random_encoder(test::encoder_json(c.type, c.arch, c.decoder), 41);
     save_checkpoint(m, d.path / "ckpt");
     const int64_t pad = c.type == "roberta" ? 1 : 0;
     // Row 0: a pair "[CLS] a [SEP] b [SEP]" with token types 0/1 (BERT) and right padding;
@@ -206,28 +167,28 @@ TEST_CASE("encoder parameters carry Hugging Face's names; a missing one is named
     s.insert(more.begin(), more.end());
     return s;
   };
-  CHECK(names(encoder_json("bert", "BertForSequenceClassification")) ==
+  CHECK(names(test::encoder_json("bert", "BertForSequenceClassification")) ==
         with(body("bert."), {"bert.pooler.dense.weight", "bert.pooler.dense.bias",
                              "classifier.weight", "classifier.bias"}));
-  CHECK(names(encoder_json("roberta", "RobertaForSequenceClassification")) ==
+  CHECK(names(test::encoder_json("roberta", "RobertaForSequenceClassification")) ==
         with(body("roberta."), {"classifier.dense.weight", "classifier.dense.bias",
                                 "classifier.out_proj.weight", "classifier.out_proj.bias"}));
-  CHECK(names(encoder_json("bert", "BertForMaskedLM")) ==
+  CHECK(names(test::encoder_json("bert", "BertForMaskedLM")) ==
         with(body("bert."),
              {"cls.predictions.transform.dense.weight", "cls.predictions.transform.dense.bias",
               "cls.predictions.transform.LayerNorm.weight",
               "cls.predictions.transform.LayerNorm.bias", "cls.predictions.bias"}));
-  CHECK(names(encoder_json("roberta", "RobertaForMaskedLM")) ==
+  CHECK(names(test::encoder_json("roberta", "RobertaForMaskedLM")) ==
         with(body("roberta."),
              {"lm_head.dense.weight", "lm_head.dense.bias", "lm_head.layer_norm.weight",
               "lm_head.layer_norm.bias", "lm_head.bias"}));
-  CHECK(names(encoder_json("bert", "BertModel")) == body("bert."));
+  CHECK(names(test::encoder_json("bert", "BertModel")) == body("bert."));
 
   // A saved base model (names without "bert.", as sentence-transformers ships them) loads; a
   // missing tensor is an error naming it.
   test::TempDir d;
-  nlohmann::json j = encoder_json("bert", "BertModel");
-  CausalLM m = random_encoder(j, 3);
+  nlohmann::json j = test::encoder_json("bert", "BertModel");
+  CausalLM m = test::random_encoder(j, 3);
   std::vector<std::pair<std::string, torch::Tensor>> w;
   for (auto& [n, t] : export_weights(m)) w.emplace_back(n.substr(5), t);  // strip "bert."
   fs::create_directories(d.path / "base");
@@ -247,7 +208,7 @@ TEST_CASE("encoder parameters carry Hugging Face's names; a missing one is named
 
 TEST_CASE("encoder configs: heads, labels and the errors that name the fix", "[model][encoder]") {
   ModelConfig c =
-      parse_model_config(encoder_json("roberta", "RobertaForSequenceClassification"), "t");
+      parse_model_config(test::encoder_json("roberta", "RobertaForSequenceClassification"), "t");
   CHECK(c.head == EncoderHead::kSequenceClassification);
   CHECK(c.labels == std::vector<std::string>{"negative", "neutral", "positive"});
   CHECK(c.usable_positions() == 40 - 2);  // RoBERTa positions start at pad + 1
@@ -257,7 +218,7 @@ TEST_CASE("encoder configs: heads, labels and the errors that name the fix", "[m
   CHECK(back["label2id"]["neutral"] == 1);
   CHECK(parse_model_config(back, "round trip").labels == c.labels);
 
-  nlohmann::json j = encoder_json("bert", "BertForSequenceClassification");
+  nlohmann::json j = test::encoder_json("bert", "BertForSequenceClassification");
   j.erase("id2label");
   CHECK(parse_model_config(j, "t").labels == std::vector<std::string>{"LABEL_0", "LABEL_1"});
   j["num_labels"] = 5;
@@ -266,27 +227,28 @@ TEST_CASE("encoder configs: heads, labels and the errors that name the fix", "[m
   auto fails = [](nlohmann::json k, const std::string& what) {
     CHECK_THROWS_WITH(parse_model_config(k, "cfg"), Catch::Contains(what));
   };
-  fails(encoder_json("bert", "BertLMHeadModel", false), "is_decoder");
-  fails(encoder_json("bert", "BertForMaskedLM", true), "causal mask");
-  fails(encoder_json("bert", "BertForTokenClassification"), "not supported");
-  nlohmann::json k = encoder_json("bert", "BertModel");
+  fails(test::encoder_json("bert", "BertLMHeadModel", false), "is_decoder");
+  fails(test::encoder_json("bert", "BertForMaskedLM", true), "causal mask");
+  fails(test::encoder_json("bert", "BertForTokenClassification"), "not supported");
+  nlohmann::json k = test::encoder_json("bert", "BertModel");
   k["position_embedding_type"] = "relative_key";
   fails(k, "relative_key");
-  k = encoder_json("bert", "BertForSequenceClassification");
+  k = test::encoder_json("bert", "BertForSequenceClassification");
   k["num_labels"] = 2;  // but id2label names 3
   fails(k, "num_labels 2");
-  k = encoder_json("bert", "BertForSequenceClassification");
+  k = test::encoder_json("bert", "BertForSequenceClassification");
   k["id2label"] = {{"0", "a"}, {"2", "b"}};
   fails(k, "once each");
-  k = encoder_json("roberta", "RobertaModel");
+  k = test::encoder_json("roberta", "RobertaModel");
   k["max_position_embeddings"] = 2;
   fails(k, "no position");
-  k = encoder_json("bert", "BertModel");
+  k = test::encoder_json("bert", "BertModel");
   k["hidden_size"] = 50;
   fails(k, "not divisible");
 
   // A sequence longer than the position table is an InputError naming the limit.
-  CausalLM m = make_causal_lm(parse_model_config(encoder_json("roberta", "RobertaModel"), "t"), 0);
+  CausalLM m =
+      make_causal_lm(parse_model_config(test::encoder_json("roberta", "RobertaModel"), "t"), 0);
   torch::NoGradGuard ng;
   CHECK_THROWS_WITH(as_encoder(m)->encode(torch::full({1, 39}, 5, torch::kInt64), torch::Tensor(),
                                           torch::Tensor()),
@@ -296,8 +258,9 @@ TEST_CASE("encoder configs: heads, labels and the errors that name the fix", "[m
 TEST_CASE("a causal BERT decodes with the KV cache as without it", "[model][encoder]") {
   for (std::string type : {"bert", "roberta"}) {
     INFO(type);
-    CausalLM m = random_encoder(
-        encoder_json(type, type == "bert" ? "BertLMHeadModel" : "RobertaForCausalLM", true), 7);
+    CausalLM m = test::random_encoder(
+        test::encoder_json(type, type == "bert" ? "BertLMHeadModel" : "RobertaForCausalLM", true),
+        7);
     torch::NoGradGuard ng;
     const torch::Tensor ids = torch::tensor({{4, 9, 21, 33, 7, 12}}, torch::kInt64);
     torch::Tensor full = m->forward(ids, torch::Tensor());  // (1, 6, V)
@@ -315,7 +278,7 @@ TEST_CASE("a causal BERT decodes with the KV cache as without it", "[model][enco
           0);
   }
   // A masked LM sees both sides and refuses a cache.
-  CausalLM mlm = random_encoder(encoder_json("bert", "BertForMaskedLM"), 8);
+  CausalLM mlm = test::random_encoder(test::encoder_json("bert", "BertForMaskedLM"), 8);
   torch::NoGradGuard ng;
   const torch::Tensor ids = torch::tensor({{4, 9, 21, 33}}, torch::kInt64);
   torch::Tensor changed = ids.clone();
@@ -371,10 +334,10 @@ TEST_CASE("per-sample gradients of encoder classifiers equal the one-sample refe
     for (std::string peft : {"lora", "lora+head", "full"}) {
       for (auto mode : {grad::GradMode::kMaterialize, grad::GradMode::kGhost}) {
         INFO(type << " " << peft << " mode " << static_cast<int>(mode));
-        CausalLM m =
-            random_encoder(encoder_json(type, type == "bert" ? "BertForSequenceClassification"
-                                                             : "RobertaForSequenceClassification"),
-                           11);
+        CausalLM m = test::random_encoder(
+            test::encoder_json(type, type == "bert" ? "BertForSequenceClassification"
+                                                    : "RobertaForSequenceClassification"),
+            11);
         PeftOptions o;
         o.kind = peft == "full" ? "full" : "lora";
         o.r = 4;
@@ -481,9 +444,9 @@ TEST_CASE("LoRA with modules_to_save: the head trains in full, without LoRA, and
     INFO(type);
     test::TempDir d;
     const nlohmann::json j =
-        encoder_json(type, type == "bert" ? "BertForSequenceClassification"
-                                          : "RobertaForSequenceClassification");
-    CausalLM m = random_encoder(j, 21);
+        test::encoder_json(type, type == "bert" ? "BertForSequenceClassification"
+                                                : "RobertaForSequenceClassification");
+    CausalLM m = test::random_encoder(j, 21);
     save_checkpoint(m, d.path / "base");
     PeftOptions o;
     o.r = 4;
@@ -519,7 +482,7 @@ TEST_CASE("LoRA with modules_to_save: the head trains in full, without LoRA, and
     CHECK(torch::equal(as_encoder(back)->classify(ids, torch::Tensor(), torch::Tensor()),
                        as_encoder(m)->classify(ids, torch::Tensor(), torch::Tensor())));
   }
-  CausalLM m = random_encoder(encoder_json("bert", "BertForSequenceClassification"), 1);
+  CausalLM m = test::random_encoder(test::encoder_json("bert", "BertForSequenceClassification"), 1);
   PeftOptions bad;
   bad.targets = {"query"};
   bad.modules_to_save = {"score"};
@@ -531,7 +494,7 @@ TEST_CASE("auto grad mode takes ghost norms for an untied word embedding (a look
   // Materialising a lookup's per-sample gradient fills a (B, vocabulary, d) block: the cost model
   // counts that block, so the vocabulary-wide embedding goes to ghost norms (it chose
   // materialisation before, 2.5x slower and 5x the memory at bert small: docs/BENCHMARKS.md).
-  nlohmann::json j = encoder_json("bert", "BertForSequenceClassification");
+  nlohmann::json j = test::encoder_json("bert", "BertForSequenceClassification");
   j["vocab_size"] = 5000;
   CausalLM m = make_causal_lm(parse_model_config(j, "t"), 4);
   PeftOptions o;

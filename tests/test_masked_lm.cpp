@@ -5,7 +5,10 @@
 #include <catch2/catch.hpp>
 
 #include "core/lm/objective.hpp"
+#include "core/model/checkpoint.hpp"
+#include "core/model/encoder.hpp"
 #include "core/util/atomic_file.hpp"
+#include "model_test_util.hpp"
 #include "test_util.hpp"
 
 using namespace dpft;
@@ -125,6 +128,39 @@ TEST_CASE("the masked-token loss is each sample's mean cross-entropy at its targ
   }
 }
 
+TEST_CASE("masked-LM scores from the masked positions only equal the full-logits reference",
+          "[mlm]") {
+  for (const char* type : {"bert", "roberta"}) {
+    CAPTURE(type);
+    const std::string arch = std::string(type) == "bert" ? "BertForMaskedLM" : "RobertaForMaskedLM";
+    model::CausalLM m = test::random_encoder(test::encoder_json(type, arch), 4);
+    lm::LmDataset ds;
+    ds.objective = lm::Objective::kMaskedLM;
+    ds.masking = {5, 83, 0.3, 11};
+    for (int64_t r = 0; r < 4; ++r) {  // rows of 9, 14, 19, 24 ids: padding in the batch
+      lm::TokenizedExample t;
+      t.index = r;
+      for (int64_t i = 0; i < 9 + 5 * r; ++i)
+        t.ids.push_back(static_cast<int32_t>(7 + (r * 13 + i * 5) % 70));
+      t.scored.assign(t.ids.size(), 1);
+      t.scored.front() = t.scored.back() = 0;
+      ds.items.push_back(t);
+    }
+    const int64_t pad = std::string(type) == "bert" ? 0 : 1;
+    const lm::LmBatch b = lm::collate(ds, {0, 1, 2, 3}, pad, 2);
+    torch::NoGradGuard ng;
+    const lm::MaskedLmScores fast = lm::masked_lm_scores(*m, b);
+    torch::Tensor logits = m->forward(b.input_ids, b.attention_mask);  // (B, T, V)
+    auto [loss, targets] = lm::masked_token_loss(logits, b.labels);
+    CHECK(torch::equal(fast.targets, targets));
+    CHECK(torch::allclose(fast.loss, loss, 1e-5, 1e-6));
+    torch::Tensor hit = (logits.argmax(-1) == b.labels) & b.labels.ne(-100);
+    CHECK(torch::equal(fast.correct, hit.sum(1)));
+    CHECK(targets.min().item<int64_t>() > 0);  // every row has targets at rate 0.3
+    CHECK(torch::allclose(lm::sample_losses(*m, b), loss, 1e-5, 1e-6));
+  }
+}
+
 TEST_CASE("dpft run pretrains a RoBERTa masked LM, evaluates on fixed masks and resumes exactly",
           "[mlm][run]") {
   SHARED_DATA_OR_SKIP(roberta, "roberta_tokenizer");
@@ -221,4 +257,41 @@ TEST_CASE("a causal BERT trains as a language model with sgd and dp-sgd (LoRA)",
             {"run", spec, "--out", out, "--set", "method.name=pe-sgd", "--set",
              "method.prompts=" + std::string(DPFT_SOURCE_DIR) + "/experiments/prompts/pubmed.yaml",
              "--set", "privacy.epsilon=4"}) == 2);
+}
+
+TEST_CASE("dpft model rehead keeps a pretrained encoder's body and gives it a new seeded head",
+          "[mlm][model-cli]") {
+  SHARED_DATA_OR_SKIP(bert, "bert_base_uncased_vocab");
+  test::TempDir tmp;
+  const std::string mlm = (tmp.path / "mlm").string(), cls = (tmp.path / "cls").string();
+  REQUIRE(test::cli({"model", "init", "--arch", "bert", "--preset", "tiny", "--head", "mlm",
+                     "--tokenizer", bert.string(), "--out", mlm, "--seed", "1"}) == 0);
+  std::string printed;
+  REQUIRE(test::cli({"model", "rehead", "--from", mlm, "--head", "classification", "--labels",
+                     "a,b,c", "--out", cls, "--seed", "2"},
+                    &printed) == 0);
+  CHECK_THAT(printed, Catch::Contains("bert.pooler.dense.weight"));  // BertForMaskedLM has none
+  model::CausalLM a = model::load_checkpoint(mlm), b = model::load_checkpoint(cls);
+  CHECK(b->config().labels == std::vector<std::string>{"a", "b", "c"});
+  auto pa = a->named_parameters(true);
+  int shared = 0;
+  for (const auto& p : b->named_parameters(true))
+    if (const torch::Tensor* q = pa.find(p.key())) {
+      CHECK(torch::equal(*q, p.value()));
+      ++shared;
+    } else {
+      CHECK((p.key().rfind("classifier.", 0) == 0 || p.key().rfind("bert.pooler.", 0) == 0));
+    }
+  CHECK(shared > 10);
+  // The same body: the same hidden states.
+  const torch::Tensor ids = torch::tensor({{101, 7592, 2088, 102}}, torch::kInt64);
+  torch::NoGradGuard ng;
+  CHECK(torch::equal(model::as_encoder(a)->encode(ids, torch::Tensor(), torch::Tensor()),
+                     model::as_encoder(b)->encode(ids, torch::Tensor(), torch::Tensor())));
+  // Refusals: a decoder source, and writing over the source.
+  const std::string gpt2 = std::string(DPFT_SOURCE_DIR) + "/models/tiny-gpt2";
+  CHECK(test::cli({"model", "rehead", "--from", gpt2, "--head", "classification", "--out",
+                   (tmp.path / "x").string()}) == 2);
+  CHECK(test::cli({"model", "rehead", "--from", mlm, "--head", "classification", "--out", mlm}) ==
+        2);
 }

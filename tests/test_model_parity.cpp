@@ -28,19 +28,10 @@ ModelConfig parity_config(const std::string& type) {
   return test::tiny_config(type, s);
 }
 
-// The Python with torch, or "" (tests then skip).
-std::string python_with_torch() {
-  for (const char* py : {"/usr/bin/python3", "python3"}) {
-    std::string cmd = std::string(py) + " -c 'import torch' >/dev/null 2>&1";
-    if (std::system(cmd.c_str()) == 0) return py;
-  }
-  return "";
-}
-
 }  // namespace
 
 TEST_CASE("logits match the independent Python reference (padded batches too)", "[model][parity]") {
-  std::string py = python_with_torch();
+  std::string py = test::python_with_torch();
   if (py.empty()) {
     WARN("skipped: no python3 with torch (apt-get install python3-torch; scripts/setup.sh does)");
     return;

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "core/util/atomic_file.hpp"
 #include "core/util/clock.hpp"
@@ -103,15 +104,17 @@ LmEvalResult evaluate_lm(model::CausalLM& model, const lm::LmDataset& ds, int64_
     lm::LmBatch b = lm::collate(ds, rows, pad_id);
     torch::Tensor ids = b.input_ids.to(dev), mask = b.attention_mask.to(dev),
                   labels = b.labels.to(dev);
-    torch::Tensor logits = model->forward(ids, mask);  // (B, T, V)
-    // Next-token: position t predicts labels[t + 1]; masked LM: labels[t] (collate's fixed
-    // draw-0 masks, the same at every evaluation).
-    auto [loss, tokens] = masked ? lm::masked_token_loss(logits, labels)
-                                 : model::per_sample_loss(logits, labels);  // (B), (B)
-    const int64_t T = logits.size(1), shift = masked ? 0 : 1;
-    torch::Tensor target = labels.slice(1, shift, T);  // (B, T - shift)
-    torch::Tensor hit = (logits.slice(1, 0, T - shift).argmax(-1) == target) & (target != -100);
-    torch::Tensor right = hit.sum(1);  // (B)
+    torch::Tensor loss, tokens, right;  // (B) each
+    if (masked) {                       // at the masked positions (collate's fixed draw-0 masks)
+      lm::MaskedLmScores sc = lm::masked_lm_scores(*model, b);
+      loss = sc.loss, tokens = sc.targets, right = sc.correct;
+    } else {                                             // position t predicts labels[t + 1]
+      torch::Tensor logits = model->forward(ids, mask);  // (B, T, V)
+      std::tie(loss, tokens) = model::per_sample_loss(logits, labels);
+      const int64_t T = logits.size(1);
+      torch::Tensor target = labels.slice(1, 1, T);  // (B, T-1)
+      right = ((logits.slice(1, 0, T - 1).argmax(-1) == target) & (target != -100)).sum(1);
+    }
     loss = loss.to(torch::kCPU, torch::kFloat64);
     tokens = tokens.to(torch::kCPU, torch::kInt64);
     right = right.to(torch::kCPU, torch::kInt64);

@@ -37,15 +37,7 @@ torch::Tensor sample_losses(model::CausalLMImpl& model, const LmBatch& b) {
     return -torch::log_softmax(z, 1).gather(1, y.unsqueeze(1)).squeeze(1);
   }
   if (b.objective == Objective::kMaskedLM) {
-    DPFT_CHECK_AS(
-        ConfigError,
-        model.config().is_encoder() && model.config().head == model::EncoderHead::kMaskedLM,
-        "a masked-LM objective needs an encoder with a masked-LM head "
-        "(BertForMaskedLM / RobertaForMaskedLM); this is a {} model",
-        model.config().model_type);
-    return masked_token_loss(model.forward(b.input_ids.to(dev), on(b.attention_mask, dev)),
-                             b.labels.to(dev))
-        .first;
+    return masked_lm_scores(model, b).loss;
   }
   DPFT_CHECK_AS(ConfigError, !b.token_type_ids.defined(),
                 "token types belong to encoder batches; a next-token batch has none");
@@ -66,6 +58,31 @@ std::pair<torch::Tensor, torch::Tensor> masked_token_loss(const torch::Tensor& l
   nll = nll * target.to(torch::kFloat32);
   torch::Tensor count = target.sum(1);  // (B) int64
   return {nll.sum(1) / count.clamp_min(1).to(torch::kFloat32), count};
+}
+
+MaskedLmScores masked_lm_scores(model::CausalLMImpl& model, const LmBatch& b) {
+  auto* enc = dynamic_cast<model::EncoderImpl*>(&model);
+  DPFT_CHECK_AS(ConfigError, enc != nullptr && model.config().head == model::EncoderHead::kMaskedLM,
+                "a masked-LM objective needs an encoder with a masked-LM head "
+                "(BertForMaskedLM / RobertaForMaskedLM); this is a {} model",
+                model.config().model_type);
+  const torch::Device dev = model.parameters().front().device();
+  const int64_t B = b.input_ids.size(0);
+  torch::Tensor labels = b.labels.to(dev);  // (B, T)
+  torch::Tensor h = enc->encode(b.input_ids.to(dev), on(b.attention_mask, dev),
+                                on(b.token_type_ids, dev));  // (B, T, d)
+  torch::Tensor where = labels.ne(-100).nonzero();           // (M, 2): row, position
+  torch::Tensor row = where.select(1, 0), pos = where.select(1, 1);
+  torch::Tensor y = labels.index({row, pos});                                          // (M)
+  torch::Tensor z = enc->lm_head(h.index({row, pos})).to(torch::kFloat32);             // (M, V)
+  torch::Tensor nll = -torch::log_softmax(z, 1).gather(1, y.unsqueeze(1)).squeeze(1);  // (M)
+  auto i64 = torch::TensorOptions().dtype(torch::kInt64).device(dev);
+  MaskedLmScores s;
+  s.targets = torch::zeros({B}, i64).index_add_(0, row, torch::ones_like(row));
+  s.correct = torch::zeros({B}, i64).index_add_(0, row, z.argmax(1).eq(y).to(torch::kInt64));
+  s.loss = torch::zeros({B}, nll.options()).index_add(0, row, nll) /
+           s.targets.clamp_min(1).to(torch::kFloat32);
+  return s;
 }
 
 LmBatch select_rows(const LmBatch& b, const std::vector<int64_t>& rows) {

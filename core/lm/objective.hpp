@@ -27,6 +27,15 @@ torch::Tensor class_logits(model::CausalLMImpl& model, const LmBatch& b);
 std::pair<torch::Tensor, torch::Tensor> masked_token_loss(const torch::Tensor& logits,
                                                           const torch::Tensor& labels);
 
+// A masked-LM batch's scores, with the head applied only at the masked positions (about 15 % of
+// them: the (B, T, V) logits of every position are never formed). loss (B) float32 as
+// masked_token_loss(model.forward(...), labels) (the slow reference the tests hold it to),
+// targets (B) int64, correct (B) int64 = masked ids whose argmax is the target.
+struct MaskedLmScores {
+  torch::Tensor loss, targets, correct;
+};
+MaskedLmScores masked_lm_scores(model::CausalLMImpl& model, const LmBatch& b);
+
 // Rows `rows` of a batch (every tensor field and the index), e.g. one sample for the reference.
 LmBatch select_rows(const LmBatch& b, const std::vector<int64_t>& rows);
 

@@ -192,8 +192,12 @@ class BertImpl : public EncoderImpl {
     DPFT_CHECK_AS(ConfigError, !cache || cfg_.is_decoder,
                   "a key/value cache needs a causal model (is_decoder); a masked LM sees the "
                   "whole sequence");
-    torch::Tensor x = keep_positions(run(ids, mask, torch::Tensor(), cache), keep_last);
-    x = lm->norm(encoder_activation(cfg_.activation, lm->dense(x)));
+    return lm_head(keep_positions(run(ids, mask, torch::Tensor(), cache), keep_last));
+  }
+
+  torch::Tensor lm_head(const torch::Tensor& hidden) override {
+    DPFT_CHECK_AS(ConfigError, lm, "this {} model has no language-model head", cfg_.model_type);
+    torch::Tensor x = lm->norm(encoder_activation(cfg_.activation, lm->dense(hidden)));
     torch::Tensor logits =
         lm->decoder ? lm->decoder(x) : body->embeddings->word_embeddings->project(x);
     return logits + lm->bias;

@@ -183,4 +183,28 @@ int copy_tokenizer_files(const fs::path& from, const fs::path& to) {
   return n;
 }
 
+ReheadReport copy_shared_parameters(CausalLM& to, const CausalLM& from) {
+  ReheadReport r;
+  auto src = from->named_parameters(true);
+  torch::NoGradGuard ng;
+  for (auto& p : to->named_parameters(true)) {
+    const torch::Tensor* s = src.find(p.key());
+    if (!s) {
+      r.fresh.push_back(p.key());
+      continue;
+    }
+    DPFT_CHECK(s->sizes() == p.value().sizes(),
+               "{}: shape {} in the source checkpoint but {} in the new model: the bodies "
+               "differ (another preset or vocabulary?)",
+               p.key(), shape_str(s->sizes()), shape_str(p.value().sizes()));
+    p.value().copy_(*s);
+    ++r.copied;
+  }
+  auto dst = to->named_parameters(true);
+  for (const auto& p : src)
+    if (!dst.find(p.key())) r.dropped.push_back(p.key());
+  DPFT_CHECK(r.copied > 0, "the source checkpoint shares no parameter with the new model");
+  return r;
+}
+
 }  // namespace dpft::model

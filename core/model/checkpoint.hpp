@@ -4,6 +4,7 @@
 #pragma once
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "core/model/peft.hpp"
 #include "core/model/transformer.hpp"
@@ -25,6 +26,18 @@ void save_adapter(CausalLM& model, const PeftOptions& opts, const fs::path& dir,
 // Read adapter_config.json, wrap the targeted layers, load lora_A/lora_B (every key must match
 // a wrapped layer and every wrapped layer must have its keys). Returns the options read.
 PeftOptions load_adapter(CausalLM& model, const fs::path& dir);
+
+// A pretrained encoder with another head (HF's from_pretrained(..., num_labels=K) on a
+// checkpoint of a different ...For... class): `to` receives every parameter of `from` with the
+// same name and shape (the body: embeddings, layers; the pooler when both have one); the rest of
+// `to` keeps its own (seeded) initialisation. Returns the names of `to` that kept their init
+// (the new head) and those of `from` that were left out (the old head). RuntimeError when the
+// bodies differ (a shared name with another shape), or when nothing is shared.
+struct ReheadReport {
+  std::vector<std::string> fresh, dropped;
+  int64_t copied = 0;
+};
+ReheadReport copy_shared_parameters(CausalLM& to, const CausalLM& from);
 
 // Copy the tokenizer files found in `from` (tokenizer.json, vocab.json, merges.txt, vocab.bpe,
 // tokenizer_config.json, special_tokens_map.json, *.tiktoken, tokenizer.model) into `to`.

@@ -32,6 +32,9 @@ class EncoderImpl : public CausalLMImpl {
   // heads only (a ConfigError otherwise).
   virtual torch::Tensor classify(const torch::Tensor& ids, const torch::Tensor& mask,
                                  const torch::Tensor& token_type_ids) = 0;
+  // The masked-LM / causal-LM head on hidden states: (..., d) -> token logits (..., V), so a
+  // masked LM scores only its masked positions. ConfigError without such a head.
+  virtual torch::Tensor lm_head(const torch::Tensor& hidden) = 0;
 };
 using Encoder = std::shared_ptr<EncoderImpl>;
 
