@@ -124,6 +124,19 @@ TEST_CASE("dpft run trains a RoBERTa classifier: sgd and dp-sgd, metrics and per
   auto acfg = nlohmann::json::parse(read_file(lora_dir / "adapter" / "adapter_config.json"));
   CHECK(acfg["modules_to_save"] == nlohmann::json({"classifier"}));
   CHECK(acfg["task_type"] == "SEQ_CLS");
+  // Houlsby adapters (Adapter-DP): the adapters and the head train and are saved.
+  REQUIRE(test::cli(cls_args(f, out,
+                             {"--set", "method.name=dp-sgd", "--set", "privacy.epsilon=4", "--set",
+                              "model.peft.kind=adapter", "--set", "model.peft.reduction_factor=16",
+                              "--set", "output.save_model=true"}),
+                    &printed) == 0);
+  const fs::path adapter_dir = last_line(printed);
+  auto bcfg = nlohmann::json::parse(read_file(adapter_dir / "adapter" / "adapter_config.json"));
+  CHECK(bcfg["peft_type"] == "BOTTLENECK");
+  CHECK(bcfg["modules_to_save"] == nlohmann::json({"classifier"}));
+  auto am = nlohmann::json::parse(read_file(adapter_dir / "metrics.json"));
+  CHECK(am["privacy"]["epsilon"].get<double>() <= 4.0);
+  CHECK(am["eval"]["final"]["loss"] != am["eval"]["base"]["loss"]);
   // per_sample.jsonl: one line per eval example and model, with label and prediction.
   std::ifstream ps(dir / "per_sample.jsonl");
   int lines = 0;

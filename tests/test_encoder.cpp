@@ -331,7 +331,7 @@ double rows_rel_err(const torch::Tensor& a, const torch::Tensor& ref) {
 TEST_CASE("per-sample gradients of encoder classifiers equal the one-sample reference",
           "[encoder][grad]") {
   for (std::string type : {"bert", "roberta"}) {
-    for (std::string peft : {"lora", "lora+head", "full"}) {
+    for (std::string peft : {"lora", "lora+head", "adapter", "full"}) {
       for (auto mode : {grad::GradMode::kMaterialize, grad::GradMode::kGhost}) {
         INFO(type << " " << peft << " mode " << static_cast<int>(mode));
         CausalLM m = test::random_encoder(
@@ -339,16 +339,19 @@ TEST_CASE("per-sample gradients of encoder classifiers equal the one-sample refe
                                                     : "RobertaForSequenceClassification"),
             11);
         PeftOptions o;
-        o.kind = peft == "full" ? "full" : "lora";
+        o.kind = peft == "full" ? "full" : peft == "adapter" ? "adapter" : "lora";
         o.r = 4;
+        o.reduction_factor = 8;  // width 6
         o.targets = peft == "full" ? std::vector<std::string>{"all"}
                                    : std::vector<std::string>{"query", "value", "dense"};
-        if (peft == "lora+head") o.modules_to_save = {"classifier"};
+        if (peft == "lora+head" || peft == "adapter") o.modules_to_save = {"classifier"};
         apply_peft(m, o, 3);
-        {  // LoRA B away from 0 so that every factor has a gradient of its own
+        {  // LoRA B and adapter up-projections away from 0: every factor has a gradient
           torch::NoGradGuard ng;
           for (auto& [n, p] : trainable_parameters(m))
-            if (n.find("lora_B") != std::string::npos) p.normal_(0, 0.1);
+            if (n.find("lora_B") != std::string::npos ||
+                n.find(".adapter.up.") != std::string::npos)
+              p.normal_(0, 0.1);
         }
         const lm::LmDataset ds = encoder_grad_set(type == "bert");
         lm::LmBatch b = lm::collate(ds, {0, 1, 2, 3}, type == "roberta" ? 1 : 0);
@@ -487,6 +490,75 @@ TEST_CASE("LoRA with modules_to_save: the head trains in full, without LoRA, and
   bad.targets = {"query"};
   bad.modules_to_save = {"score"};
   CHECK_THROWS_WITH(apply_peft(m, bad, 0), Catch::Contains("'score' matches no module"));
+}
+
+TEST_CASE("bottleneck adapters: identity at init, only they and the head train, round trip",
+          "[encoder][peft]") {
+  for (std::string type : {"bert", "roberta"}) {
+    INFO(type);
+    test::TempDir d;
+    const nlohmann::json j =
+        test::encoder_json(type, type == "bert" ? "BertForSequenceClassification"
+                                                : "RobertaForSequenceClassification");
+    CausalLM m = test::random_encoder(j, 22);
+    save_checkpoint(m, d.path / "base");
+    const torch::Tensor ids = torch::tensor({{2, 5, 6, 7, 3}, {2, 9, 3, 1, 1}}, torch::kInt64);
+    const torch::Tensor mask = torch::tensor({{1, 1, 1, 1, 1}, {1, 1, 1, 0, 0}}, torch::kInt64);
+    torch::Tensor before;
+    {
+      torch::NoGradGuard ng;
+      before = as_encoder(m)->classify(ids, mask, torch::Tensor());
+    }
+    PeftOptions o;
+    o.kind = "adapter";
+    o.reduction_factor = 8;  // 48 / 8 = 6 wide
+    o.modules_to_save = {"classifier"};
+    apply_peft(m, o, 5);
+    std::set<std::string> trainable;
+    int64_t adapters = 0;
+    for (auto& [n, p] : trainable_parameters(m)) {
+      trainable.insert(n);
+      adapters += n.find(".adapter.") != std::string::npos;
+      if (n.find(".adapter.down.weight") != std::string::npos)
+        CHECK(p.sizes() == at::IntArrayRef{6, 48});
+    }
+    CHECK(adapters == 2 * 2 * 6);  // 2 layers x 2 places x (norm w, b, down w, b, up w, b)
+    const std::string p0 = type + ".encoder.layer.0.";
+    for (const char* where : {"attention.output.adapter.", "output.adapter."})
+      for (const char* what : {"down.weight", "up.bias", "norm.weight"})
+        CHECK(trainable.count(p0 + where + what) == 1);
+    CHECK(trainable.count(p0 + "attention.self.query.weight") == 0);
+    CHECK(trainable.count(type == "bert" ? "classifier.weight" : "classifier.out_proj.weight") ==
+          1);
+    torch::NoGradGuard ng;
+    // The up-projections start at 0: the adapted model is the base model.
+    CHECK(torch::equal(as_encoder(m)->classify(ids, mask, torch::Tensor()), before));
+    // Base checkpoints never carry adapter weights.
+    for (const auto& n : m->checkpoint_names()) CHECK(n.find("adapter") == std::string::npos);
+    for (auto& [n, p] : trainable_parameters(m)) p.normal_(0, 0.05);
+    const torch::Tensor trained = as_encoder(m)->classify(ids, mask, torch::Tensor());
+    CHECK(!torch::allclose(trained, before));
+    save_adapter(m, o, d.path / "adapter", (d.path / "base").string());
+    auto cfg = nlohmann::json::parse(read_file(d.path / "adapter" / "adapter_config.json"));
+    CHECK(cfg["peft_type"] == "BOTTLENECK");
+    CHECK(cfg["bottleneck_size"] == 6);
+    CausalLM back = load_checkpoint(d.path / "base");
+    PeftOptions read = load_adapter(back, d.path / "adapter");
+    CHECK(read.kind == "adapter");
+    CHECK(read.reduction_factor == 8);
+    CHECK(torch::equal(as_encoder(back)->classify(ids, mask, torch::Tensor()), trained));
+    // An adapter made for another width is refused, naming the mismatch.
+    cfg["bottleneck_size"] = 5;
+    write_file_atomic(d.path / "adapter" / "adapter_config.json", cfg.dump());
+    CausalLM other = load_checkpoint(d.path / "base");
+    CHECK_THROWS_WITH(load_adapter(other, d.path / "adapter"),
+                      Catch::Contains("bottleneck_size 5"));
+  }
+  // Decoders have no adapters.
+  CausalLM gpt2 = test::tiny_lora_gpt2(1);
+  PeftOptions o;
+  o.kind = "adapter";
+  CHECK_THROWS_WITH(apply_peft(gpt2, o, 0), Catch::Contains("built for encoders"));
 }
 
 TEST_CASE("auto grad mode takes ghost norms for an untied word embedding (a lookup only)",

@@ -220,7 +220,12 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
     m.get("path", s.model.path);
     m.get_choice("dtype", s.model.dtype, {"float32", "bfloat16", "float16"});
     Fields p = m.child("peft");
-    p.get_choice("kind", s.model.peft.kind, {"lora", "full", "none"});
+    p.get_choice("kind", s.model.peft.kind, {"lora", "adapter", "full", "none"});
+    p.get("reduction_factor", s.model.peft.reduction_factor, Range::at_least(1));
+    if (s.model.peft.kind != "adapter" && p.has("reduction_factor"))
+      throw ConfigError(
+          fmt::format("model.peft.reduction_factor belongs to kind adapter; this spec's kind is {}",
+                      s.model.peft.kind));
     p.get("r", s.model.peft.r, Range::at_least(1));
     p.get("alpha", s.model.peft.alpha, Range::above(0));
     p.get("dropout", s.model.peft.dropout, Range{0, 1, false, true});
@@ -416,6 +421,7 @@ YAML::Node spec_to_yaml(const Spec& s) {
   m["peft"]["dropout"] = num(s.model.peft.dropout);
   m["peft"]["targets"] = s.model.peft.targets;
   if (s.model.peft.modules_to_save) m["peft"]["modules_to_save"] = *s.model.peft.modules_to_save;
+  if (s.model.peft.kind == "adapter") m["peft"]["reduction_factor"] = s.model.peft.reduction_factor;
   n["model"] = m;
   if (s.data.task != "lm") n["data"]["task"] = s.data.task;  // lm specs keep their hash
   if (s.data.task == "mlm") n["data"]["mlm_probability"] = num(s.data.mlm_probability);

@@ -20,14 +20,15 @@ namespace dpft {
 class Fields;
 
 struct PeftSpec {
-  std::string kind = "lora";  // lora | full | none
+  std::string kind = "lora";  // lora | adapter | full | none
   int r = 8;                  // LoRA rank
   double alpha = 16;          // LoRA scaling alpha (scale = alpha / r)
   double dropout = 0.0;       // LoRA dropout probability, [0, 1)
   std::vector<std::string> targets = {"q_proj", "v_proj"};  // module names to wrap / train
-  // lora: modules trained in full besides the factors (HF peft's modules_to_save); unset =
-  // [classifier] with data.task classification, none otherwise.
+  // lora / adapter: modules trained in full besides the factors / adapters (HF peft's
+  // modules_to_save); unset = [classifier] with data.task classification, none otherwise.
   std::optional<std::vector<std::string>> modules_to_save;
+  int reduction_factor = 48;  // adapter: bottleneck width = hidden_size / reduction_factor
 };
 
 struct ModelSpec {

@@ -44,14 +44,53 @@ struct BertSelfAttentionImpl : torch::nn::Module {
 };
 TORCH_MODULE(BertSelfAttention);
 
-// dense + LayerNorm after a residual: BertSelfOutput and BertOutput.
+// A Houlsby et al. (2019) bottleneck adapter as DP-SFT's Adapter-DP configures it (LayerNorm
+// before, relu): a(h) = h + up(relu(down(LN(h)))), down (m, d), up (d, m). down ~ N(0, 0.02)
+// (HF's init), up = 0: a starts as the identity, so the adapted model starts equal to the base.
+struct BottleneckImpl : torch::nn::Module {
+  BottleneckImpl(int64_t d, int64_t m, double eps, torch::Generator* gen) {
+    norm = register_module("norm", Norm(d, eps, false));
+    down = register_module("down", Linear(d, m, true));
+    up = register_module("up", Linear(m, d, true));
+    torch::NoGradGuard ng;
+    torch::Tensor w = torch::empty({m, d});  // drawn in float32 on the CPU, as LoRA's A
+    if (gen)
+      w.normal_(0, 0.02, *gen);
+    else
+      w.normal_(0, 0.02);
+    down->weight.copy_(w);
+    down->bias.zero_();
+    up->weight.zero_();
+    up->bias.zero_();
+  }
+  torch::Tensor forward(const torch::Tensor& h) {  // (..., d)
+    return h + up(torch::relu(down(norm(h))));
+  }
+  Norm norm{nullptr};
+  Linear down{nullptr}, up{nullptr};
+};
+TORCH_MODULE(Bottleneck);
+
+// dense + LayerNorm after a residual: BertSelfOutput and BertOutput. With an adapter
+// (model.peft.kind adapter), Houlsby's placement: x = LN(x + adapter(dense(h))).
 struct BertResidualOutImpl : torch::nn::Module {
   BertResidualOutImpl(const ModelConfig& c, int64_t in) {
     dense = register_module("dense", Linear(in, c.hidden_size, true));
     LayerNorm = register_module("LayerNorm", Norm(c.hidden_size, c.norm_eps, false));
   }
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& h) {
+    torch::Tensor y = dense(h);
+    if (!adapter.is_empty()) y = adapter(y);
+    return LayerNorm(x + y);
+  }
+  void add_adapter(int64_t m, double eps, torch::Generator* gen) {
+    DPFT_CHECK(adapter.is_empty(), "this layer already has an adapter");
+    adapter = register_module("adapter", Bottleneck(dense->weight.size(0), m, eps, gen));
+    adapter->to(dense->weight.device(), dense->weight.scalar_type());
+  }
   Linear dense{nullptr};
   Norm LayerNorm{nullptr};
+  Bottleneck adapter{nullptr};
 };
 TORCH_MODULE(BertResidualOut);
 
@@ -195,6 +234,15 @@ class BertImpl : public EncoderImpl {
     return lm_head(keep_positions(run(ids, mask, torch::Tensor(), cache), keep_last));
   }
 
+  // After the attention output projection and after the FFN output projection of every layer.
+  void add_adapters(int64_t bottleneck, torch::Generator* gen) override {
+    DPFT_CHECK_AS(ConfigError, bottleneck >= 1, "adapter width {} must be at least 1", bottleneck);
+    for (auto& b : body->layers) {
+      b->attention->output->add_adapter(bottleneck, cfg_.norm_eps, gen);
+      b->output->add_adapter(bottleneck, cfg_.norm_eps, gen);
+    }
+  }
+
   torch::Tensor lm_head(const torch::Tensor& hidden) override {
     DPFT_CHECK_AS(ConfigError, lm, "this {} model has no language-model head", cfg_.model_type);
     torch::Tensor x = lm->norm(encoder_activation(cfg_.activation, lm->dense(hidden)));
@@ -273,9 +321,8 @@ class BertImpl : public EncoderImpl {
       auto [k, v] = detail::cache_kv(cache, l, heads(sa->key(x)), heads(sa->value(x)));
       torch::Tensor o =
           detail::attend(q, k, v, bias).transpose(1, 2).reshape({B, T, cfg_.hidden_size});
-      x = b->attention->output->LayerNorm(x + b->attention->output->dense(o));
-      torch::Tensor h = encoder_activation(cfg_.activation, b->intermediate->dense(x));
-      x = b->output->LayerNorm(x + b->output->dense(h));
+      x = b->attention->output(x, o);
+      x = b->output(x, encoder_activation(cfg_.activation, b->intermediate->dense(x)));
     }
     return x;
   }

@@ -48,9 +48,34 @@ void save_checkpoint(CausalLM& model, const fs::path& dir, bool merge_lora, torc
 }
 
 void save_adapter(CausalLM& model, const PeftOptions& o, const fs::path& dir, const std::string& base_model) {
-  DPFT_CHECK(o.kind == "lora", "save_adapter: PEFT kind is '{}', not lora", o.kind);
+  DPFT_CHECK(o.kind == "lora" || o.kind == "adapter",
+             "save_adapter: PEFT kind is '{}', not lora or adapter", o.kind);
   fs::create_directories(dir);
   std::vector<std::pair<std::string, torch::Tensor>> tensors;
+  const ModelConfig& mc = model->config();
+  const char* task = mc.head == EncoderHead::kSequenceClassification ? "SEQ_CLS"
+                     : mc.head == EncoderHead::kMaskedLM             ? "MASKED_LM"
+                                                                     : "CAUSAL_LM";
+  if (o.kind == "adapter") {  // every trainable parameter: the adapters and modules_to_save
+    for (auto& [name, t] : trainable_parameters(model))
+      tensors.emplace_back(kAdapterPrefix + name, t.detach().to(torch::kCPU).contiguous());
+    DPFT_CHECK(!tensors.empty(), "save_adapter: the model has no adapters");
+    nlohmann::json cfg = {
+        {"peft_type", "BOTTLENECK"},  // dpft's layout (docs/models.md, "PEFT")
+        {"task_type", task},
+        {"base_model_name_or_path", base_model},
+        {"reduction_factor", o.reduction_factor},
+        {"bottleneck_size", adapter_width(mc.hidden_size, o.reduction_factor)},
+        {"non_linearity", "relu"},
+        {"ln_before", true},
+        {"placement", "after the attention output and the FFN output projections (Houlsby)"},
+        {"modules_to_save",
+         o.modules_to_save.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.modules_to_save)},
+        {"inference_mode", true}};
+    write_file_atomic(dir / "adapter_config.json", cfg.dump(2) + "\n");
+    save_safetensors(dir / "adapter_model.safetensors", tensors);
+    return;
+  }
   for (auto& [path, lin] : model->linears()) {
     if (!lin->has_lora()) continue;
     tensors.emplace_back(kAdapterPrefix + path + ".lora_A.weight", lin->lora_A.detach().to(torch::kCPU).contiguous());
@@ -62,11 +87,10 @@ void save_adapter(CausalLM& model, const PeftOptions& o, const fs::path& dir, co
   for (auto& [name, t] : trainable_parameters(model))
     if (name.find("lora_") == std::string::npos)
       tensors.emplace_back(kAdapterPrefix + name, t.detach().to(torch::kCPU).contiguous());
-  const ModelConfig& mc = model->config();
   bool gpt2 = mc.is_gpt2();
   nlohmann::json cfg = {
       {"peft_type", "LORA"},
-      {"task_type", mc.head == EncoderHead::kSequenceClassification ? "SEQ_CLS" : "CAUSAL_LM"},
+      {"task_type", task},
       {"base_model_name_or_path", base_model},
       {"r", o.r},
       {"lora_alpha", o.alpha},
@@ -99,22 +123,45 @@ PeftOptions load_adapter(CausalLM& model, const fs::path& dir) {
   } catch (const nlohmann::json::exception& e) {
     throw InputError(fmt::format("{}: invalid JSON: {}", cfg_path.string(), e.what()));
   }
-  if (j.value("peft_type", "") != "LORA")
-    throw InputError(fmt::format("{}: peft_type '{}' is not supported (only LORA)", cfg_path.string(), j.value("peft_type", "")));
+  const std::string type = j.value("peft_type", "");
+  if (type != "LORA" && type != "BOTTLENECK")
+    throw InputError(fmt::format("{}: peft_type '{}' is not supported (LORA, or dpft's BOTTLENECK)",
+                                 cfg_path.string(), type));
   if (j.value("use_dora", false) || j.value("use_rslora", false))
     throw InputError(fmt::format("{}: DoRA / rsLoRA adapters are not supported", cfg_path.string()));
   PeftOptions o;
   try {
-    o.r = j.at("r").get<int64_t>();
-    o.alpha = j.at("lora_alpha").get<double>();
-    o.dropout = j.value("lora_dropout", 0.0);
-    if (j.at("target_modules").is_string()) o.targets = {j["target_modules"].get<std::string>()};
-    else o.targets = j.at("target_modules").get<std::vector<std::string>>();
     if (j.contains("modules_to_save") && !j["modules_to_save"].is_null())
       o.modules_to_save = j["modules_to_save"].get<std::vector<std::string>>();
+    if (type == "BOTTLENECK") {
+      o.kind = "adapter";
+      o.reduction_factor = j.at("reduction_factor").get<int64_t>();
+      if (j.value("non_linearity", "relu") != "relu" || !j.value("ln_before", true))
+        throw InputError(fmt::format("{}: only relu adapters with a LayerNorm before are built",
+                                     cfg_path.string()));
+      if (j.contains("bottleneck_size") &&
+          j["bottleneck_size"].get<int64_t>() !=
+              adapter_width(model->config().hidden_size, o.reduction_factor))
+        throw InputError(
+            fmt::format("{}: bottleneck_size {} does not follow from hidden size {} "
+                        "and reduction_factor {} (another base model?)",
+                        cfg_path.string(), j["bottleneck_size"].get<int64_t>(),
+                        model->config().hidden_size, o.reduction_factor));
+    }
   } catch (const nlohmann::json::exception& e) {
     throw InputError(fmt::format("{}: {}", cfg_path.string(), e.what()));
   }
+  if (o.kind == "lora") try {
+      o.r = j.at("r").get<int64_t>();
+      o.alpha = j.at("lora_alpha").get<double>();
+      o.dropout = j.value("lora_dropout", 0.0);
+      if (j.at("target_modules").is_string())
+        o.targets = {j["target_modules"].get<std::string>()};
+      else
+        o.targets = j.at("target_modules").get<std::vector<std::string>>();
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(fmt::format("{}: {}", cfg_path.string(), e.what()));
+    }
   apply_peft(model, o, 0);
   auto file = SafetensorsFile::open(w_path);
   std::map<std::string, bool> used;
@@ -137,12 +184,12 @@ PeftOptions load_adapter(CausalLM& model, const fs::path& dir) {
       used[key] = true;
     }
   }
-  for (auto& [name, param] : trainable_parameters(model)) {  // modules_to_save
+  for (auto& [name, param] : trainable_parameters(model)) {  // adapters, modules_to_save
     if (name.find("lora_") != std::string::npos) continue;
     const std::string key = kAdapterPrefix + name;
     if (!file->find(key))
-      throw InputError(
-          fmt::format("{}: missing tensor '{}' (modules_to_save)", w_path.string(), key));
+      throw InputError(fmt::format("{}: missing tensor '{}' ({})", w_path.string(), key,
+                                   peft_parameter(name) ? "adapter" : "modules_to_save"));
     torch::Tensor t = file->load(key);
     if (t.sizes() != param.sizes() || !t.is_floating_point())
       throw InputError(fmt::format("{}: '{}' has shape {} and dtype {}, expected {} floating",
@@ -154,7 +201,8 @@ PeftOptions load_adapter(CausalLM& model, const fs::path& dir) {
   for (const auto& [k, u] : used)
     if (!u)
       throw InputError(
-          fmt::format("{}: tensor '{}' matches no LoRA layer or module to save of this model",
+          fmt::format("{}: tensor '{}' matches no LoRA layer, adapter or module to save of this "
+                      "model",
                       w_path.string(), k));
   return o;
 }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 
 #include "core/util/error.hpp"
@@ -15,13 +16,59 @@ bool module_matches(const std::string& path, const std::string& target) {
          path[path.size() - target.size() - 1] == '.';
 }
 
+int64_t adapter_width(int64_t hidden_size, int64_t reduction_factor) {
+  DPFT_CHECK_AS(ConfigError, reduction_factor >= 1,
+                "model.peft.reduction_factor = {}: must be at least 1", reduction_factor);
+  return std::max<int64_t>(1, hidden_size / reduction_factor);
+}
+
+namespace {
+
+// A module path inside one of `modules` (itself or below it).
+bool inside(const std::string& path, const std::vector<std::string>& modules) {
+  for (const auto& m : modules)
+    for (std::string p = path;; p = p.substr(0, p.rfind('.'))) {
+      if (module_matches(p, m)) return true;
+      if (p.find('.') == std::string::npos) break;
+    }
+  return false;
+}
+
+// modules_to_save of kinds lora and adapter: their base parameters train in full.
+void train_saved_modules(CausalLM& model, const PeftOptions& o) {
+  for (const auto& m : o.modules_to_save) {
+    bool hit = false;
+    for (auto& p : model->named_parameters(true)) {
+      const std::string module = p.key().substr(0, p.key().rfind('.'));
+      if (peft_parameter(p.key()) || !inside(module, {m})) continue;
+      p.value().set_requires_grad(true);
+      hit = true;
+    }
+    if (!hit)
+      throw ConfigError(
+          fmt::format("model.peft.modules_to_save: '{}' matches no module of this "
+                      "{} model",
+                      m, model->config().model_type));
+  }
+}
+
+}  // namespace
 
 void apply_peft(CausalLM& model, const PeftOptions& o, uint64_t seed) {
-  if (o.kind != "lora" && o.kind != "full" && o.kind != "none")
-    throw ConfigError(fmt::format("model.peft.kind: '{}' is not allowed; use lora, full or none", o.kind));
+  if (o.kind != "lora" && o.kind != "adapter" && o.kind != "full" && o.kind != "none")
+    throw ConfigError(fmt::format(
+        "model.peft.kind: '{}' is not allowed; use lora, adapter, full or none", o.kind));
   for (auto& p : model->parameters()) p.set_requires_grad(false);
   if (o.kind == "none") return;
   bool all = o.targets.size() == 1 && o.targets[0] == "all";
+  if (o.kind == "adapter") {
+    auto gen = at::detail::createCPUGenerator(seed);
+    model->add_adapters(adapter_width(model->config().hidden_size, o.reduction_factor), &gen);
+    for (auto& p : model->named_parameters(true))
+      if (p.key().find(".adapter.") != std::string::npos) p.value().set_requires_grad(true);
+    train_saved_modules(model, o);
+    return;
+  }
   if (o.kind == "lora") {
     if (all) throw ConfigError("model.peft.targets: 'all' is only for kind full; list module names for LoRA");
     auto gen = at::detail::createCPUGenerator(seed);
@@ -36,43 +83,15 @@ void apply_peft(CausalLM& model, const PeftOptions& o, uint64_t seed) {
                                       "modules are: {}",
                                       t, model->config().model_type, join({names.begin(), names.end()}, ", ")));
     }
-    // A module path inside one of modules_to_save (itself or below it).
-    auto saved = [&](const std::string& path) {
-      for (const auto& m : o.modules_to_save)
-        for (std::string p = path;; p = p.substr(0, p.rfind('.'))) {
-          if (module_matches(p, m)) return true;
-          if (p.find('.') == std::string::npos) break;
-        }
-      return false;
-    };
     for (auto& [path, lin] : lins) {
       bool hit = false;
       for (const auto& t : o.targets) hit = hit || module_matches(path, t);
-      if (!hit || saved(path)) continue;
+      if (!hit || inside(path, o.modules_to_save)) continue;
       lin->add_lora(o.r, o.alpha, o.dropout, &gen);
       lin->lora_A.set_requires_grad(true);
       lin->lora_B.set_requires_grad(true);
     }
-    for (const auto& m : o.modules_to_save) {
-      bool hit = false;
-      for (auto& p : model->named_parameters(true)) {
-        const std::string module = p.key().substr(0, p.key().rfind('.'));
-        if (p.key().find("lora_") != std::string::npos || !saved(module)) continue;
-        bool mine = false;
-        for (std::string q = module;; q = q.substr(0, q.rfind('.'))) {
-          mine = mine || module_matches(q, m);
-          if (q.find('.') == std::string::npos) break;
-        }
-        if (!mine) continue;
-        p.value().set_requires_grad(true);
-        hit = true;
-      }
-      if (!hit)
-        throw ConfigError(
-            fmt::format("model.peft.modules_to_save: '{}' matches no module of this "
-                        "{} model",
-                        m, model->config().model_type));
-    }
+    train_saved_modules(model, o);
     return;
   }
   DPFT_CHECK_AS(ConfigError, o.modules_to_save.empty(),

@@ -12,7 +12,7 @@
 namespace dpft::model {
 
 struct PeftOptions {
-  std::string kind = "lora";                   // lora | full | none
+  std::string kind = "lora";  // lora | adapter | full | none
   int64_t r = 8;
   double alpha = 16;
   double dropout = 0.0;
@@ -20,12 +20,20 @@ struct PeftOptions {
   // lora: modules trained in full besides the LoRA factors (HF peft's modules_to_save, e.g. a
   // classifier head: "classifier"); linears inside them get no LoRA.
   std::vector<std::string> modules_to_save;
+  // adapter: bottleneck width = max(1, hidden_size / reduction_factor) (DP-SFT's Adapter-DP: 48)
+  int64_t reduction_factor = 48;
 };
+
+// The bottleneck width of kind adapter on a model of hidden size d.
+int64_t adapter_width(int64_t hidden_size, int64_t reduction_factor);
 
 // True if module path `path` is selected by `target` (equal, or ends with "." + target).
 bool module_matches(const std::string& path, const std::string& target);
 
 // lora: wraps each targeted Linear with LoRA (B = 0), freezes everything else.
+// adapter: adds Houlsby bottleneck adapters to every layer (encoders; CausalLMImpl::add_adapters,
+// up-projection 0 so the model starts equal to the base), trains only them (targets unused).
+// lora and adapter also train modules_to_save in full.
 // full: trains the parameters of targeted modules ("all" = every parameter), freezes the rest.
 // none: freezes everything. Throws ConfigError naming a target that matches nothing, with the
 // model's module names.

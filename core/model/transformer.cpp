@@ -73,11 +73,16 @@ void CausalLMImpl::set_label_names(const std::vector<std::string>& names) {
   cfg_.labels = names;
 }
 
+bool peft_parameter(const std::string& name) {
+  return name.find("lora_A") != std::string::npos || name.find("lora_B") != std::string::npos ||
+         name.find(".adapter.") != std::string::npos;
+}
+
 std::vector<std::string> CausalLMImpl::checkpoint_names() {
   std::vector<std::string> out;
   for (const auto& p : named_parameters(true)) {
     const std::string& n = p.key();
-    if (n.find("lora_A") != std::string::npos || n.find("lora_B") != std::string::npos) continue;
+    if (peft_parameter(n)) continue;
     out.push_back(n);
   }
   return out;
@@ -169,6 +174,13 @@ std::pair<torch::Tensor, torch::Tensor> cache_kv(KVCache* cache, size_t layer, t
 CausalLM make_gpt2(const ModelConfig& cfg);   // gpt2.cpp
 CausalLM make_llama(const ModelConfig& cfg);  // llama.cpp (llama, qwen2)
 CausalLM make_bert(const ModelConfig& cfg);   // bert.cpp (bert, roberta)
+
+void CausalLMImpl::add_adapters(int64_t, torch::Generator*) {
+  throw ConfigError(fmt::format(
+      "model.peft.kind adapter: bottleneck adapters are built for encoders (bert, roberta); "
+      "this is a {} model: use lora or full",
+      cfg_.model_type));
+}
 
 CausalLM make_causal_lm(const ModelConfig& cfg, uint64_t seed) {
   cfg.validate("model config");

@@ -77,6 +77,10 @@ class CausalLMImpl : public torch::nn::Module {
   virtual bool stored_transposed(const std::string& hf_name) const { return false; }
   // Names of the base (non-LoRA) parameters as HF checkpoints store them (tied lm_head omitted).
   std::vector<std::string> checkpoint_names();
+  // Houlsby bottleneck adapters (model.peft.kind adapter; bert.cpp says where they sit), each
+  // of width `bottleneck`, drawn from `gen`; parameter names contain ".adapter.". ConfigError
+  // for architectures without them (decoders).
+  virtual void add_adapters(int64_t bottleneck, torch::Generator* gen);
 
  protected:
   // The final hidden states (B, T, d) the head projects: the last keep_last positions if > 0.
@@ -86,6 +90,9 @@ class CausalLMImpl : public torch::nn::Module {
   ModelConfig cfg_;
 };
 using CausalLM = std::shared_ptr<CausalLMImpl>;
+
+// True for a parameter PEFT adds (LoRA factors, bottleneck adapters): not a base weight.
+bool peft_parameter(const std::string& name);
 
 // A model of cfg.model_type with random initialisation (normal(0, 0.02) for weights, as HF's
 // _init_weights; norms 1, biases 0), seeded.

@@ -49,9 +49,10 @@ model::PeftOptions peft_options(const Spec& spec) {
   o.alpha = spec.model.peft.alpha;
   o.dropout = spec.model.peft.dropout;
   o.targets = spec.model.peft.targets;
+  o.reduction_factor = spec.model.peft.reduction_factor;
   if (spec.model.peft.modules_to_save)
     o.modules_to_save = *spec.model.peft.modules_to_save;
-  else if (o.kind == "lora" && spec.data.task == "classification")
+  else if ((o.kind == "lora" || o.kind == "adapter") && spec.data.task == "classification")
     o.modules_to_save = {"classifier"};  // a new head must train (HF peft's SEQ_CLS default)
   return o;
 }

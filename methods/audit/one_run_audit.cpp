@@ -144,9 +144,10 @@ std::vector<double> gradient_scores(const Spec& a, const fs::path& run_dir, int6
   train::TrainInputs in = data::load_train_inputs(a);  // theta_0: base + seeded LoRA init
   in.model->eval();                                    // g_i without LoRA dropout
   DPFT_CHECK(in.eval.size() == m, "audit: {} of the {} canaries tokenised", in.eval.size(), m);
-  model::CausalLM released =
-      model::load_checkpoint(in.peft.kind == "lora" ? in.model_dir : run_dir / "model");
-  if (in.peft.kind == "lora") model::load_adapter(released, run_dir / "adapter");
+  model::CausalLM released = model::load_checkpoint(
+      in.peft.kind == "lora" || in.peft.kind == "adapter" ? in.model_dir : run_dir / "model");
+  if (in.peft.kind == "lora" || in.peft.kind == "adapter")
+    model::load_adapter(released, run_dir / "adapter");
   const auto named = released->named_parameters();
   std::vector<torch::Tensor> delta;  // theta_T - theta_0 per trainable parameter, flattened
   for (const auto& [name, p0] : model::trainable_parameters(in.model)) {
