@@ -62,43 +62,54 @@ train::TrainInputs load_train_inputs(const Spec& spec) {
   } else {
     in.train = build_lm_dataset(train_examples, *in.tok, lm_data_options(spec.data));
   }
-  if (!spec.data.eval.path.empty()) {
-    uint64_t eval_seed = derive_seed(spec.seed, "eval-data");
-    std::unordered_set<std::string> train_texts;  // data.eval.exclude_train: held-out rows only
-    for (const Example& e : train_examples) train_texts.insert(e.text);
-    const auto* exclude = spec.data.eval.exclude_train ? &train_texts : nullptr;
-    std::vector<Example> eval_examples =
-        select_examples(spec.data.eval, {}, spec.data, eval_seed, exclude);
-    for (const Example& e : eval_examples) in.eval_overlap += train_texts.count(e.text);
-    if (in.eval_overlap > 0) {
+  if (spec.data.eval.path.empty()) return in;
+  std::unordered_set<std::string> train_texts;  // exclude_train: held-out rows only
+  for (const Example& e : train_examples) train_texts.insert(e.text);
+  // One evaluation set (data.eval, or a data.eval_sets entry named `name`): its examples and
+  // their tokenised set. Examples that are also training examples count in eval_overlap.
+  auto load_eval = [&](const DatasetSpec& d, const std::string& key, const std::string& salt,
+                       std::vector<Example>* examples_out) {
+    const uint64_t seed = derive_seed(spec.seed, salt);
+    const std::vector<Example> examples =
+        select_examples(d, {}, spec.data, seed, d.exclude_train ? &train_texts : nullptr);
+    int64_t overlap = 0;
+    for (const Example& e : examples) overlap += train_texts.count(e.text);
+    if (overlap > 0) {
       DPFT_CHECK_AS(ConfigError, spec.output.non_private_stats,
-                    "data.eval: {} of its {} examples are also training examples, so its "
-                    "results would be non-private statistics of the training data, but "
-                    "output.non_private_stats is false; set data.eval.exclude_train: true or "
-                    "evaluate on a held-out file",
-                    in.eval_overlap, eval_examples.size());
-      spdlog::warn("data.eval: {} of its {} examples are also training examples: evaluation "
-                   "results are reported in metrics.json's non_private block (set "
-                   "data.eval.exclude_train: true to evaluate on held-out rows only)",
-                   in.eval_overlap, eval_examples.size());
+                    "{}: {} of its {} examples are also training examples, so its results would "
+                    "be non-private statistics of the training data, but "
+                    "output.non_private_stats is false; set {}.exclude_train: true or evaluate "
+                    "on a held-out file",
+                    key, overlap, examples.size(), key);
+      spdlog::warn(
+          "{}: {} of its {} examples are also training examples: evaluation results "
+          "are reported in metrics.json's non_private block (set {}.exclude_train: "
+          "true to evaluate on held-out rows only)",
+          key, overlap, examples.size(), key);
     }
-    if (classify) {  // evaluated by the classifier (core/eval/lm_eval.hpp)
-      in.eval = build_classification_dataset(eval_examples, *in.enc_tok, in.labels, max_len,
-                                             "data.eval (" + spec.data.eval.path + ")");
-      return in;
-    }
-    if (in.enc_tok) {  // fixed masks (draw 0) from their own seed
-      in.eval = encoder_lm_dataset(spec, eval_examples, *in.enc_tok, "mlm-eval");
-      return in;
-    }
-    in.eval = build_lm_dataset(eval_examples, *in.tok, lm_data_options(spec.data));
-    if (!spec.data.eval.label_column.empty()) {
-      in.eval_examples = eval_examples;
-      in.labels = eval::label_set(in.eval_examples);
-      DPFT_CHECK_AS(InputError, in.labels.size() >= 2,
-                    "data.eval.label_column '{}': need at least 2 distinct labels, found {}",
-                    spec.data.eval.label_column, in.labels.size());
-    }
+    in.eval_overlap += overlap;
+    if (examples_out) *examples_out = examples;
+    if (classify)  // evaluated by the classifier (core/eval/lm_eval.hpp)
+      return build_classification_dataset(examples, *in.enc_tok, in.labels, max_len,
+                                          key + " (" + d.path + ")");
+    if (in.enc_tok)  // fixed masks (draw 0) from their own seed
+      return encoder_lm_dataset(spec, examples, *in.enc_tok,
+                                examples_out ? std::string("mlm-eval") : "mlm-eval-" + d.name);
+    return build_lm_dataset(examples, *in.tok, lm_data_options(spec.data));
+  };
+  std::vector<Example> eval_examples;
+  in.eval = load_eval(spec.data.eval, "data.eval", "eval-data", &eval_examples);
+  for (size_t i = 0; i < spec.data.eval_sets.size(); ++i) {
+    const DatasetSpec& d = spec.data.eval_sets[i];
+    in.eval_sets.emplace_back(
+        d.name, load_eval(d, fmt::format("data.eval_sets[{}]", i), "eval-data-" + d.name, nullptr));
+  }
+  if (!classify && !in.enc_tok && !spec.data.eval.label_column.empty()) {
+    in.eval_examples = eval_examples;
+    in.labels = eval::label_set(in.eval_examples);
+    DPFT_CHECK_AS(InputError, in.labels.size() >= 2,
+                  "data.eval.label_column '{}': need at least 2 distinct labels, found {}",
+                  spec.data.eval.label_column, in.labels.size());
   }
   return in;
 }

@@ -178,3 +178,64 @@ TEST_CASE("classification runs refuse what they cannot do, naming the fix", "[cl
                            {"--set", "model.path=" + gpt2, "--set", "privacy.epsilon=.inf", "--set",
                             "method.name=sgd"})) == 2);
 }
+
+TEST_CASE("several named evaluation sets: each is scored at every evaluation, like data.eval",
+          "[classification][run]") {
+  SHARED_DATA_OR_SKIP(roberta, "roberta_tokenizer");
+  SHARED_DATA_OR_SKIP(sst2, "glue_sst2");
+  ClsFixture f;
+  REQUIRE(make_cls_fixture(f, roberta, sst2));
+  const std::string out = (f.tmp.path / "runs").string();
+  const std::string later = (f.tmp.path / "later.tsv").string();
+  {  // dev rows 25-40 as a second ("mismatched"-style) set
+    std::ifstream in(sst2 / "dev.tsv");
+    std::ofstream o(later);
+    std::string line;
+    for (int i = 0; i <= 40 && std::getline(in, line); ++i)
+      if (i == 0 || i > 24) o << line << "\n";
+  }
+  const std::string sets =
+      "data.eval_sets=[{name: same, path: " + f.eval +
+      ", text_column: sentence, label_column: label}, {name: later, path: " + later +
+      ", text_column: sentence, label_column: label}]";
+  std::string printed;
+  REQUIRE(test::cli(cls_args(f, out,
+                             {"--set", "method.name=sgd", "--set", "privacy.epsilon=.inf", "--set",
+                              sets, "--set", "eval.per_sample=true", "--set", "eval.every=2"}),
+                    &printed) == 0);
+  const fs::path dir = last_line(printed);
+  auto m = nlohmann::json::parse(read_file(dir / "metrics.json"));
+  for (const char* tag : {"base", "final"}) {
+    CAPTURE(tag);
+    const auto& e = m["eval"][tag];
+    // The same file as data.eval scores exactly as data.eval does.
+    for (const char* k : {"loss", "accuracy", "samples"}) CHECK(e["sets"]["same"][k] == e[k]);
+    CHECK(e["sets"]["later"]["samples"] == 16);
+    CHECK(e["sets"]["later"]["classification"]["samples"] == 16);
+  }
+  CHECK(m["eval"]["history"][0]["sets"]["later"]["samples"] == 16);
+  int later_lines = 0;
+  std::ifstream ps(dir / "per_sample.jsonl");
+  for (std::string line; std::getline(ps, line);)
+    later_lines += nlohmann::json::parse(line)["model"] == "final/later";
+  CHECK(later_lines == 16);
+  // Refusals: an unnamed set, a repeated name, eval_sets without data.eval, no label column.
+  CHECK(test::cli(cls_args(f, out, {"--set", "data.eval_sets=[{path: " + later + "}]"})) == 2);
+  CHECK(test::cli(cls_args(f, out,
+                           {"--set", "data.eval_sets=[{name: a, path: " + later +
+                                         ", label_column: label}, {name: a, path: " + later +
+                                         ", label_column: label}]"})) == 2);
+  const std::string no_eval = (f.tmp.path / "no_eval.yaml").string();
+  write_file_atomic(no_eval, "model: {path: " + f.model +
+                                 "}\ndata:\n  task: classification\n  labels: ['0', '1']\n"
+                                 "  train: {path: " +
+                                 f.train +
+                                 ", text_column: sentence, label_column: label}\n"
+                                 "  eval_sets: [{name: a, path: " +
+                                 later +
+                                 ", text_column: sentence, label_column: label}]\n"
+                                 "privacy: {epsilon: .inf}\nmethod: {name: sgd}\n");
+  CHECK(test::cli({"config", "validate", no_eval}) == 2);
+  CHECK(test::cli(cls_args(f, out, {"--set", "data.eval_sets=[{name: a, path: " + later + "}]"})) ==
+        2);
+}

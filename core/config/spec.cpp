@@ -2,12 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <regex>
+#include <set>
+#include <sstream>
 
 #include "core/config/fields.hpp"
 #include "core/util/error.hpp"
@@ -17,7 +19,7 @@ namespace dpft {
 
 namespace {
 
-void parse_dataset(Fields f, DatasetSpec& d, bool is_eval = false) {
+void parse_dataset(Fields f, DatasetSpec& d, bool is_eval = false, bool named = false) {
   f.get("path", d.path);
   f.get_choice("format", d.format, {"auto", "csv", "tsv", "jsonl", "text"});
   f.get("text_column", d.text_column);
@@ -29,6 +31,11 @@ void parse_dataset(Fields f, DatasetSpec& d, bool is_eval = false) {
   f.get("text_pair_column", d.text_pair_column);
   f.get("num_samples", d.num_samples, Range::at_least(0));
   if (is_eval) f.get("exclude_train", d.exclude_train);
+  if (named) {
+    f.get("name", d.name);
+    if (d.name.empty())
+      throw ConfigError(fmt::format("{}.name: every evaluation set needs a name", f.path()));
+  }
   f.finish();
 }
 
@@ -43,6 +50,7 @@ YAML::Node dataset_yaml(const DatasetSpec& d) {
   if (!d.text_pair_column.empty()) n["text_pair_column"] = d.text_pair_column;
   n["num_samples"] = d.num_samples;
   if (d.exclude_train) n["exclude_train"] = true;
+  if (!d.name.empty()) n["name"] = d.name;
   return n;
 }
 
@@ -261,6 +269,30 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
       }
     }
     parse_dataset(d.child("eval"), da.eval, true);
+    YAML::Node sets = d.raw("eval_sets");
+    if (sets && !sets.IsNull()) {
+      if (!sets.IsSequence())
+        throw ConfigError(fmt::format(
+            "{}: expected a list of named dataset blocks (name, path, text_column, ...)",
+            d.key_path("eval_sets")));
+      std::set<std::string> names;
+      for (size_t i = 0; i < sets.size(); ++i) {
+        da.eval_sets.emplace_back();
+        DatasetSpec& e = da.eval_sets.back();
+        parse_dataset(
+            Fields(sets[i], fmt::format("{}[{}]", d.key_path("eval_sets"), i), d.registry()), e,
+            true, true);
+        if (e.path.empty())
+          throw ConfigError(fmt::format("{}[{}].path: no file given", d.key_path("eval_sets"), i));
+        if (!names.insert(e.name).second)
+          throw ConfigError(fmt::format("{}[{}].name: '{}' names two evaluation sets",
+                                        d.key_path("eval_sets"), i, e.name));
+      }
+      if (da.eval.path.empty())
+        throw ConfigError(
+            "data.eval_sets: give data.eval first (the main evaluation set that eval.every, "
+            "lr selection and the summary use); eval_sets adds more");
+    }
     d.get("max_length", da.max_length, Range::at_least(2));
     d.get("packing", da.packing);
     d.get("add_eos", da.add_eos);
@@ -276,6 +308,8 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
       for (size_t i = 0; i < da.train_extra.size(); ++i)
         if (unpaired(da.train_extra[i])) missing.push_back(fmt::format("data.train_extra[{}]", i));
       if (!da.eval.path.empty() && unpaired(da.eval)) missing.push_back("data.eval");
+      for (size_t i = 0; i < da.eval_sets.size(); ++i)
+        if (unpaired(da.eval_sets[i])) missing.push_back(fmt::format("data.eval_sets[{}]", i));
       if (!missing.empty())
         throw ConfigError(
             fmt::format("data.loss_on: 'response' scores only the response of prompt/response "
@@ -290,6 +324,10 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
       need(!da.train.label_column.empty(), "needs data.train.label_column (the class of each row)");
       need(da.eval.path.empty() || !da.eval.label_column.empty(),
            "needs data.eval.label_column when data.eval is given");
+      for (const DatasetSpec& e : da.eval_sets)
+        need(!e.label_column.empty(),
+             fmt::format("needs label_column on every data.eval_sets entry ('{}' has none)",
+                         e.name));
       need(da.train_extra.empty(), "takes no data.train_extra (one labelled training file)");
       need(!da.packing, "does not pack examples; set data.packing: false");
       need(da.loss_on == "all" && da.chat_format == "none",
@@ -298,7 +336,9 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
            "takes text (and text_pair_column), not prompts");
     } else {
       if (!da.labels.empty() || !da.train.text_pair_column.empty() ||
-          !da.eval.text_pair_column.empty())
+          !da.eval.text_pair_column.empty() ||
+          std::any_of(da.eval_sets.begin(), da.eval_sets.end(),
+                      [](const DatasetSpec& e) { return !e.text_pair_column.empty(); }))
         throw ConfigError(
             fmt::format("data.labels and text_pair_column belong to data.task: classification "
                         "(an encoder checkpoint); this spec's task is {}",
@@ -431,6 +471,11 @@ YAML::Node spec_to_yaml(const Spec& s) {
   for (const DatasetSpec& e : s.data.train_extra) extra.push_back(dataset_yaml(e));
   n["data"]["train_extra"] = extra;
   n["data"]["eval"] = dataset_yaml(s.data.eval);
+  if (!s.data.eval_sets.empty()) {  // absent otherwise: earlier specs keep their hash
+    YAML::Node sets(YAML::NodeType::Sequence);
+    for (const DatasetSpec& e : s.data.eval_sets) sets.push_back(dataset_yaml(e));
+    n["data"]["eval_sets"] = sets;
+  }
   n["data"]["max_length"] = s.data.max_length;
   n["data"]["packing"] = s.data.packing;
   n["data"]["add_eos"] = s.data.add_eos;

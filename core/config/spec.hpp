@@ -50,6 +50,7 @@ struct DatasetSpec {
   // data.eval only: drop rows whose text is one of the (subsampled) training texts before
   // subsampling, so the eval set can be a held-out part of the training file (lr selection).
   bool exclude_train = false;
+  std::string name;  // data.eval_sets entries: the set's name in metrics.json ("" elsewhere)
 };
 
 struct DataSpec {
@@ -62,6 +63,9 @@ struct DataSpec {
   DatasetSpec train;                     // the private training set
   std::vector<DatasetSpec> train_extra;  // more training sets, appended to train (public corpora)
   DatasetSpec eval;                      // held-out evaluation set
+  // More named evaluation sets (MNLI matched / mismatched style), evaluated with data.eval at
+  // every evaluation; metrics.json reports each under eval.<tag>.sets.<name>.
+  std::vector<DatasetSpec> eval_sets;
   int max_length = 128;         // tokens per example after truncation (block size if packed)
   bool packing = false;         // concatenate documents (each + eos), cut into max_length blocks
   bool add_eos = true;          // append eos to each unpacked example when it fits

@@ -24,6 +24,7 @@ struct TrainInputs {
   std::shared_ptr<tok::Tokenizer> tok;             // decoders (data.task lm); null for encoders
   std::shared_ptr<tok::EncoderTokenizer> enc_tok;  // encoders (then tok is null)
   lm::LmDataset train, eval;  // eval empty when data.eval.path is ""
+  std::vector<std::pair<std::string, lm::LmDataset>> eval_sets;  // data.eval_sets, by name
   // With data.eval.label_column: the labelled eval examples (same subsample as `eval`) and the
   // candidate labels, for classification accuracy by label likelihood (core/eval/lm_eval.hpp).
   std::vector<lm::Example> eval_examples;

@@ -174,6 +174,17 @@ nlohmann::json Trainer::evaluate(const std::string& tag, int64_t step, bool per_
                  s_->in.labels.size());
   }
   nlohmann::json stats = {{"loss", r.loss}, {"accuracy", r.accuracy}};
+  for (const auto& [name, ds] : s_->in.eval_sets) {  // data.eval_sets: the same, per named set
+    eval::LmEvalResult e = eval::evaluate_lm(s_->in.model, ds, 2 * spec.train.micro_batch_size,
+                                             spec.eval.max_samples, s_->in.pad_id);
+    if (per_sample && spec.eval.per_sample)
+      eval::append_per_sample(s_->ctx.dir.file("per_sample.jsonl"), tag + "/" + name, e);
+    j["sets"][name] = e.to_json();
+    j["sets"][name].erase("seconds");
+    stats["sets"][name] = {{"loss", e.loss}, {"accuracy", e.accuracy}};
+    spdlog::info("eval {} (step {}) {}: loss {:.4f}, accuracy {:.4f}", tag, step, name, e.loss,
+                 e.accuracy);
+  }
   nlohmann::json ev = {{"model", tag}, {"step", step}};
   if (s_->in.eval_overlap > 0)
     ev[kNonPrivate] = stats;  // the eval set holds training examples
