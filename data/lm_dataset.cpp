@@ -187,6 +187,10 @@ void check_num_samples(const std::string& key, const DatasetSpec& d, size_t rows
 
 }  // namespace
 
+std::string example_key(const Example& e) {
+  return e.text_pair ? e.text + '\x1f' + *e.text_pair : e.text;
+}
+
 std::vector<Example> select_examples(const DatasetSpec& d, const std::vector<DatasetSpec>& extra,
                                      const DataSpec& data, uint64_t seed,
                                      const std::unordered_set<std::string>* exclude_texts) {
@@ -207,9 +211,10 @@ std::vector<Example> select_examples(const DatasetSpec& d, const std::vector<Dat
   }
   if (exclude_texts) {
     const size_t before = all.size();
-    all.erase(std::remove_if(all.begin(), all.end(),
-                             [&](const Example& e) { return exclude_texts->count(e.text) > 0; }),
-              all.end());
+    all.erase(
+        std::remove_if(all.begin(), all.end(),
+                       [&](const Example& e) { return exclude_texts->count(example_key(e)) > 0; }),
+        all.end());
     DPFT_CHECK_AS(InputError, !all.empty(),
                   "{}.exclude_train: all {} rows of {} are training texts; nothing is left to "
                   "evaluate on (use a larger file or a smaller data.train.num_samples)",

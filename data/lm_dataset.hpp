@@ -70,9 +70,16 @@ std::vector<Example> read_examples(const DatasetSpec& d, const std::string& key)
 LmDataset load_lm_dataset(const DatasetSpec& d, const std::vector<DatasetSpec>& extra,
                           const DataSpec& data, const tok::Tokenizer& tok, uint64_t seed);
 
+// What makes two examples the same for exclude_train and the eval / train overlap check: the
+// text, with its pair sentence when it has one (an RTE premise that recurs with another
+// hypothesis is another example). Prompts are not part of it: a response is private text
+// whatever prompt it comes with.
+std::string example_key(const Example& e);
+
 // The examples load_lm_dataset tokenizes (read + extra + subsample, same seeds). With
-// `exclude_texts`, rows whose text is in the set are dropped before subsampling (a held-out
-// eval set from the training file: DatasetSpec::exclude_train); InputError if none is left.
+// `exclude_texts`, rows whose example_key is in the set are dropped before subsampling (a held-out
+// eval set from the training file: DatasetSpec::exclude_train; keys from example_key);
+// InputError if none is left.
 std::vector<Example> select_examples(
     const DatasetSpec& d, const std::vector<DatasetSpec>& extra, const DataSpec& data,
     uint64_t seed, const std::unordered_set<std::string>* exclude_texts = nullptr);

@@ -64,7 +64,7 @@ train::TrainInputs load_train_inputs(const Spec& spec) {
   }
   if (spec.data.eval.path.empty()) return in;
   std::unordered_set<std::string> train_texts;  // exclude_train: held-out rows only
-  for (const Example& e : train_examples) train_texts.insert(e.text);
+  for (const Example& e : train_examples) train_texts.insert(example_key(e));
   // One evaluation set (data.eval, or a data.eval_sets entry named `name`): its examples and
   // their tokenised set. Examples that are also training examples count in eval_overlap.
   auto load_eval = [&](const DatasetSpec& d, const std::string& key, const std::string& salt,
@@ -73,7 +73,7 @@ train::TrainInputs load_train_inputs(const Spec& spec) {
     const std::vector<Example> examples =
         select_examples(d, {}, spec.data, seed, d.exclude_train ? &train_texts : nullptr);
     int64_t overlap = 0;
-    for (const Example& e : examples) overlap += train_texts.count(e.text);
+    for (const Example& e : examples) overlap += train_texts.count(example_key(e));
     if (overlap > 0) {
       DPFT_CHECK_AS(ConfigError, spec.output.non_private_stats,
                     "{}: {} of its {} examples are also training examples, so its results would "

@@ -1,5 +1,6 @@
 #include "methods/tables.hpp"
 
+#include "methods/dp_sft/report_tables.hpp"
 #include "methods/pe_sgd/report_tables.hpp"
 
 namespace dpft {
@@ -10,6 +11,7 @@ const std::vector<report::TableDef>& report_tables() {
     t.push_back({"lr-select",
                  "final validation loss per method and learning rate; the best lr per method",
                  pe_sgd::row_order(), report::lr_select});
+    for (auto& d : dp_sft::report_tables()) t.push_back(d);
     return t;
   }();
   return tables;

@@ -66,4 +66,23 @@ check "lr_select: held-out validation at the lr" has "$out" "pubmed-pe_sgd.yaml 
 check "lr_select: no test set" hasnt "$out" "test.csv"
 check "lr_select dry run writes nothing" [ ! -e "$T/lr" ]
 
+# experiments/glue/run.sh: per-task classifiers reheaded from the base encoder; --select sweeps
+# the lrs on a validation split of the training file; table runs need a selected lr.
+GLUE="$SRC/experiments/glue/run.sh"
+"$DPFT" model init --arch roberta --preset tiny --head mlm --tokenizer "$SRC/models/tiny-gpt2" \
+  --out "$T/rob" --quiet >/dev/null 2>&1
+out=$(BASE="$T/missing" MODELS="$T/gm" bash "$GLUE" --dpft "$DPFT" --dry-run 2>&1); rc=$?
+check "glue without the base encoder exits 3 (rc $rc)" [ "$rc" = 3 ]
+out=$(BASE="$T/rob" MODELS="$T/gm" bash "$GLUE" --dpft "$DPFT" --dry-run --select --tasks rte \
+  --methods "full lora_dp" --lrs "1e-3 2e-3" --out "$T/glr" 2>&1); rc=$?
+check "glue --select dry run exits 0 (rc $rc)" [ "$rc" = 0 ]
+check "glue --select: (1 + 2 eps) x 2 lrs" [ "$(count "$out" "would run")" = 6 ]
+check "glue --select: validation from the training file" has "$out" "rte-lora_dp.yaml --set seed=100 --set privacy.epsilon=1 --out $T/glr/lr2e-3/rte-lora_dp/eps1/s100 --set model.path=$T/gm/rte --set train.lr=2e-3 --set data.eval.path=../shared/data/glue_rte/train.tsv --set data.eval.exclude_train=true"
+check "glue --select: no dev file" hasnt "$out" "dev.tsv"
+check "glue: the task's classifier was made" [ -f "$T/gm/rte/config.json" ]
+check "glue: its labels are RTE's" grep -q not_entailment "$T/gm/rte/config.json"
+out=$(BASE="$T/rob" MODELS="$T/gm" bash "$GLUE" --dpft "$DPFT" --dry-run --tasks rte --out "$T/g" 2>&1); rc=$?
+[ -s "$SRC/experiments/glue/selected_lr.tsv" ] && [ "$(wc -l < "$SRC/experiments/glue/selected_lr.tsv")" -gt 1 ] ||
+  check "glue: a table run without a selected lr exits 2 (rc $rc)" [ "$rc" = 2 ]
+
 finish "experiments scripts"

@@ -281,3 +281,16 @@ TEST_CASE("collate: right padding, attention mask, labels -100 at padding and un
   CHECK(empty.index.empty());
   CHECK_THROWS_AS(collate(ds, {2}, 99), RuntimeError);
 }
+
+TEST_CASE("example_key: a pair is its two sentences; prompts do not change a text's key",
+          "[lm-dataset]") {
+  lm::Example a, b, c;
+  a.text = b.text = c.text = "A premise.";
+  a.text_pair = "One hypothesis.";
+  b.text_pair = "Another hypothesis.";
+  CHECK(data::example_key(a) != data::example_key(b));  // RTE reuses premises across pairs
+  CHECK(data::example_key(a) != data::example_key(c));
+  lm::Example p = c;
+  p.prompt = "Summarise:";
+  CHECK(data::example_key(p) == data::example_key(c));
+}

@@ -492,3 +492,39 @@ TEST_CASE("dpft report: run files (*.run.json) give the tables of their run dire
   write_file_atomic(d.path / "notes.txt", "x");
   CHECK_THROWS_AS(report::load_runs({d.path / "notes.txt"}), InputError);
 }
+
+TEST_CASE("report glue: classifier accuracy and macro-F1 per task and eps, paper row order",
+          "[report]") {
+  test::TempDir d;
+  auto cls = [&](const std::string& label, json eps, int seed, const std::string& data, double acc,
+                 double f1) {
+    FakeRun r = dp(label, eps, seed, 0.7);
+    r.dataset = data;
+    write_run(d.path / (label + data.substr(data.size() - 8) + std::to_string(seed)), r);
+    // The classifier's block, as evaluate_lm writes it for data.task classification.
+    const fs::path dir = d.path / (label + data.substr(data.size() - 8) + std::to_string(seed));
+    json m = json::parse(read_file(dir / "metrics.json"));
+    m["eval"]["final"]["classification"] = {{"accuracy", acc}, {"macro_f1", f1}};
+    write_json_atomic(dir / "metrics.json", m);
+  };
+  const std::string sst2 = "../shared/data/glue_sst2/train.tsv",
+                    mnli = "../shared/data/glue_samples/mnli/train.json";
+  cls("LoRA-DP", 4.0, 0, sst2, 0.80, 0.79);
+  cls("LoRA-DP", 4.0, 1, sst2, 0.84, 0.83);
+  cls("Full-DP", 4.0, 0, sst2, 0.70, 0.60);
+  cls("Full-tuning", "inf", 0, mnli, 0.55, 0.50);
+  write_run(d.path / "lm", dp("DP-SGD", 4.0, 0, 2.0));  // no classification block: skipped
+  auto t = build_report_table("glue", report::load_runs({d.path}).runs);
+  REQUIRE(t.columns.size() == 2);
+  CHECK(t.columns[0].dataset == "MNLI");  // the shared data's names, as the paper spells them
+  CHECK(t.columns[1].dataset == "SST-2");
+  REQUIRE(t.blocks.size() == 2);
+  CHECK(t.blocks[0].rows[0].label == "Full-tuning");  // the paper's order
+  CHECK(t.blocks[0].rows[1].label == "Full-DP");
+  const auto& lora = row(t.blocks[0], "LoRA-DP");
+  REQUIRE(lora.cells[1]);
+  CHECK(lora.cells[1]->mean == Approx(0.82));
+  CHECK(lora.cells[1]->std == Approx(std::sqrt(0.0008)));
+  CHECK(row(t.blocks[1], "Full-DP").cells[1]->mean == Approx(0.60));
+  for (const auto& r : t.blocks[0].rows) CHECK(r.label != "DP-SGD");
+}

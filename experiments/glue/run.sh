@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The small-scale DP-SFT Tables 1-2 baselines (Full-tuning, Full-DP, LoRA-DP, Adapter-DP) on
+# SST-2, IMDB, QNLI, MNLI and RTE with models/tiny-roberta (experiments/glue/small/*.yaml).
+# First it gives the pretrained encoder a classifier per task (dpft model rehead, seed 0, into
+# build/glue/models/TASK). Then:
+#   --select   learning-rate selection: every method x task x epsilon over --lrs, seed 100,
+#              evaluated on a validation split of the training file (300 rows the run does not
+#              train on: data.eval.exclude_train; RTE trains on 2,000 of its 2,490 rows here),
+#              never on the test set. Record each best lr
+#              (dpft report OUT --table lr-select) in experiments/glue/selected_lr.tsv.
+#   (default)  the table runs: --seeds at each --eps with the lr selected for that task, method
+#              and epsilon (a missing entry is an error naming it).
+# Runs go through scripts/sweep.sh: finished runs are skipped, so rerun the same command to
+# resume. Full-tuning is non-private and runs once per seed.
+#
+# Usage: experiments/glue/run.sh [--select] [--out DIR] [--seeds "0 1 2"] [--eps "4 1"]
+#          [--tasks "sst2 imdb qnli mnli rte"] [--methods "full full_dp lora_dp adapter_dp"]
+#          [--lrs "5e-4 1e-3 2e-3 5e-3"] [--dpft build/dpft] [--dry-run]
+# Env: BASE (the pretrained encoder, default models/tiny-roberta), MODELS (where the per-task
+# classifiers go, default build/glue/models).
+# Then:  dpft report DIR --table glue      (docs/results/glue_baselines.md)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out="" seeds="" eps="4 1" dpft=build/dpft dry=() select=0
+tasks="sst2 imdb qnli mnli rte" methods="full full_dp lora_dp adapter_dp" lrs="5e-4 1e-3 2e-3 5e-3"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out | --seeds | --eps | --tasks | --methods | --lrs | --dpft)
+      [ $# -ge 2 ] || { echo "glue: $1 needs a value" >&2; exit 2; }
+      v=${1#--}; printf -v "$v" '%s' "$2"; shift 2 ;;
+    --select) select=1; shift ;;
+    --dry-run) dry=(--dry-run); shift ;;
+    -h | --help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "glue: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+if [ "$select" = 1 ]; then out=${out:-runs/glue_lr} seeds=${seeds:-100}; else out=${out:-runs/glue} seeds=${seeds:-"0 1 2"}; fi
+declare -A labels=([sst2]=0,1 [imdb]=negative,positive [qnli]=entailment,not_entailment
+  [mnli]=entailment,neutral,contradiction [rte]=entailment,not_entailment)
+BASE=${BASE:-models/tiny-roberta} MODELS=${MODELS:-build/glue/models}
+[ -f "$BASE/config.json" ] || {
+  echo "glue: $BASE is missing; pretrain it: MODEL=roberta bash scripts/pretrain_tiny.sh" >&2
+  exit 3
+}
+for t in $tasks; do
+  [ -n "${labels[$t]:-}" ] || { echo "glue: unknown task '$t' (sst2 imdb qnli mnli rte)" >&2; exit 2; }
+  dir=$MODELS/$t
+  if [ ! -f "$dir/config.json" ] || [ "$BASE/model.safetensors" -nt "$dir/config.json" ]; then
+    "$dpft" model rehead --from "$BASE" --head classification --labels "${labels[$t]}" \
+      --out "$dir" --seed 0 >&2
+  fi
+done
+lr_of() {  # task method eps -> the selected lr, from experiments/glue/selected_lr.tsv
+  awk -F'\t' -v t="$1" -v m="$2" -v e="$3" '$1 == t && $2 == m && $3 == e { print $4 }' \
+    experiments/glue/selected_lr.tsv
+}
+status=0
+for t in $tasks; do
+  for m in $methods; do
+    spec=experiments/glue/small/$t-$m.yaml
+    [ -f "$spec" ] || { echo "glue: no spec $spec" >&2; exit 2; }
+    for e in $eps; do
+      if [ "$m" = full ]; then e=inf; fi  # non-private: sweep runs it once per seed
+      if [ "$select" = 1 ]; then
+        for lr in $lrs; do
+          bash scripts/sweep.sh ${dry[@]+"${dry[@]}"} --dpft "$dpft" --specs "$spec" \
+            --seeds "$seeds" --eps "$e" --out "$out/lr$lr" -- --set model.path="$MODELS/$t" \
+            --set train.lr="$lr" \
+            --set data.eval.path="$(awk '/^  train:/ { sub(/.*path: /, ""); sub(/,.*/, ""); print }' "$spec")" \
+            --set data.eval.exclude_train=true --set data.eval.num_samples=300 \
+            --set data.train.num_samples=2000 || status=$?
+          [ "$status" -ge 130 ] && exit "$status"
+        done
+      else
+        lr=$(lr_of "$t" "$m" "$e")
+        [ -n "$lr" ] || { echo "glue: no lr selected for $t $m eps $e in experiments/glue/selected_lr.tsv (run --select first)" >&2; exit 2; }
+        bash scripts/sweep.sh ${dry[@]+"${dry[@]}"} --dpft "$dpft" --specs "$spec" --seeds "$seeds" \
+          --eps "$e" --out "$out" -- --set model.path="$MODELS/$t" --set train.lr="$lr" || status=$?
+        [ "$status" -ge 130 ] && exit "$status"
+      fi
+      [ "$m" = full ] && break
+    done
+  done
+done
+exit "$status"
