@@ -19,6 +19,7 @@
 
 #include "cli/app.hpp"
 #include "cli/bench_common.hpp"
+#include "core/eval/lm_eval.hpp"
 #include "core/lm/objective.hpp"
 #include "core/model/peft.hpp"
 #include "core/model/presets.hpp"
@@ -193,6 +194,16 @@ int bench_train(const TrainBench& b) {
       {"nonprivate_peak_rss_mb", mem_np["peak_rss_mb"]},
       {"dp_peak_rss_mb", mem_dp["peak_rss_mb"]},
       {"memory_ratio", mem_dp["peak_rss_mb"].get<double>() / mem_np["peak_rss_mb"].get<double>()}};
+  if (encoder) {  // classification evaluation throughput: no-grad forward + metrics
+    std::vector<double> te;
+    for (int i = 0; i <= b.reps; ++i) {
+      auto t0 = Clock::now();
+      eval::evaluate_lm(m, ds, micro, 0, 0);
+      sync();
+      if (i > 0) te.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    out["eval_examples_per_s"] = static_cast<double>(b.batch) / bench_median(te);
+  }
   if (b.json) {
     std::cout << out.dump(2) << "\n";
     return 0;
@@ -211,6 +222,9 @@ int bench_train(const TrainBench& b) {
       << fmt::format("  peak RSS:    non-private {:.0f} MB, DP-SGD {:.0f} MB, ratio {:.2f}x\n",
                      mem_np["peak_rss_mb"].get<double>(), mem_dp["peak_rss_mb"].get<double>(),
                      out["memory_ratio"].get<double>());
+  if (encoder)
+    std::cout << fmt::format("  classification eval: {:.1f} examples/s (micro-batch {})\n",
+                             out["eval_examples_per_s"].get<double>(), micro);
   return 0;
 }
 
