@@ -194,13 +194,17 @@ void register_info(CLI::App* model, CliContext& ctx) {
   struct Opts {
     std::string dir, peft = "lora";
     std::vector<std::string> targets;
-    int64_t r = 8;
+    int64_t r = 8, reduction = 48;
     bool json = false;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = model->add_subcommand("info", "architecture and parameter counts (total, trainable under a PEFT config)");
   sub->add_option("dir", o->dir, "checkpoint directory")->required();
-  sub->add_option("--peft", o->peft, "lora | full | none")->capture_default_str();
+  sub->add_option("--peft", o->peft, "lora | adapter | full | none")->capture_default_str();
+  sub->add_option("--reduction-factor", o->reduction,
+                  "adapter: bottleneck = hidden size / this (encoders)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   sub->add_option("--targets", o->targets, "module names (default: q_proj,v_proj; gpt2: c_attn)")->delimiter(',');
   sub->add_option("--r", o->r, "LoRA rank")->capture_default_str()->check(CLI::PositiveNumber);
   sub->add_flag("--json", o->json, "one JSON object");
@@ -210,8 +214,12 @@ void register_info(CLI::App* model, CliContext& ctx) {
       model::TensorStore store = model::TensorStore::open_dir(o->dir);
       std::vector<std::string> targets = o->targets;
       if (targets.empty()) targets = cfg.is_gpt2() ? std::vector<std::string>{"c_attn"} : std::vector<std::string>{"q_proj", "v_proj"};
-      if (o->peft != "lora" && o->peft != "full" && o->peft != "none")
-        throw ConfigError(fmt::format("--peft '{}': use lora, full or none", o->peft));
+      if (o->peft != "lora" && o->peft != "adapter" && o->peft != "full" && o->peft != "none")
+        throw ConfigError(fmt::format("--peft '{}': use lora, adapter, full or none", o->peft));
+      DPFT_CHECK_AS(ConfigError, o->peft != "adapter" || cfg.is_encoder(),
+                    "--peft adapter: bottleneck adapters are built for encoders (bert, roberta); "
+                    "{} is a {} model",
+                    o->dir, cfg.model_type);
       int64_t total = 0, trainable = 0, matched = 0;
       for (const auto& name : store.names()) {
         const auto& info = store.info(name);
@@ -223,7 +231,7 @@ void register_info(CLI::App* model, CliContext& ctx) {
         for (const auto& t : targets) hit = hit || model::module_matches(module, t);
         bool embedding = module.find("wte") != std::string::npos || module.find("wpe") != std::string::npos ||
                          module.find("embed_tokens") != std::string::npos;
-        if (!hit || o->peft == "none") continue;
+        if (!hit || o->peft == "none" || o->peft == "adapter") continue;
         if (o->peft == "full") {
           trainable += n;
           ++matched;
@@ -232,7 +240,11 @@ void register_info(CLI::App* model, CliContext& ctx) {
           ++matched;
         }
       }
-      if (o->peft != "none" && matched == 0)
+      if (o->peft == "adapter") {  // per layer, 2 adapters: LN (2d), down (m d + m), up (d m + d)
+        const int64_t d = cfg.hidden_size, m = model::adapter_width(d, o->reduction);
+        trainable = cfg.num_layers * 2 * (2 * d + 2 * d * m + m + d);
+        targets = {"every layer's attention and FFN outputs"};
+      } else if (o->peft != "none" && matched == 0)
         throw ConfigError(fmt::format("--targets {} match no {} module of this model", join(targets, ","),
                                       o->peft == "lora" ? "linear" : ""));
       nlohmann::json j = {{"model_type", cfg.model_type}, {"hidden_size", cfg.hidden_size},
@@ -242,6 +254,7 @@ void register_info(CLI::App* model, CliContext& ctx) {
                           {"parameters", total}, {"peft", o->peft}, {"targets", targets},
                           {"trainable_parameters", trainable}};
       if (o->peft == "lora") j["lora_r"] = o->r;
+      if (o->peft == "adapter") j["reduction_factor"] = o->reduction;
       if (o->json) {
         std::cout << j.dump(2) << "\n";
         return 0;

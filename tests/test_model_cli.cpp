@@ -4,6 +4,7 @@
 
 #include "core/generate/generate.hpp"
 #include "core/model/checkpoint.hpp"
+#include "core/model/peft.hpp"
 #include "core/tokenizer/load.hpp"
 #include "core/util/atomic_file.hpp"
 #include "test_util.hpp"
@@ -61,4 +62,23 @@ TEST_CASE("model init/info/logits and generate on a tiny GPT-2", "[model][cli]")
 
   REQUIRE(cli({"model", "inspect", ck, "--json"}, &out) == 0);
   CHECK(out.find("transformer.h.0.attn.c_attn.weight") != std::string::npos);
+}
+
+TEST_CASE("model info --peft adapter counts what apply_peft makes trainable", "[model][cli]") {
+  SHARED_DATA_OR_SKIP(bert, "bert_base_uncased_vocab");
+  TempDir d;
+  const std::string ck = (d.path / "bert").string();
+  REQUIRE(cli({"model", "init", "--arch", "bert", "--preset", "tiny", "--head", "classification",
+               "--tokenizer", bert.string(), "--out", ck}) == 0);
+  std::string out;
+  REQUIRE(cli({"model", "info", ck, "--peft", "adapter", "--reduction-factor", "8", "--json"},
+              &out) == 0);
+  model::CausalLM m = model::load_checkpoint(ck);
+  model::PeftOptions o;
+  o.kind = "adapter";
+  o.reduction_factor = 8;
+  model::apply_peft(m, o, 0);
+  CHECK(nlohmann::json::parse(out)["trainable_parameters"] == model::count_parameters(m, true));
+  CHECK(cli({"model", "info", std::string(DPFT_SOURCE_DIR) + "/models/tiny-gpt2", "--peft",
+             "adapter"}) == 2);
 }
