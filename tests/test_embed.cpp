@@ -7,6 +7,7 @@
 #include "core/eval/embed.hpp"
 #include "core/model/checkpoint.hpp"
 #include "core/util/atomic_file.hpp"
+#include "core/util/error.hpp"
 #include "core/util/npy.hpp"
 #include "test_util.hpp"
 

@@ -1,0 +1,134 @@
+// RMT shrinkage of noisy gradient matrices (see rmt.hpp for the equations).
+#include "core/denoise/rmt.hpp"
+
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "core/util/error.hpp"
+#include "core/util/shape.hpp"
+
+namespace dpft::denoise {
+
+double bulk_edge(double sigma, int64_t n, int64_t m) {
+  return sigma * (std::sqrt(static_cast<double>(n)) + std::sqrt(static_cast<double>(m)));
+}
+
+double forward_singular_value(double lambda, double sigma, int64_t n, int64_t m) {
+  const double s2 = sigma * sigma;
+  if (lambda <= sigma * std::pow(static_cast<double>(n) * static_cast<double>(m), 0.25))
+    return bulk_edge(sigma, n, m);
+  return std::sqrt((lambda + s2 * static_cast<double>(n) / lambda) *
+                   (lambda + s2 * static_cast<double>(m) / lambda));
+}
+
+double inverse_singular_value(double noisy, double sigma, int64_t n, int64_t m) {
+  const double edge = bulk_edge(sigma, n, m);
+  DPFT_CHECK(noisy >= edge * (1 - 1e-12),
+             "inverse_singular_value: {} is below the bulk edge {} (no signal maps there)", noisy,
+             edge);
+  const double s2 = sigma * sigma, nn = static_cast<double>(n), mm = static_cast<double>(m);
+  const double b = noisy * noisy - s2 * (nn + mm);  // t^2 - b t + s^4 n m = 0
+  const double disc = std::max(0.0, b * b - 4 * s2 * s2 * nn * mm);
+  return std::sqrt((b + std::sqrt(disc)) / 2);
+}
+
+double shrink(double noisy, double sigma, int64_t n, int64_t m) {
+  if (noisy <= bulk_edge(sigma, n, m)) return 0.0;
+  const double l = inverse_singular_value(noisy, sigma, n, m);
+  const double l2 = l * l, l4 = l2 * l2, s2 = sigma * sigma;
+  const double nn = static_cast<double>(n), mm = static_cast<double>(m);
+  const double num = std::max(0.0, l4 - mm * nn * s2 * s2);
+  return l * std::sqrt(num / (l4 + mm * l2 * s2)) * std::sqrt(num / (l4 + nn * l2 * s2));
+}
+
+namespace {
+
+void check_options(const Options& o) {
+  DPFT_CHECK_AS(ConfigError, o.kappa >= 1 && std::isfinite(o.kappa),
+                "denoise kappa = {}: must be a finite number >= 1 (the paper uses 1.02)", o.kappa);
+}
+
+// The estimate from one SVD: u (n, k), s (k), vh (k, m), float64.
+torch::Tensor estimate(const torch::Tensor& y64, const torch::Tensor& u, const torch::Tensor& s,
+                       const torch::Tensor& vh, double sigma, const Options& o, Outcome* out) {
+  const int64_t n = y64.size(0), m = y64.size(1);
+  const double edge = bulk_edge(sigma, n, m);
+  const double top = s.numel() ? s[0].item<double>() : 0.0;
+  Outcome r;
+  r.top_over_edge = top / edge;
+  if (top < o.kappa * edge) {
+    if (out) *out = r;
+    return y64;
+  }
+  std::vector<double> eta;
+  auto sa = s.accessor<double, 1>();
+  for (int64_t i = 0; i < s.numel(); ++i) {
+    const double e = shrink(sa[i], sigma, n, m);
+    if (e <= 0) break;  // singular values come sorted: the rest are in the bulk
+    eta.push_back(e);
+  }
+  r.kept = static_cast<int64_t>(eta.size());
+  r.denoised = true;
+  const int64_t k = r.kept;
+  torch::Tensor x = torch::zeros_like(y64);
+  if (k > 0) {
+    torch::Tensor w = torch::tensor(eta, torch::TensorOptions().dtype(torch::kFloat64));
+    x = torch::matmul(u.slice(1, 0, k) * w.to(u.device()).unsqueeze(0), vh.slice(0, 0, k));
+  }
+  if (o.norm_correction && k > 0) x = x * (y64.norm() / x.norm());
+  if (out) *out = r;
+  return x;
+}
+
+void check_matrix(const torch::Tensor& y, double sigma) {
+  DPFT_CHECK(y.dim() == 2 && y.size(0) > 0 && y.size(1) > 0,
+             "denoise: a gradient block must be a non-empty matrix (n, m), got {}",
+             shape_str(y.sizes()));
+  DPFT_CHECK(sigma > 0 && std::isfinite(sigma),
+             "denoise: the noise standard deviation must be positive and finite, got {}", sigma);
+}
+
+}  // namespace
+
+torch::Tensor denoise_matrix(const torch::Tensor& y, double sigma, const Options& o,
+                             Outcome* out) {
+  check_options(o);
+  check_matrix(y, sigma);
+  torch::NoGradGuard ng;
+  const torch::Tensor y64 = y.to(torch::kFloat64);
+  auto [u, s, vh] = torch::linalg::svd(y64, false, c10::nullopt);
+  return estimate(y64, u, s.cpu(), vh, sigma, o, out).to(y.scalar_type());
+}
+
+std::vector<torch::Tensor> denoise_batched(const std::vector<torch::Tensor>& ys,
+                                           const std::vector<double>& sigmas, const Options& o,
+                                           std::vector<Outcome>* out) {
+  check_options(o);
+  DPFT_CHECK(ys.size() == sigmas.size(), "denoise_batched: {} matrices but {} sigmas", ys.size(),
+             sigmas.size());
+  torch::NoGradGuard ng;
+  std::map<std::pair<int64_t, int64_t>, std::vector<size_t>> by_shape;
+  for (size_t i = 0; i < ys.size(); ++i) {
+    check_matrix(ys[i], sigmas[i]);
+    by_shape[{ys[i].size(0), ys[i].size(1)}].push_back(i);
+  }
+  std::vector<torch::Tensor> res(ys.size());
+  if (out) out->assign(ys.size(), Outcome{});
+  for (const auto& [shape, idx] : by_shape) {
+    std::vector<torch::Tensor> group;
+    for (size_t i : idx) group.push_back(ys[i].to(torch::kFloat64));
+    const torch::Tensor stack = torch::stack(group);  // (L, n, m)
+    auto [u, s, vh] = torch::linalg::svd(stack, false, c10::nullopt);
+    const torch::Tensor s_cpu = s.cpu();
+    for (size_t j = 0; j < idx.size(); ++j) {
+      const auto jj = static_cast<int64_t>(j);
+      res[idx[j]] = estimate(group[j], u[jj], s_cpu[jj].contiguous(), vh[jj], sigmas[idx[j]], o,
+                             out ? &(*out)[idx[j]] : nullptr)
+                        .to(ys[idx[j]].scalar_type());
+    }
+  }
+  return res;
+}
+
+}  // namespace dpft::denoise

@@ -1,0 +1,59 @@
+// Random-matrix-theory shrinkage of a noisy gradient matrix (paper 003, "gradient-matrix
+// denoising for DP-SGD", Sec. 2.3 and Algorithm 1), following Shabalin & Nobel (2013):
+//   Y = X + Z, X (n, m) low rank, Z i.i.d. N(0, sigma^2). A signal singular value lambda above
+//   sigma (mn)^(1/4) shows up in Y as
+//     F(lambda) = sqrt((lambda + sigma^2 n / lambda) (lambda + sigma^2 m / lambda))       (Eq. 3)
+//   and the rest merge into the noise bulk, whose edge is sigma (sqrt(n) + sqrt(m)).
+//   The optimal estimate keeps Y's singular vectors and shrinks its singular values:
+//     X_hat = sum_i eta_i u_i v_i^T                                                        (Eq. 7)
+//     eta_i = l sqrt((l^4 - mn s^4) / (l^4 + m l^2 s^2)) sqrt((l^4 - mn s^4) / (l^4 + n l^2 s^2)),
+//             l = F^-1(lambda~_i), s = sigma, for lambda~_i above the edge; 0 otherwise  (Eq. 8)
+//   F^-1 in closed form: with t = lambda^2, lambda~^2 = t + s^2 (n + m) + s^4 n m / t, so t is
+//   the larger root of t^2 - (lambda~^2 - s^2 (n + m)) t + s^4 n m = 0 (real exactly when
+//   lambda~ >= s (sqrt(n) + sqrt(m)), the edge).
+//   Denoise(Y) = Y when lambda~_1 < kappa s (sqrt(n) + sqrt(m)), else (||Y|| / ||X_hat||) X_hat
+//   with the norm correction, or X_hat without it (App. D.2's "unscaled")                  (Eq. 9)
+// Everything is computed in float64 whatever the input dtype; the result has the input's dtype.
+#pragma once
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace dpft::denoise {
+
+// Eq. 3: the noisy singular value of a signal singular value `lambda` > sigma (mn)^(1/4) (the
+// bulk edge sigma (sqrt(n) + sqrt(m)) otherwise).
+double forward_singular_value(double lambda, double sigma, int64_t n, int64_t m);
+// F^-1 of a noisy singular value at or above the bulk edge (the edge maps to sigma (mn)^(1/4));
+// RuntimeError below the edge, where no signal value maps.
+double inverse_singular_value(double noisy, double sigma, int64_t n, int64_t m);
+// Eq. 8's eta for a noisy singular value: 0 at or below the bulk edge.
+double shrink(double noisy, double sigma, int64_t n, int64_t m);
+// sigma (sqrt(n) + sqrt(m)).
+double bulk_edge(double sigma, int64_t n, int64_t m);
+
+struct Options {
+  double kappa = 1.02;           // Sec. 3.2.1: denoise only when lambda~_1 >= kappa * edge
+  bool norm_correction = true;   // Eq. 9's rescaling to the noisy matrix's norm
+};
+
+// What happened to one matrix (the diagnostics of issue 23).
+struct Outcome {
+  bool denoised = false;  // false: left unchanged (lambda~_1 below kappa * edge)
+  double top_over_edge = 0;  // lambda~_1 / edge (Fig. 10)
+  int64_t kept = 0;          // singular values above the edge (the estimate's rank)
+};
+
+// Denoise one noisy matrix y (n, m) whose entries carry N(0, sigma^2) noise; sigma > 0
+// (sigma = 0 is the caller's decision: there is nothing to shrink). The exact SVD in float64.
+torch::Tensor denoise_matrix(const torch::Tensor& y, double sigma, const Options& o,
+                             Outcome* out = nullptr);
+
+// The same for several matrices, each with its own sigma: matrices of one shape are stacked
+// and decomposed by one batched linalg_svd call. Results in input order.
+std::vector<torch::Tensor> denoise_batched(const std::vector<torch::Tensor>& ys,
+                                           const std::vector<double>& sigmas, const Options& o,
+                                           std::vector<Outcome>* out = nullptr);
+
+}  // namespace dpft::denoise
