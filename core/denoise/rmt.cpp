@@ -1,6 +1,7 @@
 // RMT shrinkage of noisy gradient matrices (see rmt.hpp for the equations).
 #include "core/denoise/rmt.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -91,12 +92,48 @@ void check_matrix(const torch::Tensor& y, double sigma) {
 
 }  // namespace
 
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> randomized_svd(const torch::Tensor& y,
+                                                                       int64_t k,
+                                                                       const Options& o) {
+  torch::NoGradGuard ng;
+  DPFT_CHECK(y.dim() == 2, "randomized_svd: a matrix, got {}", shape_str(y.sizes()));
+  const int64_t n = y.size(0), m = y.size(1), full = std::min(n, m);
+  DPFT_CHECK(k >= 1 && k <= full, "randomized_svd: k = {} must lie in [1, {}]", k, full);
+  const torch::Tensor a = y.to(torch::kFloat64);
+  const int64_t l = std::min(full, k + std::max<int64_t>(0, o.oversample));
+  auto gen = at::detail::createCPUGenerator(o.seed ^ (static_cast<uint64_t>(n) << 32) ^
+                                            static_cast<uint64_t>(m));
+  torch::Tensor omega = torch::empty({m, l}, torch::kFloat64);
+  omega.normal_(0, 1, gen);
+  auto orth = [](const torch::Tensor& t) { return std::get<0>(torch::linalg::qr(t, "reduced")); };
+  torch::Tensor q = orth(torch::matmul(a, omega.to(a.device())));  // (n, l)
+  for (int64_t i = 0; i < o.power_iters; ++i)
+    q = orth(torch::matmul(a, orth(torch::matmul(a.t(), q))));
+  auto [ub, s, vh] = torch::linalg::svd(torch::matmul(q.t(), a), false, c10::nullopt);  // (l, m)
+  return {torch::matmul(q, ub.slice(1, 0, k)), s.slice(0, 0, k), vh.slice(0, 0, k)};
+}
+
 torch::Tensor denoise_matrix(const torch::Tensor& y, double sigma, const Options& o,
                              Outcome* out) {
   check_options(o);
   check_matrix(y, sigma);
   torch::NoGradGuard ng;
   const torch::Tensor y64 = y.to(torch::kFloat64);
+  if (o.svd == Svd::kRandomized) {
+    const int64_t n = y.size(0), m = y.size(1), full = std::min(n, m);
+    const double edge = bulk_edge(sigma, n, m);
+    int64_t k = o.rank > 0 ? std::min(o.rank, full) : std::min<int64_t>(8, full);
+    while (true) {
+      auto [u, s, vh] = randomized_svd(y64, k, o);
+      const torch::Tensor s_cpu = s.cpu();
+      // Adaptive: more triplets while the smallest found is still above the edge.
+      if (o.rank == 0 && k < full && s_cpu[k - 1].item<double>() > edge) {
+        k = std::min(full, 2 * k);
+        continue;
+      }
+      return estimate(y64, u, s_cpu, vh, sigma, o, out).to(y.scalar_type());
+    }
+  }
   auto [u, s, vh] = torch::linalg::svd(y64, false, c10::nullopt);
   return estimate(y64, u, s.cpu(), vh, sigma, o, out).to(y.scalar_type());
 }
@@ -115,6 +152,11 @@ std::vector<torch::Tensor> denoise_batched(const std::vector<torch::Tensor>& ys,
   }
   std::vector<torch::Tensor> res(ys.size());
   if (out) out->assign(ys.size(), Outcome{});
+  if (o.svd == Svd::kRandomized) {  // one sketch per matrix
+    for (size_t i = 0; i < ys.size(); ++i)
+      res[i] = denoise_matrix(ys[i], sigmas[i], o, out ? &(*out)[i] : nullptr);
+    return res;
+  }
   for (const auto& [shape, idx] : by_shape) {
     std::vector<torch::Tensor> group;
     for (size_t i : idx) group.push_back(ys[i].to(torch::kFloat64));

@@ -18,6 +18,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <tuple>
 #include <vector>
 
 namespace dpft::denoise {
@@ -33,10 +34,31 @@ double shrink(double noisy, double sigma, int64_t n, int64_t m);
 // sigma (sqrt(n) + sqrt(m)).
 double bulk_edge(double sigma, int64_t n, int64_t m);
 
+// exact: the full SVD (LAPACK through linalg_svd). randomized: the top singular triplets by
+// randomized subspace iteration (Halko, Martinsson & Tropp 2011, Alg. 4.4: a Gaussian sketch with
+// `oversample` extra columns, `power_iters` re-orthonormalised power iterations), enough because
+// only singular values above the bulk edge enter the estimate; the norm correction uses the
+// matrix's own Frobenius norm.
+enum class Svd { kExact, kRandomized };
+
 struct Options {
   double kappa = 1.02;           // Sec. 3.2.1: denoise only when lambda~_1 >= kappa * edge
   bool norm_correction = true;   // Eq. 9's rescaling to the noisy matrix's norm
+  Svd svd = Svd::kExact;
+  // randomized: the number of triplets; 0 = adaptive (8, doubled while the smallest one found
+  // is still above the edge, up to min(n, m))
+  int64_t rank = 0;
+  // Convergence of a value goes with its gap to the (k + oversample + 1)-th: values just above
+  // the edge converge slowest (tests/test_denoise.cpp states the measured accuracy).
+  int64_t oversample = 20;
+  int64_t power_iters = 4;
+  uint64_t seed = 0;  // the sketch's generator seed (with the matrix shape)
 };
+
+// The top-k singular triplets of y (n, m) by randomized subspace iteration: u (n, k), s (k)
+// descending, vh (k, m), float64. k <= min(n, m).
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> randomized_svd(const torch::Tensor& y,
+                                                                       int64_t k, const Options& o);
 
 // What happened to one matrix (the diagnostics of issue 23).
 struct Outcome {
