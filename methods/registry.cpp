@@ -11,6 +11,7 @@ namespace dpft {
 std::unique_ptr<Method> make_noop_method();        // methods/noop.cpp
 std::unique_ptr<Method> make_sgd_method();         // methods/dp_sgd/sgd.cpp
 std::unique_ptr<Method> make_dp_sgd_method();      // methods/dp_sgd/dp_sgd.cpp
+std::unique_ptr<Method> make_denoise_method();     // methods/denoise/denoise.cpp
 std::unique_ptr<Method> make_pe_sgd_method();      // methods/pe_sgd/pe_sgd.cpp
 std::unique_ptr<Method> make_pdp_sgd_method();     // methods/pe_sgd/pdp_sgd.cpp
 std::unique_ptr<Method> make_gep_method();         // methods/pe_sgd/gep.cpp
@@ -28,6 +29,9 @@ const std::vector<MethodInfo>& method_registry() {
        "DP-SGD / DP-AdamW: Poisson sampling, per-sample clipping, Gaussian noise (Abadi et al. "
        "2016)",
        make_dp_sgd_method},
+      {"denoise",
+       "DP-SGD + RMT shrinkage of each layer's noisy gradient matrix (paper 003, Alg. 1)",
+       make_denoise_method},
       {"pe-sgd",
        "PE-SGD: projection onto an evolving synthetic-gradient subspace (Zou et al., ICLR 2026, "
        "Alg. 1-3)",

@@ -7,6 +7,7 @@
 
 #include "core/denoise/rmt.hpp"
 #include "core/util/error.hpp"
+#include "run_fixture.hpp"
 
 using namespace dpft;
 
@@ -244,4 +245,50 @@ TEST_CASE("denoise: randomized top-k singular values and estimates match the exa
     denoise::denoise_matrix(y, sigma, o, &k2);
     CHECK(k2.kept == 2);
   }
+}
+
+TEST_CASE("method denoise: dp-sgd's ledger; kappa that never fires gives dp-sgd's run exactly",
+          "[denoise][run]") {
+  test::Fixture f;
+  test::make_fixture(f);
+  const std::string out = (f.tmp.path / "runs").string();
+  const std::vector<std::string> common = {
+      "--set", "privacy.epsilon=2", "--set", "privacy.clip_norm=0.5", "--set", "eval.every=3"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = common;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  auto base = test::run_metrics(f, out, with({"--set", "method.name=dp-sgd"}));
+  auto never = test::run_metrics(
+      f, out, with({"--set", "method.name=denoise", "--set", "method.kappa=1e9"}));
+  // Post-processing only: the same ledger; with no block denoised, the same training.
+  CHECK(never["privacy"]["releases"] == base["privacy"]["releases"]);
+  CHECK(never["privacy"]["epsilon"] == base["privacy"]["epsilon"]);
+  CHECK(never["eval"] == base["eval"]);
+  const auto& h = never["non_private"]["history"];
+  REQUIRE(h.size() == 6);
+  CHECK(h[0]["denoise"]["denoised"] == 0);
+  CHECK(h[0]["denoise"]["blocks"] == 8);  // LoRA A and B of c_attn and c_fc in 2 layers
+  // kappa 1 (denoise whenever the top value clears the edge) changes the training, and the
+  // ledger stays dp-sgd's.
+  auto fired = test::run_metrics(
+      f, out, with({"--set", "method.name=denoise", "--set", "method.kappa=1.0"}));
+  CHECK(fired["privacy"]["releases"] == base["privacy"]["releases"]);
+  CHECK(fired["non_private"]["history"][0]["denoise"]["sigma_e"].get<double>() > 0);
+  // sigma_e = sigma C / (q N): the per-entry noise std of the released (divided) gradient.
+  const auto& pv = fired["privacy"];
+  CAPTURE(pv.dump());
+  CHECK(
+      fired["non_private"]["history"][0]["denoise"]["sigma_e"].get<double>() ==
+      Approx(pv["noise_multiplier"].get<double>() * 0.5 / pv["expected_batch_size"].get<double>()));
+  CHECK(pv["noise_std"].get<double>() == Approx(pv["noise_multiplier"].get<double>() * 0.5));
+  int64_t denoised = 0;
+  for (const auto& step : fired["non_private"]["history"])
+    denoised += step["denoise"]["denoised"].get<int64_t>();
+  CHECK(denoised > 0);
+  CHECK(fired["eval"]["final"]["loss"] != base["eval"]["final"]["loss"]);
+  // No noise, nothing to denoise: refused.
+  CHECK(test::cli(test::run_args(
+            f, out, {"--set", "method.name=denoise", "--set", "privacy.epsilon=.inf"})) == 2);
 }

@@ -12,6 +12,7 @@
 #include "core/grad/per_sample.hpp"
 #include "core/run/run_context.hpp"
 #include "core/train/dp_settings.hpp"
+#include "core/train/privatize.hpp"
 #include "core/train/setup.hpp"
 
 namespace dpft::dp_sgd {
@@ -29,6 +30,13 @@ struct DpSgdOptions {
   // batch, and ||noise|| / ||clipped sum||; means under metrics "diagnostics"
   // (core/eval/grad_diagnostics.hpp).
   bool diagnostics = false;
+  // Post-processing of the released gradient (the denoise method, paper 003): called on the
+  // noisy, divided gradient g (params' order) with sigma_e, the per-entry standard deviation of
+  // the noise in it (sigma C / divisor); it may change g in place and add to st.extra. Pure
+  // post-processing: it never reads the private data.
+  std::function<void(const std::vector<grad::GradParam>& params, std::vector<torch::Tensor>& g,
+                     double sigma_e, train::BatchStats& st)>
+      post_process;
 };
 
 // Trains `in` with the settings `dp` (Method::plan resolved them); returns Trainer::run's

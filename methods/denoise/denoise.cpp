@@ -1,0 +1,146 @@
+// Method `denoise`: DP-SGD whose released gradient is post-processed layer by layer by RMT
+// shrinkage of its singular values before the optimizer sees it (paper 003, Algorithm 1; the
+// shrinker is core/denoise/rmt.hpp, Eqs. 3, 7-9). Everything of dp-sgd is unchanged (Poisson
+// sampling, clipping, noise sigma C, division, one ledger release per step): denoising reads
+// only the released gradient, so it is post-processing and spends no privacy.
+//   Alg. 1, "Denoise the gradient": for each 2-D block W (n x m) of the trainable linears
+//   (full fine-tuning: each weight; LoRA: A and B separately), g~_W <- Denoise(g~_W) with
+//   sigma_e = sigma C / divisor, the per-entry noise std of the released (divided) gradient
+//   (docs/denoise.md). Embeddings and heads are left out unless apply_to names them (Sec. 3.2).
+#include <spdlog/spdlog.h>
+
+#include "core/config/fields.hpp"
+#include "core/config/spec.hpp"
+#include "core/denoise/rmt.hpp"
+#include "core/model/peft.hpp"
+#include "core/util/enum_names.hpp"
+#include "core/util/error.hpp"
+#include "core/util/strings.hpp"
+#include "methods/dp_sgd/dp_sgd_loop.hpp"
+#include "methods/method.hpp"
+
+namespace dpft {
+
+namespace {
+
+// Left out by default (Sec. 3.2): token / position embeddings and output heads.
+bool default_excluded(const std::string& name) {
+  for (const char* s : {"embed", "wte", "wpe", "lm_head", "classifier", "cls.", "score", "pooler"})
+    if (name.find(s) != std::string::npos) return true;
+  return false;
+}
+
+class DenoiseMethod : public StepReleaseMethod {
+ public:
+  std::string name() const override { return "denoise"; }
+  bool trains_encoders() const override { return true; }
+  std::string label() const override { return "DP-SGD+Denoise"; }
+
+  void configure(Fields& f) override {
+    f.get_enum("grad_mode", grad_.mode, grad::kGradModeNames);
+    f.get("kappa", opts_.kappa, Range::at_least(1));
+    f.get("norm_correction", opts_.norm_correction);
+    f.get_choice("svd", svd_, {"exact", "randomized"});
+    f.get("rank", opts_.rank, Range::at_least(0));
+    f.get("apply_to", apply_to_);
+    opts_.svd = svd_ == "randomized" ? denoise::Svd::kRandomized : denoise::Svd::kExact;
+  }
+
+  YAML::Node options_yaml() const override {
+    YAML::Node n;
+    n["grad_mode"] = enum_name(grad_.mode, grad::kGradModeNames);
+    n["kappa"] = opts_.kappa;                      // denoise when lambda_1 >= kappa * bulk edge
+    n["norm_correction"] = opts_.norm_correction;  // Eq. 9's rescaling (false: "unscaled")
+    n["svd"] = svd_;                               // exact | randomized (top-k)
+    n["rank"] = opts_.rank;                        // randomized: k (0 = adaptive)
+    n["apply_to"] = apply_to_;  // module names; [] = every trainable linear block except
+                                // embeddings and heads
+    return n;
+  }
+
+  std::vector<privacy::Release> plan(const Spec& spec, int64_t n) override {
+    auto r = StepReleaseMethod::plan(spec, n);
+    DPFT_CHECK_AS(ConfigError, dp().sigma > 0,
+                  "method denoise shrinks the noise of DP-SGD's gradient, and this run adds none "
+                  "(sigma 0: privacy.epsilon is inf); use method dp-sgd (or sgd) for a "
+                  "non-private run");
+    return r;
+  }
+
+  nlohmann::json run(RunContext& ctx, train::TrainInputs& in) override {
+    dp_sgd::DpSgdOptions o;
+    o.grad = grad_;
+    o.method_info = {{"kappa", opts_.kappa},
+                     {"norm_correction", opts_.norm_correction},
+                     {"svd", svd_}};
+    std::vector<size_t> blocks;  // indices (params order) of the denoised 2-D blocks
+    bool chosen = false;
+    o.post_process = [&](const std::vector<grad::GradParam>& params,
+                         std::vector<torch::Tensor>& g, double sigma_e, train::BatchStats& st) {
+      if (!chosen) {
+        blocks = choose(params);
+        chosen = true;
+      }
+      std::vector<torch::Tensor> ys;
+      for (size_t i : blocks) ys.push_back(g[i]);
+      std::vector<denoise::Outcome> out;
+      std::vector<torch::Tensor> d =
+          denoise::denoise_batched(ys, std::vector<double>(ys.size(), sigma_e), opts_, &out);
+      int64_t done = 0;
+      double top_max = 0;
+      for (size_t j = 0; j < blocks.size(); ++j) {
+        g[blocks[j]] = d[j];
+        done += out[j].denoised;
+        top_max = std::max(top_max, out[j].top_over_edge);
+      }
+      st.extra["denoise"] = {{"blocks", blocks.size()},
+                             {"denoised", done},
+                             {"fraction_denoised",
+                              blocks.empty() ? 0.0 : double(done) / double(blocks.size())},
+                             {"sigma_e", sigma_e},
+                             {"max_top_over_edge", top_max}};
+    };
+    return dp_sgd::run_dp_sgd(ctx, in, dp(), o);
+  }
+
+ private:
+  std::vector<size_t> choose(const std::vector<grad::GradParam>& params) const {
+    std::vector<size_t> out;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const auto& p = params[i];
+      if (p.param.dim() != 2) continue;
+      const std::string module = p.name.substr(0, p.name.rfind('.'));
+      bool hit = false;
+      if (apply_to_.empty()) {
+        hit = !default_excluded(p.name);
+      } else {
+        for (const auto& t : apply_to_)
+          for (std::string q = module;; q = q.substr(0, q.rfind('.'))) {
+            hit = hit || model::module_matches(q, t);
+            if (q.find('.') == std::string::npos) break;
+          }
+      }
+      if (hit) out.push_back(i);
+    }
+    DPFT_CHECK_AS(ConfigError, !out.empty(),
+                  "method.apply_to {}: no trainable 2-D gradient block to denoise (check "
+                  "model.peft and method.apply_to)",
+                  apply_to_.empty() ? std::string("(default)") : "[" + join(apply_to_, ", ") + "]");
+    spdlog::info("denoise: {} gradient blocks (kappa {}, {} SVD, norm correction {})", out.size(),
+                 opts_.kappa, svd_, opts_.norm_correction);
+    return out;
+  }
+
+  grad::GradOptions grad_;
+  denoise::Options opts_;
+  std::string svd_ = "exact";
+  std::vector<std::string> apply_to_;
+};
+
+}  // namespace
+
+std::unique_ptr<Method> make_denoise_method() {
+  return std::make_unique<DenoiseMethod>();
+}
+
+}  // namespace dpft
