@@ -288,6 +288,25 @@ TEST_CASE("method denoise: dp-sgd's ledger; kappa that never fires gives dp-sgd'
     denoised += step["denoise"]["denoised"].get<int64_t>();
   CHECK(denoised > 0);
   CHECK(fired["eval"]["final"]["loss"] != base["eval"]["final"]["loss"]);
+  // Diagnostics read the clipped mean and never feed back: the same training; a block left
+  // alone improves by exactly 0.
+  auto diag = test::run_metrics(f, out,
+                                with({"--set", "method.name=denoise", "--set", "method.kappa=1.0",
+                                      "--set", "method.diagnostics=true"}));
+  CHECK(diag["eval"] == fired["eval"]);
+  int64_t layers_seen = 0;
+  for (const auto& step : diag["non_private"]["history"]) {
+    const auto& dd = step["denoise"]["diagnostics"];
+    REQUIRE(dd["layers"].size() == 8);
+    for (const auto& l : dd["layers"]) {
+      ++layers_seen;
+      if (!l["denoised"].get<bool>()) CHECK(l["improvement"].get<double>() == 0.0);
+    }
+    CHECK(std::abs(dd["improvement"].get<double>() -
+                   (dd["cosine_after"].get<double>() - dd["cosine_before"].get<double>())) < 1e-12);
+  }
+  CHECK(layers_seen == 48);
+  CHECK(diag["non_private"]["denoise_diagnostics"]["steps"] == 6);
   // No noise, nothing to denoise: refused.
   CHECK(test::cli(test::run_args(
             f, out, {"--set", "method.name=denoise", "--set", "privacy.epsilon=.inf"})) == 2);

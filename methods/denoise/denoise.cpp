@@ -13,6 +13,7 @@
 #include "core/config/spec.hpp"
 #include "core/denoise/rmt.hpp"
 #include "core/model/peft.hpp"
+#include "core/run/run_dir.hpp"
 #include "core/util/enum_names.hpp"
 #include "core/util/error.hpp"
 #include "core/util/strings.hpp"
@@ -43,6 +44,7 @@ class DenoiseMethod : public StepReleaseMethod {
     f.get_choice("svd", svd_, {"exact", "randomized"});
     f.get("rank", opts_.rank, Range::at_least(0));
     f.get("apply_to", apply_to_);
+    f.get("diagnostics", diagnostics_);
     opts_.svd = svd_ == "randomized" ? denoise::Svd::kRandomized : denoise::Svd::kExact;
   }
 
@@ -55,6 +57,7 @@ class DenoiseMethod : public StepReleaseMethod {
     n["rank"] = opts_.rank;                        // randomized: k (0 = adaptive)
     n["apply_to"] = apply_to_;  // module names; [] = every trainable linear block except
                                 // embeddings and heads
+    n["diagnostics"] = diagnostics_;  // analysis only: per-block Improvement vs the clipped mean
     return n;
   }
 
@@ -73,10 +76,12 @@ class DenoiseMethod : public StepReleaseMethod {
     o.method_info = {{"kappa", opts_.kappa},
                      {"norm_correction", opts_.norm_correction},
                      {"svd", svd_}};
-    std::vector<size_t> blocks;  // indices (params order) of the denoised 2-D blocks
+    std::vector<size_t>& blocks = blocks_;  // indices (params order) of the 2-D blocks
     bool chosen = false;
-    o.post_process = [&](const std::vector<grad::GradParam>& params,
-                         std::vector<torch::Tensor>& g, double sigma_e, train::BatchStats& st) {
+    o.clipped_for_post_process = diagnostics_;
+    o.post_process = [&](const std::vector<grad::GradParam>& params, std::vector<torch::Tensor>& g,
+                         double sigma_e, train::BatchStats& st,
+                         const std::vector<torch::Tensor>* clipped) {
       if (!chosen) {
         blocks = choose(params);
         chosen = true;
@@ -88,6 +93,8 @@ class DenoiseMethod : public StepReleaseMethod {
           denoise::denoise_batched(ys, std::vector<double>(ys.size(), sigma_e), opts_, &out);
       int64_t done = 0;
       double top_max = 0;
+      nlohmann::json diag;
+      if (clipped) diag = diagnostics(params, g, d, *clipped, out);  // before g changes
       for (size_t j = 0; j < blocks.size(); ++j) {
         g[blocks[j]] = d[j];
         done += out[j].denoised;
@@ -99,8 +106,25 @@ class DenoiseMethod : public StepReleaseMethod {
                               blocks.empty() ? 0.0 : double(done) / double(blocks.size())},
                              {"sigma_e", sigma_e},
                              {"max_top_over_edge", top_max}};
+      if (clipped) st.extra["denoise"]["diagnostics"] = diag;
     };
-    return dp_sgd::run_dp_sgd(ctx, in, dp(), o);
+    nlohmann::json res = dp_sgd::run_dp_sgd(ctx, in, dp(), o);
+    if (diagnostics_) {  // means over steps of the whole-gradient numbers
+      double imp = 0, frac = 0;
+      int64_t n = 0;
+      for (const auto& h : res[kNonPrivate]["history"]) {
+        const auto* d = h.contains("denoise") ? &h["denoise"] : nullptr;
+        if (!d || !d->contains("diagnostics")) continue;
+        imp += (*d)["diagnostics"]["improvement"].get<double>();
+        frac += (*d)["fraction_denoised"].get<double>();
+        ++n;
+      }
+      if (n > 0)
+        res[kNonPrivate]["denoise_diagnostics"] = {{"improvement_mean", imp / double(n)},
+                                                   {"fraction_denoised_mean", frac / double(n)},
+                                                   {"steps", n}};
+    }
+    return res;
   }
 
  private:
@@ -131,8 +155,52 @@ class DenoiseMethod : public StepReleaseMethod {
     return out;
   }
 
+  // Analysis only (never feeds back): per block i, Improvement_i = cos(Denoise(g~_i), gbar_i) -
+  // cos(g~_i, gbar_i) against the clipped mean gradient gbar (the paper's formula repeats g~ by
+  // a typo; its text says clipped), lambda_1 / edge and whether it was denoised; and the
+  // whole-gradient Improvement over every trainable parameter (Figs. 3, 10-12).
+  nlohmann::json diagnostics(const std::vector<grad::GradParam>& params,
+                             const std::vector<torch::Tensor>& g,
+                             const std::vector<torch::Tensor>& denoised,
+                             const std::vector<torch::Tensor>& clipped,
+                             const std::vector<denoise::Outcome>& out) const {
+    auto cosine = [](const torch::Tensor& a, const torch::Tensor& b) {
+      const double na = a.norm().item<double>(), nb = b.norm().item<double>();
+      return na > 0 && nb > 0 ? (a * b).sum().item<double>() / (na * nb) : 0.0;
+    };
+    nlohmann::json layers = nlohmann::json::array();
+    double dot_before = 0, dot_after = 0, nn_before = 0, nn_after = 0, nn_bar = 0;
+    std::vector<int64_t> where(g.size(), -1);
+    for (size_t j = 0; j < blocks_.size(); ++j) where[blocks_[j]] = static_cast<int64_t>(j);
+    for (size_t i = 0; i < g.size(); ++i) {
+      const torch::Tensor b = g[i].to(torch::kFloat64), c = clipped[i].to(torch::kFloat64);
+      const torch::Tensor a = where[i] >= 0 ? denoised[where[i]].to(torch::kFloat64) : b;
+      dot_before += (b * c).sum().item<double>();
+      dot_after += (a * c).sum().item<double>();
+      nn_before += b.pow(2).sum().item<double>();
+      nn_after += a.pow(2).sum().item<double>();
+      nn_bar += c.pow(2).sum().item<double>();
+      if (where[i] >= 0) {
+        const auto& oc = out[where[i]];
+        layers.push_back({{"name", params[i].name},
+                          {"denoised", oc.denoised},
+                          {"top_over_edge", oc.top_over_edge},
+                          {"improvement", cosine(a, c) - cosine(b, c)}});
+      }
+    }
+    auto cos = [&](double dot, double nn) {
+      return nn > 0 && nn_bar > 0 ? dot / std::sqrt(nn * nn_bar) : 0.0;
+    };
+    return {{"improvement", cos(dot_after, nn_after) - cos(dot_before, nn_before)},
+            {"cosine_before", cos(dot_before, nn_before)},
+            {"cosine_after", cos(dot_after, nn_after)},
+            {"layers", layers}};
+  }
+
   grad::GradOptions grad_;
   denoise::Options opts_;
+  bool diagnostics_ = false;
+  std::vector<size_t> blocks_;
   std::string svd_ = "exact";
   std::vector<std::string> apply_to_;
 };

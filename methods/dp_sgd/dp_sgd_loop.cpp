@@ -53,11 +53,19 @@ nlohmann::json run_dp_sgd(RunContext& ctx, train::TrainInputs& in, const train::
     train::reduce_batch_stats(st);
     if (o.diagnostics) dist::all_reduce_sum(raw, "the unclipped sum (diagnostics)");
     // "add noise": N(0, sigma^2 C^2 I) once (rank 0), the shards summed, divided by the lot size
+    std::vector<torch::Tensor> clipped;  // analysis only: the noise-free clipped mean
+    if (o.post_process && o.clipped_for_post_process) {
+      for (const auto& t : g) clipped.push_back(t.clone());
+      dist::all_reduce_sum(clipped, "the clipped sum (post-processing diagnostics)");
+    }
     double noise_norm = 0, signal_norm = 0;
     const double divisor = train::noise_and_scale(g, dp, noise, static_cast<int64_t>(rows.size()),
                                                   &st, o.diagnostics ? &noise_norm : nullptr,
                                                   o.diagnostics ? &signal_norm : nullptr);
-    if (o.post_process) o.post_process(psg.params(), g, dp.noise_std() / divisor, st);
+    for (auto& t : clipped) t.div_(divisor);
+    if (o.post_process)
+      o.post_process(psg.params(), g, dp.noise_std() / divisor, st,
+                     o.clipped_for_post_process ? &clipped : nullptr);
     if (o.diagnostics && !rows.empty() && dist::is_root())
       st.extra["diagnostics"] = eval::dp_sgd_step(
           flatten(g), flatten(raw) / static_cast<double>(rows.size()), signal_norm, noise_norm);

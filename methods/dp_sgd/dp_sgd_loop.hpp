@@ -34,9 +34,13 @@ struct DpSgdOptions {
   // noisy, divided gradient g (params' order) with sigma_e, the per-entry standard deviation of
   // the noise in it (sigma C / divisor); it may change g in place and add to st.extra. Pure
   // post-processing: it never reads the private data.
+  // With `clipped_for_post_process` (analysis only, e.g. denoise's diagnostics), `clipped` is
+  // the clipped mean gradient of the batch without noise (sum / the same divisor); else null.
   std::function<void(const std::vector<grad::GradParam>& params, std::vector<torch::Tensor>& g,
-                     double sigma_e, train::BatchStats& st)>
+                     double sigma_e, train::BatchStats& st,
+                     const std::vector<torch::Tensor>* clipped)>
       post_process;
+  bool clipped_for_post_process = false;
 };
 
 // Trains `in` with the settings `dp` (Method::plan resolved them); returns Trainer::run's
