@@ -265,13 +265,14 @@ TEST_CASE("a run stopped after step k and resumed ends with the numbers of an un
   make_fixture(f);
   std::string out = (f.tmp.path / "runs").string();
   auto method =
-      GENERATE(as<std::string>{}, "dp-sgd", "sgd");  // Poisson + noise streams; shuffle sampler
+      GENERATE(as<std::string>{}, "dp-sgd", "sgd", "denoise");  // Poisson + noise; shuffle
   CAPTURE(method);
   std::vector<std::string> spec = {
       "--set", "method.name=" + method,    "--set", "privacy.epsilon=2",
       "--set", "model.peft.dropout=0.1",   "--set", "train.warmup_ratio=0.3",
       "--set", "train.schedule=cosine",    "--set", "eval.every=2",
       "--set", "output.checkpoint_every=2"};
+  if (method == "denoise") spec.insert(spec.end(), {"--set", "method.kappa=1.0"});  // it fires
   auto full = run_metrics(f, out, spec);
   std::string dir;
   std::vector<std::string> stop = spec;
