@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/denoise/rmt.hpp"
+#include "core/train/trainer.hpp"
 #include "core/util/error.hpp"
 #include "run_fixture.hpp"
 
@@ -307,7 +308,32 @@ TEST_CASE("method denoise: dp-sgd's ledger; kappa that never fires gives dp-sgd'
   }
   CHECK(layers_seen == 48);
   CHECK(diag["non_private"]["denoise_diagnostics"]["steps"] == 6);
+  // eval.reference_accuracy records steps-to-accuracy in the eval block.
+  auto sta = test::run_metrics(
+      f, out, with({"--set", "method.name=dp-sgd", "--set", "eval.reference_accuracy=0.5"}));
+  CHECK(sta["eval"]["steps_to_accuracy"]["reference"] == 0.5);
+  CHECK(sta["eval"]["steps_to_accuracy"]["0.95"]["target"].get<double>() == Approx(0.475));
+  CHECK(!base["eval"].contains("steps_to_accuracy"));
   // No noise, nothing to denoise: refused.
   CHECK(test::cli(test::run_args(
             f, out, {"--set", "method.name=denoise", "--set", "privacy.epsilon=.inf"})) == 2);
+}
+
+TEST_CASE("steps to accuracy: the first evaluated step reaching 90 % / 95 % of the reference",
+          "[denoise][eval]") {
+  using nlohmann::json;
+  const json base = {{"step", 0}, {"accuracy", 0.3}};
+  const json history =
+      json::array({json{{"step", 2}, {"accuracy", 0.5}},
+                   // a classifier's block wins over token accuracy
+                   json{{"step", 4}, {"accuracy", 0.1}, {"classification", {{"accuracy", 0.82}}}}});
+  const json fin = {{"step", 6}, {"accuracy", 0.9}};
+  json r = train::steps_to_accuracy(base, history, fin, 0.9);  // targets 0.81, 0.855
+  CHECK(r["reference"] == 0.9);
+  CHECK(r["0.9"]["step"] == 4);
+  CHECK(r["0.95"]["step"] == 6);
+  CHECK(r["0.95"]["target"].get<double>() == Approx(0.855));
+  r = train::steps_to_accuracy(base, history, fin, 1.0);  // 0.95 never reached
+  CHECK(r["0.9"]["step"] == 6);
+  CHECK(r["0.95"]["step"].is_null());
 }

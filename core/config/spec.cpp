@@ -409,6 +409,7 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
     e.get("every", s.eval.every, Range::at_least(0));
     e.get("max_samples", s.eval.max_samples, Range::at_least(0));
     e.get("per_sample", s.eval.per_sample);
+    e.get("reference_accuracy", s.eval.reference_accuracy, Range::closed(0, 1));
     e.finish();
   }
   {
@@ -516,6 +517,8 @@ YAML::Node spec_to_yaml(const Spec& s) {
   n["eval"]["every"] = s.eval.every;
   n["eval"]["max_samples"] = s.eval.max_samples;
   n["eval"]["per_sample"] = s.eval.per_sample;
+  if (s.eval.reference_accuracy > 0)  // absent otherwise: earlier specs keep their hash
+    n["eval"]["reference_accuracy"] = num(s.eval.reference_accuracy);
   n["output"]["dir"] = s.output.dir;
   n["output"]["checkpoint_every"] = s.output.checkpoint_every;
   n["output"]["save_model"] = s.output.save_model;

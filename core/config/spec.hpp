@@ -109,6 +109,9 @@ struct EvalSpec {
   int64_t every = 0;        // evaluate every N steps (0 = only before and after training)
   int64_t max_samples = 0;  // cap on evaluated examples (0 = all)
   bool per_sample = true;   // write per_sample.jsonl for the base and final model
+  // Steps-to-accuracy (paper 003, Tables 2-3): the first evaluated step whose accuracy reaches
+  // 90 % and 95 % of this reference; 0 = not recorded.
+  double reference_accuracy = 0;
 };
 
 struct OutputSpec {

@@ -552,6 +552,9 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
                   {"trainable_parameters", model::count_parameters(s.in.model, true)},
                   {"method", s.opts.method_info}};
   out["eval"] = {{"base", s.eval_base}, {"final", s.eval_final}, {"history", s.eval_history}};
+  if (spec.eval.reference_accuracy > 0 && !s.eval_base.is_null())
+    out["eval"]["steps_to_accuracy"] =
+        steps_to_accuracy(s.eval_base, s.eval_history, s.eval_final, spec.eval.reference_accuracy);
   if (!s.opts.eval_after_prepare.empty()) out["eval"][s.opts.eval_after_prepare] = s.eval_prepared;
   if (spec.output.non_private_stats)
     out[kNonPrivate] = {
@@ -572,6 +575,34 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
     spdlog::info("eval loss {:.4f} -> {:.4f}, accuracy {:.4f} -> {:.4f}",
                  s.eval_base["loss"].get<double>(), s.eval_final["loss"].get<double>(),
                  s.eval_base["accuracy"].get<double>(), s.eval_final["accuracy"].get<double>());
+  return out;
+}
+
+nlohmann::json steps_to_accuracy(const nlohmann::json& base, const nlohmann::json& history,
+                                 const nlohmann::json& final_eval, double reference) {
+  std::vector<const nlohmann::json*> evals = {&base};
+  for (const auto& h : history) evals.push_back(&h);
+  evals.push_back(&final_eval);
+  auto accuracy = [](const nlohmann::json& e) -> std::optional<double> {
+    if (!e.is_object()) return std::nullopt;
+    if (e.contains("classification") && e["classification"].contains("accuracy"))
+      return e["classification"]["accuracy"].get<double>();
+    if (e.contains("accuracy") && e["accuracy"].is_number()) return e["accuracy"].get<double>();
+    return std::nullopt;
+  };
+  nlohmann::json out = {{"reference", reference}};
+  for (double f : {0.9, 0.95}) {
+    const double target = f * reference;
+    nlohmann::json step = nullptr;
+    for (const nlohmann::json* e : evals) {
+      auto a = accuracy(*e);
+      if (a && *a >= target && e->contains("step")) {
+        step = (*e)["step"];
+        break;
+      }
+    }
+    out[f == 0.9 ? "0.9" : "0.95"] = {{"target", target}, {"step", step}};
+  }
   return out;
 }
 

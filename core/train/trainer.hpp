@@ -77,4 +77,11 @@ class Trainer {
   bool sync_from_root(bool resumed);
 };
 
+// Steps-to-accuracy (paper 003, Tables 2-3): for the fractions 0.9 and 0.95 of `reference`,
+// the first evaluated step (base = 0, then eval.every's history, then the final evaluation)
+// whose accuracy (the classifier's when the eval block has one, else token accuracy) reaches
+// fraction x reference; null where none does. {reference, "0.9": {target, step}, "0.95": ...}.
+nlohmann::json steps_to_accuracy(const nlohmann::json& base, const nlohmann::json& history,
+                                 const nlohmann::json& final_eval, double reference);
+
 }  // namespace dpft::train
