@@ -62,11 +62,6 @@ std::vector<std::string> cls_args(const ClsFixture& f, const std::string& out,
   return a;
 }
 
-std::string last_line(const std::string& s) {
-  std::string d = s.substr(0, s.find_last_not_of('\n') + 1);
-  return d.substr(d.find_last_of('\n') + 1);
-}
-
 }  // namespace
 
 TEST_CASE("dpft run trains a RoBERTa classifier: sgd and dp-sgd, metrics and per-example records",
@@ -80,7 +75,7 @@ TEST_CASE("dpft run trains a RoBERTa classifier: sgd and dp-sgd, metrics and per
   std::string printed;
   REQUIRE(test::cli(cls_args(f, out, {"--set", "method.name=sgd", "--set", "privacy.epsilon=.inf"}),
                     &printed) == 0);
-  fs::path dir = last_line(printed);
+  fs::path dir = test::last_line(printed);
   auto m = nlohmann::json::parse(read_file(dir / "metrics.json"));
   const auto& base = m["eval"]["base"];
   const auto& fin = m["eval"]["final"];
@@ -107,7 +102,7 @@ TEST_CASE("dpft run trains a RoBERTa classifier: sgd and dp-sgd, metrics and per
                              {"--set", "method.name=dp-sgd", "--set", "privacy.epsilon=4", "--set",
                               "privacy.clip_norm=1.0", "--set", "eval.per_sample=true"}),
                     &printed) == 0);
-  dir = last_line(printed);
+  dir = test::last_line(printed);
   m = nlohmann::json::parse(read_file(dir / "metrics.json"));
   CHECK(m["privacy"]["epsilon"].get<double>() <= 4.0);
   CHECK(m["privacy"]["steps"] == 4);
@@ -120,7 +115,7 @@ TEST_CASE("dpft run trains a RoBERTa classifier: sgd and dp-sgd, metrics and per
                           "model.peft.kind=lora", "--set", "model.peft.r=4", "--set",
                           "model.peft.targets=[query, value]", "--set", "output.save_model=true"}),
                 &printed) == 0);
-  const fs::path lora_dir = last_line(printed);
+  const fs::path lora_dir = test::last_line(printed);
   auto acfg = nlohmann::json::parse(read_file(lora_dir / "adapter" / "adapter_config.json"));
   CHECK(acfg["modules_to_save"] == nlohmann::json({"classifier"}));
   CHECK(acfg["task_type"] == "SEQ_CLS");
@@ -130,7 +125,7 @@ TEST_CASE("dpft run trains a RoBERTa classifier: sgd and dp-sgd, metrics and per
                               "model.peft.kind=adapter", "--set", "model.peft.reduction_factor=16",
                               "--set", "output.save_model=true"}),
                     &printed) == 0);
-  const fs::path adapter_dir = last_line(printed);
+  const fs::path adapter_dir = test::last_line(printed);
   auto bcfg = nlohmann::json::parse(read_file(adapter_dir / "adapter" / "adapter_config.json"));
   CHECK(bcfg["peft_type"] == "BOTTLENECK");
   CHECK(bcfg["modules_to_save"] == nlohmann::json({"classifier"}));
@@ -203,7 +198,7 @@ TEST_CASE("several named evaluation sets: each is scored at every evaluation, li
                              {"--set", "method.name=sgd", "--set", "privacy.epsilon=.inf", "--set",
                               sets, "--set", "eval.per_sample=true", "--set", "eval.every=2"}),
                     &printed) == 0);
-  const fs::path dir = last_line(printed);
+  const fs::path dir = test::last_line(printed);
   auto m = nlohmann::json::parse(read_file(dir / "metrics.json"));
   for (const char* tag : {"base", "final"}) {
     CAPTURE(tag);

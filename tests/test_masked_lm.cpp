@@ -38,11 +38,6 @@ std::vector<int64_t> all_rows(int64_t n) {
   return r;
 }
 
-std::string mlm_last_line(const std::string& s) {
-  std::string d = s.substr(0, s.find_last_not_of('\n') + 1);
-  return d.substr(d.find_last_of('\n') + 1);
-}
-
 }  // namespace
 
 TEST_CASE("masked-LM batches select 15 % of the text ids: 80 % [MASK], 10 % random, 10 % kept",
@@ -191,7 +186,7 @@ TEST_CASE("dpft run pretrains a RoBERTa masked LM, evaluates on fixed masks and 
   const std::string out = (tmp.path / "runs").string();
   std::string printed;
   REQUIRE(test::cli({"run", spec, "--out", out}, &printed) == 0);
-  const fs::path dir = mlm_last_line(printed);
+  const fs::path dir = test::last_line(printed);
   auto m = nlohmann::json::parse(read_file(dir / "metrics.json"));
   const auto& base = m["eval"]["base"];
   const auto& fin = m["eval"]["final"];
@@ -202,7 +197,7 @@ TEST_CASE("dpft run pretrains a RoBERTa masked LM, evaluates on fixed masks and 
   CHECK(m["eval"]["history"][0]["tokens"] == fin["tokens"]);
   // Stopped after step 3 and resumed: the masks of steps 4-6 are the uninterrupted run's.
   REQUIRE(test::cli({"run", spec, "--out", out, "--stop-after", "3"}, &printed) == 0);
-  const fs::path part = mlm_last_line(printed);
+  const fs::path part = test::last_line(printed);
   REQUIRE(test::cli({"run", "--resume", part.string()}) == 0);
   auto resumed = nlohmann::json::parse(read_file(part / "metrics.json"));
   CHECK(resumed["eval"] == m["eval"]);
@@ -243,14 +238,14 @@ TEST_CASE("a causal BERT trains as a language model with sgd and dp-sgd (LoRA)",
   const std::string out = (tmp.path / "runs").string();
   std::string printed;
   REQUIRE(test::cli({"run", spec, "--out", out}, &printed) == 0);
-  auto m = nlohmann::json::parse(read_file(fs::path(mlm_last_line(printed)) / "metrics.json"));
+  auto m = nlohmann::json::parse(read_file(fs::path(test::last_line(printed)) / "metrics.json"));
   CHECK(m["eval"]["final"]["loss"].get<double>() < m["eval"]["base"]["loss"].get<double>());
   CHECK(m["eval"]["final"]["perplexity"].get<double>() > 1.0);
   REQUIRE(test::cli({"run", spec, "--out", out, "--set", "method.name=dp-sgd", "--set",
                      "privacy.epsilon=4", "--set", "model.peft.kind=lora", "--set",
                      "model.peft.targets=[query, value]"},
                     &printed) == 0);
-  m = nlohmann::json::parse(read_file(fs::path(mlm_last_line(printed)) / "metrics.json"));
+  m = nlohmann::json::parse(read_file(fs::path(test::last_line(printed)) / "metrics.json"));
   CHECK(m["privacy"]["epsilon"].get<double>() <= 4.0);
   // PE-SGD generates with a decoder tokenizer: refused for an encoder.
   CHECK(test::cli(

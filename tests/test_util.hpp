@@ -77,6 +77,12 @@ inline fs::path shared_data_subdir(const std::string& sub) {
   return root / sub;
 }
 
+// The last line of a command's printed output (dpft run prints the run directory last).
+inline std::string last_line(const std::string& s) {
+  const std::string d = s.substr(0, s.find_last_not_of('\n') + 1);
+  return d.substr(d.find_last_of('\n') + 1);
+}
+
 }  // namespace dpft::test
 
 // Declares `var` = ../shared/data/<sub> or returns from the test (skipped, with a WARN).
