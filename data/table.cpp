@@ -1,5 +1,7 @@
 #include "data/table.hpp"
 
+#include "data/nlg.hpp"
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -297,13 +299,22 @@ Table read_table(const std::filesystem::path& path, const std::string& format) {
   std::string text = read_file(path);
   check_encoding(text, t.source);
   if (fmt_ == "csv") parse_csv(text, t);
+  else if (fmt_ == "e2e") {
+    parse_csv(text, t);
+    if (!t.columns.empty()) t = e2e_table(t);
+  } else if (fmt_ == "dart" || fmt_ == "dart-train" || fmt_ == "dart-test")
+    parse_dart(text, fmt_ == "dart" ? "" : fmt_.substr(5), t);
   else if (fmt_ == "tsv") parse_tsv(text, t);
   else if (fmt_ == "jsonl" && lower_ext(path) == ".json" && parse_json_document(text, t)) {
   }  // a whole-file JSON document of rows
   else if (fmt_ == "jsonl")
     parse_jsonl(text, t);
   else if (fmt_ == "text") parse_text(text, t);
-  else throw ConfigError(fmt::format("data format '{}': use auto, csv, tsv, jsonl or text", fmt_));
+  else
+    throw ConfigError(
+        fmt::format("data format '{}': use auto, csv, tsv, jsonl, text, e2e, dart, "
+                    "dart-train or dart-test",
+                    fmt_));
   if (t.columns.empty()) throw InputError(fmt::format("{}: empty file (no header or rows)", t.source));
   check_cells(t);
   return t;

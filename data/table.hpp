@@ -30,10 +30,11 @@ struct Table {
 };
 
 // format: "auto" (from the extension: .csv, .tsv, .jsonl / .json, .txt), "csv", "tsv", "jsonl",
-// "text". Text lines keep their spaces (wikitext lines start with one); a trailing '\r' is cut.
-// Throws InputError (exit 3) for a missing file, a malformed row (naming file:line), a row
-// whose field count differs from the header's, a column named twice, a UTF-16/32 file, a cell
-// that is not valid UTF-8 (naming line and column) or JSON nested deeper than 64 levels.
+// "text", or a data-to-text set's own ("e2e", "dart", "dart-train", "dart-test": data/nlg.hpp).
+// Text lines keep their spaces (wikitext lines start with one); a trailing '\r' is cut. Throws
+// InputError (exit 3) for a missing file, a malformed row (naming file:line), a row whose field
+// count differs from the header's, a column named twice, a UTF-16/32 file, a cell that is not valid
+// UTF-8 (naming line and column) or JSON nested deeper than 64 levels.
 Table read_table(const std::filesystem::path& path, const std::string& format = "auto");
 
 using lm::Example;

@@ -26,7 +26,8 @@ JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 # Debian 12 packages with the headers, CMake configs and shared libraries dpft links.
 DEB_PKGS=(libyaml-cpp-dev libyaml-cpp0.7 nlohmann-json3-dev libfmt-dev libfmt9 libspdlog-dev
           libspdlog1.10 libcli11-dev libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0
-          libpcre2-posix3 libutf8proc-dev libutf8proc2 libssl-dev libssl3 catch2)
+          libpcre2-posix3 libutf8proc-dev libutf8proc2 libssl-dev libssl3 catch2 libstemmer-dev
+          libstemmer0d)
 
 if [ "${1:-}" = "--fetch-debs" ]; then
   shift

@@ -21,7 +21,8 @@ namespace {
 
 void parse_dataset(Fields f, DatasetSpec& d, bool is_eval = false, bool named = false) {
   f.get("path", d.path);
-  f.get_choice("format", d.format, {"auto", "csv", "tsv", "jsonl", "text"});
+  f.get_choice("format", d.format,
+               {"auto", "csv", "tsv", "jsonl", "text", "e2e", "dart", "dart-train", "dart-test"});
   f.get("text_column", d.text_column);
   f.get("prompt_column", d.prompt_column);
   f.get("prompt", d.prompt);
