@@ -49,6 +49,7 @@ void register_generate(CLI::App& app, CliContext& ctx) {
     std::string model, adapter, prompt, prompts, out;
     bool chat = false, sample = false;
     generate::GenerationOptions g;
+    generate::BeamOptions beam{1};
   };
   auto o = std::make_shared<Opts>();
   o->g.max_new_tokens = 64;
@@ -67,6 +68,18 @@ void register_generate(CLI::App& app, CliContext& ctx) {
   sub->add_option("--repetition-penalty", o->g.repetition_penalty, ">= 1")->capture_default_str();
   sub->add_option("--stop", o->g.stop_strings, "stop string (repeatable)");
   sub->add_option("--seed", o->g.seed, "sampling seed")->capture_default_str();
+  sub->add_option("--num-beams", o->beam.num_beams,
+                  "beam search with this many beams (1: greedy / sampling; docs/nlg.md)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--length-penalty", o->beam.length_penalty,
+                  "beam search: score = sum log p / length^this")
+      ->capture_default_str();
+  sub->add_option("--no-repeat-ngram-size", o->beam.no_repeat_ngram_size,
+                  "beam search: never repeat an n-gram of the new tokens (0 = off)")
+      ->capture_default_str();
+  sub->add_flag("--early-stopping", o->beam.early_stopping,
+                "beam search: stop once num-beams hypotheses finished");
   sub->add_option("--out", o->out, "write JSONL {prompt, text, tokens, finish_reason} here");
   sub->callback([o, &ctx] {
     ctx.action = [o] {
@@ -96,11 +109,25 @@ void register_generate(CLI::App& app, CliContext& ctx) {
       auto decode = [&tk](const std::vector<int64_t>& v) {
         return tk.decode(std::vector<tok::TokenId>(v.begin(), v.end()), /*skip_special=*/true);
       };
-      auto gens = generate::generate(*m, ids, g, decode);
+      std::vector<generate::Generation> gens;
+      if (o->beam.num_beams > 1) {
+        if (o->sample || !g.stop_strings.empty() || g.repetition_penalty != 1.0)
+          throw ConfigError(
+              "--num-beams > 1 decodes by beam search: drop --sample, --stop and "
+              "--repetition-penalty");
+        generate::BeamOptions b = o->beam;
+        b.max_new_tokens = g.max_new_tokens;
+        b.stop_ids = g.stop_ids;
+        b.pad_id = g.pad_id;
+        gens = generate::beam_search(*m, ids, b, decode);
+      } else {
+        gens = generate::generate(*m, ids, g, decode);
+      }
       std::string jsonl;
       for (size_t i = 0; i < gens.size(); ++i) {
         nlohmann::json j = {{"prompt", prompts[i]}, {"text", gens[i].text}, {"tokens", gens[i].tokens},
                             {"finish_reason", gens[i].finish_reason}};
+        if (o->beam.num_beams > 1) j["score"] = gens[i].score;
         if (o->out.empty()) std::cout << (gens.size() > 1 ? fmt::format("[{}] ", i) : "") << gens[i].text << "\n";
         else jsonl += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
       }

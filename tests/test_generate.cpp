@@ -182,3 +182,137 @@ TEST_CASE("GPT-2 generation stops at the last learned position; a prompt that fi
   }
   CHECK_THROWS_AS(generate::generate(*m, {std::vector<int64_t>(16, 1)}, o), InputError);
 }
+
+// ---- beam search ----------------------------------------------------------------------------
+
+namespace {
+
+// The exhaustive optimum of beam_search's objective: every continuation of up to max_new
+// tokens, scored from full (uncached) forwards of each prefix, with the same bans.
+struct Best {
+  std::vector<int64_t> tokens;
+  double score = -std::numeric_limits<double>::infinity();
+};
+
+void exhaustive(CausalLMImpl& m, std::vector<int64_t> prefix, std::vector<int64_t> gen, double sum,
+                const BeamOptions& o, Best& best) {
+  torch::NoGradGuard ng;
+  torch::Tensor ids = torch::tensor(prefix, torch::kInt64).unsqueeze(0);
+  torch::Tensor logp = torch::log_softmax(
+      m.forward(ids, torch::Tensor(), nullptr, 1).select(1, 0).to(torch::kFloat64), -1)[0];
+  const int64_t V = logp.size(0);
+  std::set<int64_t> banned;
+  const auto n = static_cast<size_t>(o.no_repeat_ngram_size);
+  if (n > 0 && gen.size() + 1 >= n)
+    for (size_t i = 0; i + n <= gen.size(); ++i)
+      if (std::equal(gen.begin() + i, gen.begin() + i + n - 1, gen.end() - (n - 1)))
+        banned.insert(gen[i + n - 1]);
+  for (int64_t t = 0; t < V; ++t) {
+    bool stop = std::find(o.stop_ids.begin(), o.stop_ids.end(), t) != o.stop_ids.end();
+    if (banned.count(t) || (stop && static_cast<int64_t>(gen.size()) < o.min_new_tokens)) continue;
+    double s = sum + logp[t].item<double>();
+    std::vector<int64_t> g = gen, p = prefix;
+    g.push_back(t);
+    p.push_back(t);
+    if (stop || static_cast<int64_t>(g.size()) == o.max_new_tokens) {
+      double sc = s / std::pow(static_cast<double>(g.size()), o.length_penalty);
+      if (sc > best.score) best = {g, sc};
+    } else {
+      exhaustive(m, p, g, s, o, best);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("beam search with enough beams finds the exhaustive optimum", "[generate][beam]") {
+  test::TinySize s;
+  s.vocab = 6;
+  s.positions = 32;
+  CausalLM m = make_causal_lm(test::tiny_config("gpt2", s), 5);
+  {  // sharpen the random model so that scores differ clearly
+    torch::NoGradGuard ng;
+    for (auto& p : m->parameters()) p.mul_(2.0);
+  }
+  const std::vector<std::vector<int64_t>> prompts = {{1, 2}, {3}, {4, 5, 1}};
+  struct Case {
+    double lp;
+    int64_t no_repeat, min_new;
+    bool early;
+  };
+  int greedy_misses = 0;  // the cases must be ones a narrow beam gets wrong
+  for (Case c : {Case{0.0, 0, 0, false}, Case{0.8, 0, 0, false}, Case{1.5, 2, 0, false},
+                 Case{-0.5, 0, 1, false}, Case{0.8, 2, 1, false}}) {
+    INFO("lp " << c.lp << " no_repeat " << c.no_repeat << " min_new " << c.min_new);
+    BeamOptions o;
+    o.num_beams = 220;  // >= 6^3 prefixes before the last step
+    o.length_penalty = c.lp;
+    o.no_repeat_ngram_size = c.no_repeat;
+    o.min_new_tokens = c.min_new;
+    o.early_stopping = c.early;
+    o.max_new_tokens = 4;
+    o.stop_ids = {0};
+    auto got = beam_search(*m, prompts, o);
+    BeamOptions narrow = o;
+    narrow.num_beams = 1;
+    auto greedy = beam_search(*m, prompts, narrow);
+    for (size_t b = 0; b < prompts.size(); ++b) {
+      Best best;
+      exhaustive(*m, prompts[b], {}, 0.0, o, best);
+      CHECK(got[b].tokens == best.tokens);
+      greedy_misses += greedy[b].tokens != best.tokens;
+      CHECK(got[b].score == Approx(best.score).epsilon(1e-5));  // float32 forwards
+      CHECK(got[b].finish_reason == (best.tokens.back() == 0 ? "stop_id" : "length"));
+    }
+  }
+  CHECK(greedy_misses >= 3);
+}
+
+TEST_CASE("beam search: one beam is greedy; batched, cached and alone agree; n-grams never repeat",
+          "[generate][beam]") {
+  for (std::string type : {"gpt2", "llama"}) {
+    INFO(type);
+    CausalLM m = make_causal_lm(tiny_gen_config(type), 13);
+    GenerationOptions g;
+    g.max_new_tokens = 12;
+    auto greedy = generate::generate(*m, kPrompts, g);
+    BeamOptions o;
+    o.num_beams = 1;
+    o.length_penalty = 0.0;
+    o.max_new_tokens = 12;
+    auto one = beam_search(*m, kPrompts, o);
+    for (size_t b = 0; b < kPrompts.size(); ++b) CHECK(one[b].tokens == greedy[b].tokens);
+
+    o.num_beams = 5;
+    o.length_penalty = 0.8;
+    o.no_repeat_ngram_size = 2;
+    o.stop_ids = {3, 17};
+    o.max_new_tokens = 20;
+    auto batched = beam_search(*m, kPrompts, o);
+    BeamOptions slow = o;
+    slow.use_cache = false;
+    auto uncached = beam_search(*m, kPrompts, slow);
+    for (size_t b = 0; b < kPrompts.size(); ++b) {
+      auto alone = beam_search(*m, {kPrompts[b]}, o);
+      CHECK(batched[b].tokens == alone[0].tokens);
+      CHECK(batched[b].tokens == uncached[b].tokens);
+      CHECK(batched[b].score == Approx(alone[0].score).epsilon(1e-6));
+      // no bigram of the new tokens occurs twice
+      std::set<std::pair<int64_t, int64_t>> seen;
+      const auto& t = batched[b].tokens;
+      for (size_t i = 0; i + 1 < t.size(); ++i) CHECK(seen.insert({t[i], t[i + 1]}).second);
+    }
+    // early stopping returns a finished hypothesis no better than the exact rule's
+    BeamOptions early = o;
+    early.early_stopping = true;
+    auto e = beam_search(*m, kPrompts, early);
+    for (size_t b = 0; b < kPrompts.size(); ++b) CHECK(e[b].score <= batched[b].score + 1e-9);
+  }
+  CausalLM m = make_causal_lm(tiny_gen_config("gpt2"), 13);
+  BeamOptions bad;
+  bad.num_beams = 0;
+  CHECK_THROWS_AS(beam_search(*m, kPrompts, bad), ConfigError);
+  bad.num_beams = 2;
+  bad.stop_ids = {999};
+  CHECK_THROWS_AS(beam_search(*m, kPrompts, bad), ConfigError);
+}

@@ -24,6 +24,22 @@ TEST_CASE("status line shows count, percent, rate, ETA and extra", "[progress]")
   CHECK_THAT(s, Contains("| loss 2.5"));
 }
 
+TEST_CASE("a resumed loop's rate counts only the items done since it resumed", "[progress]") {
+  ProgressOptions o;
+  o.tty = false;
+  o.log_every_s = 1e9;
+  Progress p("train", 6000, o);
+  p.start_at(5000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  p.update(5001);
+  std::string s = p.status_line();
+  CHECK_THAT(s, Contains("train 5001/6000 (83%)"));
+  // 1 step in >= 0.2 s: at most 5 it/s (counting the 5000 earlier steps would give > 5000)
+  double rate = std::stod(s.substr(s.find("%)") + 3));
+  CHECK(rate > 0);
+  CHECK(rate <= 5.0);
+}
+
 TEST_CASE("TTY mode redraws one line with a bar", "[progress]") {
   char* buf = nullptr;
   size_t len = 0;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "core/util/error.hpp"
@@ -24,6 +26,52 @@ void validate(const GenerationOptions& o) {
     throw ConfigError(fmt::format("top_p {} must be in (0, 1]", o.top_p));
   if (!(o.repetition_penalty >= 1.0))
     throw ConfigError(fmt::format("repetition_penalty {} must be >= 1", o.repetition_penalty));
+}
+
+// Prompts left-padded into one batch on the model's device, with the new-token limits GPT-2's
+// position table allows.
+struct Padded {
+  torch::Tensor ids, mask;  // (B, T0) int64
+  int64_t max_new = 0, min_new = 0;
+};
+
+Padded pad_prompts(model::CausalLMImpl& model, const std::vector<std::vector<int64_t>>& prompts,
+                   int64_t pad_id, int64_t max_new, int64_t min_new) {
+  auto B = static_cast<int64_t>(prompts.size());
+  int64_t T0 = 0;
+  for (const auto& p : prompts) {
+    if (p.empty()) throw ConfigError("generate: every prompt needs at least one token");
+    T0 = std::max<int64_t>(T0, static_cast<int64_t>(p.size()));
+  }
+  // GPT-2's learned positions end at max_position: a longer sequence would index past its
+  // position table. Generation stops there (finish_reason "length"); rotary models go on.
+  if (model.config().is_gpt2()) {
+    const int64_t P = model.config().max_position;
+    if (T0 >= P)
+      throw InputError(
+          fmt::format("generate: a prompt of {} tokens leaves no room in the model's "
+                      "{} positions; shorten the prompt",
+                      T0, P));
+    max_new = std::min(max_new, P - T0);
+    min_new = std::min(min_new, max_new);
+  }
+  const int64_t V = model.config().vocab_size;
+  torch::Tensor ids = torch::full({B, T0}, pad_id, torch::kInt64);
+  torch::Tensor mask = torch::zeros({B, T0}, torch::kInt64);
+  for (int64_t b = 0; b < B; ++b) {
+    const auto& p = prompts[static_cast<size_t>(b)];
+    auto n = static_cast<int64_t>(p.size());
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t t = p[static_cast<size_t>(i)];
+      if (t < 0 || t >= V)
+        throw InputError(
+            fmt::format("prompt {} has token id {} outside the vocabulary [0, {})", b, t, V));
+      ids[b][T0 - n + i] = t;
+    }
+    mask.slice(1, T0 - n, T0)[b].fill_(1);
+  }
+  auto dev = model.parameters().front().device();
+  return {ids.to(dev), mask.to(dev), max_new, min_new};
 }
 
 }  // namespace
@@ -65,42 +113,14 @@ std::vector<Generation> generate(
   int64_t B = static_cast<int64_t>(prompts.size());
   std::vector<Generation> out(B);
   if (B == 0) return out;
-  int64_t T0 = 0;
-  for (const auto& p : prompts) {
-    if (p.empty()) throw ConfigError("generate: every prompt needs at least one token");
-    T0 = std::max<int64_t>(T0, static_cast<int64_t>(p.size()));
-  }
-  // GPT-2's learned positions end at max_position: a longer sequence would index past its
-  // position table. Generation stops there (finish_reason "length"); rotary models go on.
-  int64_t max_new = o.max_new_tokens, min_new = o.min_new_tokens;
-  if (model.config().is_gpt2()) {
-    const int64_t P = model.config().max_position;
-    if (T0 >= P)
-      throw InputError(fmt::format("generate: a prompt of {} tokens leaves no room in the model's "
-                                   "{} positions; shorten the prompt",
-                                   T0, P));
-    max_new = std::min(max_new, P - T0);
-    min_new = std::min(min_new, max_new);
-  }
-  auto dev = model.parameters().front().device();
+  Padded pp = pad_prompts(model, prompts, o.pad_id, o.max_new_tokens, o.min_new_tokens);
+  const int64_t max_new = pp.max_new, min_new = pp.min_new;
+  auto dev = pp.ids.device();
+  torch::Tensor ids = pp.ids, mask = pp.mask;
   int64_t V = model.config().vocab_size;
-  torch::Tensor ids = torch::full({B, T0}, o.pad_id, torch::kInt64);
-  torch::Tensor mask = torch::zeros({B, T0}, torch::kInt64);
   torch::Tensor seen = torch::zeros({B, V}, torch::kBool);
-  for (int64_t b = 0; b < B; ++b) {
-    int64_t n = static_cast<int64_t>(prompts[b].size());
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t t = prompts[b][i];
-      if (t < 0 || t >= V)
-        throw InputError(
-            fmt::format("prompt {} has token id {} outside the vocabulary [0, {})", b, t, V));
-      ids[b][T0 - n + i] = t;
-      seen[b][t] = true;
-    }
-    mask.slice(1, T0 - n, T0)[b].fill_(1);
-  }
-  ids = ids.to(dev);
-  mask = mask.to(dev);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t : prompts[static_cast<size_t>(b)]) seen[b][t] = true;
   seen = seen.to(dev);
 
   torch::NoGradGuard ng;
@@ -167,6 +187,194 @@ std::vector<Generation> generate(
         if (!s.empty()) cut = std::min(cut, g.text.find(s));
       if (cut != std::string::npos) g.text = g.text.substr(0, cut);
     }
+  }
+  if (was_training) model.train();
+  return out;
+}
+
+namespace {
+
+struct Hyp {
+  std::vector<int64_t> tokens;
+  double sum = 0;  // summed log-probabilities
+};
+
+double normalised(double sum, size_t len, double length_penalty) {
+  return sum / std::pow(static_cast<double>(len), length_penalty);
+}
+
+// Tokens that would complete an n-gram already in `g` (the hypothesis' new tokens).
+std::vector<int64_t> banned_by_ngrams(const std::vector<int64_t>& g, int64_t n) {
+  std::vector<int64_t> out;
+  auto N = static_cast<size_t>(n);
+  if (n <= 0 || g.size() + 1 < N) return out;
+  const size_t k = N - 1;  // the prefix length an n-gram shares with the next token
+  for (size_t i = 0; i + N <= g.size(); ++i)
+    if (std::equal(g.begin() + static_cast<std::ptrdiff_t>(i),
+                   g.begin() + static_cast<std::ptrdiff_t>(i + k),
+                   g.end() - static_cast<std::ptrdiff_t>(k)))
+      out.push_back(g[i + k]);
+  return out;
+}
+
+}  // namespace
+
+std::vector<Generation> beam_search(
+    model::CausalLMImpl& model, const std::vector<std::vector<int64_t>>& prompts,
+    const BeamOptions& o, const std::function<std::string(const std::vector<int64_t>&)>& decode) {
+  if (o.num_beams < 1) throw ConfigError(fmt::format("num_beams {} must be >= 1", o.num_beams));
+  if (o.no_repeat_ngram_size < 0)
+    throw ConfigError(fmt::format("no_repeat_ngram_size {} must be >= 0", o.no_repeat_ngram_size));
+  if (o.max_new_tokens < 1)
+    throw ConfigError(fmt::format("max_new_tokens {} must be >= 1", o.max_new_tokens));
+  if (o.min_new_tokens < 0 || o.min_new_tokens > o.max_new_tokens)
+    throw ConfigError(fmt::format("min_new_tokens {} must be in [0, max_new_tokens {}]",
+                                  o.min_new_tokens, o.max_new_tokens));
+  if (!std::isfinite(o.length_penalty)) throw ConfigError("length_penalty must be a finite number");
+  const auto B = static_cast<int64_t>(prompts.size());
+  std::vector<Generation> out(static_cast<size_t>(B));
+  if (B == 0) return out;
+  const int64_t V = model.config().vocab_size;
+  for (int64_t id : o.stop_ids)
+    if (id < 0 || id >= V)
+      throw ConfigError(fmt::format("stop id {} is outside the vocabulary [0, {})", id, V));
+  Padded pp = pad_prompts(model, prompts, o.pad_id, o.max_new_tokens, o.min_new_tokens);
+  const int64_t max_new = pp.max_new, min_new = pp.min_new, K = o.num_beams;
+  const auto dev = pp.ids.device();
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  const int64_t pool = std::min<int64_t>((1 + static_cast<int64_t>(o.stop_ids.size())) * K, K * V);
+  auto is_stop = [&](int64_t t) {
+    return std::find(o.stop_ids.begin(), o.stop_ids.end(), t) != o.stop_ids.end();
+  };
+
+  torch::NoGradGuard ng;
+  BlasThreadsGuard blas(1);
+  const bool was_training = model.is_training();
+  model.eval();
+  model::KVCache cache;
+  // Each active prompt holds K rows (beams); a dead beam (fewer than K live extensions) has
+  // score -inf and is never extended.
+  std::vector<int64_t> active(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) active[static_cast<size_t>(b)] = b;
+  std::vector<std::vector<Hyp>> beams(static_cast<size_t>(B),
+                                      std::vector<Hyp>(static_cast<size_t>(K)));
+  for (auto& bs : beams)
+    for (int64_t k = 1; k < K; ++k) bs[static_cast<size_t>(k)].sum = neg_inf;  // one live start
+  struct Finished {
+    Hyp h;
+    double score;
+    bool stopped;
+  };
+  std::vector<std::vector<Finished>> finished(static_cast<size_t>(B));
+  auto add_finished = [&](int64_t b, Hyp h, bool stopped) {
+    double sc = normalised(h.sum, h.tokens.size(), o.length_penalty);
+    auto& f = finished[static_cast<size_t>(b)];
+    f.push_back({std::move(h), sc, stopped});
+    std::stable_sort(f.begin(), f.end(),
+                     [](const auto& x, const auto& y) { return x.score > y.score; });
+    if (static_cast<int64_t>(f.size()) > K) f.resize(static_cast<size_t>(K));
+  };
+
+  // Rows: prompt-major, K per prompt. The prompt pass runs once per prompt; its cache and mask
+  // are then repeated K times.
+  torch::Tensor rep = torch::arange(B, torch::kInt64).repeat_interleave(K).to(dev);
+  torch::Tensor all = pp.ids.index_select(0, rep), mask = pp.mask.index_select(0, rep);
+  torch::Tensor logits = model.forward(pp.ids, pp.mask, o.use_cache ? &cache : nullptr, 1);
+  logits = logits.index_select(0, rep);
+  if (o.use_cache) cache.select_rows(rep);
+  for (int64_t step = 0; step < max_new && !active.empty(); ++step) {
+    const auto A = static_cast<int64_t>(active.size());
+    torch::Tensor logp =
+        torch::log_softmax(logits.select(1, logits.size(1) - 1).to(torch::kFloat64), -1)
+            .to(torch::kCPU);  // (A K, V)
+    if (step < min_new)
+      for (int64_t id : o.stop_ids) logp.select(1, id).fill_(neg_inf);
+    std::vector<double> base(static_cast<size_t>(A * K));
+    for (int64_t a = 0; a < A; ++a)
+      for (int64_t k = 0; k < K; ++k) {
+        const Hyp& h =
+            beams[static_cast<size_t>(active[static_cast<size_t>(a)])][static_cast<size_t>(k)];
+        base[static_cast<size_t>(a * K + k)] = h.sum;
+        for (int64_t t : banned_by_ngrams(h.tokens, o.no_repeat_ngram_size))
+          logp[a * K + k][t] = neg_inf;
+      }
+    torch::Tensor cand =
+        (logp + torch::tensor(base, torch::kFloat64).unsqueeze(1)).view({A, K * V});
+    auto [top_v, top_i] = cand.topk(pool, 1);
+    auto tv = top_v.accessor<double, 2>();
+    auto ti = top_i.accessor<int64_t, 2>();
+    const bool last = step + 1 == max_new;
+    std::vector<int64_t> next_active, rows, next_tokens;
+    for (int64_t a = 0; a < A; ++a) {
+      const int64_t b = active[static_cast<size_t>(a)];
+      auto& cur = beams[static_cast<size_t>(b)];
+      std::vector<Hyp> next;
+      std::vector<int64_t> src;
+      for (int64_t j = 0; j < pool && static_cast<int64_t>(next.size()) < K; ++j) {
+        if (tv[a][j] == neg_inf) break;
+        const int64_t k = ti[a][j] / V, t = ti[a][j] % V;
+        Hyp h{cur[static_cast<size_t>(k)].tokens, tv[a][j]};
+        h.tokens.push_back(t);
+        if (is_stop(t)) {
+          add_finished(b, std::move(h), true);
+        } else if (last) {
+          add_finished(b, std::move(h), false);  // running hypotheses end at the limit
+        } else {
+          next.push_back(std::move(h));
+          src.push_back(k);
+        }
+      }
+      // Is this prompt done? A running hypothesis of sum s and length L can at best reach
+      // s / L'^lp for a longer L' (s only falls): at the longest L' when lp > 0, else at L + 1.
+      bool done = last || next.empty();
+      const auto& f = finished[static_cast<size_t>(b)];
+      if (!done && !f.empty()) {
+        if (o.early_stopping) {
+          done = static_cast<int64_t>(f.size()) >= K;
+        } else {
+          double best_possible = neg_inf;
+          for (const auto& h : next) {
+            size_t L = o.length_penalty > 0 ? static_cast<size_t>(max_new) : h.tokens.size() + 1;
+            best_possible = std::max(best_possible, normalised(h.sum, L, o.length_penalty));
+          }
+          done = f.front().score >= best_possible;
+        }
+      }
+      if (done) continue;
+      while (static_cast<int64_t>(next.size()) < K) {  // dead beams keep the batch rectangular
+        next.push_back({next.front().tokens, neg_inf});
+        src.push_back(src.front());
+      }
+      cur = std::move(next);
+      next_active.push_back(b);
+      for (int64_t k = 0; k < K; ++k) {
+        rows.push_back(a * K + src[static_cast<size_t>(k)]);
+        next_tokens.push_back(cur[static_cast<size_t>(k)].tokens.back());
+      }
+    }
+    active = std::move(next_active);
+    if (active.empty()) break;
+    torch::Tensor r = torch::tensor(rows, torch::kInt64).to(dev);
+    torch::Tensor nt = torch::tensor(next_tokens, torch::kInt64).to(dev).unsqueeze(1);
+    if (o.use_cache) cache.select_rows(r);
+    all = torch::cat({all.index_select(0, r), nt}, 1);
+    mask = mask.index_select(0, r);
+    mask = torch::cat({mask, torch::ones({mask.size(0), 1}, mask.options())}, 1);
+    logits =
+        o.use_cache ? model.forward(nt, mask, &cache, 1) : model.forward(all, mask, nullptr, 1);
+  }
+  for (int64_t b = 0; b < B; ++b) {
+    Generation& g = out[static_cast<size_t>(b)];
+    const auto& f = finished[static_cast<size_t>(b)];
+    if (f.empty()) {  // every extension was banned from the first step
+      g.finish_reason = "length";
+      g.score = neg_inf;
+      continue;
+    }
+    g.tokens = f.front().h.tokens;
+    g.score = f.front().score;
+    g.finish_reason = f.front().stopped ? "stop_id" : "length";
+    if (decode) g.text = decode(g.tokens);
   }
   if (was_training) model.train();
   return out;

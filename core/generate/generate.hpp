@@ -2,7 +2,8 @@
 // decoded incrementally with a KV cache (or, for tests and as the slow reference, by
 // recomputing the whole prefix each step). Greedy, temperature, top-k, top-p (nucleus),
 // repetition penalty (Keskar et al. 2019: divide positive / multiply negative logits of seen
-// tokens), stop ids and stop strings, max_new_tokens, a per-call seed.
+// tokens), stop ids and stop strings, max_new_tokens, a per-call seed. Beam search (below) for
+// data-to-text decoding.
 #pragma once
 #include <torch/torch.h>
 
@@ -34,12 +35,45 @@ struct Generation {
   std::vector<int64_t> tokens;   // new tokens only
   std::string text;              // decode(tokens) cut at a stop string (empty without decode)
   std::string finish_reason;     // "stop_id" | "stop_string" | "length"
+  double score = 0;              // beam search: the hypothesis' length-normalised log-probability
 };
 
 // prompts: token ids per row (each non-empty). decode: ids -> text, needed for stop strings.
 std::vector<Generation> generate(model::CausalLMImpl& model, const std::vector<std::vector<int64_t>>& prompts,
                                  const GenerationOptions& opts,
                                  const std::function<std::string(const std::vector<int64_t>&)>& decode = {});
+
+// Beam search (num_beams hypotheses per prompt, log-probabilities summed), as the LoRA code
+// Yu et al. 2021 decode E2E / DART with (docs/nlg.md, "Decoding"):
+//   - a hypothesis is scored sum(log p) / L^length_penalty, L = its new tokens (the stop token
+//     included);
+//   - each step extends every running hypothesis by every token; of the best
+//     (1 + |stop_ids|) * num_beams extensions, those ending in a stop id are finished and the
+//     best num_beams others run on; at max_new_tokens the running ones finish ("length");
+//   - no_repeat_ngram_size n > 0: a token that would repeat an n-gram of the hypothesis' own new
+//     tokens is banned (the prompt is not searched, as in that code);
+//   - min_new_tokens: stop ids are banned before that many new tokens;
+//   - early_stopping: true stops a prompt once num_beams hypotheses have finished; false stops
+//     it only when no running hypothesis can still beat the best finished one (a bound from the
+//     length penalty), so the result is the best hypothesis the beam can reach.
+// With num_beams at least the number of distinct prefixes, the result is the exhaustive
+// optimum (tested). Returns the best hypothesis per prompt.
+struct BeamOptions {
+  int64_t num_beams = 4;
+  double length_penalty = 1.0;
+  int64_t no_repeat_ngram_size = 0;
+  bool early_stopping = false;
+  int64_t max_new_tokens = 64;
+  int64_t min_new_tokens = 0;
+  std::vector<int64_t> stop_ids;
+  bool use_cache = true;  // false: recompute the prefix every step (reference path)
+  int64_t pad_id = 0;
+};
+
+std::vector<Generation> beam_search(
+    model::CausalLMImpl& model, const std::vector<std::vector<int64_t>>& prompts,
+    const BeamOptions& opts,
+    const std::function<std::string(const std::vector<int64_t>&)>& decode = {});
 
 // Next-token choice from logits (B, V) given options; exposed for tests.
 // `seen` (B, V) bool marks tokens for the repetition penalty (may be undefined).

@@ -446,7 +446,7 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
   }
   resumed = sync_from_root(resumed);
   Progress progress("train", T);
-  progress.update(s.step);
+  progress.start_at(s.step);
   const int64_t first = s.step;
   const uint64_t dropout_seed = derive_seed(static_cast<uint64_t>(spec.seed), "dropout");
   while (s.step < T) {

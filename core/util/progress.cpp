@@ -32,7 +32,7 @@ Progress::~Progress() {
 
 std::string Progress::status_line() const {
   double el = std::chrono::duration<double>(Clock::now() - start_).count();
-  double rate = el > 0 ? done_ / el : 0;
+  double rate = el > 0 ? (done_ - first_) / el : 0;
   std::string s = fmt::format("{} {}/{}", label_, done_, total_);
   if (total_ > 0) s += fmt::format(" ({:.0f}%)", 100.0 * done_ / total_);
   s += fmt::format(" {:.2f} {}/s", rate, opts_.unit);
@@ -57,6 +57,11 @@ void Progress::emit(bool force) {
     last_log_ = now;
     spdlog::info("{}", status_line());
   }
+}
+
+void Progress::start_at(long done) {
+  done_ = first_ = done;
+  start_ = Clock::now();
 }
 
 void Progress::update(long done, const std::string& extra) {

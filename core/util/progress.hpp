@@ -22,6 +22,9 @@ class Progress {
  public:
   Progress(std::string label, long total, ProgressOptions opts = default_progress_options());
   ~Progress();
+  // A resumed loop: `done` items were done before this process; the rate and ETA count only
+  // the items done since (a resumed run at step 5000 of 6000 is not 5000 steps fast).
+  void start_at(long done);
   // Advance to `done` items; `extra` is shown after the rate (e.g. "loss 2.31").
   void update(long done, const std::string& extra = "");
   void finish(const std::string& extra = "");
@@ -31,7 +34,7 @@ class Progress {
  private:
   using Clock = std::chrono::steady_clock;
   std::string label_;
-  long total_, done_ = 0;
+  long total_, done_ = 0, first_ = 0;
   std::string extra_;
   ProgressOptions opts_;
   Clock::time_point start_, last_draw_, last_log_;
