@@ -19,6 +19,7 @@
 
 #include "cli/app.hpp"
 #include "cli/bench_common.hpp"
+#include "core/denoise/rmt.hpp"
 #include "core/eval/lm_eval.hpp"
 #include "core/lm/objective.hpp"
 #include "core/model/peft.hpp"
@@ -40,7 +41,7 @@ struct TrainBench {
   std::vector<std::string> targets;
   int64_t vocab = 50257, batch = 32, seq = 128, micro = 0, r = 8;
   int reps = 5;
-  bool json = false;
+  bool json = false, denoise = false;
 };
 
 }  // namespace
@@ -138,11 +139,13 @@ int bench_train(const TrainBench& b) {
   dp.dataset_size = b.batch * 100;
   privacy::NoiseSource noise(0, false);
   double psg_share = 0;
+  std::vector<torch::Tensor> last_grad;  // the last DP step's noisy gradient (--denoise)
   auto dp_step = [&] {
     auto t0 = Clock::now();
     train::BatchStats st;
     auto g = train::clipped_sum(psg, ds, rows, micro, 0, dp, &st);
     train::noise_and_scale(g, dp, noise, b.batch, &st);
+    last_grad = g;
     sync();
     double s = std::chrono::duration<double>(Clock::now() - t0).count();
     psg_share = st.grad_seconds / s;
@@ -156,9 +159,42 @@ int bench_train(const TrainBench& b) {
     std::cout << nlohmann::json{{"only", b.only}, {"peak_rss_mb", peak_rss_mb()}}.dump() << "\n";
     return 0;
   }
+  // --denoise (paper 003): the post-processing of the noisy gradient's 2-D blocks (embeddings
+  // and heads excluded, as method denoise does by default), timed after each DP step on that
+  // step's gradient: the naive per-matrix exact SVD loop, the batched exact SVD, the batched
+  // randomized top-k SVD.
+  std::vector<size_t> blocks;
+  for (size_t i = 0; i < params.size(); ++i)
+    if (params[i].second.dim() == 2 && !denoise::excluded_by_default(params[i].first))
+      blocks.push_back(i);
+  const double sigma_e = dp.sigma * dp.clip_norm / static_cast<double>(b.batch);
+  std::array<std::vector<double>, 3> tdn;  // naive, batched, randomized
+  auto time_denoise = [&] {
+    std::vector<torch::Tensor> ys;
+    for (size_t i : blocks) ys.push_back(last_grad[i]);
+    const std::vector<double> sig(ys.size(), sigma_e);
+    denoise::Options exact, rnd;
+    rnd.svd = denoise::Svd::kRandomized;
+    for (int k = 0; k < 3; ++k) {
+      auto t0 = Clock::now();
+      if (k == 0)
+        for (const auto& y : ys) denoise::denoise_matrix(y, sigma_e, exact);
+      else
+        denoise::denoise_batched(ys, sig, k == 1 ? exact : rnd);
+      sync();
+      tdn[static_cast<size_t>(k)].push_back(
+          std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+  };
+  DPFT_CHECK_AS(ConfigError, !b.denoise || !blocks.empty(),
+                "--denoise: no trainable 2-D block outside embeddings and heads to denoise");
   np_step(), dp_step();  // warm-up
+  if (b.denoise) time_denoise(), tdn = {};
   std::vector<double> tn, td;
-  for (int i = 0; i < b.reps; ++i) tn.push_back(np_step()), td.push_back(dp_step());
+  for (int i = 0; i < b.reps; ++i) {
+    tn.push_back(np_step()), td.push_back(dp_step());
+    if (b.denoise) time_denoise();
+  }
   double n = bench_median(tn), d = bench_median(td);
   double tokens = static_cast<double>(b.batch * seq);
   double fwd = forward_flops_per_token(m, seq) * tokens;
@@ -194,6 +230,14 @@ int bench_train(const TrainBench& b) {
       {"nonprivate_peak_rss_mb", mem_np["peak_rss_mb"]},
       {"dp_peak_rss_mb", mem_dp["peak_rss_mb"]},
       {"memory_ratio", mem_dp["peak_rss_mb"].get<double>() / mem_np["peak_rss_mb"].get<double>()}};
+  if (b.denoise) {
+    const char* names[] = {"naive", "batched", "randomized"};
+    for (size_t k = 0; k < 3; ++k) {
+      const double t = bench_median(tdn[k]);
+      out["denoise"][names[k]] = {{"seconds", t}, {"overhead_of_dp_step", t / d}};
+    }
+    out["denoise"]["blocks"] = blocks.size();
+  }
   if (encoder) {  // classification evaluation throughput: no-grad forward + metrics
     std::vector<double> te;
     for (int i = 0; i <= b.reps; ++i) {
@@ -222,6 +266,14 @@ int bench_train(const TrainBench& b) {
       << fmt::format("  peak RSS:    non-private {:.0f} MB, DP-SGD {:.0f} MB, ratio {:.2f}x\n",
                      mem_np["peak_rss_mb"].get<double>(), mem_dp["peak_rss_mb"].get<double>(),
                      out["memory_ratio"].get<double>());
+  if (b.denoise) {
+    std::cout << fmt::format("  denoise ({} blocks) after the DP-SGD step:", blocks.size());
+    for (const char* k : {"naive", "batched", "randomized"})
+      std::cout << fmt::format(" {} {:.3f} s ({:.2f}%)", k,
+                               out["denoise"][k]["seconds"].get<double>(),
+                               100 * out["denoise"][k]["overhead_of_dp_step"].get<double>());
+    std::cout << "\n";
+  }
   if (encoder)
     std::cout << fmt::format("  classification eval: {:.1f} examples/s (micro-batch {})\n",
                              out["eval_examples_per_s"].get<double>(), micro);
@@ -259,6 +311,9 @@ void register_bench_train(CLI::App* bench, CliContext& ctx) {
       ->capture_default_str();
   s->add_option("--only", o->only, "internal: run one kind (np | dp) and print its peak RSS");
   s->add_flag("--json", o->json, "print JSON");
+  s->add_flag("--denoise", o->denoise,
+              "also time method denoise's post-processing of each DP step's gradient (naive "
+              "per-matrix SVD, batched SVD, randomized top-k SVD) as a share of the step");
   s->callback([o, &ctx] { ctx.action = [o] { return bench_train(*o); }; });
 }
 

@@ -1,13 +1,17 @@
 // `dpft report DIR... --table NAME [--format md|csv|latex] [--out FILE]`: tables of finished
 // runs in the layout of a paper's table (core/report/report.hpp; tables: methods/tables.hpp).
+// `--plot OUT.png|.svg [--plot-kind K]` draws them instead (or as well): eval curves or
+// Improvement(t) traces (core/report/plot.hpp).
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 
 #include "cli/app.hpp"
 #include "core/report/report.hpp"
 #include "core/util/atomic_file.hpp"
+#include "core/util/error.hpp"
 #include "core/util/strings.hpp"
 #include "methods/tables.hpp"
 
@@ -16,27 +20,43 @@ namespace dpft {
 void register_report(CLI::App& app, CliContext& ctx) {
   struct Opts {
     std::vector<std::string> dirs;
-    std::string table, format = "md", out;
+    std::string table, format = "md", out, plot, plot_kind = "eval-accuracy";
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("report", "tables of finished runs in a paper's layout");
   sub->add_option("dirs", o->dirs, "directories searched recursively for runs (metrics.json)")
       ->required();
-  sub->add_option("--table", o->table, join(report_table_names(), " | "))->required();
+  sub->add_option("--table", o->table, join(report_table_names(), " | "));
+  sub->add_option("--plot", o->plot, "draw a plot of the runs into this .png or .svg file");
+  sub->add_option("--plot-kind", o->plot_kind, join(report_plot_names(), " | "))
+      ->capture_default_str();
   sub->add_option("--format", o->format, "md | csv | latex")->capture_default_str();
   sub->add_option("--out", o->out, "write the table to this file (atomically) instead of stdout");
   sub->callback([o, &ctx] {
     ctx.action = [o] {
-      // Both names checked before reading any run.
-      const report::TableDef& table = report::find_table(report_tables(), o->table);
+      if (o->table.empty() && o->plot.empty())
+        throw ConfigError("give --table NAME (" + join(report_table_names(), ", ") +
+                          ") or --plot OUT.png|.svg");
+      // Names checked before reading any run.
+      const report::TableDef* table =
+          o->table.empty() ? nullptr : &report::find_table(report_tables(), o->table);
       report::check_format(o->format);
+      const auto kinds = report_plot_names();
+      if (!o->plot.empty() && std::find(kinds.begin(), kinds.end(), o->plot_kind) == kinds.end())
+        throw ConfigError("--plot-kind '" + o->plot_kind + "': use " + join(kinds, ", "));
       std::vector<std::filesystem::path> dirs(o->dirs.begin(), o->dirs.end());
       report::LoadedRuns loaded = report::load_runs(dirs);
-      std::string text = report::render(report::build_table(table, loaded.runs), o->format);
-      if (o->out.empty())
-        std::cout << text;
-      else
-        write_file_atomic(o->out, text);
+      if (table) {
+        std::string text = report::render(report::build_table(*table, loaded.runs), o->format);
+        if (o->out.empty())
+          std::cout << text;
+        else
+          write_file_atomic(o->out, text);
+      }
+      if (!o->plot.empty()) {
+        report::render_plot(build_report_plot(o->plot_kind, loaded.runs), o->plot);
+        std::cerr << "plot: " << o->plot << "\n";
+      }
       return 0;
     };
   });

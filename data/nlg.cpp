@@ -81,14 +81,19 @@ Table e2e_table(const Table& csv) {
   size_t mc = csv.column("mr"), rc = csv.column("ref");
   Table t;
   t.source = csv.source;
-  t.columns = {"source", "text", "mr"};
+  t.columns = {"source", "prompt", "text", "mr"};
   for (size_t i = 0; i < csv.rows.size(); ++i) {
     const auto& row = csv.rows[i];
     std::string where = fmt::format("{}:{}", csv.source, csv.line[i]);
-    t.rows.push_back({linearize_e2e_mr(row[mc], where), row[rc], row[mc]});
+    std::string src = linearize_e2e_mr(row[mc], where);
+    t.rows.push_back({src, nlg_prompt(src), row[rc], row[mc]});
     t.line.push_back(csv.line[i]);
   }
   return t;
+}
+
+std::string nlg_prompt(const std::string& source) {
+  return source + " ||";
 }
 
 bool dart_is_test(const std::string& source) {
@@ -111,7 +116,7 @@ void parse_dart(const std::string& text, const std::string& split, Table& t) {
         fmt::format("{}: a DART file is a JSON array of {{tripleset, annotations}} "
                     "objects",
                     t.source));
-  t.columns = {"source", "text"};
+  t.columns = {"source", "prompt", "text"};
   for (size_t i = 0; i < doc.size(); ++i) {
     const auto& e = doc[i];
     std::string where = fmt::format("{}: entry {}", t.source, i);
@@ -134,15 +139,15 @@ void parse_dart(const std::string& text, const std::string& split, Table& t) {
     for (const auto& a : e["annotations"]) {
       if (!a.is_object() || !a.contains("text") || !a["text"].is_string())
         throw InputError(where + ": each annotation needs a text string");
-      t.rows.push_back({source, a["text"].get<std::string>()});
+      t.rows.push_back({source, nlg_prompt(source), a["text"].get<std::string>()});
       t.line.push_back(static_cast<int64_t>(i) + 1);
     }
   }
 }
 
-std::vector<NlgSegment> nlg_segments(const std::vector<Example>& examples,
-                                     const std::string& where) {
-  std::vector<NlgSegment> out;
+std::vector<eval::NlgSegment> nlg_segments(const std::vector<Example>& examples,
+                                           const std::string& where) {
+  std::vector<eval::NlgSegment> out;
   std::unordered_map<std::string, size_t> at;
   for (const auto& e : examples) {
     if (!e.prompt)

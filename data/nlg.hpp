@@ -7,45 +7,46 @@
 //               meaning representation linearised: "name : The Vaults | Type : pub | price :
 //               more than £30", attribute names spelled as prefix-tuning's data does:
 //               eatType -> Type, priceRange -> price, familyFriendly -> family friendly),
-//               `text` (the reference) and `mr` (as in the file).
+//               `prompt` (source + " ||", the separator of prefix-tuning's "source || target"
+//               files: what the model is conditioned on), `text` (the reference) and `mr` (as
+//               in the file).
 //   dart        DART's JSON ([{tripleset, annotations: [{text}]}]): one row per annotation,
 //               `source` = "s1 : p1 : o1 | s2 : p2 : o2" with predicates lower-cased (as LoRA's
-//               converter), `text`.
+//               converter), `prompt`, `text`.
 //   dart-train, dart-test
 //               a deterministic 80 / 20 split of that file by triple set (only the v1.1.1 dev
 //               split is available here): a triple set is test when the first 8 bytes of
 //               sha256(source) read as a big-endian integer are 0 mod 5, so every reference of a
 //               triple set (and any repeat of it) lands on the same side.
-// Grouping rows by `source` (first appearance order) gives the multi-reference segments the
+// Grouping rows by prompt (first appearance order) gives the multi-reference segments the
 // metrics score (nlg_segments).
 #pragma once
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "core/eval/nlg_eval.hpp"
 #include "data/table.hpp"
 
 namespace dpft::data {
+
+// The prompt column of a linearised source.
+std::string nlg_prompt(const std::string& source);
 
 // "name[The Vaults], eatType[pub]" -> "name : The Vaults | Type : pub". InputError naming
 // `where` for a malformed representation.
 std::string linearize_e2e_mr(const std::string& mr, const std::string& where);
 
 // Format e2e: the challenge CSV, already read as a table (columns mr, ref), as columns
-// source, text, mr. Format dart / dart-train / dart-test ("" / "train" / "test"): the file's
-// text into `t` (columns source, text).
+// source, prompt, text, mr. Format dart / dart-train / dart-test ("" / "train" / "test"): the
+// file's text into `t` (columns source, prompt, text).
 Table e2e_table(const Table& csv);
 void parse_dart(const std::string& text, const std::string& split, Table& t);
 bool dart_is_test(const std::string& source);
 
-// One multi-reference segment: a source with every reference it has.
-struct NlgSegment {
-  std::string source;
-  std::vector<std::string> refs;
-};
 // Rows grouped by prompt (first appearance order). Examples without a prompt are refused.
-std::vector<NlgSegment> nlg_segments(const std::vector<Example>& examples,
-                                     const std::string& where);
+std::vector<eval::NlgSegment> nlg_segments(const std::vector<Example>& examples,
+                                           const std::string& where);
 
 // Files for `dpft eval-nlg`:
 //   hypotheses: one per line (.jsonl: one JSON string per line); a final newline ends the last.

@@ -1,5 +1,7 @@
 #include "data/train_inputs.hpp"
 
+#include "data/nlg.hpp"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -103,6 +105,12 @@ train::TrainInputs load_train_inputs(const Spec& spec) {
     const DatasetSpec& d = spec.data.eval_sets[i];
     in.eval_sets.emplace_back(
         d.name, load_eval(d, fmt::format("data.eval_sets[{}]", i), "eval-data-" + d.name, nullptr));
+  }
+  if (!spec.eval.nlg.at_steps.empty()) {
+    DPFT_CHECK_AS(ConfigError, in.tok != nullptr,
+                  "eval.nlg decodes with a decoder's tokenizer; model {} is an encoder",
+                  spec.model.path);
+    in.nlg_segments = nlg_segments(eval_examples, "data.eval");
   }
   if (!classify && !in.enc_tok && !spec.data.eval.label_column.empty()) {
     in.eval_examples = eval_examples;

@@ -1,5 +1,11 @@
 #include "methods/tables.hpp"
 
+#include <fmt/format.h>
+
+#include "core/util/error.hpp"
+#include "core/util/strings.hpp"
+
+#include "methods/denoise/report_tables.hpp"
 #include "methods/dp_sft/report_tables.hpp"
 #include "methods/pe_sgd/report_tables.hpp"
 
@@ -12,6 +18,7 @@ const std::vector<report::TableDef>& report_tables() {
                  "final validation loss per method and learning rate; the best lr per method",
                  pe_sgd::row_order(), report::lr_select});
     for (auto& d : dp_sft::report_tables()) t.push_back(d);
+    for (auto& d : denoise::report_tables()) t.push_back(d);
     return t;
   }();
   return tables;
@@ -26,6 +33,18 @@ std::vector<std::string> report_table_names() {
 report::Table build_report_table(const std::string& name,
                                  const std::vector<report::RunRecord>& runs) {
   return report::build_table(report::find_table(report_tables(), name), runs);
+}
+
+std::vector<std::string> report_plot_names() {
+  return {"eval-accuracy", "eval-loss", "improvement"};
+}
+
+report::Plot build_report_plot(const std::string& name,
+                               const std::vector<report::RunRecord>& runs) {
+  if (name == "eval-accuracy") return report::eval_curve_plot(runs, "accuracy");
+  if (name == "eval-loss") return report::eval_curve_plot(runs, "loss");
+  if (name == "improvement") return denoise::improvement_plot(runs);
+  throw ConfigError(fmt::format("--plot-kind '{}': use {}", name, join(report_plot_names(), ", ")));
 }
 
 }  // namespace dpft

@@ -85,4 +85,16 @@ out=$(BASE="$T/rob" MODELS="$T/gm" bash "$GLUE" --dpft "$DPFT" --dry-run --tasks
 [ -s "$SRC/experiments/glue/selected_lr.tsv" ] && [ "$(wc -l < "$SRC/experiments/glue/selected_lr.tsv")" -gt 1 ] ||
   check "glue: a table run without a selected lr exits 2 (rc $rc)" [ "$rc" = 2 ]
 
+# experiments/denoise/run.sh: DP-SGD and DP-SGD+Denoise per dataset and seed, every spec valid.
+DEN="$SRC/experiments/denoise/run.sh"
+for spec in "$SRC"/experiments/denoise/small/*.yaml; do
+  check "$(basename "$spec") is a valid spec" "$DPFT" config validate "$spec"
+done
+out=$(bash "$DEN" --dpft "$DPFT" --dry-run --seeds "0 1" --out "$T/den" -- --set eval.nlg.max_sources=5 2>&1); rc=$?
+check "denoise dry run exits 0 (rc $rc)" [ "$rc" = 0 ]
+check "denoise: 2 datasets x 2 methods x 2 seeds" [ "$(count "$out" "would run")" = 8 ]
+check "denoise: the paired spec at eps 5.4 with the extra --set" has "$out" "run experiments/denoise/small/dart-denoise.yaml --set seed=1 --set privacy.epsilon=5.4 --out $T/den/dart-denoise/eps5.4/s1 --set eval.nlg.max_sources=5"
+out=$(bash "$DEN" --dpft "$DPFT" --dry-run --datasets wiki 2>&1); rc=$?
+check "denoise: an unknown dataset exits 2 (rc $rc)" [ "$rc" = 2 ]
+
 finish "experiments scripts"

@@ -9,12 +9,15 @@
 #include <cstdlib>
 #include <fstream>
 #include <random>
+#include <set>
+#include <sstream>
 
 #include "core/eval/nlg_metrics.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
 #include "data/nlg.hpp"
 #include "data/table.hpp"
+#include "run_fixture.hpp"
 #include "test_util.hpp"
 
 using namespace dpft;
@@ -287,4 +290,92 @@ TEST_CASE("dpft eval-nlg scores reference groups and refuses mismatched files", 
   CHECK(test::cli({"eval-nlg", "--refs", refs.string(), "--hyps", two.string()}) == 3);
   CHECK(test::cli(
             {"eval-nlg", "--refs", (d.path / "none.txt").string(), "--hyps", hyps.string()}) == 3);
+}
+
+TEST_CASE("eval.nlg decodes data.eval's sources at the listed steps; resume keeps the history",
+          "[nlg][run]") {
+  test::Fixture f;
+  test::make_fixture(f);
+  // A small E2E-format data set: 6 meaning representations with 4 references for training,
+  // 3 with 2 references to evaluate.
+  std::string train = "mr,ref\n", eval = "mr,ref\n";
+  const std::vector<std::string> names = {"Alimentum",  "Aromi", "Bibimbap",
+                                          "Blue Spice", "Cotto", "Giraffe"};
+  for (size_t i = 0; i < names.size(); ++i)
+    for (int r = 0; r < 4; ++r)
+      train += fmt::format(
+          "\"name[{}], area[city centre], eatType[pub]\",\"{} is a pub number {} "
+          "in the city centre.\"\n",
+          names[i], names[i], r);
+  for (const std::string n : {"Wildwood", "Zizzi", "Strada"})
+    for (int r = 0; r < 2; ++r)
+      eval += fmt::format("\"name[{}], area[riverside]\",\"{} is by the river ({}).\"\n", n, n, r);
+  const std::string tr = f.tmp.write("e2e_train.csv", train).string(),
+                    ev = f.tmp.write("e2e_eval.csv", eval).string();
+  const std::vector<std::string> nlg = {"--set", "data.train.path=" + tr,
+                                        "--set", "data.train.format=e2e",
+                                        "--set", "data.train.prompt_column=prompt",
+                                        "--set", "data.train.num_samples=0",
+                                        "--set", "data.eval.path=" + ev,
+                                        "--set", "data.eval.format=e2e",
+                                        "--set", "data.eval.prompt_column=prompt",
+                                        "--set", "data.eval.num_samples=0",
+                                        "--set", "data.loss_on=response",
+                                        "--set", "data.max_length=48",
+                                        "--set", "method.name=dp-sgd",
+                                        "--set", "privacy.epsilon=8",
+                                        "--set", "eval.nlg.at_steps=[3,6]",
+                                        "--set", "eval.nlg.num_beams=2",
+                                        "--set", "eval.nlg.max_new_tokens=6",
+                                        "--set", "eval.nlg.batch=2",
+                                        "--set", "output.checkpoint_every=2"};
+  const std::string out = (f.tmp.path / "runs").string();
+  std::string dir;
+  nlohmann::json m = test::run_metrics(f, out, nlg, &dir);
+  REQUIRE(m["eval"]["nlg"].size() == 2);
+  for (int i = 0; i < 2; ++i) {
+    const auto& e = m["eval"]["nlg"][i];
+    const int step = 3 * (i + 1);
+    CHECK(e["step"] == step);
+    CHECK(e["segments"] == 3);
+    CHECK(e["references"] == 6);
+    // The scores are those of the outputs written beside them.
+    std::vector<std::string> hyps;
+    std::vector<std::vector<std::string>> refs;
+    std::istringstream lines(
+        read_file(fs::path(dir) / fmt::format("generations/step-{}.jsonl", step)));
+    for (std::string line; std::getline(lines, line);) {
+      auto j = nlohmann::json::parse(line);
+      hyps.push_back(j["hypothesis"]);
+      refs.push_back(j["references"]);
+      CHECK(j["source"].get<std::string>().rfind(" ||") ==
+            j["source"].get<std::string>().size() - 3);
+    }
+    REQUIRE(hyps.size() == 3);
+    CHECK(refs[0] == std::vector<std::string>{"Wildwood is by the river (0).",
+                                              "Wildwood is by the river (1)."});
+    auto s = nlg::score_all(nlg::make_corpus(hyps, refs));
+    CHECK(e["bleu"].get<double>() == Approx(s.bleu));
+    CHECK(e["rouge_l"].get<double>() == Approx(s.rouge_l));
+    CHECK(e["cider"].get<double>() == Approx(s.cider));
+  }
+  // Stopped after 4 steps (nlg at 3 done, checkpointed at 4) and resumed: the same history.
+  std::string stopped;
+  std::vector<std::string> stop = nlg;
+  stop.insert(stop.end(), {"--stop-after", "4"});
+  test::run_metrics(f, out, stop, &stopped);
+  std::string printed;
+  REQUIRE(test::cli({"run", "--resume", stopped}, &printed) == 0);
+  auto resumed = nlohmann::json::parse(read_file(fs::path(stopped) / "metrics.json"));
+  CHECK(resumed["eval"]["nlg"] == m["eval"]["nlg"]);
+  // Bad settings are refused before training.
+  std::vector<std::string> late = nlg;
+  late.insert(late.end(), {"--set", "eval.nlg.at_steps=[7]"});
+  CHECK(test::cli(test::run_args(f, out, late)) == 2);
+  std::vector<std::string> no_prompt;  // the same without data.eval.prompt_column
+  for (size_t i = 0; i + 1 < nlg.size(); i += 2)
+    if (nlg[i + 1] != "data.eval.prompt_column=prompt")
+      no_prompt.insert(no_prompt.end(), {nlg[i], nlg[i + 1]});
+  REQUIRE(no_prompt.size() + 2 == nlg.size());
+  CHECK(test::cli(test::run_args(f, out, no_prompt)) == 2);
 }

@@ -528,3 +528,137 @@ TEST_CASE("report glue: classifier accuracy and macro-F1 per task and eps, paper
   CHECK(row(t.blocks[1], "Full-DP").cells[1]->mean == Approx(0.60));
   for (const auto& r : t.blocks[0].rows) CHECK(r.label != "DP-SGD");
 }
+
+TEST_CASE("report denoise-glue: steps to 90 / 95 % and the speedup over the same seed's DP-SGD",
+          "[report][denoise]") {
+  test::TempDir d;
+  auto run = [&](const std::string& label, int seed, double acc, json s90, json s95) {
+    FakeRun r = dp(label, 6.7, seed, 0.7);
+    r.dataset = "../shared/data/glue_samples/qnli/train.json";
+    const fs::path dir = d.path / (label + std::to_string(seed));
+    write_run(dir, r);
+    json m = json::parse(read_file(dir / "metrics.json"));
+    m["eval"]["final"]["classification"] = {{"accuracy", acc}};
+    m["eval"]["steps_to_accuracy"] = {{"reference", 0.8},
+                                      {"0.9", {{"target", 0.72}, {"step", s90}}},
+                                      {"0.95", {{"target", 0.76}, {"step", s95}}}};
+    write_json_atomic(dir / "metrics.json", m);
+  };
+  run("DP-SGD", 0, 0.78, 200, 300);
+  run("DP-SGD", 1, 0.76, 100, nullptr);  // 95 % never reached
+  run("DP-SGD+Denoise", 0, 0.79, 100, 200);
+  run("DP-SGD+Denoise", 1, 0.77, 80, 250);
+  write_run(d.path / "plain", dp("DP-SGD", 6.7, 2, 2.0));  // no steps_to_accuracy: skipped
+  auto t = build_report_table("denoise-glue", report::load_runs({d.path}).runs);
+  REQUIRE(t.columns.size() == 1);
+  CHECK(t.columns[0].dataset == "qnli");
+  REQUIRE(t.blocks.size() == 5);
+  CHECK(t.blocks[0].rows[0].label == "DP-SGD");
+  CHECK(row(t.blocks[0], "DP-SGD+Denoise").cells[0]->mean == Approx(0.78));
+  CHECK(row(t.blocks[1], "DP-SGD").cells[0]->mean == Approx(150));
+  CHECK(row(t.blocks[2], "DP-SGD").cells[0]->n == 1);  // seed 1 never reached 95 %
+  // speedups are paired by seed: 200/100 - 1 = 1 and 100/80 - 1 = 0.25; at 95 % only seed 0
+  // has both: 300/200 - 1 = 0.5.
+  const auto& up90 = row(t.blocks[3], "DP-SGD+Denoise");
+  REQUIRE(up90.cells[0]);
+  CHECK(up90.cells[0]->mean == Approx(0.625));
+  CHECK(row(t.blocks[4], "DP-SGD+Denoise").cells[0]->mean == Approx(0.5));
+  CHECK(row(t.blocks[4], "DP-SGD+Denoise").cells[0]->n == 1);
+  CHECK_THAT(t.caption, Contains("0.8"));
+  test::TempDir empty;
+  write_run(empty.path / "plain", dp("DP-SGD", 6.7, 2, 2.0));
+  CHECK_THROWS_AS(build_report_table("denoise-glue", report::load_runs({empty.path}).runs),
+                  InputError);
+}
+
+TEST_CASE("report denoise-nlg: each generation metric after each listed step",
+          "[report][denoise]") {
+  test::TempDir d;
+  auto run = [&](const std::string& label, int seed, double bleu50, double bleu400) {
+    FakeRun r = dp(label, 5.4, seed, 0.7);
+    r.dataset = "../shared/data/e2e/trainset.csv";
+    const fs::path dir = d.path / (label + std::to_string(seed));
+    write_run(dir, r);
+    json m = json::parse(read_file(dir / "metrics.json"));
+    auto e = [](int step, double b) {
+      return json{{"step", step},       {"bleu", b},      {"nist", 10 * b}, {"meteor", b / 2},
+                  {"rouge_l", b + 0.1}, {"cider", 3 * b}, {"segments", 630}};
+    };
+    m["eval"]["nlg"] = {e(50, bleu50), e(400, bleu400)};
+    write_json_atomic(dir / "metrics.json", m);
+  };
+  run("DP-SGD", 0, 0.20, 0.40);
+  run("DP-SGD", 1, 0.22, 0.42);
+  run("DP-SGD+Denoise", 0, 0.30, 0.41);
+  auto t = build_report_table("denoise-nlg", report::load_runs({d.path}).runs);
+  REQUIRE(t.blocks.size() == 10);
+  CHECK(t.blocks[0].key == "bleu@50");
+  CHECK(t.blocks[1].key == "rouge_l@50");
+  CHECK(t.blocks[4].key == "cider@50");
+  CHECK(t.blocks[5].key == "bleu@400");
+  CHECK(t.columns[0].dataset == "e2e");
+  CHECK(row(t.blocks[0], "DP-SGD").cells[0]->mean == Approx(0.21));
+  CHECK(row(t.blocks[0], "DP-SGD+Denoise").cells[0]->mean == Approx(0.30));
+  CHECK(row(t.blocks[3], "DP-SGD").cells[0]->mean == Approx(2.1));  // NIST
+  CHECK(row(t.blocks[5], "DP-SGD+Denoise").cells[0]->mean == Approx(0.41));
+  std::string md = report::render(t, "md");
+  CHECK_THAT(md, Contains("BLEU after 50 steps"));
+}
+
+TEST_CASE("report --plot draws eval curves and Improvement(t) with gnuplot", "[report][plot]") {
+  test::TempDir d;
+  auto run = [&](const std::string& label, int seed, double shift) {
+    FakeRun r = dp(label, 6.7, seed, 0.7);
+    const fs::path dir = d.path / (label + std::to_string(seed));
+    write_run(dir, r);
+    json m = json::parse(read_file(dir / "metrics.json"));
+    m["eval"]["base"] = {{"step", 0}, {"loss", 3.0}, {"accuracy", 0.5}};
+    m["eval"]["history"] = {{{"step", 10}, {"loss", 2.5}, {"accuracy", 0.6 + shift}}};
+    m["eval"]["final"] = {{"step", 20}, {"loss", 2.0}, {"accuracy", 0.7 + shift}};
+    json hist = json::array();
+    for (int s = 1; s <= 20; ++s)
+      hist.push_back(
+          {{"step", s}, {"denoise", {{"diagnostics", {{"improvement", 0.01 * s + shift}}}}}});
+    if (label == "DP-SGD+Denoise") m["non_private"]["history"] = hist;
+    write_json_atomic(dir / "metrics.json", m);
+  };
+  run("DP-SGD", 0, 0.0);
+  run("DP-SGD", 1, 0.02);
+  run("DP-SGD+Denoise", 0, 0.05);
+  auto runs = report::load_runs({d.path}).runs;
+  report::Plot p = build_report_plot("eval-accuracy", runs);
+  REQUIRE(p.series.size() == 2);
+  CHECK(p.series[0].name == "DP-SGD");
+  CHECK(p.series[0].x == std::vector<double>{0, 10, 20});
+  CHECK(p.series[0].y[2] == Approx(0.71));
+  CHECK(p.series[0].y_hi[2] - p.series[0].y_lo[2] == Approx(2 * std::sqrt(0.0002)));
+  CHECK(p.series[1].y_lo.empty());  // one run: no band
+  report::Plot imp = build_report_plot("improvement", runs);
+  REQUIRE(imp.series.size() == 1);
+  CHECK(imp.series[0].x.size() == 20);
+  CHECK(imp.series[0].y[19] == Approx(0.25));
+  CHECK_THROWS_AS(build_report_plot("pie", runs), ConfigError);
+  std::string gp = report::gnuplot_script(p, "o'ut.svg", "data.dat");
+  CHECK_THAT(gp, Contains("set terminal svg"));
+  CHECK_THAT(gp, Contains("'o''ut.svg'"));  // quotes escaped
+  CHECK_THAT(gp, Contains("title 'DP-SGD+Denoise'"));
+  CHECK_THROWS_AS(report::render_plot(p, d.path / "x.jpg"), ConfigError);
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
+    WARN("skipped rendering: no gnuplot (apt-get install gnuplot-nox; scripts/setup.sh does)");
+    return;
+  }
+  const fs::path png = d.path / "plots" / "fig1.png", svg = d.path / "fig3.svg";
+  REQUIRE(test::cli({"report", d.path.string(), "--plot", png.string()}) == 0);
+  const std::string bytes = read_file(png);
+  REQUIRE(bytes.size() > 1000);
+  CHECK(bytes.compare(0, 8, "\x89PNG\r\n\x1a\n") == 0);
+  REQUIRE(test::cli({"report", d.path.string(), "--plot", svg.string(), "--plot-kind",
+                     "improvement"}) == 0);
+  const std::string text = read_file(svg);
+  CHECK_THAT(text, Contains("<svg"));
+  CHECK_THAT(text, Contains("DP-SGD+Denoise"));
+  for (const auto& e : fs::directory_iterator(d.path / "plots"))  // no temporaries left
+    CHECK(e.path().filename() == "fig1.png");
+  CHECK(test::cli({"report", d.path.string()}) == 2);  // neither --table nor --plot
+  CHECK(test::cli({"report", d.path.string(), "--plot", svg.string(), "--plot-kind", "pie"}) == 2);
+}

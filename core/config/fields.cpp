@@ -260,6 +260,24 @@ bool Fields::get(const std::string& key, std::vector<std::string>& out) {
   return true;
 }
 
+bool Fields::get(const std::string& key, std::vector<int64_t>& out, Range r) {
+  std::vector<std::string> items;
+  if (!get(key, items)) return false;
+  std::vector<int64_t> v;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const std::string& s = items[i];
+    char* end = nullptr;
+    errno = 0;
+    long long x = std::strtoll(s.c_str(), &end, 10);
+    if (s.empty() || end != s.c_str() + s.size() || errno != 0)
+      throw ConfigError(fmt::format("{}[{}]: expected an integer, got '{}'", key_path(key), i, s));
+    check_range(fmt::format("{}[{}]", key_path(key), i), static_cast<double>(x), r);
+    v.push_back(x);
+  }
+  out = std::move(v);
+  return true;
+}
+
 bool Fields::get_choice(const std::string& key, std::string& out, const std::vector<std::string>& allowed) {
   std::string v;
   if (!get(key, v)) return false;

@@ -61,6 +61,8 @@ class Fields {
   bool get(const std::string& key, std::optional<double>& out, Range r = {});
   bool get(const std::string& key, std::optional<int64_t>& out, Range r = {});
   bool get(const std::string& key, std::vector<std::string>& out);
+  // A list of integers (a single integer is a list of one), each in r.
+  bool get(const std::string& key, std::vector<int64_t>& out, Range r = {});
   // A string restricted to `allowed`; the error lists them.
   bool get_choice(const std::string& key, std::string& out,
                   const std::vector<std::string>& allowed);

@@ -411,6 +411,35 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
     e.get("max_samples", s.eval.max_samples, Range::at_least(0));
     e.get("per_sample", s.eval.per_sample);
     e.get("reference_accuracy", s.eval.reference_accuracy, Range::closed(0, 1));
+    {
+      Fields g = e.child("nlg");
+      NlgEvalSpec& n = s.eval.nlg;
+      g.get("at_steps", n.at_steps, Range::at_least(1));
+      g.get("num_beams", n.num_beams, Range::at_least(1));
+      g.get("length_penalty", n.length_penalty, Range::closed(-10, 10));
+      g.get("no_repeat_ngram_size", n.no_repeat_ngram_size, Range::at_least(0));
+      g.get("max_new_tokens", n.max_new_tokens, Range::at_least(1));
+      g.get("max_sources", n.max_sources, Range::at_least(0));
+      g.get("batch", n.batch, Range::at_least(1));
+      g.finish();
+      std::sort(n.at_steps.begin(), n.at_steps.end());
+      n.at_steps.erase(std::unique(n.at_steps.begin(), n.at_steps.end()), n.at_steps.end());
+      if (!n.at_steps.empty() && n.at_steps.back() > s.train.steps)
+        throw ConfigError(
+            fmt::format("eval.nlg.at_steps: step {} is after the last step "
+                        "(train.steps {})",
+                        n.at_steps.back(), s.train.steps));
+      if (!n.at_steps.empty() && s.data.eval.path.empty())
+        throw ConfigError("eval.nlg needs data.eval: the sources to decode and their references");
+      if (!n.at_steps.empty() && s.data.eval.prompt_column.empty())
+        throw ConfigError(
+            "eval.nlg needs data.eval.prompt_column: the column of sources "
+            "(format e2e / dart: prompt)");
+      if (!n.at_steps.empty() && (s.data.task != "lm" || s.data.chat_format != "none"))
+        throw ConfigError(
+            "eval.nlg decodes a language model's prompt + response pairs: it needs "
+            "data.task lm and data.chat_format none");
+    }
     e.finish();
   }
   {
@@ -520,6 +549,18 @@ YAML::Node spec_to_yaml(const Spec& s) {
   n["eval"]["per_sample"] = s.eval.per_sample;
   if (s.eval.reference_accuracy > 0)  // absent otherwise: earlier specs keep their hash
     n["eval"]["reference_accuracy"] = num(s.eval.reference_accuracy);
+  if (!s.eval.nlg.at_steps.empty()) {  // likewise
+    const NlgEvalSpec& g = s.eval.nlg;
+    YAML::Node y;
+    for (int64_t at : g.at_steps) y["at_steps"].push_back(at);
+    y["num_beams"] = g.num_beams;
+    y["length_penalty"] = num(g.length_penalty);
+    y["no_repeat_ngram_size"] = g.no_repeat_ngram_size;
+    y["max_new_tokens"] = g.max_new_tokens;
+    y["max_sources"] = g.max_sources;
+    y["batch"] = g.batch;
+    n["eval"]["nlg"] = y;
+  }
   n["output"]["dir"] = s.output.dir;
   n["output"]["checkpoint_every"] = s.output.checkpoint_every;
   n["output"]["save_model"] = s.output.save_model;

@@ -105,6 +105,19 @@ struct TrainSpec {
   std::string schedule = "constant";  // constant | linear | cosine (decay after warmup)
 };
 
+// Generation evaluation of data-to-text runs (paper 003, Tables 4-5; docs/nlg.md): at the
+// listed steps the model decodes every source of data.eval by beam search and the outputs are
+// scored against the source's references (BLEU, NIST, METEOR, ROUGE-L, CIDEr).
+struct NlgEvalSpec {
+  std::vector<int64_t> at_steps;  // empty = off
+  int64_t num_beams = 10;         // Yu et al. 2021's decoding (the LoRA code's E2E setting)
+  double length_penalty = 0.8;
+  int64_t no_repeat_ngram_size = 4;
+  int64_t max_new_tokens = 64;
+  int64_t max_sources = 0;  // decode only the first N sources of data.eval (0 = all)
+  int64_t batch = 8;        // sources per beam-search batch
+};
+
 struct EvalSpec {
   int64_t every = 0;        // evaluate every N steps (0 = only before and after training)
   int64_t max_samples = 0;  // cap on evaluated examples (0 = all)
@@ -112,6 +125,7 @@ struct EvalSpec {
   // Steps-to-accuracy (paper 003, Tables 2-3): the first evaluated step whose accuracy reaches
   // 90 % and 95 % of this reference; 0 = not recorded.
   double reference_accuracy = 0;
+  NlgEvalSpec nlg;
 };
 
 struct OutputSpec {

@@ -173,4 +173,10 @@ std::vector<torch::Tensor> denoise_batched(const std::vector<torch::Tensor>& ys,
   return res;
 }
 
+bool excluded_by_default(const std::string& name) {
+  for (const char* s : {"embed", "wte", "wpe", "lm_head", "classifier", "cls.", "score", "pooler"})
+    if (name.find(s) != std::string::npos) return true;
+  return false;
+}
+
 }  // namespace dpft::denoise

@@ -17,6 +17,8 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <string>
+
 #include <cstdint>
 #include <tuple>
 #include <vector>
@@ -59,6 +61,10 @@ struct Options {
 // descending, vh (k, m), float64. k <= min(n, m).
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> randomized_svd(const torch::Tensor& y,
                                                                        int64_t k, const Options& o);
+
+// Sec. 3.2: token / position embeddings and output heads are not denoised unless asked for
+// (method.apply_to): true for such a parameter name.
+bool excluded_by_default(const std::string& param_name);
 
 // What happened to one matrix (the diagnostics of issue 23).
 struct Outcome {

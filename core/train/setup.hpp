@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/config/spec.hpp"
+#include "core/eval/nlg_eval.hpp"
 #include "core/lm/examples.hpp"
 #include "core/model/peft.hpp"
 #include "core/tokenizer/encoder_tokenizer.hpp"
@@ -34,6 +35,8 @@ struct TrainInputs {
   // Eval examples whose text is also a training example's (data.eval.exclude_train false):
   // when > 0, eval results are statistics of the private data, reported as non-private.
   int64_t eval_overlap = 0;
+  // eval.nlg: data.eval's rows grouped by prompt (the sources to decode, with their references).
+  std::vector<eval::NlgSegment> nlg_segments;
 };
 
 model::PeftOptions peft_options(const Spec& spec);

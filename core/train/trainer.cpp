@@ -12,6 +12,7 @@
 
 #include "core/dist/world.hpp"
 #include "core/eval/lm_eval.hpp"
+#include "core/eval/nlg_eval.hpp"
 #include "core/model/checkpoint.hpp"
 #include "core/model/safetensors.hpp"
 #include "core/privacy/sampler.hpp"
@@ -110,6 +111,7 @@ struct Trainer::State {
   std::unique_ptr<ShuffleSampler> shuffle;
   int64_t step = 0;
   nlohmann::json history = nlohmann::json::array(), eval_history = nlohmann::json::array();
+  nlohmann::json nlg_history = nlohmann::json::array();  // eval.nlg, one entry per at_steps
   nlohmann::json eval_base, eval_prepared, eval_final;
   std::vector<double> step_seconds;
   double grad_seconds = 0, eval_seconds = 0;
@@ -197,6 +199,49 @@ nlohmann::json Trainer::evaluate(const std::string& tag, int64_t step, bool per_
   return j;
 }
 
+nlohmann::json Trainer::evaluate_nlg(int64_t step) {
+  if (!dist::is_root() || s_->in.nlg_segments.empty() || !s_->in.tok) return nullptr;
+  const NlgEvalSpec& g = s_->ctx.spec.eval.nlg;
+  eval::NlgEvalOptions o;
+  o.beam.num_beams = g.num_beams;
+  o.beam.length_penalty = g.length_penalty;
+  o.beam.no_repeat_ngram_size = g.no_repeat_ngram_size;
+  o.beam.max_new_tokens = g.max_new_tokens;
+  o.batch = g.batch;
+  o.max_sources = g.max_sources;
+  const int64_t total =
+      g.max_sources > 0
+          ? std::min<int64_t>(g.max_sources, static_cast<int64_t>(s_->in.nlg_segments.size()))
+          : static_cast<int64_t>(s_->in.nlg_segments.size());
+  Progress bar(fmt::format("decode (step {})", step), total);
+  o.on_batch = [&](int64_t done, int64_t) { bar.update(done); };
+  const bool was_training = s_->in.model->is_training();
+  eval::NlgEvalResult r = eval::evaluate_nlg(*s_->in.model, *s_->in.tok, s_->in.nlg_segments, o);
+  if (was_training) s_->in.model->train();
+  bar.finish();
+  // The outputs are post-processing of the model; the references and sources are data.eval's.
+  fs::path gen = s_->ctx.dir.file(fmt::format("generations/step-{}.jsonl", step));
+  fs::create_directories(gen.parent_path());
+  write_file_atomic(gen, r.generations_jsonl());
+  nlohmann::json j = r.to_json();
+  j["step"] = step;
+  nlohmann::json ev = {{"model", "step"}, {"step", step}};
+  nlohmann::json scores = j;
+  scores.erase("step");
+  if (s_->in.eval_overlap > 0)
+    ev[kNonPrivate] = {{"nlg", scores}};
+  else
+    ev["nlg"] = scores;
+  s_->ctx.dir.event("eval_nlg", ev);
+  spdlog::info(
+      "eval nlg (step {}): BLEU {:.4f} NIST {:.4f} METEOR {:.4f} ROUGE-L {:.4f} "
+      "CIDEr {:.4f} ({} sources, {:.0f} s)",
+      step, r.scores.bleu, r.scores.nist, r.scores.meteor, r.scores.rouge_l, r.scores.cider,
+      r.scores.segments, r.seconds);
+  s_->eval_seconds += r.seconds;
+  return j;
+}
+
 void Trainer::save_checkpoint() {
   State& s = *s_;
   if (!dist::is_root()) return;  // rank 0 writes the run directory
@@ -217,6 +262,7 @@ void Trainer::save_checkpoint() {
                       {"ledger", s.ctx.ledger.to_json()},
                       {"history", s.history},
                       {"eval_history", s.eval_history},
+                      {"nlg_history", s.nlg_history},
                       {"eval_base", s.eval_base},
                       {"eval_prepared", s.eval_prepared},
                       {"step_seconds", s.step_seconds},
@@ -297,6 +343,7 @@ bool Trainer::restore(const fs::path& dir) {
   s.ctx.ledger = privacy::PrivacyLedger::from_json(j.at("ledger"));
   s.history = j.at("history");
   s.eval_history = j.at("eval_history");
+  if (j.contains("nlg_history")) s.nlg_history = j.at("nlg_history");
   s.eval_base = j.at("eval_base");
   s.eval_prepared = j.value("eval_prepared", nlohmann::json());  // absent in older checkpoints
   s.step_seconds = j.at("step_seconds").get<std::vector<double>>();
@@ -507,6 +554,9 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
     }
     if (spec.eval.every > 0 && s.step % spec.eval.every == 0 && s.step < T)
       s.eval_history.push_back(evaluate("step", s.step, false));
+    const auto& nlg_at = spec.eval.nlg.at_steps;
+    if (std::binary_search(nlg_at.begin(), nlg_at.end(), s.step))
+      s.nlg_history.push_back(evaluate_nlg(s.step));
     if (spec.output.checkpoint_every > 0 && s.step % spec.output.checkpoint_every == 0 &&
         s.step < T)
       save_checkpoint();
@@ -552,6 +602,7 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
                   {"trainable_parameters", model::count_parameters(s.in.model, true)},
                   {"method", s.opts.method_info}};
   out["eval"] = {{"base", s.eval_base}, {"final", s.eval_final}, {"history", s.eval_history}};
+  if (!spec.eval.nlg.at_steps.empty() && root) out["eval"]["nlg"] = s.nlg_history;
   if (spec.eval.reference_accuracy > 0 && !s.eval_base.is_null())
     out["eval"]["steps_to_accuracy"] =
         steps_to_accuracy(s.eval_base, s.eval_history, s.eval_final, spec.eval.reference_accuracy);

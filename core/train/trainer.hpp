@@ -71,6 +71,9 @@ class Trainer {
   // dropped for a non-finite gradient, the loss is not finite, or a parameter is not finite.
   void check_finite(const BatchStats& st, int64_t step) const;
   nlohmann::json evaluate(const std::string& tag, int64_t step, bool per_sample);
+  // eval.nlg at `step`: beam-search outputs for data.eval's sources (written to
+  // generations/step-<step>.jsonl) and their BLEU, NIST, METEOR, ROUGE-L, CIDEr.
+  nlohmann::json evaluate_nlg(int64_t step);
   // Data parallel (core/dist/world.hpp): every rank takes rank 0's step, parameters, optimizer
   // state and method state (after its resume or its before_training); returns rank 0's
   // `resumed`. A no-op with one rank.

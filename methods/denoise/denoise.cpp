@@ -24,13 +24,6 @@ namespace dpft {
 
 namespace {
 
-// Left out by default (Sec. 3.2): token / position embeddings and output heads.
-bool default_excluded(const std::string& name) {
-  for (const char* s : {"embed", "wte", "wpe", "lm_head", "classifier", "cls.", "score", "pooler"})
-    if (name.find(s) != std::string::npos) return true;
-  return false;
-}
-
 class DenoiseMethod : public StepReleaseMethod {
  public:
   std::string name() const override { return "denoise"; }
@@ -136,7 +129,7 @@ class DenoiseMethod : public StepReleaseMethod {
       const std::string module = p.name.substr(0, p.name.rfind('.'));
       bool hit = false;
       if (apply_to_.empty()) {
-        hit = !default_excluded(p.name);
+        hit = !denoise::excluded_by_default(p.name);
       } else {
         for (const auto& t : apply_to_)
           for (std::string q = module;; q = q.substr(0, q.rfind('.'))) {

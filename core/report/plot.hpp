@@ -1,0 +1,44 @@
+// Line plots for `dpft report --plot` (paper 003's Figures 1, 3 and 11: eval accuracy or loss
+// against steps for paired runs; Improvement(t) traces), drawn by gnuplot (Debian gnuplot-nox)
+// from a generated script: PNG (pngcairo) or SVG by the output's extension.
+#pragma once
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace dpft::report {
+
+struct Series {
+  std::string name;
+  std::vector<double> x, y;        // same length, x ascending
+  std::vector<double> y_lo, y_hi;  // optional band (mean ± std over seeds): empty or as y
+};
+
+struct Plot {
+  std::string title, xlabel, ylabel;
+  std::vector<Series> series;
+};
+
+struct RunRecord;
+
+// Eval metric against steps (base at 0, every eval.every, final), one line per (label,
+// dataset, eps) group: the mean over its runs at each step with a mean ± std band.
+// metric "accuracy": the classifier's accuracy where the eval has one, else token accuracy;
+// "loss": eval loss. ConfigError for another metric.
+Plot eval_curve_plot(const std::vector<RunRecord>& runs, const std::string& metric);
+
+// One line per group from per-run series (step -> value) already extracted: the mean over
+// the group's runs at each step where any has a value, with a ± std band where two or more do.
+Series mean_series(const std::string& name,
+                   const std::vector<std::vector<std::pair<double, double>>>& runs);
+
+// The gnuplot script that draws `p` into `out` reading series data from `data` (tested: the
+// script is plain text; no gnuplot needed).
+std::string gnuplot_script(const Plot& p, const std::filesystem::path& out,
+                           const std::filesystem::path& data);
+
+// Writes `out` (.png or .svg) atomically. ConfigError for another extension or a plot without
+// points; RuntimeError when gnuplot is missing (names the package) or fails (its stderr).
+void render_plot(const Plot& p, const std::filesystem::path& out);
+
+}  // namespace dpft::report
