@@ -44,6 +44,11 @@ void register_report(CLI::App& app, CliContext& ctx) {
       const auto kinds = report_plot_names();
       if (!o->plot.empty() && std::find(kinds.begin(), kinds.end(), o->plot_kind) == kinds.end())
         throw ConfigError("--plot-kind '" + o->plot_kind + "': use " + join(kinds, ", "));
+      if (!o->plot.empty()) {
+        const std::string ext = std::filesystem::path(o->plot).extension().string();
+        if (ext != ".png" && ext != ".svg")
+          throw ConfigError("--plot " + o->plot + ": use a .png or .svg file name");
+      }
       std::vector<std::filesystem::path> dirs(o->dirs.begin(), o->dirs.end());
       report::LoadedRuns loaded = report::load_runs(dirs);
       if (table) {
