@@ -212,6 +212,38 @@ TEST_CASE("denoise: batched SVD by shape equals one matrix at a time; bad input 
                   RuntimeError);
 }
 
+TEST_CASE("denoise: the batched Gram screen makes the SVD's decisions, also at the threshold",
+          "[denoise]") {
+  // Pure noise at kappa 1: the top singular value sits near the edge (a little below it on
+  // average at these sizes), so decisions are close calls; wide, square and tall blocks.
+  torch::manual_seed(9);
+  std::vector<torch::Tensor> ys;
+  std::vector<double> sig;
+  for (int i = 0; i < 90; ++i) {
+    const int64_t n = i % 3 == 0 ? 24 : i % 3 == 1 ? 40 : 72, m = 40;
+    const double s = 0.05 * (1 + i % 4);
+    ys.push_back(s * torch::randn({n, m}, torch::kFloat32));  // float32, as gradients are
+    sig.push_back(s);
+  }
+  denoise::Options o;
+  o.kappa = 1.0;
+  std::vector<denoise::Outcome> outs;
+  auto batched = denoise::denoise_batched(ys, sig, o, &outs);
+  int denoised = 0;
+  for (size_t i = 0; i < ys.size(); ++i) {
+    CAPTURE(i);
+    denoise::Outcome one;
+    torch::Tensor d = denoise::denoise_matrix(ys[i], sig[i], o, &one);
+    REQUIRE(outs[i].denoised == one.denoised);
+    CHECK(outs[i].kept == one.kept);
+    CHECK(outs[i].top_over_edge == Approx(one.top_over_edge).epsilon(1e-5));
+    CHECK((batched[i] - d).abs().max().item<double>() <= 1e-6 * d.abs().max().item<double>());
+    denoised += one.denoised;
+  }
+  CHECK(denoised >= 8);  // both kinds of decision occur (12 of 90 on the dev machine)
+  CHECK(denoised < 75);
+}
+
 TEST_CASE("denoise: randomized top-k singular values and estimates match the exact SVD's",
           "[denoise]") {
   torch::manual_seed(5);

@@ -79,7 +79,11 @@ torch::Tensor denoise_matrix(const torch::Tensor& y, double sigma, const Options
                              Outcome* out = nullptr);
 
 // The same for several matrices, each with its own sigma: matrices of one shape are stacked
-// and decomposed by one batched linalg_svd call. Results in input order.
+// and decomposed by one batched linalg_svd call. Results in input order. Exact mode screens
+// first: the top singular value from the top eigenvalue of each block's Gram matrix (float32,
+// batched); blocks clearly below kappa * edge (1e-4 relative margin) are returned unchanged
+// without an SVD, so the decisions and results are denoise_matrix's (tested); their Outcome's
+// top_over_edge carries float32's error (~1e-6 relative).
 std::vector<torch::Tensor> denoise_batched(const std::vector<torch::Tensor>& ys,
                                            const std::vector<double>& sigmas, const Options& o,
                                            std::vector<Outcome>* out = nullptr);
