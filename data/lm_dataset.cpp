@@ -167,6 +167,13 @@ std::vector<Example> read_examples(const DatasetSpec& d, const std::string& key)
         examples(t, d.text_column, d.label_column, d.prompt_column, d.text_pair_column);
     if (!d.prompt.empty())
       for (auto& e : ex) e.prompt = d.prompt;
+    if (!d.rows.empty()) {
+      const auto n = static_cast<int64_t>(ex.size());
+      DPFT_CHECK_AS(ConfigError, d.rows[1] <= n,
+                    "rows = [{}, {}], but {} has {} data rows; lower the end to at most {}",
+                    d.rows[0], d.rows[1], d.path, n, n);
+      ex = std::vector<Example>(ex.begin() + d.rows[0], ex.begin() + d.rows[1]);
+    }
     return ex;
   } catch (const ConfigError& e) {
     throw ConfigError(fmt::format("{}: {}", key, e.what()));

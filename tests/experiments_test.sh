@@ -79,6 +79,14 @@ check "glue --select dry run exits 0 (rc $rc)" [ "$rc" = 0 ]
 check "glue --select: (1 + 2 eps) x 2 lrs" [ "$(count "$out" "would run")" = 6 ]
 check "glue --select: validation from the training file" has "$out" "rte-lora_dp.yaml --set seed=100 --set privacy.epsilon=1 --out $T/glr/lr2e-3/rte-lora_dp/eps1/s100 --set model.path=$T/gm/rte --set train.lr=2e-3 --set data.eval.path=../shared/data/glue_rte/train.tsv --set data.eval.exclude_train=true"
 check "glue --select: no dev file" hasnt "$out" "dev.tsv"
+check "glue --select: trains on all but 600 rows" has "$out" "data.train.num_samples=1890"
+out=$(BASE="$T/rob" MODELS="$T/gm" bash "$GLUE" --dpft "$DPFT" --dry-run --select --tasks imdb \
+  --methods full --lrs 1e-3 --out "$T/glr" 2>&1); rc=$?
+check "glue --select imdb dry run exits 0 (rc $rc)" [ "$rc" = 0 ]
+check "glue --select imdb: validation inside the training rows" has "$out" "data.train.num_samples=1400 --set data.eval.rows=[0,2000]"
+check "glue: the imdb spec keeps its test rows apart" "$DPFT" config validate \
+  "$SRC/experiments/glue/small/imdb-full.yaml" --set data.eval.rows=[0,2000] \
+  --set data.eval.exclude_train=true --set data.train.num_samples=1400
 check "glue: the task's classifier was made" [ -f "$T/gm/rte/config.json" ]
 check "glue: its labels are RTE's" grep -q not_entailment "$T/gm/rte/config.json"
 out=$(BASE="$T/rob" MODELS="$T/gm" bash "$GLUE" --dpft "$DPFT" --dry-run --tasks rte --out "$T/g" 2>&1); rc=$?

@@ -416,6 +416,46 @@ TEST_CASE("data.eval.exclude_train holds out the rows of the training file that 
   CHECK_THROWS_AS(parse_spec(YAML::Load("data: {train: {exclude_train: true}}")), ConfigError);
 }
 
+TEST_CASE("data rows [begin, end] split one file into fixed training and test parts",
+          "[train-engine]") {
+  Fixture f;
+  make_fixture(f);
+  test::TempDir d;
+  std::string rows = "text\n";
+  for (int i = 0; i < 10; ++i) rows += fmt::format("abstract number {} about cells\n", i);
+  d.write("pool.csv", rows);
+  const std::string pool = (d.path / "pool.csv").string();
+  auto spec_with = [&](const std::string& train_rows, const std::string& eval_rows) {
+    return parse_spec(YAML::Load(
+        fmt::format("model: {{path: {}, peft: {{kind: lora, targets: [c_attn]}}}}\n"
+                    "data:\n  train: {{path: {}, rows: {}}}\n  eval: {{path: {}, rows: {}}}\n"
+                    "  max_length: 16\n",
+                    f.model, pool, train_rows, pool, eval_rows)));
+  };
+  train::TrainInputs in = data::load_train_inputs(spec_with("[0, 7]", "[7, 10]"));
+  std::set<int64_t> tr, ev;
+  for (const auto& it : in.train.items) tr.insert(it.index);
+  for (const auto& it : in.eval.items) ev.insert(it.index);
+  CHECK(tr == std::set<int64_t>{0, 1, 2, 3, 4, 5, 6});
+  CHECK(ev == std::set<int64_t>{7, 8, 9});
+  // The slice is taken before subsampling: a subsample never leaves it, for any seed.
+  for (int64_t seed : {0, 1, 2}) {
+    Spec s = spec_with("[2, 6]", "[7, 10]");
+    s.seed = seed;
+    s.data.train.num_samples = 3;
+    for (const auto& it : data::load_train_inputs(s).train.items) {
+      CHECK(it.index >= 2);
+      CHECK(it.index < 6);
+    }
+  }
+  CHECK_THROWS_AS(data::load_train_inputs(spec_with("[0, 7]", "[7, 11]")), ConfigError);
+  for (const char* bad : {"[5, 5]", "[6, 5]", "[3]", "[0, 1, 2]", "[-1, 4]"})
+    CHECK_THROWS_AS(spec_with("[0, 7]", bad), ConfigError);
+  // The spec round-trips with its rows (and without them when unset).
+  const Spec s = spec_with("[0, 7]", "[7, 10]");
+  CHECK(parse_spec(spec_to_yaml(s)).data.train.rows == std::vector<int64_t>{0, 7});
+}
+
 TEST_CASE("a diverged run ends failed with the step and the cause; NaN weights are refused",
           "[train-engine]") {
   Fixture f;

@@ -31,6 +31,11 @@ void parse_dataset(Fields f, DatasetSpec& d, bool is_eval = false, bool named = 
   f.get("label_column", d.label_column);
   f.get("text_pair_column", d.text_pair_column);
   f.get("num_samples", d.num_samples, Range::at_least(0));
+  if (f.get("rows", d.rows, Range::at_least(0)) && (d.rows.size() != 2 || d.rows[0] >= d.rows[1]))
+    throw ConfigError(fmt::format(
+        "{}.rows: give [begin, end] with begin < end (0-based data rows, end excluded), e.g. "
+        "[0, 2000]",
+        f.path()));
   if (is_eval) f.get("exclude_train", d.exclude_train);
   if (named) {
     f.get("name", d.name);
@@ -50,6 +55,7 @@ YAML::Node dataset_yaml(const DatasetSpec& d) {
   n["label_column"] = d.label_column;
   if (!d.text_pair_column.empty()) n["text_pair_column"] = d.text_pair_column;
   n["num_samples"] = d.num_samples;
+  if (!d.rows.empty()) n["rows"] = d.rows;
   if (d.exclude_train) n["exclude_train"] = true;
   if (!d.name.empty()) n["name"] = d.name;
   return n;

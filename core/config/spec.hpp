@@ -47,6 +47,9 @@ struct DatasetSpec {
   std::string label_column;   // optional label column ("" = unlabelled)
   std::string text_pair_column;  // second sentence of a pair (data.task classification)
   int64_t num_samples = 0;    // deterministic seeded subsample; 0 = all rows
+  // [begin, end): only these data rows of the file (0-based, file order), before subsampling;
+  // empty = all rows. A fixed split of one file into training and test parts (IMDB).
+  std::vector<int64_t> rows;
   // data.eval only: drop rows whose text is one of the (subsampled) training texts before
   // subsampling, so the eval set can be a held-out part of the training file (lr selection).
   bool exclude_train = false;

@@ -4,9 +4,10 @@
 # First it gives the pretrained encoder a classifier per task (dpft model rehead, seed 0, into
 # build/glue/models/TASK). Then:
 #   --select   learning-rate selection: every method x task x epsilon over --lrs, seed 100,
-#              evaluated on a validation split of the training file (300 rows the run does not
-#              train on: data.eval.exclude_train; RTE trains on 2,000 of its 2,490 rows here),
-#              never on the test set. Record each best lr
+#              evaluated on a validation split of the training rows (it trains on all but 600
+#              of them, data.train.num_samples = rows - 600, and validates on 300 of the 600
+#              whose text is not a training text: data.eval.exclude_train; SST-2 repeats
+#              sentences), never on the test set. Record each best lr
 #              (dpft report OUT --table lr-select) in experiments/glue/selected_lr.tsv.
 #   (default)  the table runs: --seeds at each --eps with the lr selected for that task, method
 #              and epsilon (a missing entry is an error naming it).
@@ -15,14 +16,14 @@
 #
 # Usage: experiments/glue/run.sh [--select] [--out DIR] [--seeds "0 1 2"] [--eps "4 1"]
 #          [--tasks "sst2 imdb qnli mnli rte"] [--methods "full full_dp lora_dp adapter_dp"]
-#          [--lrs "5e-4 1e-3 2e-3 5e-3"] [--dpft build/dpft] [--dry-run]
+#          [--lrs "1e-4 5e-4 2e-3"] [--dpft build/dpft] [--dry-run]
 # Env: BASE (the pretrained encoder, default models/tiny-roberta), MODELS (where the per-task
 # classifiers go, default build/glue/models).
 # Then:  dpft report DIR --table glue      (docs/results/glue_baselines.md)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out="" seeds="" eps="4 1" dpft=build/dpft dry=() select=0
-tasks="sst2 imdb qnli mnli rte" methods="full full_dp lora_dp adapter_dp" lrs="5e-4 1e-3 2e-3 5e-3"
+tasks="sst2 imdb qnli mnli rte" methods="full full_dp lora_dp adapter_dp" lrs="1e-4 5e-4 2e-3"
 while [ $# -gt 0 ]; do
   case "$1" in
     --out | --seeds | --eps | --tasks | --methods | --lrs | --dpft)
@@ -37,6 +38,10 @@ done
 if [ "$select" = 1 ]; then out=${out:-runs/glue_lr} seeds=${seeds:-100}; else out=${out:-runs/glue} seeds=${seeds:-"0 1 2"}; fi
 declare -A labels=([sst2]=0,1 [imdb]=negative,positive [qnli]=entailment,not_entailment
   [mnli]=entailment,neutral,contradiction [rte]=entailment,not_entailment)
+# Training rows per task (the spec's data.train), and the row range the validation split is
+# drawn from where the training part is a range of a file (IMDB: rows [0, 2000]).
+declare -A rows=([sst2]=67349 [imdb]=2000 [qnli]=8999 [mnli]=8999 [rte]=2490)
+declare -A vrows=([imdb]=[0,2000])
 BASE=${BASE:-models/tiny-roberta} MODELS=${MODELS:-build/glue/models}
 [ -f "$BASE/config.json" ] || {
   echo "glue: $BASE is missing; pretrain it: MODEL=roberta bash scripts/pretrain_tiny.sh" >&2
@@ -68,7 +73,8 @@ for t in $tasks; do
             --set train.lr="$lr" \
             --set data.eval.path="$(awk '/^  train:/ { sub(/.*path: /, ""); sub(/,.*/, ""); print }' "$spec")" \
             --set data.eval.exclude_train=true --set data.eval.num_samples=300 \
-            --set data.train.num_samples=2000 || status=$?
+            --set data.train.num_samples=$((${rows[$t]} - 600)) ${vrows[$t]:+--set data.eval.rows=${vrows[$t]}} \
+            || status=$?
           [ "$status" -ge 130 ] && exit "$status"
         done
       else
