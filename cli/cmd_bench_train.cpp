@@ -161,27 +161,43 @@ int bench_train(const TrainBench& b) {
   }
   // --denoise (paper 003): the post-processing of the noisy gradient's 2-D blocks (embeddings
   // and heads excluded, as method denoise does by default), timed after each DP step on that
-  // step's gradient: the naive per-matrix exact SVD loop, the batched exact SVD, the batched
-  // randomized top-k SVD.
+  // step's gradient: the naive per-matrix exact SVD loop, the batched exact SVD screened by
+  // eigvalsh (what method denoise uses with diagnostics on) or by a Cholesky certificate (what
+  // it uses otherwise), the batched randomized top-k SVD.
   std::vector<size_t> blocks;
   for (size_t i = 0; i < params.size(); ++i)
     if (params[i].second.dim() == 2 && !denoise::excluded_by_default(params[i].first))
       blocks.push_back(i);
   const double sigma_e = dp.sigma * dp.clip_norm / static_cast<double>(b.batch);
-  std::array<std::vector<double>, 3> tdn;  // naive, batched, randomized
+  constexpr size_t kDenoiseWays = 4;
+  const char* const way_names[kDenoiseWays] = {"naive", "batched", "batched_cholesky",
+                                               "randomized"};
+  std::array<std::vector<double>, kDenoiseWays> tdn;
+  std::vector<int64_t> denoised_blocks;  // per timed step (the batched run's decisions)
   auto time_denoise = [&] {
     std::vector<torch::Tensor> ys;
     for (size_t i : blocks) ys.push_back(last_grad[i]);
     const std::vector<double> sig(ys.size(), sigma_e);
-    denoise::Options exact, rnd;
+    denoise::Options exact, chol, rnd;
+    chol.screen = denoise::Screen::kCholesky;
     rnd.svd = denoise::Svd::kRandomized;
-    for (int k = 0; k < 3; ++k) {
+    for (size_t k = 0; k < kDenoiseWays; ++k) {
+      std::vector<denoise::Outcome> outs;
       auto t0 = Clock::now();
       if (k == 0)
         for (const auto& y : ys) denoise::denoise_matrix(y, sigma_e, exact);
       else
-        denoise::denoise_batched(ys, sig, k == 1 ? exact : rnd);
+        denoise::denoise_batched(ys, sig,
+                                 k == 1   ? exact
+                                 : k == 2 ? chol
+                                          : rnd,
+                                 k == 1 ? &outs : nullptr);
       sync();
+      if (k == 1) {
+        int64_t c = 0;
+        for (const auto& oc : outs) c += oc.denoised;
+        denoised_blocks.push_back(c);
+      }
       tdn[static_cast<size_t>(k)].push_back(
           std::chrono::duration<double>(Clock::now() - t0).count());
     }
@@ -189,7 +205,7 @@ int bench_train(const TrainBench& b) {
   DPFT_CHECK_AS(ConfigError, !b.denoise || !blocks.empty(),
                 "--denoise: no trainable 2-D block outside embeddings and heads to denoise");
   np_step(), dp_step();  // warm-up
-  if (b.denoise) time_denoise(), tdn = {};
+  if (b.denoise) time_denoise(), tdn = {}, denoised_blocks.clear();
   std::vector<double> tn, td;
   for (int i = 0; i < b.reps; ++i) {
     tn.push_back(np_step()), td.push_back(dp_step());
@@ -231,12 +247,12 @@ int bench_train(const TrainBench& b) {
       {"dp_peak_rss_mb", mem_dp["peak_rss_mb"]},
       {"memory_ratio", mem_dp["peak_rss_mb"].get<double>() / mem_np["peak_rss_mb"].get<double>()}};
   if (b.denoise) {
-    const char* names[] = {"naive", "batched", "randomized"};
-    for (size_t k = 0; k < 3; ++k) {
+    for (size_t k = 0; k < kDenoiseWays; ++k) {
       const double t = bench_median(tdn[k]);
-      out["denoise"][names[k]] = {{"seconds", t}, {"overhead_of_dp_step", t / d}};
+      out["denoise"][way_names[k]] = {{"seconds", t}, {"overhead_of_dp_step", t / d}};
     }
     out["denoise"]["blocks"] = blocks.size();
+    out["denoise"]["denoised_blocks_per_step"] = denoised_blocks;
   }
   if (encoder) {  // classification evaluation throughput: no-grad forward + metrics
     std::vector<double> te;
@@ -267,8 +283,9 @@ int bench_train(const TrainBench& b) {
                      mem_np["peak_rss_mb"].get<double>(), mem_dp["peak_rss_mb"].get<double>(),
                      out["memory_ratio"].get<double>());
   if (b.denoise) {
-    std::cout << fmt::format("  denoise ({} blocks) after the DP-SGD step:", blocks.size());
-    for (const char* k : {"naive", "batched", "randomized"})
+    std::cout << fmt::format("  denoise ({} blocks, denoised per step: {}) after the DP-SGD step:",
+                             blocks.size(), fmt::join(denoised_blocks, " "));
+    for (const char* k : way_names)
       std::cout << fmt::format(" {} {:.3f} s ({:.2f}%)", k,
                                out["denoise"][k]["seconds"].get<double>(),
                                100 * out["denoise"][k]["overhead_of_dp_step"].get<double>());

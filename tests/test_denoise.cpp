@@ -212,7 +212,7 @@ TEST_CASE("denoise: batched SVD by shape equals one matrix at a time; bad input 
                   RuntimeError);
 }
 
-TEST_CASE("denoise: the batched Gram screen makes the SVD's decisions, also at the threshold",
+TEST_CASE("denoise: both batched Gram screens make the SVD's decisions, also at the threshold",
           "[denoise]") {
   // Pure noise at kappa 1: the top singular value sits near the edge (a little below it on
   // average at these sizes), so decisions are close calls; wide, square and tall blocks.
@@ -225,23 +225,58 @@ TEST_CASE("denoise: the batched Gram screen makes the SVD's decisions, also at t
     ys.push_back(s * torch::randn({n, m}, torch::kFloat32));  // float32, as gradients are
     sig.push_back(s);
   }
-  denoise::Options o;
-  o.kappa = 1.0;
-  std::vector<denoise::Outcome> outs;
-  auto batched = denoise::denoise_batched(ys, sig, o, &outs);
-  int denoised = 0;
-  for (size_t i = 0; i < ys.size(); ++i) {
-    CAPTURE(i);
-    denoise::Outcome one;
-    torch::Tensor d = denoise::denoise_matrix(ys[i], sig[i], o, &one);
-    REQUIRE(outs[i].denoised == one.denoised);
-    CHECK(outs[i].kept == one.kept);
-    CHECK(outs[i].top_over_edge == Approx(one.top_over_edge).epsilon(1e-5));
-    CHECK((batched[i] - d).abs().max().item<double>() <= 1e-6 * d.abs().max().item<double>());
-    denoised += one.denoised;
+  // Larger sides too, tall and wide.
+  for (int i = 0; i < 8; ++i) {
+    const int64_t n = i < 5 ? 130 : 520, m = i % 2 ? 200 : 560;
+    ys.push_back(0.1 * torch::randn({i % 3 ? n : m, i % 3 ? m : n}, torch::kFloat32));
+    sig.push_back(0.1);
   }
-  CHECK(denoised >= 8);  // both kinds of decision occur (12 of 90 on the dev machine)
-  CHECK(denoised < 75);
+  for (auto screen : {denoise::Screen::kEigen, denoise::Screen::kCholesky}) {
+    const bool eigen = screen == denoise::Screen::kEigen;
+    CAPTURE(eigen);
+    denoise::Options o;
+    o.kappa = 1.0;
+    o.screen = screen;
+    std::vector<denoise::Outcome> outs;
+    auto batched = denoise::denoise_batched(ys, sig, o, &outs);
+    int denoised = 0, certified = 0;
+    for (size_t i = 0; i < ys.size(); ++i) {
+      CAPTURE(i);
+      denoise::Outcome one;
+      torch::Tensor d = denoise::denoise_matrix(ys[i], sig[i], o, &one);
+      REQUIRE(outs[i].denoised == one.denoised);
+      CHECK(outs[i].kept == one.kept);
+      if (std::isnan(outs[i].top_over_edge)) {  // Cholesky: certified below kappa, not computed
+        CHECK_FALSE(eigen);
+        CHECK(one.top_over_edge < o.kappa);
+        ++certified;
+      } else {
+        CHECK(outs[i].top_over_edge == Approx(one.top_over_edge).epsilon(1e-5));
+      }
+      CHECK((batched[i] - d).abs().max().item<double>() <= 1e-6 * d.abs().max().item<double>());
+      denoised += one.denoised;
+    }
+    CHECK(denoised >= 8);  // both kinds of decision occur (14 of 98 on the dev machine)
+    CHECK(denoised < 75);
+    if (!eigen) CHECK(certified >= 60);  // the certificate does the screening (84 here)
+  }
+}
+
+TEST_CASE("denoise: the screen's Gram matrix equals the float64 product", "[denoise]") {
+  torch::manual_seed(3);
+  // Wide, tall and square; small and larger sides.
+  for (auto [n, m] : std::vector<std::pair<int64_t, int64_t>>{
+           {40, 40}, {30, 90}, {130, 50}, {200, 330}, {530, 600}, {700, 531}}) {
+    CAPTURE(n, m);
+    const torch::Tensor y = torch::randn({n, m}, torch::kFloat64);
+    const torch::Tensor ref = n <= m ? torch::mm(y, y.t()) : torch::mm(y.t(), y);  // float64
+    const torch::Tensor g = denoise::gram_of_smaller_side(y);
+    REQUIRE(g.sizes() == ref.sizes());
+    CHECK(g.scalar_type() == torch::kFloat32);
+    CHECK((g.to(torch::kFloat64) - ref).abs().max().item<double>() <
+          1e-5 * ref.abs().max().item<double>());
+    CHECK(torch::equal(g, g.t()));  // exactly symmetric
+  }
 }
 
 TEST_CASE("denoise: randomized top-k singular values and estimates match the exact SVD's",

@@ -43,10 +43,22 @@ double bulk_edge(double sigma, int64_t n, int64_t m);
 // matrix's own Frobenius norm.
 enum class Svd { kExact, kRandomized };
 
+// How the exact batched path screens blocks before the SVD (Eq. 9's test lambda~_1 < kappa
+// edge, with a 1e-4 relative margin so that float32's error cannot flip a decision; blocks
+// within it go to the SVD, which decides):
+//   kEigen     the top eigenvalue of each block's Gram matrix G (float32 eigvalsh): every
+//              block's lambda~_1 / edge is known (the diagnostics need it).
+//   kCholesky  a Cholesky factorisation of t^2 I - G, t = kappa edge (1 - 1e-4), in float64:
+//              it exists exactly when lambda_max(G) < t^2, a certificate for about n^3 / 3
+//              flops against eigvalsh's tridiagonalisation; a certified block's lambda~_1 is
+//              not computed (Outcome::top_over_edge is NaN).
+enum class Screen { kEigen, kCholesky };
+
 struct Options {
   double kappa = 1.02;           // Sec. 3.2.1: denoise only when lambda~_1 >= kappa * edge
   bool norm_correction = true;   // Eq. 9's rescaling to the noisy matrix's norm
   Svd svd = Svd::kExact;
+  Screen screen = Screen::kEigen;  // exact batched path only
   // randomized: the number of triplets; 0 = adaptive (8, doubled while the smallest one found
   // is still above the edge, up to min(n, m))
   int64_t rank = 0;
@@ -62,6 +74,10 @@ struct Options {
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> randomized_svd(const torch::Tensor& y,
                                                                        int64_t k, const Options& o);
 
+// The Gram matrix of the smaller side of y (n, m), float32: y y^T (s = n <= m) or y^T y (s = m),
+// (s, s); its top eigenvalue is y's top singular value squared (the screen's input).
+torch::Tensor gram_of_smaller_side(const torch::Tensor& y);
+
 // Sec. 3.2: token / position embeddings and output heads are not denoised unless asked for
 // (method.apply_to): true for such a parameter name.
 bool excluded_by_default(const std::string& param_name);
@@ -69,7 +85,7 @@ bool excluded_by_default(const std::string& param_name);
 // What happened to one matrix (the diagnostics of issue 23).
 struct Outcome {
   bool denoised = false;  // false: left unchanged (lambda~_1 below kappa * edge)
-  double top_over_edge = 0;  // lambda~_1 / edge (Fig. 10)
+  double top_over_edge = 0;  // lambda~_1 / edge (Fig. 10); NaN: below kappa, not computed
   int64_t kept = 0;          // singular values above the edge (the estimate's rank)
 };
 
@@ -80,10 +96,10 @@ torch::Tensor denoise_matrix(const torch::Tensor& y, double sigma, const Options
 
 // The same for several matrices, each with its own sigma: matrices of one shape are stacked
 // and decomposed by one batched linalg_svd call. Results in input order. Exact mode screens
-// first: the top singular value from the top eigenvalue of each block's Gram matrix (float32,
-// batched); blocks clearly below kappa * edge (1e-4 relative margin) are returned unchanged
-// without an SVD, so the decisions and results are denoise_matrix's (tested); their Outcome's
-// top_over_edge carries float32's error (~1e-6 relative).
+// first (Options::screen, on the Gram matrices of a shape's blocks, float32, batched); blocks
+// clearly below kappa * edge (1e-4 relative margin) are returned unchanged without an SVD, so
+// the decisions and results are denoise_matrix's (tested); with kEigen their Outcome's
+// top_over_edge carries float32's error (~1e-6 relative), with kCholesky it is NaN.
 std::vector<torch::Tensor> denoise_batched(const std::vector<torch::Tensor>& ys,
                                            const std::vector<double>& sigmas, const Options& o,
                                            std::vector<Outcome>* out = nullptr);

@@ -7,6 +7,8 @@
 //   (full fine-tuning: each weight; LoRA: A and B separately), g~_W <- Denoise(g~_W) with
 //   sigma_e = sigma C / divisor, the per-entry noise std of the released (divided) gradient
 //   (docs/denoise.md). Embeddings and heads are left out unless apply_to names them (Sec. 3.2).
+#include <cmath>
+
 #include <spdlog/spdlog.h>
 
 #include "core/config/fields.hpp"
@@ -39,6 +41,9 @@ class DenoiseMethod : public StepReleaseMethod {
     f.get("apply_to", apply_to_);
     f.get("diagnostics", diagnostics_);
     opts_.svd = svd_ == "randomized" ? denoise::Svd::kRandomized : denoise::Svd::kExact;
+    // The diagnostics report every block's lambda~_1 / edge: eigvalsh; otherwise the cheaper
+    // Cholesky certificate makes the same decisions (core/denoise/rmt.hpp).
+    opts_.screen = diagnostics_ ? denoise::Screen::kEigen : denoise::Screen::kCholesky;
   }
 
   YAML::Node options_yaml() const override {
@@ -85,20 +90,21 @@ class DenoiseMethod : public StepReleaseMethod {
       std::vector<torch::Tensor> d =
           denoise::denoise_batched(ys, std::vector<double>(ys.size(), sigma_e), opts_, &out);
       int64_t done = 0;
-      double top_max = 0;
+      double top_max = -1;  // over the blocks whose lambda~_1 was computed
       nlohmann::json diag;
       if (clipped) diag = diagnostics(params, g, d, *clipped, out);  // before g changes
       for (size_t j = 0; j < blocks.size(); ++j) {
         g[blocks[j]] = d[j];
         done += out[j].denoised;
-        top_max = std::max(top_max, out[j].top_over_edge);
+        if (!std::isnan(out[j].top_over_edge)) top_max = std::max(top_max, out[j].top_over_edge);
       }
-      st.extra["denoise"] = {{"blocks", blocks.size()},
-                             {"denoised", done},
-                             {"fraction_denoised",
-                              blocks.empty() ? 0.0 : double(done) / double(blocks.size())},
-                             {"sigma_e", sigma_e},
-                             {"max_top_over_edge", top_max}};
+      st.extra["denoise"] = {
+          {"blocks", blocks.size()},
+          {"denoised", done},
+          {"fraction_denoised", blocks.empty() ? 0.0 : double(done) / double(blocks.size())},
+          {"sigma_e", sigma_e},
+          // null: every block was certified below kappa by the screen
+          {"max_top_over_edge", top_max >= 0 ? nlohmann::json(top_max) : nlohmann::json()}};
       if (clipped) st.extra["denoise"]["diagnostics"] = diag;
     };
     nlohmann::json res = dp_sgd::run_dp_sgd(ctx, in, dp(), o);
