@@ -32,6 +32,7 @@ struct FakeRun {
   json diagnostics;              // null: none
   json sft;                      // eval.sft {loss, accuracy}; null: none
   json lr;                       // train.lr; null: no train block
+  json classification;           // eval.final.classification; null: none (an LM run)
   std::vector<json> per_sample;  // lines of per_sample.jsonl; empty: no file
 };
 
@@ -51,6 +52,7 @@ void write_run(const fs::path& dir, const FakeRun& r) {
               {"final", {{"loss", r.final_loss}, {"accuracy", r.final_acc}}}}}};
   if (!r.diagnostics.is_null()) m["diagnostics"] = r.diagnostics;
   if (!r.sft.is_null()) m["eval"]["sft"] = r.sft;
+  if (!r.classification.is_null()) m["eval"]["final"]["classification"] = r.classification;
   if (!r.lr.is_null()) m["train"] = {{"lr", r.lr}};
   write_json_atomic(dir / "metrics.json", m);
   if (!r.per_sample.empty()) {
@@ -273,8 +275,32 @@ TEST_CASE("report lr-select: one column per learning rate, the best lr per row n
   CHECK(dps.cells[0]->n == 2);
   CHECK(dps.cells[1]->mean == Approx(2.05));
   CHECK(row(t.blocks[0], "PE-SGD").cells[0]->mean == Approx(1.8));  // the no-lr run is not in it
-  CHECK_THAT(t.caption, Contains("DP-SGD / pubmed / eps 1: lr 0.005"));
-  CHECK_THAT(t.caption, Contains("PE-SGD / pubmed / eps 1: lr 0.001"));
+  CHECK_THAT(t.caption, Contains("DP-SGD / pubmed / eps 1: lr 0.005 (lowest loss)"));
+  CHECK_THAT(t.caption, Contains("PE-SGD / pubmed / eps 1: lr 0.001 (lowest loss)"));
+  CHECK(t.blocks.size() == 1);  // LM runs: the loss block only
+}
+
+TEST_CASE("report lr-select: classification runs are chosen by validation accuracy", "[report]") {
+  test::TempDir d;
+  // lr 0.001: loss 0.60, accuracy 0.70; lr 0.01: loss 0.55 (lower) but accuracy 0.65.
+  auto add = [&](const std::string& name, double lr, double loss, double accuracy) {
+    FakeRun r = dp("Full-DP", 4.0, 0, loss);
+    r.lr = lr;
+    r.classification = {{"accuracy", accuracy}, {"samples", 300}};
+    write_run(d.path / name, r);
+  };
+  add("a", 0.001, 0.60, 0.70);
+  add("b", 0.01, 0.55, 0.65);
+  auto t = build_report_table("lr-select", report::load_runs({d.path}).runs);
+  CHECK_THAT(t.caption, Contains("Full-DP / pubmed / eps 4: lr 0.001 (highest accuracy)"));
+  // A tie in accuracy (both at the majority class) goes to the lower loss.
+  add("c", 0.1, 0.50, 0.70);
+  CHECK_THAT(build_report_table("lr-select", report::load_runs({d.path}).runs).caption,
+             Contains("eps 4: lr 0.1 (highest accuracy)"));
+  REQUIRE(t.blocks.size() == 2);
+  CHECK(row(t.blocks[0], "Full-DP").cells[0]->mean == Approx(0.70));
+  CHECK(row(t.blocks[1], "Full-DP").cells[1]->mean == Approx(0.55));
+  CHECK_THAT(t.blocks[1].title, !Contains("Next Token"));
 }
 
 TEST_CASE("report: runs whose status is not ok are skipped and named", "[report]") {

@@ -205,18 +205,23 @@ std::string no_runs_error(const std::string& table, const std::string& what) {
   return fmt::format("report {}: no run has {}", table, what);
 }
 
-// Learning-rate selection: final eval loss per label and (dataset, lr, eps), the lr folded
-// into the column's dataset name ("pubmed lr=0.001"); the caption names the lr with the lowest
-// mean loss for each (label, dataset, eps). Meant for runs evaluated on a held-out validation
+// Learning-rate selection: final eval loss (and, for classification runs, accuracy) per label
+// and (dataset, lr, eps), the lr folded into the column's dataset name ("pubmed lr=0.001"); the
+// caption names the best lr for each (label, dataset, eps): the highest mean accuracy when
+// every run of the group is a classification run (eval.final.classification; what the GLUE
+// tables report), else the lowest mean loss. Meant for runs evaluated on a held-out validation
 // set (data.eval.exclude_train), never on the test set.
 Table lr_select(std::vector<RunRecord> runs, const TableDef& def) {
-  struct Best {
-    double lr = 0, loss = kInf;
+  struct Obs {
+    double loss;
+    std::optional<double> accuracy;  // classification runs only
   };
-  std::map<std::tuple<std::string, std::string, double>, std::map<double, std::vector<double>>>
-      by_lr;  // (label, dataset, eps) -> lr -> losses
-  Collected loss{"loss", "Validation Next Token Prediction Loss (↓)", {}, {}};
+  std::map<std::tuple<std::string, std::string, double>, std::map<double, std::vector<Obs>>>
+      by_lr;  // (label, dataset, eps) -> lr -> observations
+  Collected acc{"accuracy", "Validation Accuracy (↑)", {}, {}};
+  Collected loss{"loss", "", {}, {}};
   std::vector<RunRecord> tagged;
+  bool any_lm = false;
   for (auto& r : runs) {
     auto lr = number_at(r.metrics, {"train", "lr"});
     auto fl = number_at(r.metrics, {"eval", "final", "loss"});
@@ -224,25 +229,44 @@ Table lr_select(std::vector<RunRecord> runs, const TableDef& def) {
       spdlog::warn("skipped {}: train.lr or eval.final.loss is missing", r.dir.string());
       continue;
     }
-    by_lr[{r.label, r.dataset, r.eps}][*lr].push_back(*fl);
+    const auto a = number_at(r.metrics, {"eval", "final", "classification", "accuracy"});
+    any_lm = any_lm || !a;
+    by_lr[{r.label, r.dataset, r.eps}][*lr].push_back({*fl, a});
     r.dataset = fmt::format("{} lr={:g}", r.dataset, *lr);
     loss.by_label[r.label][{r.dataset, r.eps}].push_back(*fl);
+    if (a) acc.by_label[r.label][{r.dataset, r.eps}].push_back(*a);
     tagged.push_back(r);
   }
   if (tagged.empty()) throw InputError(no_runs_error("lr-select", "train.lr and eval results"));
   check_groups(tagged);
-  std::string caption = "Learning-rate selection (mean ± std over seeds). Lowest mean loss:";
+  loss.title = any_lm ? "Validation Next Token Prediction Loss (↓)" : "Validation Loss (↓)";
+  std::string caption = "Learning-rate selection (mean ± std over seeds). Best lr:";
   for (const auto& [key, lrs] : by_lr) {
-    Best b;
+    bool by_accuracy = true;
+    for (const auto& [lr, xs] : lrs)
+      for (const auto& x : xs) by_accuracy = by_accuracy && x.accuracy.has_value();
+    // Minimised lexicographically: (minus mean accuracy, mean loss) or (mean loss); equal
+    // accuracies (e.g. every lr stuck at the majority class) fall to the loss.
+    double best_lr = 0;
+    std::pair<double, double> best{kInf, kInf};
     for (const auto& [lr, xs] : lrs) {
-      const double m = summarize(xs).mean;
-      if (m < b.loss) b = {lr, m};
+      std::vector<double> a, l;
+      for (const auto& x : xs) {
+        if (by_accuracy) a.push_back(-*x.accuracy);
+        l.push_back(x.loss);
+      }
+      const std::pair<double, double> m{by_accuracy ? summarize(a).mean : 0.0, summarize(l).mean};
+      if (m < best) best_lr = lr, best = m;
     }
-    caption += fmt::format(" {} / {} / eps {}: lr {:g};", std::get<0>(key), std::get<1>(key),
-                           format_eps(std::get<2>(key), "csv"), b.lr);
+    caption += fmt::format(" {} / {} / eps {}: lr {:g} ({});", std::get<0>(key), std::get<1>(key),
+                           format_eps(std::get<2>(key), "csv"), best_lr,
+                           by_accuracy ? "highest accuracy" : "lowest loss");
   }
   caption.pop_back();
-  return assemble(caption, {loss}, def.row_order);
+  std::vector<Collected> blocks;
+  if (!acc.by_label.empty()) blocks.push_back(acc);
+  blocks.push_back(loss);
+  return assemble(caption, blocks, def.row_order);
 }
 
 LoadedRuns load_runs(const std::vector<fs::path>& dirs) {
