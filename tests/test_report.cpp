@@ -275,8 +275,8 @@ TEST_CASE("report lr-select: one column per learning rate, the best lr per row n
   CHECK(dps.cells[0]->n == 2);
   CHECK(dps.cells[1]->mean == Approx(2.05));
   CHECK(row(t.blocks[0], "PE-SGD").cells[0]->mean == Approx(1.8));  // the no-lr run is not in it
-  CHECK_THAT(t.caption, Contains("DP-SGD / pubmed / eps 1: lr 0.005 (lowest loss)"));
-  CHECK_THAT(t.caption, Contains("PE-SGD / pubmed / eps 1: lr 0.001 (lowest loss)"));
+  CHECK_THAT(t.caption, Contains("Lowest mean loss: DP-SGD / pubmed / eps 1: lr 0.005;"));
+  CHECK_THAT(t.caption, Contains("PE-SGD / pubmed / eps 1: lr 0.001"));
   CHECK(t.blocks.size() == 1);  // LM runs: the loss block only
 }
 
@@ -292,11 +292,13 @@ TEST_CASE("report lr-select: classification runs are chosen by validation accura
   add("a", 0.001, 0.60, 0.70);
   add("b", 0.01, 0.55, 0.65);
   auto t = build_report_table("lr-select", report::load_runs({d.path}).runs);
-  CHECK_THAT(t.caption, Contains("Full-DP / pubmed / eps 4: lr 0.001 (highest accuracy)"));
+  CHECK_THAT(
+      t.caption,
+      Contains("Highest mean accuracy (ties: lower loss): Full-DP / pubmed / eps 4: lr 0.001"));
   // A tie in accuracy (both at the majority class) goes to the lower loss.
   add("c", 0.1, 0.50, 0.70);
   CHECK_THAT(build_report_table("lr-select", report::load_runs({d.path}).runs).caption,
-             Contains("eps 4: lr 0.1 (highest accuracy)"));
+             Contains("Full-DP / pubmed / eps 4: lr 0.1"));
   REQUIRE(t.blocks.size() == 2);
   CHECK(row(t.blocks[0], "Full-DP").cells[0]->mean == Approx(0.70));
   CHECK(row(t.blocks[1], "Full-DP").cells[1]->mean == Approx(0.55));

@@ -240,7 +240,7 @@ Table lr_select(std::vector<RunRecord> runs, const TableDef& def) {
   if (tagged.empty()) throw InputError(no_runs_error("lr-select", "train.lr and eval results"));
   check_groups(tagged);
   loss.title = any_lm ? "Validation Next Token Prediction Loss (↓)" : "Validation Loss (↓)";
-  std::string caption = "Learning-rate selection (mean ± std over seeds). Best lr:";
+  std::string by_loss, by_acc;  // " label / dataset / eps E: lr X;" items
   for (const auto& [key, lrs] : by_lr) {
     bool by_accuracy = true;
     for (const auto& [lr, xs] : lrs)
@@ -258,10 +258,13 @@ Table lr_select(std::vector<RunRecord> runs, const TableDef& def) {
       const std::pair<double, double> m{by_accuracy ? summarize(a).mean : 0.0, summarize(l).mean};
       if (m < best) best_lr = lr, best = m;
     }
-    caption += fmt::format(" {} / {} / eps {}: lr {:g} ({});", std::get<0>(key), std::get<1>(key),
-                           format_eps(std::get<2>(key), "csv"), best_lr,
-                           by_accuracy ? "highest accuracy" : "lowest loss");
+    (by_accuracy ? by_acc : by_loss) +=
+        fmt::format(" {} / {} / eps {}: lr {:g};", std::get<0>(key), std::get<1>(key),
+                    format_eps(std::get<2>(key), "csv"), best_lr);
   }
+  std::string caption = "Learning-rate selection (mean ± std over seeds).";
+  if (!by_loss.empty()) caption += " Lowest mean loss:" + by_loss;
+  if (!by_acc.empty()) caption += " Highest mean accuracy (ties: lower loss):" + by_acc;
   caption.pop_back();
   std::vector<Collected> blocks;
   if (!acc.by_label.empty()) blocks.push_back(acc);
