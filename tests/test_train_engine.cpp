@@ -381,15 +381,20 @@ TEST_CASE("labelled eval data adds classification accuracy to the base and final
   }
 }
 
+// A 10-row one-column CSV (rows 0..9 distinct) in d; its path.
+static std::string write_pool(test::TempDir& d) {
+  std::string rows = "text\n";
+  for (int i = 0; i < 10; ++i) rows += fmt::format("abstract number {} about cells\n", i);
+  d.write("pool.csv", rows);
+  return (d.path / "pool.csv").string();
+}
+
 TEST_CASE("data.eval.exclude_train holds out the rows of the training file that are not trained on",
           "[train-engine]") {
   Fixture f;
   make_fixture(f);
   test::TempDir d;
-  std::string rows = "text\n";
-  for (int i = 0; i < 10; ++i) rows += fmt::format("abstract number {} about cells\n", i);
-  d.write("pool.csv", rows);
-  const std::string pool = (d.path / "pool.csv").string();
+  const std::string pool = write_pool(d);
   auto spec_with = [&](int64_t train_n, int64_t eval_n) {
     return parse_spec(YAML::Load(fmt::format(
         "model: {{path: {}, peft: {{kind: lora, targets: [c_attn]}}}}\n"
@@ -421,10 +426,7 @@ TEST_CASE("data rows [begin, end] split one file into fixed training and test pa
   Fixture f;
   make_fixture(f);
   test::TempDir d;
-  std::string rows = "text\n";
-  for (int i = 0; i < 10; ++i) rows += fmt::format("abstract number {} about cells\n", i);
-  d.write("pool.csv", rows);
-  const std::string pool = (d.path / "pool.csv").string();
+  const std::string pool = write_pool(d);
   auto spec_with = [&](const std::string& train_rows, const std::string& eval_rows) {
     return parse_spec(YAML::Load(
         fmt::format("model: {{path: {}, peft: {{kind: lora, targets: [c_attn]}}}}\n"
