@@ -113,4 +113,25 @@ inline model::CausalLM random_encoder(const nlohmann::json& j, uint64_t seed) {
   return m;
 }
 
+// A tiny tokenised classification set for the encoder tests: pairs with token types, padding.
+inline lm::LmDataset encoder_grad_set(bool types = true) {
+  lm::LmDataset ds;
+  ds.objective = lm::Objective::kClassification;
+  const std::vector<std::vector<int32_t>> ids = {
+      {2, 17, 5, 3, 42, 8, 3}, {2, 11, 12, 13, 14, 15, 16, 17, 3}, {2, 50, 3}, {2, 9, 9, 3, 4, 3}};
+  const std::vector<int64_t> cls = {0, 2, 1, 2};
+  for (size_t i = 0; i < ids.size(); ++i) {
+    lm::TokenizedExample t;
+    t.index = static_cast<int64_t>(i);
+    t.ids = ids[i];
+    t.scored.assign(ids[i].size(), 0);
+    const uint8_t second = types ? 1 : 0;  // RoBERTa has one token type
+    if (i == 0) t.type_ids = {0, 0, 0, 0, second, second, second};
+    if (i == 3) t.type_ids = {0, 0, 0, 0, second, second};
+    t.class_id = cls[i];
+    ds.items.push_back(t);
+  }
+  return ds;
+}
+
 }  // namespace dpft::test

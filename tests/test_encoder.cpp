@@ -300,27 +300,6 @@ TEST_CASE("mean_pool_normalize: the mean over real tokens, unit length", "[model
 
 namespace {
 
-// A tiny tokenised classification set for the encoder tests: pairs with token types, padding.
-lm::LmDataset encoder_grad_set(bool types = true) {
-  lm::LmDataset ds;
-  ds.objective = lm::Objective::kClassification;
-  const std::vector<std::vector<int32_t>> ids = {
-      {2, 17, 5, 3, 42, 8, 3}, {2, 11, 12, 13, 14, 15, 16, 17, 3}, {2, 50, 3}, {2, 9, 9, 3, 4, 3}};
-  const std::vector<int64_t> cls = {0, 2, 1, 2};
-  for (size_t i = 0; i < ids.size(); ++i) {
-    lm::TokenizedExample t;
-    t.index = static_cast<int64_t>(i);
-    t.ids = ids[i];
-    t.scored.assign(ids[i].size(), 0);
-    const uint8_t second = types ? 1 : 0;  // RoBERTa has one token type
-    if (i == 0) t.type_ids = {0, 0, 0, 0, second, second, second};
-    if (i == 3) t.type_ids = {0, 0, 0, 0, second, second};
-    t.class_id = cls[i];
-    ds.items.push_back(t);
-  }
-  return ds;
-}
-
 double rows_rel_err(const torch::Tensor& a, const torch::Tensor& ref) {
   torch::Tensor d = (a.to(torch::kFloat64) - ref.to(torch::kFloat64)).norm(2, 1);
   return (d / ref.to(torch::kFloat64).norm(2, 1).clamp_min(1e-30)).max().item<double>();
@@ -353,7 +332,7 @@ TEST_CASE("per-sample gradients of encoder classifiers equal the one-sample refe
                 n.find(".adapter.up.") != std::string::npos)
               p.normal_(0, 0.1);
         }
-        const lm::LmDataset ds = encoder_grad_set(type == "bert");
+        const lm::LmDataset ds = test::encoder_grad_set(type == "bert");
         lm::LmBatch b = lm::collate(ds, {0, 1, 2, 3}, type == "roberta" ? 1 : 0);
         REQUIRE(b.token_type_ids.defined());
         REQUIRE(b.class_labels.defined());
@@ -387,7 +366,7 @@ TEST_CASE("per-sample gradients of encoder classifiers equal the one-sample refe
 }
 
 TEST_CASE("collate carries token types and class ids of a classification set", "[encoder][data]") {
-  const lm::LmDataset ds = encoder_grad_set();
+  const lm::LmDataset ds = test::encoder_grad_set();
   lm::LmBatch b = lm::collate(ds, {2, 0}, 0);
   CHECK(b.objective == lm::Objective::kClassification);
   CHECK(b.input_ids.sizes() == torch::IntArrayRef({2, 7}));
@@ -574,7 +553,7 @@ TEST_CASE("auto grad mode takes ghost norms for an untied word embedding (a look
   o.targets = {"all"};
   apply_peft(m, o, 0);
   grad::PerSampleGrads psg(m);
-  psg.compute(lm::collate(encoder_grad_set(), {0, 1, 2, 3}, 0));
+  psg.compute(lm::collate(test::encoder_grad_set(), {0, 1, 2, 3}, 0));
   psg.sq_norms();
   const auto modes = psg.last_modes();
   for (size_t i = 0; i < psg.params().size(); ++i)

@@ -348,6 +348,88 @@ std::vector<Tensor> PerSampleGrads::weighted_sum(const Tensor& w) {
   return out;
 }
 
+namespace {
+
+// G (b, N) float32 times P (N, k) of any floating dtype, in float32; a non-float32 P is
+// converted a slice of rows at a time so no float32 copy of all of it is made.
+Tensor mm_f32(const Tensor& G, const Tensor& P) {
+  if (P.scalar_type() == torch::kFloat32) return torch::mm(G, P);
+  const int64_t N = P.size(0), rows = std::max<int64_t>(1, (int64_t{1} << 22) / P.size(1));
+  Tensor out = torch::zeros({G.size(0), P.size(1)}, G.options());
+  for (int64_t r0 = 0; r0 < N; r0 += rows) {
+    const int64_t r1 = std::min(N, r0 + rows);
+    out.addmm_(G.slice(1, r0, r1), P.slice(0, r0, r1).to(torch::kFloat32));
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor PerSampleGrads::project(const std::vector<Tensor>& blocks, double chunk_mb) {
+  DPFT_CHECK(blocks.size() == params_.size(), "project: {} blocks of P for {} trainable parameters",
+             blocks.size(), params_.size());
+  int64_t k = -1;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const Tensor& P = blocks[i];
+    DPFT_CHECK(P.defined() && P.dim() == 2 && P.size(0) == params_[i].param.numel() &&
+                   (k < 0 || P.size(1) == k) && P.is_floating_point(),
+               "project: the block of P for '{}' must be ({}, k) floating point with one k for "
+               "all, got {}",
+               params_[i].name, params_[i].param.numel(),
+               P.defined() ? shape_str(P.sizes()) : "none");
+    k = P.size(1);
+  }
+  const int64_t B = batch_;
+  const torch::TensorOptions f32 = params_[0].param.options().dtype(torch::kFloat32);
+  Tensor out = torch::zeros({B, std::max<int64_t>(k, 0)}, f32);
+  if (B == 0) return out;
+  const double budget = std::max(1.0, chunk_mb) * (1 << 20) / 4.0;  // float32 elements
+  auto rows_per_chunk = [&](double per_sample) {
+    return std::max<int64_t>(1, static_cast<int64_t>(budget / std::max(1.0, per_sample)));
+  };
+  for (size_t i = 0; i < params_.size(); ++i) {
+    ParamState& s = *state_[i];
+    const Tensor& P = blocks[i];
+    if (s.G.defined()) {  // already materialised (sq_norms chose it): one product
+      out += mm_f32(as_float(s.G), P);
+      continue;
+    }
+    if (s.direct.defined()) out += mm_f32(as_float(s.direct), P);
+    std::vector<const Contribution*> dense;
+    for (const auto& c : s.outer) {
+      if (!c.ids.defined()) {
+        dense.push_back(&c);
+        continue;
+      }
+      // Embedding lookup: g_b = sum_t e_{id_t} v_t^T, so P_j^T g_b = sum_t P_j[id_t]^T v_t with
+      // P_j viewed (m, n, k).
+      const int64_t T = c.V.size(1), n = c.n;
+      const Tensor P3 = P.reshape({c.m, n * k});  // a view when P's rows are contiguous
+      const int64_t step = rows_per_chunk(static_cast<double>(T) * n * k);
+      for (int64_t b0 = 0; b0 < B; b0 += step) {
+        const int64_t b1 = std::min(B, b0 + step), nb = b1 - b0;
+        Tensor rows = P3.index_select(0, c.ids.slice(0, b0, b1).reshape(-1))
+                          .to(torch::kFloat32)
+                          .view({nb * T, n, k});
+        Tensor v = c.V.slice(0, b0, b1).reshape({nb * T, 1, n}).to(torch::kFloat32);
+        out.slice(0, b0, b1) += torch::bmm(v, rows).view({nb, T, k}).sum(1);
+      }
+    }
+    if (dense.empty()) continue;
+    // Dense outer products: G_b = sum_t u_t v_t^T materialised for a chunk of samples.
+    const int64_t m = dense[0]->m, n = dense[0]->n;
+    const int64_t step = rows_per_chunk(static_cast<double>(m) * n);
+    for (int64_t b0 = 0; b0 < B; b0 += step) {
+      const int64_t b1 = std::min(B, b0 + step);
+      Tensor G = torch::zeros({b1 - b0, m, n}, dense[0]->V.options());
+      for (const Contribution* c : dense)
+        G.baddbmm_(c->U.slice(0, b0, b1).transpose(1, 2), c->V.slice(0, b0, b1));
+      out.slice(0, b0, b1) += mm_f32(G.view({b1 - b0, m * n}).to(torch::kFloat32), P);
+    }
+  }
+  return out;
+}
+
 std::vector<std::string> PerSampleGrads::last_modes() const {
   std::vector<std::string> out;
   for (const auto& s : state_) out.push_back(s->mode);

@@ -78,6 +78,13 @@ class PerSampleGrads {
   // sum_b w[b] G_b, one float32 tensor per params() entry with its shape (float32 also for a
   // bfloat16 / float16 model: factors are upcast before any product). w: (B).
   std::vector<torch::Tensor> weighted_sum(const torch::Tensor& w);
+  // Per-sample gradients projected onto k directions without forming the (B, p) matrix
+  // (DP-SFT, paper 002, Eq. 5: g^s_i = P^T g_i). blocks[j]: (numel_j, k), the rows of P that
+  // belong to params()[j] (views of one (p, k) matrix; float32 or bfloat16). Per parameter:
+  // an embedding lookup gathers the rows of P its ids touch, sum_t P_j[id_t]^T v_t; a direct
+  // contribution is one matmul; a dense outer contribution is materialised a chunk of samples
+  // at a time (chunk_mb bounds that block) and multiplied by P_j. Returns (B, k) float32.
+  torch::Tensor project(const std::vector<torch::Tensor>& blocks, double chunk_mb = 256);
   void release();  // drop the kept activations and gradients
 
   // How each parameter's norm was computed in the last sq_norms() ("materialize" / "ghost" /

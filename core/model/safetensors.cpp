@@ -358,6 +358,24 @@ torch::Tensor SafetensorsFile::load(const std::string& name) const {
   return out;
 }
 
+torch::Tensor SafetensorsFile::load_slice(const std::string& name, int64_t begin,
+                                          int64_t end) const {
+  const TensorInfo* t = find(name);
+  if (!t) {
+    std::vector<std::string> names;
+    for (const auto& i : tensors_) names.push_back(i.name);
+    throw no_such_tensor(path_.string(), name, names);
+  }
+  DPFT_CHECK(t->dtype != DType::BOOL && 0 <= begin && begin <= end && end <= t->numel(),
+             "{}: tensor '{}': cannot read elements [{}, {}) of {} ({})", path_.string(), name,
+             begin, end, t->numel(), dtype_name(t->dtype));
+  torch::Tensor out = torch::empty({end - begin}, torch::TensorOptions().dtype(to_torch(t->dtype)));
+  const size_t es = dtype_size(t->dtype);
+  const uint8_t* src = file_.data() + data_start_ + t->begin + static_cast<size_t>(begin) * es;
+  if (end > begin) std::memcpy(out.data_ptr(), src, static_cast<size_t>(end - begin) * es);
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 namespace {
 

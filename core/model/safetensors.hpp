@@ -65,6 +65,9 @@ class SafetensorsFile {
   const fs::path& path() const { return path_; }
   // A copy of the tensor as a contiguous CPU tensor of its stored dtype.
   torch::Tensor load(const std::string& name) const;  // throws InputError if absent
+  // Elements [begin, end) of the flattened tensor, copied out of the mapping (1-D, stored
+  // dtype): reads a slice without touching the rest of a large tensor. Not for BOOL tensors.
+  torch::Tensor load_slice(const std::string& name, int64_t begin, int64_t end) const;
 
  private:
   SafetensorsFile() = default;

@@ -11,7 +11,7 @@
 
 namespace dpft {
 
-namespace {
+namespace sha256_detail {
 
 struct DigestCtx {
   std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx{EVP_MD_CTX_new(), &EVP_MD_CTX_free};
@@ -38,7 +38,19 @@ struct DigestCtx {
   }
 };
 
-}  // namespace
+}  // namespace sha256_detail
+
+using sha256_detail::DigestCtx;
+
+struct Sha256::Ctx : DigestCtx {};
+Sha256::Sha256() : ctx_(std::make_unique<Ctx>()) {}
+Sha256::~Sha256() = default;
+void Sha256::update(const void* data, size_t n) {
+  ctx_->update(data, n);
+}
+std::string Sha256::hex() {
+  return ctx_->hex();
+}
 
 std::string sha256_hex(std::string_view data) {
   DigestCtx d;

@@ -1,11 +1,29 @@
 // SHA-256 (FIPS 180-4) through OpenSSL's libcrypto: the identity of a private data file and the
 // integrity hash of a checkpoint's privacy ledger (core/run/privacy_lock.hpp).
 #pragma once
+#include <cstddef>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <string_view>
 
 namespace dpft {
+
+// Incremental hashing (a model's weights, fed a tensor at a time).
+class Sha256 {
+ public:
+  Sha256();
+  ~Sha256();
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+  void update(const void* data, size_t n);
+  void update(std::string_view s) { update(s.data(), s.size()); }
+  std::string hex();  // lower-case hex digest; call once
+
+ private:
+  struct Ctx;
+  std::unique_ptr<Ctx> ctx_;
+};
 
 // Lower-case hex digest of `data`.
 std::string sha256_hex(std::string_view data);
