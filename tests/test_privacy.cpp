@@ -161,6 +161,44 @@ TEST_CASE("calibration round-trips and lands within tolerance", "[privacy]") {
   }
 }
 
+TEST_CASE("two-stage budget (DP-SFT): split is basic composition, joint is tighter", "[privacy]") {
+  auto acc = make_accountant("prv");
+  const double q = 32.0 / 2000, eps = 4, delta = 1e-5;
+  const int64_t T1 = 64, T2 = 120;
+  TwoStageCalibration split = calibrate_two_stage(*acc, q, T1, q, T2, eps, delta, 0.5, false);
+  // Each stage alone is the ordinary calibration at (p_i eps, p_i delta).
+  CHECK(split.sigma1 == calibrate_sigma(*acc, q, T1, 2.0, 0.5e-5).sigma);
+  CHECK(split.sigma2 == calibrate_sigma(*acc, q, T2, 2.0, 0.5e-5).sigma);
+  CHECK(split.split_epsilon1 <= 2.0);
+  CHECK(split.split_epsilon2 <= 2.0);
+  CHECK(split.split_epsilon1 + split.split_epsilon2 <= eps);  // Theorem 3's arithmetic
+  CHECK(split.scale == 1.0);
+  // The composed certified epsilon of the split's noise is below the basic-composition total.
+  CHECK(split.epsilon < eps);
+  CHECK(split.epsilon ==
+        acc->epsilon({{split.sigma1, q, T1}, {split.sigma2, q, T2}}, delta).epsilon);
+
+  TwoStageCalibration joint = calibrate_two_stage(*acc, q, T1, q, T2, eps, delta, 0.5, true);
+  CHECK(joint.epsilon <= eps);
+  CHECK(joint.epsilon <= 0.5 * eps + 0.5 * eps);  // the split accounting's claimed total
+  CHECK(joint.scale < 1.0);                       // less noise for the same guarantee
+  CHECK(joint.sigma1 == Approx(joint.scale * split.sigma1));
+  CHECK(joint.sigma2 == Approx(joint.scale * split.sigma2));
+  CHECK(joint.epsilon ==
+        acc->epsilon({{joint.sigma1, q, T1}, {joint.sigma2, q, T2}}, delta).epsilon);
+  // The smallest such scale: 0.2 % less noise already exceeds the target.
+  CHECK(
+      acc->epsilon({{joint.sigma1 / 1.002, q, T1}, {joint.sigma2 / 1.002, q, T2}}, delta).epsilon >
+      eps);
+
+  // No private stage 1: stage 2 takes the whole budget.
+  TwoStageCalibration only2 = calibrate_two_stage(*acc, q, 0, q, T2, eps, delta, 0.5, true);
+  CHECK(only2.sigma1 == 0.0);
+  CHECK(only2.sigma2 == calibrate_sigma(*acc, q, T2, eps, delta).sigma);
+  CHECK_THROWS_AS(calibrate_two_stage(*acc, q, T1, q, T2, eps, delta, 1.0, true), ConfigError);
+  CHECK_THROWS_AS(calibrate_two_stage(*acc, q, T1, q, T2, eps, delta, 0.0, false), ConfigError);
+}
+
 TEST_CASE("solving for steps and sampling rate", "[privacy]") {
   auto acc = make_accountant("rdp");
   int64_t T = max_steps(*acc, 1.0, 0.01, 2.0, 1e-5);

@@ -68,6 +68,56 @@ SigmaCalibration calibrate_sigma(const Accountant& acc, double q, int64_t steps,
   return c;
 }
 
+TwoStageCalibration calibrate_two_stage(const Accountant& acc, double q1, int64_t T1, double q2,
+                                        int64_t T2, double target, double delta, double share1,
+                                        bool joint, double rel_tol) {
+  TwoStageCalibration c;
+  if (T1 <= 0) {  // no private stage 1: stage 2 takes the whole budget
+    SigmaCalibration s2 = calibrate_sigma(acc, q2, T2, target, delta, rel_tol);
+    c.sigma2 = c.split_sigma2 = s2.sigma;
+    c.epsilon = c.split_epsilon2 = s2.epsilon;
+    return c;
+  }
+  if (!(share1 > 0 && share1 < 1))
+    throw ConfigError(fmt::format(
+        "the budget split p1 = {} must be in (0, 1): stage 1 gets (p1 eps, p1 delta), stage 2 "
+        "(p2 eps, p2 delta) with p2 = 1 - p1",
+        share1));
+  const double share2 = 1 - share1;
+  SigmaCalibration s1 = calibrate_sigma(acc, q1, T1, share1 * target, share1 * delta, rel_tol);
+  SigmaCalibration s2 = calibrate_sigma(acc, q2, T2, share2 * target, share2 * delta, rel_tol);
+  c.split_sigma1 = s1.sigma;
+  c.split_sigma2 = s2.sigma;
+  c.split_epsilon1 = s1.epsilon;
+  c.split_epsilon2 = s2.epsilon;
+  auto composed = [&](double scale) {
+    return acc.epsilon({{scale * s1.sigma, q1, T1}, {scale * s2.sigma, q2, T2}}, delta).epsilon;
+  };
+  double scale = 1;
+  if (joint) {
+    // Bracket eps(lo) > target >= eps(hi), then bisect in log-space; keep the upper end.
+    double lo = 0.5, hi = 1.0;
+    while (composed(hi) > target) {
+      lo = hi;
+      hi *= 1.25;
+      if (hi > 1e3)
+        throw ConfigError(
+            fmt::format("joint accounting cannot meet epsilon {} (delta {})", target, delta));
+    }
+    while (lo > 1e-3 && composed(lo) <= target) hi = lo, lo /= 2;
+    while (hi / lo - 1 > rel_tol) {
+      const double mid = std::sqrt(lo * hi);
+      (composed(mid) > target ? lo : hi) = mid;
+    }
+    scale = hi;
+  }
+  c.scale = scale;
+  c.sigma1 = scale * s1.sigma;
+  c.sigma2 = scale * s2.sigma;
+  c.epsilon = composed(scale);
+  return c;
+}
+
 int64_t max_steps(const Accountant& acc, double sigma, double q, double target, double delta, int64_t limit) {
   if (eps_at(acc, sigma, q, 1, delta) > target) return 0;
   int64_t lo = 1, hi = 2;

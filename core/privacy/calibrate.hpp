@@ -24,6 +24,28 @@ struct SigmaCalibration {
 SigmaCalibration calibrate_sigma(const Accountant& acc, double q, int64_t steps, double target_eps,
                                  double delta, double rel_tol = 1e-3);
 
+// DP-SFT (paper 002, Theorem 3 and Algorithm 3): two stages of subsampled Gaussian steps,
+// stage 1 (q1, T1) then stage 2 (q2, T2), sharing one (epsilon, delta) budget by the split
+// p1 + p2 = 1 (p1 = share1).
+//   split (joint = false): the paper's accounting. Stage i alone is calibrated to
+//     (p_i epsilon, p_i delta); basic composition makes the pair (epsilon, delta)-DP.
+//   joint: both stages accounted as the one heterogeneous composition they are. The split's
+//     noise multipliers are scaled by the smallest common factor c whose composed certified
+//     epsilon at delta is <= epsilon (c <= 1 in practice: less noise for the same guarantee).
+// T1 = 0 (a subspace from public data or a file): stage 2 alone gets the whole budget (share1
+// is then ignored). Throws ConfigError when share1 is not in (0, 1) with T1 > 0.
+struct TwoStageCalibration {
+  double sigma1 = 0, sigma2 = 0;  // the noise multipliers to use (sigma1 = 0 without stage 1)
+  double scale = 1;               // joint: c; split: 1
+  double epsilon = 0;             // certified epsilon of both stages composed at delta
+  // Split mode's per-stage guarantees: stage i alone at delta_i = p_i delta has epsilon_i
+  // (<= p_i epsilon); their sums are the Theorem-3 total.
+  double split_sigma1 = 0, split_sigma2 = 0, split_epsilon1 = 0, split_epsilon2 = 0;
+};
+TwoStageCalibration calibrate_two_stage(const Accountant& acc, double q1, int64_t T1, double q2,
+                                        int64_t T2, double target_eps, double delta, double share1,
+                                        bool joint, double rel_tol = 1e-3);
+
 // Largest steps T with eps(sigma, q, T) <= target (0 if even one step exceeds it).
 int64_t max_steps(const Accountant& acc, double sigma, double q, double target_eps, double delta,
                   int64_t limit = kMaxSteps);
