@@ -17,6 +17,7 @@ std::unique_ptr<Method> make_pdp_sgd_method();     // methods/pe_sgd/pdp_sgd.cpp
 std::unique_ptr<Method> make_gep_method();         // methods/pe_sgd/gep.cpp
 std::unique_ptr<Method> make_inpro_method();       // methods/pe_sgd/inpro.cpp
 std::unique_ptr<Method> make_sft_dp_sgd_method();  // methods/pe_sgd/sft_dp_sgd.cpp
+std::unique_ptr<Method> make_dp_sft_method();      // methods/dp_sft/dp_sft.cpp
 
 const std::vector<MethodInfo>& method_registry() {
   static const std::vector<MethodInfo> registry = {
@@ -46,6 +47,10 @@ const std::vector<MethodInfo>& method_registry() {
       {"sft+dp-sgd",
        "non-private SFT on a generated synthetic set, then DP-SGD (PE-SGD paper, Table 9)",
        make_sft_dp_sgd_method},
+      {"dp-sft",
+       "DP-SFT: a subspace from the SVD of a DP training trajectory (or a file), then DP-SGD on "
+       "the per-sample gradients projected onto it (paper 002, Alg. 1-3)",
+       make_dp_sft_method},
   };
   return registry;
 }

@@ -93,6 +93,46 @@ TEST_CASE("a privatised batch equals the hand computation from reference per-sam
   }
 }
 
+TEST_CASE("a DP-SFT stage-2 batch equals the hand computation: P^T g clipped in R^k",
+          "[train-engine][dp-sft]") {
+  model::CausalLM m = tiny_lora_gpt2(3);
+  lm::LmDataset ds = random_lm_dataset(12, m->config().vocab_size, 9);
+  std::vector<int64_t> rows = {0, 2, 3, 5, 7, 8, 11};
+  lm::LmBatch b = lm::collate(ds, rows, 0);
+  Tensor ref =
+      grad::reference_per_sample_grads(m, b.input_ids, b.attention_mask, b.labels).first;  // (B, p)
+  grad::PerSampleGrads psg(m);
+  torch::manual_seed(8);
+  const int64_t k = 5;
+  Tensor P = std::get<0>(torch::linalg_qr(torch::randn({ref.size(1), k}, torch::kFloat64)))
+                 .to(torch::kFloat32)
+                 .contiguous();  // (p, k)
+  std::vector<Tensor> blocks;
+  int64_t off = 0;
+  for (const auto& p : psg.params()) {
+    blocks.push_back(P.slice(0, off, off + p.param.numel()));
+    off += p.param.numel();
+  }
+  Tensor gs = ref.mm(P);  // (B, k)
+  Tensor norms = gs.norm(2, 1);
+  train::DpSettings dp;
+  dp.q = 0.5;
+  dp.dataset_size = 12;
+  Tensor sorted = std::get<0>(norms.sort());
+  dp.clip_norm = 0.5 * (sorted[3] + sorted[4]).item<double>();  // 3 of the 7 are clipped in R^k
+  // (clipped on the projected norm, not the full gradient's: the sensitivity lives in R^k)
+  REQUIRE((ref.norm(2, 1) > dp.clip_norm).sum().item<int64_t>() >
+          (norms > dp.clip_norm).sum().item<int64_t>());
+  Tensor w = torch::clamp_max(dp.clip_norm / norms, 1.0);
+  Tensor expect = torch::mv(gs.t(), w);  // (k)
+  train::BatchStats st;
+  Tensor got = train::projected_clipped_sum(psg, ds, rows, 3, 0, blocks, dp, &st);
+  CHECK(rel(got, expect) < 1e-5);
+  CHECK(st.batch_size == 7);
+  CHECK(st.clipped_fraction == Approx(3.0 / 7));
+  CHECK((gs * w.unsqueeze(1)).norm(2, 1).max().item<double>() <= dp.clip_norm * (1 + 1e-6));
+}
+
 TEST_CASE("direction_error is the l2 distance and cosine of the hand computation",
           "[train-engine]") {
   Tensor d = torch::tensor({3.0, 4.0, 0.0}), ref = torch::tensor({4.0, 0.0, 3.0});

@@ -183,6 +183,21 @@ Tensor subspace_direct_svd(const Tensor& A, int64_t k) {
   return Vh.slice(0, 0, k).t().contiguous();
 }
 
+Tensor lift_block(const Tensor& block, const Tensor& v) {
+  DPFT_CHECK(block.dim() == 2 && v.dim() == 1 && block.size(1) == v.size(0),
+             "lift_block: P's block is {} and the vector {}", shape_str(block.sizes()),
+             shape_str(v.sizes()));
+  const Tensor v32 = v.to(block.device(), torch::kFloat32);
+  if (block.scalar_type() == torch::kFloat32) return torch::mv(block, v32);
+  const int64_t n = block.size(0), rows = std::max<int64_t>(1, (int64_t{1} << 22) / v.size(0));
+  Tensor out = torch::empty({n}, v32.options());
+  for (int64_t r0 = 0; r0 < n; r0 += rows) {
+    const int64_t r1 = std::min(n, r0 + rows);
+    out.slice(0, r0, r1).copy_(torch::mv(block.slice(0, r0, r1).to(torch::kFloat32), v32));
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 std::string params_sha256(const std::vector<std::pair<std::string, Tensor>>& params) {
   Sha256 h;
@@ -276,7 +291,7 @@ void check_applies(const Subspace& s, const std::vector<ParamEntry>& params,
                    const std::string& base_sha256) {
   const std::string how =
       "a subspace applies only to the trainable parameters and base weights it was made from "
-      "(same model.path, model.peft and subspace.params)";
+      "(same model.path, model.peft and seed)";
   for (size_t i = 0; i < std::max(s.params.size(), params.size()); ++i) {
     if (i >= s.params.size())
       throw ConfigError(

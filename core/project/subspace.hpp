@@ -87,6 +87,10 @@ torch::Tensor subspace_from_trajectory(const Trajectory& A, int64_t k,
 // (d, k) float64 (signs arbitrary: compare spans, not columns).
 torch::Tensor subspace_direct_svd(const torch::Tensor& A, int64_t k);
 
+// P_j v for one parameter's rows of P (Eq. 7, g~ = P g~^s): block (n, k) float32 or bfloat16,
+// v (k) -> (n) float32; a bfloat16 block is converted a slice at a time.
+torch::Tensor lift_block(const torch::Tensor& block, const torch::Tensor& v);
+
 // SHA-256 over the parameters in order: each name, shape and float32 little-endian values.
 std::string params_sha256(const std::vector<std::pair<std::string, torch::Tensor>>& params);
 std::vector<ParamEntry> param_entries(

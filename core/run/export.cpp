@@ -31,14 +31,25 @@ struct Entry {
 const std::map<std::string, Entry>& run_entries() {
   static const std::map<std::string, Entry> m = {
       {"adapter",
-       {true, "dp", "the LoRA adapter trained on DP updates: post-processing of the ledger's releases"}},
+       {true, "dp",
+        "the LoRA adapter trained on DP updates: post-processing of the ledger's releases"}},
       {"model",
-       {true, "dp", "the model trained on DP updates (post-processing of the ledger's releases) "
-                    "and the base model's tokenizer"}},
+       {true, "dp",
+        "the model trained on DP updates (post-processing of the ledger's releases) "
+        "and the base model's tokenizer"}},
       {"synthetic",
        {true, "post-processing",
         "synthetic sets generated from the DP-trained model (and pe-sgd's released noisy "
         "coefficients), or from the base model and prompts alone"}},
+      {"subspace.safetensors",
+       {true, "post-processing",
+        "dp-sft's subspace P: the SVD of the stage-1 trajectory of DP updates (or a given file), "
+        "with the parameter names and the base weights' SHA-256"}},
+      {"trajectory",
+       {true, "post-processing",
+        "dp-sft's trajectory rows flat(Theta_t - Theta_0) of the stage-1 DP updates"}},
+      {"theta0.safetensors",
+       {true, "public", "dp-sft's starting weights Theta_0 (the base model and its PEFT init)"}},
       {"metrics.json",
        {true, "public",
         "the run's identity, settings, privacy ledger and the evaluation of the DP model on the "

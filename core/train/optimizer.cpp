@@ -50,6 +50,11 @@ Optimizer::Optimizer(std::vector<torch::Tensor> params, OptimizerOptions o)
   }
 }
 
+void Optimizer::reset_state() {
+  state_.assign(params_.size(), ParamState{});
+  steps_ = 0;
+}
+
 void Optimizer::masters_to_params() {
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i)

@@ -62,6 +62,10 @@ class Optimizer {
   // (>= 0, finite).
   void step(const std::vector<torch::Tensor>& grads, double lr);
 
+  // Forgets the moments and step counts (a fresh optimizer over the same parameters and
+  // masters): DP-SFT's stage 2 starts its own AdamW.
+  void reset_state();
+
   // Calls of step() so far (including those where every gradient was undefined).
   int64_t steps_taken() const { return steps_; }
   const OptimizerOptions& options() const { return opts_; }

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <functional>
 
 #include <spdlog/spdlog.h>
 
@@ -19,18 +20,21 @@ torch::Tensor clip_weights(const torch::Tensor& norms, double C, privacy::Clippi
   return torch::where(norms > C, C / norms.clamp_min(1e-30), torch::ones_like(norms));
 }
 
-std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const lm::LmDataset& ds,
-                                       const std::vector<int64_t>& rows, int64_t micro_batch,
-                                       int64_t pad_id, const DpSettings& dp, BatchStats* stats,
-                                       std::vector<torch::Tensor>* unclipped) {
+namespace {
+
+// The micro-batch loop of both clipped sums: per micro-batch, the per-sample gradients,
+// `norms_of()` (B) the per-sample norms in the released space, and `add(w)` the weighted sum
+// with the clipping weights w (B). A micro-batch with a non-finite norm is recomputed without
+// those rows: an example whose per-sample gradient is NaN or Inf contributes nothing (a clip
+// weight of 0 would not do: 0 * NaN = NaN, and one example would then decide the whole
+// release). 0 is within the clip bound, so the sensitivity and the accounting are unchanged;
+// per-sample gradients depend on their own example only, so the rest stay finite.
+void clipped_loop(grad::PerSampleGrads& psg, const lm::LmDataset& ds,
+                  const std::vector<int64_t>& rows, int64_t micro_batch, int64_t pad_id,
+                  const DpSettings& dp, BatchStats* stats,
+                  const std::function<torch::Tensor()>& norms_of,
+                  const std::function<void(const torch::Tensor& w)>& add) {
   auto t0 = std::chrono::steady_clock::now();
-  std::vector<torch::Tensor> sum;
-  for (auto& p : psg.params())  // float32 whatever model.dtype is: the release is a float32 sum
-    sum.push_back(torch::zeros_like(p.param, torch::kFloat32));
-  if (unclipped) {
-    unclipped->clear();
-    for (auto& t : sum) unclipped->push_back(torch::zeros_like(t));
-  }
   double loss = 0, norm_sum = 0;
   int64_t clipped = 0, dropped = 0;
   const uint64_t draw = stats ? batch_draw(*stats) : 1;
@@ -39,13 +43,8 @@ std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const lm::LmDa
                                rows.begin() + std::min(rows.size(), i + micro_batch));
     lm::LmBatch b = lm::collate(ds, chunk, pad_id, draw);
     torch::Tensor losses = psg.compute(b);
-    torch::Tensor norms = psg.sq_norms().sqrt();
+    torch::Tensor norms = norms_of();
     if (!torch::isfinite(norms).all().item<bool>()) {
-      // An example whose per-sample gradient is NaN or Inf contributes nothing: a clip weight of
-      // 0 would not do (0 * NaN = NaN, and one example would then decide the whole release), so
-      // the micro-batch is recomputed without it. 0 is within the clip bound: the sensitivity,
-      // and so the accounting, are unchanged. Per-sample gradients depend on their own example
-      // only, so the rest stay finite.
       std::vector<int64_t> kept;
       torch::Tensor ok = torch::isfinite(norms).to(torch::kCPU);
       for (size_t j = 0; j < chunk.size(); ++j)
@@ -59,17 +58,11 @@ std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const lm::LmDa
       chunk = kept;
       b = lm::collate(ds, chunk, pad_id, draw);
       losses = psg.compute(b);
-      norms = psg.sq_norms().sqrt();
+      norms = norms_of();
       DPFT_CHECK(torch::isfinite(norms).all().item<bool>(),
                  "per-sample gradient norms stayed non-finite after dropping the non-finite rows");
     }
-    std::vector<torch::Tensor> part =
-        psg.weighted_sum(clip_weights(norms, dp.clip_norm, dp.clipping));
-    for (size_t k = 0; k < sum.size(); ++k) sum[k] += part[k];
-    if (unclipped) {
-      std::vector<torch::Tensor> raw = psg.weighted_sum(torch::ones_like(norms));
-      for (size_t k = 0; k < raw.size(); ++k) (*unclipped)[k] += raw[k];
-    }
+    add(clip_weights(norms, dp.clip_norm, dp.clipping));
     loss += losses.sum().item<double>();
     norm_sum += norms.sum().item<double>();
     clipped += (norms > dp.clip_norm).sum().item<int64_t>();
@@ -84,6 +77,48 @@ std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const lm::LmDa
     stats->dropped += dropped;
     stats->grad_seconds += seconds_since(t0);
   }
+}
+
+}  // namespace
+
+std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const lm::LmDataset& ds,
+                                       const std::vector<int64_t>& rows, int64_t micro_batch,
+                                       int64_t pad_id, const DpSettings& dp, BatchStats* stats,
+                                       std::vector<torch::Tensor>* unclipped) {
+  std::vector<torch::Tensor> sum;
+  for (auto& p : psg.params())  // float32 whatever model.dtype is: the release is a float32 sum
+    sum.push_back(torch::zeros_like(p.param, torch::kFloat32));
+  if (unclipped) {
+    unclipped->clear();
+    for (auto& t : sum) unclipped->push_back(torch::zeros_like(t));
+  }
+  clipped_loop(
+      psg, ds, rows, micro_batch, pad_id, dp, stats, [&] { return psg.sq_norms().sqrt(); },
+      [&](const torch::Tensor& w) {
+        std::vector<torch::Tensor> part = psg.weighted_sum(w);
+        for (size_t k = 0; k < sum.size(); ++k) sum[k] += part[k];
+        if (unclipped) {
+          std::vector<torch::Tensor> raw = psg.weighted_sum(torch::ones_like(w));
+          for (size_t k = 0; k < raw.size(); ++k) (*unclipped)[k] += raw[k];
+        }
+      });
+  return sum;
+}
+
+torch::Tensor projected_clipped_sum(grad::PerSampleGrads& psg, const lm::LmDataset& ds,
+                                    const std::vector<int64_t>& rows, int64_t micro_batch,
+                                    int64_t pad_id, const std::vector<torch::Tensor>& blocks,
+                                    const DpSettings& dp, BatchStats* stats) {
+  DPFT_CHECK(!blocks.empty(), "projected_clipped_sum: no blocks of P");
+  const torch::TensorOptions f32 = psg.params()[0].param.options().dtype(torch::kFloat32);
+  torch::Tensor sum = torch::zeros({blocks[0].size(1)}, f32), gs;
+  clipped_loop(
+      psg, ds, rows, micro_batch, pad_id, dp, stats,
+      [&] {
+        gs = psg.project(blocks);  // (B, k): g^s_i = P^T g_i
+        return gs.norm(2, 1);
+      },
+      [&](const torch::Tensor& w) { sum += (gs * w.unsqueeze(1)).sum(0); });
   return sum;
 }
 

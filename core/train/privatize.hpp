@@ -50,6 +50,15 @@ std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const lm::LmDa
                                        int64_t pad_id, const DpSettings& dp, BatchStats* stats,
                                        std::vector<torch::Tensor>* unclipped = nullptr);
 
+// DP-SFT stage 2 (paper 002, Alg. 2 lines 4-10): sum_b w_b P^T g_b in R^k, the per-sample
+// gradients projected (PerSampleGrads::project; blocks: P's rows per trainable parameter) and
+// clipped there to dp.clip_norm, so the sum has sensitivity C in R^k. Non-finite rows and
+// stats as clipped_sum. Returns (k) float32.
+torch::Tensor projected_clipped_sum(grad::PerSampleGrads& psg, const lm::LmDataset& ds,
+                                    const std::vector<int64_t>& rows, int64_t micro_batch,
+                                    int64_t pad_id, const std::vector<torch::Tensor>& blocks,
+                                    const DpSettings& dp, BatchStats* stats);
+
 // The step's boundary check (always on): every defined grads[i] is float32, on like[i]'s
 // device, with like[i]'s shape (like: the optimizer's masters; names for the message).
 // RuntimeError naming the parameter otherwise: a gradient left in a bfloat16 model's dtype

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "core/dist/world.hpp"
@@ -106,7 +107,15 @@ struct Trainer::State {
   std::vector<std::string> names;
   std::vector<Tensor> params;
   std::unique_ptr<Optimizer> opt;
-  ScheduleOptions sched;
+  std::vector<Phase> phases;         // opts.phases, or the one phase of train.steps
+  std::vector<int64_t> phase_start;  // first step of each phase; back() = T
+  int64_t started = -1;              // the last phase whose on_start ran in this process
+  int64_t total_steps() const { return phase_start.back(); }
+  size_t phase_of(int64_t step) const {  // the phase step `step` (0-based) belongs to
+    size_t p = 0;
+    while (p + 1 < phases.size() && step >= phase_start[p + 1]) ++p;
+    return p;
+  }
   std::unique_ptr<privacy::PoissonSampler> poisson;
   std::unique_ptr<ShuffleSampler> shuffle;
   int64_t step = 0;
@@ -131,7 +140,27 @@ Trainer::Trainer(RunContext& ctx, TrainInputs& in, LoopOptions opts, privacy::No
   oo.weight_decay = tr.weight_decay;
   oo.momentum = tr.momentum;
   s_->opt = std::make_unique<Optimizer>(s_->params, oo);
-  s_->sched = ScheduleOptions{tr.schedule, tr.lr, tr.warmup_ratio, tr.steps};
+  s_->phases = s_->opts.phases;
+  if (s_->phases.empty()) {
+    Phase one;
+    one.name = "train";
+    one.steps = tr.steps;
+    one.release = s_->opts.release;
+    one.schedule = ScheduleOptions{tr.schedule, tr.lr, tr.warmup_ratio, tr.steps};
+    s_->phases.push_back(one);
+  }
+  s_->phase_start = {0};
+  std::set<std::string> labels;
+  for (const Phase& p : s_->phases) {
+    DPFT_CHECK(p.steps >= 1, "training phase '{}' has {} steps", p.name, p.steps);
+    DPFT_CHECK(p.schedule.total_steps == p.steps,
+               "training phase '{}': its schedule spans {} steps, not its {}", p.name,
+               p.schedule.total_steps, p.steps);
+    if (p.release)
+      DPFT_CHECK(labels.insert(p.release->label).second,
+                 "training phases need distinct release labels ('{}' twice)", p.release->label);
+    s_->phase_start.push_back(s_->phase_start.back() + p.steps);
+  }
   uint64_t seed = static_cast<uint64_t>(ctx.spec.seed);
   int64_t n = in.train.size();
   DPFT_CHECK_AS(InputError, n > 0, "the training set has no usable examples ({})",
@@ -361,7 +390,7 @@ void Trainer::check_finite(const BatchStats& st, int64_t step) const {
     throw RuntimeError(fmt::format(
         "training diverged at step {} of {}: {}; lower train.lr (now {}), or check the model's "
         "weights and the data",
-        step, s.ctx.spec.train.steps, cause, s.ctx.spec.train.lr));
+        step, s.total_steps(), cause, s.phases[s.phase_of(step - 1)].schedule.lr));
   };
   if (st.batch_size > 0 && st.dropped >= st.batch_size)
     diverged(fmt::format("every example of the batch (|B| = {}) had a non-finite gradient",
@@ -394,13 +423,16 @@ void Trainer::verify_checkpoint(const nlohmann::json& j, const fs::path& dir) co
   const int64_t step = j.at("step").get<int64_t>();
   if (j["integrity"] != checkpoint_integrity(lock, j.at("ledger"), step))
     refuse("fails its integrity check (its ledger, step or lock was modified)");
-  // One release per step: the ledger must have recorded exactly `step` of them.
-  if (s.opts.release && s.opts.release->noise_multiplier > 0) {
+  // One release per step: the ledger must have recorded exactly one per step of each phase.
+  for (size_t p = 0; p < s.phases.size(); ++p) {
+    const auto& rel = s.phases[p].release;
+    if (!rel || rel->noise_multiplier <= 0) continue;
+    const int64_t want = std::clamp<int64_t>(step - s.phase_start[p], 0, s.phases[p].steps);
     int64_t recorded = 0;
     for (const auto& r : j.at("ledger").at("releases"))
-      if (r.value("label", "") == s.opts.release->label) recorded += r.value("count", int64_t{0});
-    if (recorded != step)
-      refuse(fmt::format("records {} releases for {} steps", recorded, step));
+      if (r.value("label", "") == rel->label) recorded += r.value("count", int64_t{0});
+    if (recorded != want)
+      refuse(fmt::format("records {} '{}' releases for {} steps", recorded, rel->label, want));
   }
 }
 
@@ -444,7 +476,7 @@ bool Trainer::sync_from_root(bool resumed) {
 nlohmann::json Trainer::run(const GradientFn& gradient) {
   State& s = *s_;
   const Spec& spec = s.ctx.spec;
-  const int64_t T = spec.train.steps;
+  const int64_t T = s.total_steps();
   // Data parallel: rank 0 reads the checkpoint, prepares (before_training) and evaluates; the
   // other ranks receive its state in sync_from_root().
   const bool root = dist::is_root();
@@ -477,11 +509,14 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
                  s.ckpt_dir().string());
   }
   if (!resumed) {
-    if (s.opts.release &&
-        s.opts.check_budget) {  // the real plan, now that the data set's size is known
-      privacy::Release plan = *s.opts.release;
-      plan.count = T;
-      s.ctx.ledger.check_plan({plan});
+    if (s.opts.check_budget) {  // the real plan, now that the data set's size is known
+      std::vector<privacy::Release> plan;
+      for (const Phase& p : s.phases)
+        if (p.release) {
+          plan.push_back(*p.release);
+          plan.back().count = p.steps;
+        }
+      if (!plan.empty()) s.ctx.ledger.check_plan(plan);
     }
     s.eval_base = evaluate("base", 0, true);
     if (s.opts.before_training && root) {
@@ -516,15 +551,23 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
     }
     if (decision == kStopAfter) s.ctx.stopped = true;
     if (decision != kGo) break;
+    const size_t ph = s.phase_of(s.step);
+    const Phase& phase = s.phases[ph];
+    if (s.step == s.phase_start[ph] && s.started < static_cast<int64_t>(ph)) {
+      if (ph > 0) s.opt->reset_state();
+      if (phase.on_start) phase.on_start();
+    }
+    s.started = static_cast<int64_t>(ph);
     BatchStats st;
     st.step = s.step;
     std::vector<Tensor> grads = gradient(rows, st);
     check_step_gradients(grads, s.opt->masters(), s.names);
-    double lr = lr_at(s.sched, s.step);
+    double lr = lr_at(phase.schedule, s.step - s.phase_start[ph]);
     s.opt->step(grads, lr);
     check_finite(st, s.step + 1);
-    if (s.opts.release) s.ctx.ledger.record(*s.opts.release);
+    if (phase.release) s.ctx.ledger.record(*phase.release);
     ++s.step;
+    if (s.opts.after_step) s.opts.after_step(s.step);
     double secs = seconds_since(t0);
     s.step_seconds.push_back(secs);
     s.grad_seconds += st.grad_seconds;
@@ -601,6 +644,16 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
                   {"eval_size", s.in.eval.size()},
                   {"trainable_parameters", model::count_parameters(s.in.model, true)},
                   {"method", s.opts.method_info}};
+  if (s.phases.size() > 1) {
+    out["train"]["phases"] = nlohmann::json::array();
+    for (size_t p = 0; p < s.phases.size(); ++p)
+      out["train"]["phases"].push_back({{"name", s.phases[p].name},
+                                        {"first_step", s.phase_start[p] + 1},
+                                        {"steps", s.phases[p].steps},
+                                        {"lr", s.phases[p].schedule.lr},
+                                        {"warmup_ratio", s.phases[p].schedule.warmup_ratio},
+                                        {"schedule", s.phases[p].schedule.kind}});
+  }
   out["eval"] = {{"base", s.eval_base}, {"final", s.eval_final}, {"history", s.eval_history}};
   if (!spec.eval.nlg.at_steps.empty() && root) out["eval"]["nlg"] = s.nlg_history;
   if (spec.eval.reference_accuracy > 0 && !s.eval_base.is_null())

@@ -20,9 +20,23 @@
 #include "core/privacy/noise.hpp"
 #include "core/run/run_context.hpp"
 #include "core/train/privatize.hpp"
+#include "core/train/schedule.hpp"
 #include "core/train/setup.hpp"
 
 namespace dpft::train {
+
+// A stretch of the loop with its own DP release, learning-rate schedule and optimizer state
+// (DP-SFT's stage 1 and stage 2).
+struct Phase {
+  std::string name;
+  int64_t steps = 0;                        // >= 1
+  std::optional<privacy::Release> release;  // recorded once per step of the phase
+  ScheduleOptions schedule;                 // restarts at the phase's first step
+  // Runs right before the phase's first step (also when a --resume lands exactly there; not
+  // when it lands inside the phase: load_state restores what it set up). Phases after the
+  // first also start with fresh optimizer state.
+  std::function<void()> on_start;
+};
 
 struct LoopOptions {
   std::string sampling = "poisson";  // poisson (rate q) | shuffle (epochs of batch_size rows)
@@ -41,6 +55,12 @@ struct LoopOptions {
   // handed back on --resume. Both or neither.
   std::function<nlohmann::json()> save_state;
   std::function<void(const nlohmann::json&)> load_state;
+  // Consecutive phases (their releases need distinct labels). Empty: one phase of train.steps
+  // steps with `release` and the train.* schedule.
+  std::vector<Phase> phases;
+  // Called after the optimizer step that completes step `done` (1-based), before the step's
+  // checkpoint: e.g. DP-SFT's trajectory snapshots.
+  std::function<void(int64_t done)> after_step;
 };
 
 // Gradient of one logical batch: one tensor per trainable parameter (trainable_parameters()

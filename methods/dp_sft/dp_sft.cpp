@@ -1,0 +1,383 @@
+// Method `dp-sft` (paper 002, "DP-SFT", Algorithm 3): private fine-tuning in a task subspace.
+//   Alg. 3 line 1   T1 = ceil(E1 |S| / (B k)) k steps of stage 1 (a multiple of k: one trajectory
+//                   row every y = T1 / k steps), T2 = train.steps of stage 2
+//   Alg. 3 line 2   stage 1 = Alg. 1: DP full fine-tuning (Poisson lots, clip C1, noise sigma1 C1,
+//                   AdamW), appending flat(Theta_t - Theta_0) to the trajectory matrix A every y
+//                   steps (core/project/subspace.hpp: streamed to <run>/trajectory/)
+//   Alg. 3 line 3   P = top-k right singular vectors of A (Eq. 4; the Gram route), saved as
+//                   <run>/subspace.safetensors
+//   Alg. 3 line 4   stage 2 = Alg. 2: per-sample g^s_i = P^T g_i (Eq. 5), clipped to C2 in R^k,
+//                   summed, N(0, sigma2^2 C2^2 I_k) added (Eq. 6), divided by the lot size, mapped
+//                   back g~ = P g~^s (Eq. 7), fresh AdamW with its own warmup
+// subspace.source `file` skips stage 1 and trains in a saved subspace (the transfer experiments).
+// Budget (core/privacy/calibrate.hpp, calibrate_two_stage): the split p1 + p2 = 1 of (epsilon,
+// delta) with the paper's basic composition (`budget: split`, Theorem 3) or one joint accounting
+// of both stages (`budget: joint`, the default); either way both stages are ledger releases.
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <memory>
+
+#include "core/config/fields.hpp"
+#include "core/config/spec.hpp"
+#include "core/dist/world.hpp"
+#include "core/model/peft.hpp"
+#include "core/model/safetensors.hpp"
+#include "core/privacy/calibrate.hpp"
+#include "core/privacy/ledger_options.hpp"
+#include "core/project/subspace.hpp"
+#include "core/train/privatize.hpp"
+#include "core/train/trainer.hpp"
+#include "core/util/seed.hpp"
+#include "methods/method.hpp"
+
+namespace dpft {
+
+namespace {
+
+enum class SubspaceSource { kPrivate, kFile };
+inline constexpr std::array<EnumName<SubspaceSource>, 2> kSourceNames = {
+    {{SubspaceSource::kPrivate, "private"}, {SubspaceSource::kFile, "file"}}};
+enum class Budget { kJoint, kSplit };
+inline constexpr std::array<EnumName<Budget>, 2> kBudgetNames = {
+    {{Budget::kJoint, "joint"}, {Budget::kSplit, "split"}}};
+
+struct Stage1Options {
+  double epochs = 1;                   // E1 (Alg. 3 line 1), used when steps is 0
+  int64_t steps = 0;                   // T1 given directly (must be >= k)
+  std::optional<double> lr;            // default train.lr
+  std::optional<double> clip_norm;     // C1, default privacy.clip_norm
+  std::optional<double> warmup_ratio;  // default train.warmup_ratio
+};
+
+class DpSftMethod : public Method {
+ public:
+  std::string name() const override { return "dp-sft"; }
+  std::string label() const override { return "DP-SFT"; }
+  bool trains_encoders() const override { return true; }
+
+  void configure(Fields& f) override {
+    f.get("k", k_, Range::at_least(1));
+    f.get_enum("source", source_, kSourceNames);
+    f.get("file", file_);
+    std::string storage = "float32";
+    f.get_choice("storage", storage, {"float32", "bfloat16"});
+    storage_ = storage == "bfloat16" ? torch::kBFloat16 : torch::kFloat32;
+    f.get("split", split_, Range::open(0, 1));
+    f.get_enum("budget", budget_, kBudgetNames);
+    Fields s1 = f.child("stage1");
+    s1.get("epochs", stage1_.epochs, Range::above(0));
+    s1.get("steps", stage1_.steps, Range::at_least(0));
+    s1.get("lr", stage1_.lr, Range::at_least(0));
+    s1.get("clip_norm", stage1_.clip_norm, Range::above(0));
+    s1.get("warmup_ratio", stage1_.warmup_ratio, Range::closed(0, 1));
+    s1.finish();
+    f.get_enum("grad_mode", grad_.mode, grad::kGradModeNames);
+    f.get("max_materialize_mb", grad_.max_materialize_mb, Range::above(0));
+    f.get("chunk_mb", chunk_mb_, Range::above(0));
+    if (source_ == SubspaceSource::kFile)
+      DPFT_CHECK_AS(ConfigError, !file_.empty(),
+                    "method.source: file needs method.file (a subspace.safetensors written by a "
+                    "dp-sft run)");
+    if (source_ == SubspaceSource::kPrivate && stage1_.steps > 0)
+      DPFT_CHECK_AS(ConfigError, stage1_.steps >= k_,
+                    "method.stage1.steps = {} records fewer than k = {} trajectory rows (one "
+                    "every floor(T1 / k) steps); give at least k steps or lower method.k",
+                    stage1_.steps, k_);
+  }
+
+  YAML::Node options_yaml() const override {
+    YAML::Node n;
+    n["k"] = k_;                                     // subspace dimension
+    n["source"] = enum_name(source_, kSourceNames);  // private (stage 1 under DP) | file
+    n["file"] = file_;                               // source file: a subspace.safetensors
+    n["storage"] = storage_ == torch::kBFloat16 ? "bfloat16" : "float32";  // P's entries
+    n["split"] = split_;                             // p1: stage 1's share of (epsilon, delta)
+    n["budget"] = enum_name(budget_, kBudgetNames);  // joint | split (Theorem 3)
+    YAML::Node s1;
+    s1["epochs"] = stage1_.epochs;
+    s1["steps"] = stage1_.steps;  // 0: ceil(E1 N / (B k)) k
+    if (stage1_.lr) s1["lr"] = *stage1_.lr;
+    if (stage1_.clip_norm) s1["clip_norm"] = *stage1_.clip_norm;
+    if (stage1_.warmup_ratio) s1["warmup_ratio"] = *stage1_.warmup_ratio;
+    n["stage1"] = s1;
+    n["grad_mode"] = enum_name(grad_.mode, grad::kGradModeNames);
+    n["max_materialize_mb"] = grad_.max_materialize_mb;
+    n["chunk_mb"] = chunk_mb_;  // bounds the per-sample blocks materialised for P^T g_i
+    return n;
+  }
+
+  std::vector<privacy::Release> plan(const Spec& spec, int64_t n) override {
+    const PrivacySpec& p = spec.privacy;
+    // Stage 2 is the spec's train.* and privacy.* block: its q, C, T = train.steps.
+    train::DpSettings d2 = base_settings(spec, n);
+    d2.steps = spec.train.steps;
+    train::DpSettings d1 = d2;
+    d1.clip_norm = stage1_.clip_norm.value_or(p.clip_norm);
+    int64_t T1 = 0;
+    if (source_ == SubspaceSource::kPrivate) {
+      // Alg. 3 line 1: T1 = ceil(E1 |S| / (B k)) k, so that y = T1 / k is a whole number.
+      T1 = stage1_.steps > 0
+               ? stage1_.steps
+               : static_cast<int64_t>(std::ceil(
+                     stage1_.epochs * static_cast<double>(n) /
+                     (static_cast<double>(spec.train.batch_size) * static_cast<double>(k_)))) *
+                     k_;
+    }
+    d1.steps = T1;
+    nlohmann::json acct = {{"budget", enum_name(budget_, kBudgetNames)}};
+    if (p.noise_multiplier) {  // sigma given: both stages use it, epsilon is computed
+      d1.sigma = d2.sigma = *p.noise_multiplier;
+      d1.sigma_source = d2.sigma_source = *p.noise_multiplier > 0 ? "given" : "non-private";
+    } else if (p.epsilon && std::isfinite(*p.epsilon)) {
+      auto acc =
+          privacy::make_accountant(p.accountant, privacy::ledger_options(p).accountant_options);
+      privacy::TwoStageCalibration c = privacy::calibrate_two_stage(
+          *acc, d1.q, T1, d2.q, d2.steps, *p.epsilon, p.delta, split_, budget_ == Budget::kJoint);
+      d1.sigma = c.sigma1;
+      d2.sigma = c.sigma2;
+      d1.sigma_source = d2.sigma_source = "calibrated";
+      acct["epsilon_composed"] = c.epsilon;  // both stages, one accounting, at delta
+      if (T1 > 0) {
+        acct["split"] = {{"p1", split_},
+                         {"stage1",
+                          {{"sigma", c.split_sigma1},
+                           {"epsilon", c.split_epsilon1},
+                           {"delta", split_ * p.delta}}},
+                         {"stage2",
+                          {{"sigma", c.split_sigma2},
+                           {"epsilon", c.split_epsilon2},
+                           {"delta", (1 - split_) * p.delta}}},
+                         {"epsilon_total", *p.epsilon}};  // Theorem 3: p1 eps + p2 eps
+        acct["noise_scale_vs_split"] = c.scale;
+      }
+    } else if (p.epsilon) {
+      d1.sigma = d2.sigma = 0;
+      d1.sigma_source = d2.sigma_source = "non-private";
+    } else {
+      throw ConfigError(
+          "privacy: method dp-sft releases a DP model but neither privacy.epsilon nor "
+          "privacy.noise_multiplier is set; give one (epsilon: .inf for a non-private run)");
+    }
+    for (const train::DpSettings* d : {&d1, &d2})
+      if (d->sigma > 0 && !std::isfinite(d->clip_norm))
+        throw ConfigError(
+            "dp-sft: a clip norm of inf leaves the sensitivity unbounded; set "
+            "privacy.clip_norm and method.stage1.clip_norm finite");
+    dp1_ = d1;
+    dp2_ = d2;
+    accounting_ = acct;
+    std::vector<privacy::Release> out;
+    if (T1 > 0) out.push_back({"dp-sft stage 1", d1.sigma, d1.q, T1});
+    out.push_back({"dp-sft stage 2", d2.sigma, d2.q, d2.steps});
+    return out;
+  }
+
+  nlohmann::json plan_settings() const override {
+    DPFT_CHECK(dp2_.has_value(), "dp-sft: settings read before plan()");
+    nlohmann::json j = {{"k", k_},
+                        {"source", enum_name(source_, kSourceNames)},
+                        {"stage2", dp2_->to_json()},
+                        {"accounting", accounting_}};
+    if (dp1_->steps > 0) j["stage1"] = dp1_->to_json();
+    return j;
+  }
+
+  nlohmann::json run(RunContext& ctx, train::TrainInputs& in) override;
+
+ private:
+  static train::DpSettings base_settings(const Spec& spec, int64_t n) {
+    const PrivacySpec& p = spec.privacy;
+    DPFT_CHECK_AS(ConfigError, n > 0, "the private training set is empty (data.train.path = '{}')",
+                  spec.data.train.path);
+    train::DpSettings s;
+    s.dataset_size = n;
+    s.clip_norm = p.clip_norm;
+    s.clipping = p.clipping;
+    s.divisor = p.noise_divisor;
+    s.q = p.sampling_rate
+              ? *p.sampling_rate
+              : std::min(1.0, static_cast<double>(spec.train.batch_size) / static_cast<double>(n));
+    return s;
+  }
+
+  int64_t k_ = 32;
+  SubspaceSource source_ = SubspaceSource::kPrivate;
+  std::string file_;
+  torch::ScalarType storage_ = torch::kFloat32;
+  double split_ = 0.5;
+  Budget budget_ = Budget::kJoint;
+  Stage1Options stage1_;
+  grad::GradOptions grad_;
+  double chunk_mb_ = 256;
+  std::optional<train::DpSettings> dp1_, dp2_;
+  nlohmann::json accounting_;
+};
+
+// The trainable parameters flattened into one float32 CPU vector (d), params order.
+torch::Tensor flat_params(const std::vector<std::pair<std::string, torch::Tensor>>& params) {
+  std::vector<torch::Tensor> parts;
+  for (const auto& [name, t] : params)
+    parts.push_back(t.detach().reshape(-1).to(torch::kCPU, torch::kFloat32));
+  return torch::cat(parts);
+}
+
+nlohmann::json DpSftMethod::run(RunContext& ctx, train::TrainInputs& in) {
+  const Spec& spec = ctx.spec;
+  const train::DpSettings& dp1 = *dp1_;
+  const train::DpSettings& dp2 = *dp2_;
+  const int64_t T1 = dp1.steps;
+  auto params = model::trainable_parameters(in.model);
+  const std::vector<project::ParamEntry> entries = project::param_entries(params);
+  // Theta_0: kept in the run directory so a resumed run subtracts the same start.
+  const fs::path theta0_file = ctx.dir.file("theta0.safetensors");
+  torch::Tensor theta0;
+  if (ctx.resume && fs::exists(theta0_file)) {
+    theta0 = model::SafetensorsFile::open(theta0_file)->load("theta0");
+  } else {
+    theta0 = flat_params(params);
+    if (T1 > 0) model::save_safetensors(theta0_file, {{"theta0", theta0}});
+  }
+  const int64_t d = theta0.numel();
+  int64_t trained = 0;
+  for (const auto& e : entries) trained += e.numel();
+  DPFT_CHECK_AS(InputError, d == trained, "dp-sft: {} holds {} values, the model trains {}",
+                theta0_file.string(), d, trained);
+  DPFT_CHECK_AS(ConfigError, !dist::active(),
+                "method dp-sft runs in one process for now (its trajectory and subspace are "
+                "written by one writer); run it without --nproc");
+  // The base weights' identity: a subspace is only ever applied to the model it came from.
+  std::string base_sha;
+  {
+    std::vector<std::pair<std::string, torch::Tensor>> base;
+    int64_t off = 0;
+    for (const auto& e : entries) {
+      base.push_back({e.name, theta0.slice(0, off, off + e.numel()).view(e.shape)});
+      off += e.numel();
+    }
+    base_sha = project::params_sha256(base);
+  }
+
+  project::Subspace sub;
+  std::vector<torch::Tensor> blocks;
+  const fs::path sub_file = ctx.dir.file("subspace.safetensors");
+  auto use_subspace = [&](project::Subspace s) {
+    project::check_applies(s, entries, base_sha);
+    DPFT_CHECK_AS(ConfigError, s.k() == k_, "subspace {} has k = {} but method.k is {}", s.source,
+                  s.k(), k_);
+    const torch::Device dev = params.front().second.device();
+    s.P = s.P.to(dev);
+    sub = std::move(s);
+    blocks = sub.blocks();
+    spdlog::info("dp-sft: subspace k {} over d {} ({}; top-k energy share {:.4f})", sub.k(),
+                 sub.dim(), sub.source, sub.energy_top_k());
+  };
+  std::unique_ptr<project::Trajectory> traj;
+  int64_t y = 0;
+  if (T1 > 0) {
+    traj = std::make_unique<project::Trajectory>(ctx.dir.file("trajectory"), d);
+    y = T1 / k_;  // Alg. 1 line 2: y = floor(T1 / k)
+  } else {
+    use_subspace(project::load_subspace(file_));
+  }
+
+  privacy::NoiseSource noise(derive_seed(static_cast<uint64_t>(spec.seed), "noise"),
+                             spec.privacy.secure_noise);
+  grad::PerSampleGrads psg(in.model, grad_);
+  train::LoopOptions lo;
+  lo.sampling = "poisson";
+  lo.q = dp2.q;
+  lo.method_info = {{"k", k_},
+                    {"source", enum_name(source_, kSourceNames)},
+                    {"trajectory_every", y},
+                    {"storage", storage_ == torch::kBFloat16 ? "bfloat16" : "float32"}};
+  const TrainSpec& tr = spec.train;
+  if (T1 > 0) {
+    train::Phase s1;
+    s1.name = "stage1";
+    s1.steps = T1;
+    s1.release = privacy::Release{"dp-sft stage 1", dp1.sigma, dp1.q, 1};
+    s1.schedule = {tr.schedule, stage1_.lr.value_or(tr.lr),
+                   stage1_.warmup_ratio.value_or(tr.warmup_ratio), T1};
+    lo.phases.push_back(s1);
+  }
+  train::Phase s2;
+  s2.name = "stage2";
+  s2.steps = dp2.steps;
+  s2.release = privacy::Release{"dp-sft stage 2", dp2.sigma, dp2.q, 1};
+  s2.schedule = {tr.schedule, tr.lr, tr.warmup_ratio, dp2.steps};
+  if (T1 > 0)
+    s2.on_start = [&] {  // Alg. 3 line 3: P from the trajectory (post-processing of stage 1)
+      DPFT_CHECK(traj->rows() == k_, "dp-sft: stage 1 recorded {} trajectory rows, not k = {}",
+                 traj->rows(), k_);
+      project::Subspace s;
+      s.P = project::subspace_from_trajectory(*traj, k_, &s.singular_values, storage_);
+      s.params = entries;
+      s.base_sha256 = base_sha;
+      s.source = "private";
+      project::save_subspace(sub_file, s);
+      s.source = sub_file.string();
+      use_subspace(std::move(s));
+    };
+  lo.phases.push_back(s2);
+  // Alg. 1 lines 12-14: after step t with y | t, append flat(Theta_t - Theta_0).
+  lo.after_step = [&](int64_t done) {
+    if (done <= T1 && done % y == 0 && traj->rows() < k_)
+      traj->append(flat_params(params) - theta0);
+  };
+  lo.save_state = [&] {
+    return nlohmann::json{{"trajectory_rows", traj ? traj->rows() : 0},
+                          {"subspace_ready", !blocks.empty() && T1 > 0}};
+  };
+  lo.load_state = [&](const nlohmann::json& j) {
+    if (traj) traj->truncate(j.at("trajectory_rows").get<int64_t>());
+    if (j.at("subspace_ready").get<bool>()) use_subspace(project::load_subspace(sub_file));
+  };
+  train::Trainer trainer(ctx, in, lo, &noise);
+  in.model->train();
+  const int64_t micro = spec.train.micro_batch_size;
+  spdlog::info(
+      "dp-sft: stage 1 {} steps (sigma {:.4f}, C {}), stage 2 {} steps (sigma {:.4f}, "
+      "C {}), q {:.5f}, k {}",
+      T1, dp1.sigma, dp1.clip_norm, dp2.steps, dp2.sigma, dp2.clip_norm, dp2.q, k_);
+  nlohmann::json out = trainer.run([&](const std::vector<int64_t>& rows, train::BatchStats& st) {
+    if (st.step < T1) {  // Alg. 1 lines 5-11: clip to C1, sum, noise sigma1 C1, divide
+      auto g = train::clipped_sum(psg, in.train, rows, micro, in.pad_id, dp1, &st);
+      train::noise_and_scale(g, dp1, noise, static_cast<int64_t>(rows.size()), &st);
+      return g;
+    }
+    // Alg. 2 lines 4-11: g^s_i = P^T g_i clipped to C2 in R^k, summed, noise sigma2 C2 in R^k,
+    // divided by the lot size
+    std::vector<torch::Tensor> gs = {
+        train::projected_clipped_sum(psg, in.train, rows, micro, in.pad_id, blocks, dp2, &st)};
+    train::noise_and_scale(gs, dp2, noise, static_cast<int64_t>(rows.size()), &st);
+    // Alg. 2 lines 12-13: g~ = P g~^s, reshaped to the parameters
+    std::vector<torch::Tensor> g;
+    for (size_t i = 0; i < blocks.size(); ++i)
+      g.push_back(project::lift_block(blocks[i], gs[0]).view(params[i].second.sizes()));
+    return g;
+  });
+  out["privacy"] = {{"stage2", dp2.to_json()}, {"accounting", accounting_}};
+  if (T1 > 0) out["privacy"]["stage1"] = dp1.to_json();
+  out["privacy"]["secure_noise"] = spec.privacy.secure_noise;
+  if (!blocks.empty()) {
+    nlohmann::json sv = nlohmann::json::array();
+    if (sub.singular_values.defined())
+      for (int64_t i = 0; i < sub.singular_values.numel(); ++i)
+        sv.push_back(sub.singular_values[i].item<double>());
+    out["subspace"] = {{"k", sub.k()},
+                       {"dim", sub.dim()},
+                       {"source", sub.source},
+                       {"energy_top_k", sub.energy_top_k()},
+                       {"singular_values", sv}};
+  }
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<Method> make_dp_sft_method() {
+  return std::make_unique<DpSftMethod>();
+}
+
+}  // namespace dpft

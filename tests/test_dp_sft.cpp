@@ -1,0 +1,158 @@
+// Method dp-sft (paper 002) end to end on the tiny fixture: both stages in the ledger, the
+// trajectory and subspace files, resume inside either stage, the identity subspace equal to
+// DP-SGD, and a subspace refused on another base model.
+#include <catch2/catch.hpp>
+
+#include "core/project/subspace.hpp"
+#include "core/util/atomic_file.hpp"
+#include "run_fixture.hpp"
+
+using namespace dpft;
+using test::Fixture;
+using test::make_fixture;
+using test::run_metrics;
+
+namespace {
+
+// Stage 1: 4 steps (k = 2: a trajectory row every 2 steps); stage 2: train.steps = 6.
+std::vector<std::string> sft_args(std::vector<std::string> extra = {}) {
+  std::vector<std::string> a = {
+      "--set", "method.name=dp-sft",          "--set", "method.k=2",
+      "--set", "method.stage1.steps=4",       "--set", "privacy.epsilon=2",
+      "--set", "model.peft.targets=[c_attn]", "--set", "model.peft.r=2"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+int64_t release_count(const nlohmann::json& m, const std::string& label) {
+  int64_t n = 0;
+  for (const auto& r : m["privacy"]["releases"])
+    if (r["label"] == label) n += r["count"].get<int64_t>();
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("dp-sft: two stages, both in the ledger, the trajectory's subspace saved", "[dp-sft]") {
+  Fixture f;
+  make_fixture(f);
+  const std::string out = (f.tmp.path / "runs").string();
+  auto budget = GENERATE(as<std::string>{}, "joint", "split");
+  CAPTURE(budget);
+  std::string dir;
+  auto m = run_metrics(f, out, sft_args({"--set", "method.budget=" + budget}), &dir);
+  CHECK(m["status"] == "ok");
+  CHECK(m["train"]["steps_done"] == 10);
+  REQUIRE(m["train"]["phases"].size() == 2);
+  CHECK(m["train"]["phases"][1]["first_step"] == 5);
+  CHECK(release_count(m, "dp-sft stage 1") == 4);
+  CHECK(release_count(m, "dp-sft stage 2") == 6);
+  const double eps = m["privacy"]["epsilon"].get<double>();
+  CHECK(eps <= 2.0);
+  const auto& acct = m["privacy"]["accounting"];
+  if (budget == "split") {  // Theorem 3: each stage alone within its share
+    CHECK(acct["split"]["stage1"]["epsilon"].get<double>() <= 1.0);
+    CHECK(acct["split"]["stage2"]["epsilon"].get<double>() <= 1.0);
+    CHECK(acct["noise_scale_vs_split"] == 1.0);
+  } else {
+    CHECK(acct["noise_scale_vs_split"].get<double>() < 1.0);
+    CHECK(eps > 1.9);  // the joint accounting spends the budget it was given
+  }
+  CHECK(m["privacy"]["stage1"]["noise_multiplier"].get<double>() > 0);
+  CHECK(m["privacy"]["stage2"]["noise_multiplier"].get<double>() > 0);
+  // Two trajectory rows, a k = 2 subspace over every trained value.
+  CHECK(fs::exists(fs::path(dir) / "trajectory" / "row-00001.safetensors"));
+  CHECK_FALSE(fs::exists(fs::path(dir) / "trajectory" / "row-00002.safetensors"));
+  project::Subspace s = project::load_subspace(fs::path(dir) / "subspace.safetensors");
+  CHECK(s.k() == 2);
+  CHECK(m["subspace"]["dim"] == s.dim());
+  CHECK(m["subspace"]["singular_values"].size() == 2);
+  torch::Tensor P = s.P.to(torch::kFloat64);
+  CHECK((P.t().mm(P) - torch::eye(2, torch::kFloat64)).abs().max().item<double>() < 1e-6);
+  CHECK(m["eval"]["final"]["loss"] != m["eval"]["base"]["loss"]);
+}
+
+TEST_CASE("dp-sft: a run stopped in stage 1 or stage 2 resumes to the uninterrupted numbers",
+          "[dp-sft]") {
+  Fixture f;
+  make_fixture(f);
+  const std::string out = (f.tmp.path / "runs").string();
+  const std::vector<std::string> spec =
+      sft_args({"--set", "output.checkpoint_every=1", "--set", "train.warmup_ratio=0.3"});
+  std::string full_dir;
+  auto full = run_metrics(f, out, spec, &full_dir);
+  const torch::Tensor P_full =
+      project::load_subspace(fs::path(full_dir) / "subspace.safetensors").P;
+  for (const char* at : {"3", "7"}) {
+    CAPTURE(at);
+    std::string dir;
+    std::vector<std::string> stop = spec;
+    stop.insert(stop.end(), {"--stop-after", at});
+    auto part = run_metrics(f, out, stop, &dir);
+    CHECK(part["status"] == "stopped");
+    REQUIRE(test::cli({"run", "--resume", dir}) == 0);
+    auto resumed = nlohmann::json::parse(read_file(fs::path(dir) / "metrics.json"));
+    CHECK(resumed["status"] == "ok");
+    CHECK(resumed["eval"] == full["eval"]);
+    CHECK(resumed["privacy"] == full["privacy"]);
+    CHECK(resumed["non_private"]["history"] == full["non_private"]["history"]);
+    CHECK(torch::equal(project::load_subspace(fs::path(dir) / "subspace.safetensors").P, P_full));
+  }
+}
+
+TEST_CASE("dp-sft: in the identity subspace with sigma 0 and C inf it is DP-SGD's run",
+          "[dp-sft]") {
+  Fixture f;
+  make_fixture(f);
+  const std::string out = (f.tmp.path / "runs").string();
+  std::string dir;
+  run_metrics(f, out, sft_args(), &dir);  // its subspace file names the parameters and base
+  project::Subspace s = project::load_subspace(fs::path(dir) / "subspace.safetensors");
+  const int64_t d = s.dim();
+  REQUIRE(d > 0);
+  REQUIRE(d <= 2048);
+  s.P = torch::eye(d, torch::kFloat32);
+  s.singular_values = torch::Tensor();
+  const std::string eye = (f.tmp.path / "eye.safetensors").string();
+  project::save_subspace(eye, s);
+  const std::vector<std::string> common = {"--set", "privacy.noise_multiplier=0",
+                                           "--set", "privacy.clip_norm=inf",
+                                           "--set", "privacy.noise_divisor=realized",
+                                           "--set", "train.optimizer=sgd",
+                                           "--set", "train.lr=0.5",
+                                           "--set", "model.peft.targets=[c_attn]",
+                                           "--set", "model.peft.r=2"};
+  std::vector<std::string> a_args = common, b_args = common;
+  a_args.insert(a_args.end(), {"--set", "method.name=dp-sgd"});
+  b_args.insert(b_args.end(),
+                {"--set", "method.name=dp-sft", "--set", "method.source=file", "--set",
+                 "method.file=" + eye, "--set", "method.k=" + std::to_string(d)});
+  auto a = run_metrics(f, out, a_args);
+  auto b = run_metrics(f, out, b_args);
+  REQUIRE(b["train"]["steps_done"] == 6);
+  for (size_t i = 0; i < 6; ++i) {
+    CHECK(a["non_private"]["history"][i]["batch_size"] ==
+          b["non_private"]["history"][i]["batch_size"]);
+    CHECK(a["non_private"]["history"][i]["loss"].get<double>() ==
+          Approx(b["non_private"]["history"][i]["loss"].get<double>()).epsilon(1e-5));
+  }
+  CHECK(a["eval"]["final"]["loss"].get<double>() ==
+        Approx(b["eval"]["final"]["loss"].get<double>()).epsilon(1e-5));
+  CHECK(a["eval"]["final"]["loss"] != a["eval"]["base"]["loss"]);
+  CHECK(b["privacy"]["epsilon"] == "inf");
+
+  // The same subspace on another base model (another seed initialises other LoRA weights).
+  std::vector<std::string> other = b_args;
+  other.insert(other.end(), {"--set", "seed=4"});
+  std::string printed;
+  CHECK(test::cli(test::run_args(f, out, other), &printed) == 2);
+}
+
+TEST_CASE("dp-sft: options are checked before anything runs", "[dp-sft]") {
+  Fixture f;
+  make_fixture(f);
+  const std::string out = (f.tmp.path / "runs").string();
+  CHECK(test::cli(test::run_args(f, out, sft_args({"--set", "method.stage1.steps=1"}))) == 2);
+  CHECK(test::cli(test::run_args(f, out, sft_args({"--set", "method.source=file"}))) == 2);
+  CHECK(test::cli(test::run_args(f, out, sft_args({"--set", "method.split=1"}))) == 2);
+}
