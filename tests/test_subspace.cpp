@@ -245,3 +245,16 @@ TEST_CASE("per-sample projection P^T g_i equals the reference gradients times P"
     CHECK(subspace_rel_err(psg.project(sub.blocks()), want) < 1e-5);
   }
 }
+
+TEST_CASE("subspace memory: roberta-base at k = 64 in float32 does not fit 24 GB; the ways out do",
+          "[subspace]") {
+  const int64_t d = 124645632;  // roberta-base's parameters
+  const double f32 = project::subspace_memory_mb(d, 64, torch::kFloat32, 256);
+  CHECK(f32 == Approx(d * 64.0 * 4 / (1 << 20) + d * 8.0 / (1 << 20) + 256));
+  CHECK_THROWS_WITH(project::check_subspace_memory(f32, 24000, d, 64, torch::kFloat32),
+                    Catch::Contains("method.storage: bfloat16"));
+  const double bf16 = project::subspace_memory_mb(d, 64, torch::kBFloat16, 256);
+  CHECK(bf16 < 0.51 * f32 + 1024);
+  CHECK_NOTHROW(project::check_subspace_memory(bf16, 24000, d, 64, torch::kBFloat16));
+  CHECK_NOTHROW(project::check_subspace_memory(f32, 0, d, 64, torch::kFloat32));  // unknown
+}

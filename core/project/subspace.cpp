@@ -198,6 +198,27 @@ Tensor lift_block(const Tensor& block, const Tensor& v) {
   return out;
 }
 
+double subspace_memory_mb(int64_t d, int64_t k, torch::ScalarType storage, double chunk_mb) {
+  const double elem = storage == torch::kBFloat16 ? 2.0 : 4.0;
+  return (static_cast<double>(d) * static_cast<double>(k) * elem +
+          2.0 * static_cast<double>(d) * 4.0) /
+             (1 << 20) +
+         chunk_mb;
+}
+
+void check_subspace_memory(double need_mb, double available_mb, int64_t d, int64_t k,
+                           torch::ScalarType storage) {
+  if (!(available_mb > 0) || need_mb <= available_mb) return;
+  throw ConfigError(fmt::format(
+      "dp-sft: the subspace needs about {:.0f} MiB (P is {} x {} {} = {:.0f} MiB) but {:.0f} MiB "
+      "are available. Ways out: method.storage: bfloat16 (half of P), a smaller method.k, or "
+      "fewer trainable parameters (model.peft kind full with targets, or lora)",
+      need_mb, d, k, storage == torch::kBFloat16 ? "bfloat16" : "float32",
+      static_cast<double>(d) * static_cast<double>(k) * (storage == torch::kBFloat16 ? 2 : 4) /
+          (1 << 20),
+      available_mb));
+}
+
 // ---------------------------------------------------------------------------------------------
 std::string params_sha256(const std::vector<std::pair<std::string, Tensor>>& params) {
   Sha256 h;

@@ -91,6 +91,14 @@ torch::Tensor subspace_direct_svd(const torch::Tensor& A, int64_t k);
 // v (k) -> (n) float32; a bfloat16 block is converted a slice at a time.
 torch::Tensor lift_block(const torch::Tensor& block, const torch::Tensor& v);
 
+// Memory DP-SFT's subspace needs, MiB: P (d x k in `storage`), Theta_0 and a flat copy of the
+// parameters (d float32 each), and the per-sample blocks (chunk_mb).
+double subspace_memory_mb(int64_t d, int64_t k, torch::ScalarType storage, double chunk_mb);
+// ConfigError naming the sizes and the ways out (bfloat16 storage of P, a smaller k, fewer
+// trainable parameters) when need_mb exceeds available_mb (> 0; 0 = unknown: no check).
+void check_subspace_memory(double need_mb, double available_mb, int64_t d, int64_t k,
+                           torch::ScalarType storage);
+
 // SHA-256 over the parameters in order: each name, shape and float32 little-endian values.
 std::string params_sha256(const std::vector<std::pair<std::string, torch::Tensor>>& params);
 std::vector<ParamEntry> param_entries(

@@ -1,5 +1,7 @@
 #include "core/util/system.hpp"
 
+#include <fstream>
+
 #include <ATen/Parallel.h>
 #include <ATen/Version.h>
 #include <dlfcn.h>
@@ -93,6 +95,16 @@ double peak_rss_mb() {
   struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);
   return ru.ru_maxrss / 1024.0;  // Linux: KiB
+}
+
+double available_memory_mb() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib / 1024.0;
+  return 0;
 }
 
 namespace {

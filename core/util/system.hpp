@@ -34,6 +34,7 @@ struct BlasThreadsGuard {  // sets n for its lifetime, then restores
 
 std::string host_name();
 double peak_rss_mb();                 // ru_maxrss of this process, MiB
+double available_memory_mb();         // MemAvailable of /proc/meminfo, MiB (0 if unknown)
 std::string iso_time_now();           // 2026-11-21T05:30:12Z (UTC)
 std::string local_stamp_now();        // 20261121-063012 (local time; run ids)
 

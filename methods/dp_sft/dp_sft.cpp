@@ -29,6 +29,7 @@
 #include "core/train/privatize.hpp"
 #include "core/train/trainer.hpp"
 #include "core/util/seed.hpp"
+#include "core/util/system.hpp"
 #include "methods/method.hpp"
 
 namespace dpft {
@@ -246,6 +247,12 @@ nlohmann::json DpSftMethod::run(RunContext& ctx, train::TrainInputs& in) {
   DPFT_CHECK_AS(ConfigError, !dist::active(),
                 "method dp-sft runs in one process for now (its trajectory and subspace are "
                 "written by one writer); run it without --nproc");
+  // Memory: P (d x k) lives on the model's device; on the CPU, check it fits before training.
+  const double need_mb = project::subspace_memory_mb(d, k_, storage_, chunk_mb_);
+  spdlog::info("dp-sft: d {} trainable values, k {}: the subspace needs about {:.0f} MiB", d, k_,
+               need_mb);
+  if (params.front().second.device().is_cpu())
+    project::check_subspace_memory(need_mb, available_memory_mb(), d, k_, storage_);
   // The base weights' identity: a subspace is only ever applied to the model it came from.
   std::string base_sha;
   {
