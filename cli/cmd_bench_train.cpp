@@ -3,7 +3,11 @@
 // loss) and a DP-SGD step (per-sample gradients, clipping, the clipped sum, noise), interleaved
 // over --reps repetitions (medians reported, so machine noise hits both alike). Peak memory of
 // each kind is measured in a child process of its own (`--only np|dp`), since peak RSS is per
-// process. Results belong in docs/BENCHMARKS.md.
+// process. --denoise adds method denoise's post-processing of each DP step's gradient (paper
+// 003); --dp-sft K a DP-SFT stage-2 step (paper 002, Alg. 2: per-sample P^T g_i, clipping in
+// R^k, noise, P g~^s) on a random orthonormal P of k columns, interleaved with the other two,
+// and what building P costs (one trajectory row written, the Gram-route SVD of k rows).
+// Results belong in docs/BENCHMARKS.md.
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -17,6 +21,8 @@
 #include <memory>
 #include <regex>
 
+#include <unistd.h>
+
 #include "cli/app.hpp"
 #include "cli/bench_common.hpp"
 #include "core/denoise/rmt.hpp"
@@ -24,8 +30,10 @@
 #include "core/lm/objective.hpp"
 #include "core/model/peft.hpp"
 #include "core/model/presets.hpp"
+#include "core/project/subspace.hpp"
 #include "core/train/privatize.hpp"
 #include "core/train/setup.hpp"
+#include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
 #include "core/util/system.hpp"
 
@@ -37,9 +45,9 @@ using Clock = std::chrono::steady_clock;
 
 struct TrainBench {
   std::string arch = "gpt2", preset = "small", peft = "lora", grad_mode = "auto", only;
-  std::string dtype = "float32", device = "cpu";
+  std::string dtype = "float32", device = "cpu", dp_sft_storage = "float32";
   std::vector<std::string> targets;
-  int64_t vocab = 50257, batch = 32, seq = 128, micro = 0, r = 8;
+  int64_t vocab = 50257, batch = 32, seq = 128, micro = 0, r = 8, dp_sft_k = 0;
   int reps = 5;
   bool json = false, denoise = false;
 };
@@ -151,11 +159,43 @@ int bench_train(const TrainBench& b) {
     psg_share = st.grad_seconds / s;
     return s;
   };
+  // --dp-sft K: P (d, K) random orthonormal over the trainable parameters, on the model's
+  // device, in --dp-sft-storage; a stage-2 step is method dp-sft's (methods/dp_sft/dp_sft.cpp).
+  DPFT_CHECK_AS(ConfigError, b.dp_sft_k >= 0, "--dp-sft: a subspace dimension k >= 1 (0 = off)");
+  const torch::Dtype sft_storage = train::dtype_named(b.dp_sft_storage, "--dp-sft-storage");
+  DPFT_CHECK_AS(ConfigError, sft_storage == torch::kFloat32 || sft_storage == torch::kBFloat16,
+                "--dp-sft-storage: float32 or bfloat16");
+  const int64_t d = model::count_parameters(m, true);
+  std::vector<torch::Tensor> sft_blocks;  // P's rows per parameter, (numel, k)
+  if (b.dp_sft_k > 0) {
+    DPFT_CHECK_AS(ConfigError, b.dp_sft_k <= d, "--dp-sft {}: more than the {} trainable values",
+                  b.dp_sft_k, d);
+    torch::manual_seed(1);
+    torch::Tensor P =
+        torch::randn({d, b.dp_sft_k}, torch::TensorOptions().device(dev)).to(sft_storage);
+    project::orthonormalize_columns_(P);
+    int64_t off = 0;
+    for (auto& [n, p] : params)
+      sft_blocks.push_back(P.slice(0, off, off + p.numel())), off += p.numel();
+  }
+  auto sft_step = [&] {
+    auto t0 = Clock::now();
+    train::BatchStats st;
+    std::vector<torch::Tensor> gs = {
+        train::projected_clipped_sum(psg, ds, rows, micro, 0, sft_blocks, dp, &st)};  // (k)
+    train::noise_and_scale(gs, dp, noise, b.batch, &st);
+    std::vector<torch::Tensor> g;
+    for (size_t i = 0; i < sft_blocks.size(); ++i)
+      g.push_back(project::lift_block(sft_blocks[i], gs[0]).view(params[i].second.sizes()));
+    sync();
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  };
 
   if (!b.only.empty()) {  // memory child: warm-up + reps of one kind, then peak RSS
-    DPFT_CHECK_AS(ConfigError, b.only == "np" || b.only == "dp", "--only: np or dp, got '{}'",
-                  b.only);
-    for (int i = 0; i <= b.reps; ++i) b.only == "np" ? np_step() : dp_step();
+    DPFT_CHECK_AS(ConfigError, b.only == "np" || b.only == "dp" || b.only == "sft",
+                  "--only: np, dp or sft, got '{}'", b.only);
+    for (int i = 0; i <= b.reps; ++i)
+      b.only == "np" ? np_step() : b.only == "dp" ? dp_step() : sft_step();
     std::cout << nlohmann::json{{"only", b.only}, {"peak_rss_mb", peak_rss_mb()}}.dump() << "\n";
     return 0;
   }
@@ -206,12 +246,14 @@ int bench_train(const TrainBench& b) {
                 "--denoise: no trainable 2-D block outside embeddings and heads to denoise");
   np_step(), dp_step();  // warm-up
   if (b.denoise) time_denoise(), tdn = {}, denoised_blocks.clear();
-  std::vector<double> tn, td;
+  if (b.dp_sft_k > 0) sft_step();
+  std::vector<double> tn, td, ts;
   for (int i = 0; i < b.reps; ++i) {
     tn.push_back(np_step()), td.push_back(dp_step());
+    if (b.dp_sft_k > 0) ts.push_back(sft_step());
     if (b.denoise) time_denoise();
   }
-  double n = bench_median(tn), d = bench_median(td);
+  double n = bench_median(tn), d_step = bench_median(td);
   double tokens = static_cast<double>(b.batch * seq);
   double fwd = forward_flops_per_token(m, seq) * tokens;
   // Backward: activation gradients (= forward) always; weight gradients (= forward's share of
@@ -238,18 +280,55 @@ int bench_train(const TrainBench& b) {
       {"device", b.device},
       {"grad_mode", b.grad_mode},
       {"nonprivate_step_s", n},
-      {"dp_step_s", d},
-      {"time_ratio", d / n},
+      {"dp_step_s", d_step},
+      {"time_ratio", d_step / n},
       {"per_sample_grad_share_of_dp_step", psg_share},
       {"nonprivate_gflops", np_flops / n / 1e9},
       {"sgemm_gflops", gemm},
       {"nonprivate_peak_rss_mb", mem_np["peak_rss_mb"]},
       {"dp_peak_rss_mb", mem_dp["peak_rss_mb"]},
       {"memory_ratio", mem_dp["peak_rss_mb"].get<double>() / mem_np["peak_rss_mb"].get<double>()}};
+  if (b.dp_sft_k > 0) {
+    // Building P: k trajectory rows flat(Theta) written (Alg. 1 line 13: flattening to a float32
+    // host vector and one safetensors file each), then the Gram-route SVD of the k x d matrix.
+    sft_blocks.clear();  // P's memory back before the SVD's
+    const fs::path dir = fs::temp_directory_path() / fmt::format("dpft-bench-traj-{}", getpid());
+    std::vector<double> trow;
+    double tsvd = 0;
+    {
+      project::Trajectory traj(dir, d);
+      for (int64_t r = 0; r < b.dp_sft_k; ++r) {
+        auto t0 = Clock::now();
+        std::vector<torch::Tensor> flat;
+        for (auto& [n, p] : params)
+          flat.push_back(p.detach().reshape({-1}).to(torch::kCPU, torch::kFloat32));
+        torch::Tensor row = torch::cat(flat);
+        row.add_(torch::randn({d}).mul_(1e-3));  // rows apart, as training moves them
+        traj.append(row);
+        trow.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      }
+      auto t0 = Clock::now();
+      project::subspace_from_trajectory(traj, b.dp_sft_k, nullptr, sft_storage);
+      tsvd = std::chrono::duration<double>(Clock::now() - t0).count();
+    }
+    remove_tree(dir);
+    const double t = bench_median(ts);
+    nlohmann::json mem_sft =
+        run_child(common + fmt::format(" --dp-sft {} --dp-sft-storage {} --only sft", b.dp_sft_k,
+                                       b.dp_sft_storage));
+    out["dp_sft"] = {{"k", b.dp_sft_k},
+                     {"storage", b.dp_sft_storage},
+                     {"stage2_step_s", t},
+                     {"ratio_to_dp_step", t / d_step},
+                     {"ratio_to_nonprivate_step", t / n},
+                     {"stage2_peak_rss_mb", mem_sft["peak_rss_mb"]},
+                     {"trajectory_row_s", bench_median(trow)},
+                     {"svd_s", tsvd}};
+  }
   if (b.denoise) {
     for (size_t k = 0; k < kDenoiseWays; ++k) {
       const double t = bench_median(tdn[k]);
-      out["denoise"][way_names[k]] = {{"seconds", t}, {"overhead_of_dp_step", t / d}};
+      out["denoise"][way_names[k]] = {{"seconds", t}, {"overhead_of_dp_step", t / d_step}};
     }
     out["denoise"]["blocks"] = blocks.size();
     out["denoise"]["denoised_blocks_per_step"] = denoised_blocks;
@@ -278,7 +357,7 @@ int bench_train(const TrainBench& b) {
              "  non-private: {:8.3f} s/step  ({:.1f} GFLOP/s model FLOPs; sgemm {:.1f} GFLOP/s -> "
              "{:.0f}%)\n",
              n, np_flops / n / 1e9, gemm, 100 * np_flops / n / 1e9 / gemm)
-      << fmt::format("  DP-SGD:      {:8.3f} s/step  ratio {:.2f}x\n", d, d / n)
+      << fmt::format("  DP-SGD:      {:8.3f} s/step  ratio {:.2f}x\n", d_step, d_step / n)
       << fmt::format("  peak RSS:    non-private {:.0f} MB, DP-SGD {:.0f} MB, ratio {:.2f}x\n",
                      mem_np["peak_rss_mb"].get<double>(), mem_dp["peak_rss_mb"].get<double>(),
                      out["memory_ratio"].get<double>());
@@ -290,6 +369,17 @@ int bench_train(const TrainBench& b) {
                                out["denoise"][k]["seconds"].get<double>(),
                                100 * out["denoise"][k]["overhead_of_dp_step"].get<double>());
     std::cout << "\n";
+  }
+  if (b.dp_sft_k > 0) {
+    const auto& j = out["dp_sft"];
+    std::cout << fmt::format(
+        "  DP-SFT stage 2 (k {}, P in {}): {:8.3f} s/step  {:.2f}x DP-SGD, {:.2f}x non-private; "
+        "peak RSS {:.0f} MB\n  building P: {:.3f} s per trajectory row, Gram-route SVD of {} "
+        "rows {:.3f} s\n",
+        b.dp_sft_k, b.dp_sft_storage, j["stage2_step_s"].get<double>(),
+        j["ratio_to_dp_step"].get<double>(), j["ratio_to_nonprivate_step"].get<double>(),
+        j["stage2_peak_rss_mb"].get<double>(), j["trajectory_row_s"].get<double>(), b.dp_sft_k,
+        j["svd_s"].get<double>());
   }
   if (encoder)
     std::cout << fmt::format("  classification eval: {:.1f} examples/s (micro-batch {})\n",
@@ -331,6 +421,14 @@ void register_bench_train(CLI::App* bench, CliContext& ctx) {
   s->add_flag("--denoise", o->denoise,
               "also time method denoise's post-processing of each DP step's gradient (naive "
               "per-matrix SVD, batched SVD, randomized top-k SVD) as a share of the step");
+  s->add_option("--dp-sft", o->dp_sft_k,
+                "also time a DP-SFT stage-2 step (P^T g_i clipped in R^k, noise, P g) on a "
+                "random orthonormal P with this many columns, and building P (trajectory rows, "
+                "Gram-route SVD); 0 = off")
+      ->capture_default_str();
+  s->add_option("--dp-sft-storage", o->dp_sft_storage, "P's storage with --dp-sft")
+      ->check(CLI::IsMember({"float32", "bfloat16"}))
+      ->capture_default_str();
   s->callback([o, &ctx] { ctx.action = [o] { return bench_train(*o); }; });
 }
 

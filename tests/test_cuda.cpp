@@ -4,9 +4,11 @@
 // device and fails without one (running them on purpose elsewhere is a mistake, not a pass).
 #include <catch2/catch.hpp>
 
+#include "core/denoise/rmt.hpp"
 #include "core/grad/per_sample.hpp"
 #include "core/model/peft.hpp"
 #include "core/privacy/noise.hpp"
+#include "core/project/subspace.hpp"
 #include "core/train/privatize.hpp"
 #include "core/util/system.hpp"
 #include "model_test_util.hpp"
@@ -61,6 +63,79 @@ TEST_CASE("CUDA: per-sample norms and clipped sums equal the CPU's, bfloat16 wit
   CHECK(max_rel(pg.matrix(), ref) < 1e-4);
 }
 
+TEST_CASE("CUDA: DP-SFT's per-sample projection and denoising equal the CPU's", "[.][cuda]") {
+  REQUIRE(cuda_available());
+  // P^T g_i (grad::PerSampleGrads::project) on a fully fine-tuned tiny GPT-2: tied embedding,
+  // positions, every Linear; P in float32 and bfloat16, one chunk and one sample at a time.
+  auto full = [] {
+    model::CausalLM m = model::make_causal_lm(test::tiny_config("gpt2"), 3);
+    model::PeftOptions o;
+    o.kind = "full";
+    o.targets = {"all"};
+    model::apply_peft(m, o, 4);
+    return m;
+  };
+  model::CausalLM cpu = full(), gpu = full();
+  gpu->to(kCuda);
+  lm::LmDataset ds = test::random_lm_dataset(6, cpu->config().vocab_size, 9);
+  lm::LmBatch bc = lm::collate(ds, {0, 1, 2, 3, 4, 5}, 0);
+  grad::PerSampleGrads pc(cpu), pg(gpu);
+  pc.compute(bc);
+  pg.compute(bc);  // the engine moves the batch to the model's device
+  const int64_t d = pc.dim(), k = 5;
+  torch::manual_seed(2);
+  Tensor P = torch::randn({d, k});
+  project::orthonormalize_columns_(P);
+  CHECK((P.t().mm(P) - torch::eye(k)).abs().max().item<double>() < 1e-5);
+  for (auto storage : {torch::kFloat32, torch::kBFloat16}) {
+    project::Subspace sc, sg;
+    sc.P = P.to(storage);
+    sg.P = sc.P.to(kCuda);
+    sc.params = sg.params = project::param_entries(model::trainable_parameters(cpu));
+    const Tensor want = pc.project(sc.blocks());  // (B, k)
+    for (double chunk_mb : {256.0, 1e-4}) {
+      Tensor got = pg.project(sg.blocks(), chunk_mb);
+      CHECK(got.device() == kCuda);
+      CHECK(max_rel(got, want) < 1e-4);
+    }
+    CHECK(max_rel(project::lift_block(sg.blocks()[0], want[0].to(kCuda)),
+                  project::lift_block(sc.blocks()[0], want[0])) < 1e-5);
+  }
+  // Denoising (paper 003): rank-2 signal + N(0, 1) noise, square and wide, one block left alone.
+  std::vector<Tensor> ys;
+  for (auto [n, m, amp] : {std::tuple<int64_t, int64_t, double>{64, 64, 30.0},
+                           {48, 160, 40.0},
+                           {64, 64, 0.0},
+                           {48, 160, 0.0}}) {
+    Tensor x = torch::zeros({n, m});
+    for (int r = 0; r < 2; ++r)
+      x += amp *
+           torch::outer(torch::randn({n}) / std::sqrt(double(n)),
+                        torch::randn({m}) / std::sqrt(double(m))) *
+           std::sqrt(double(n + m));
+    ys.push_back(x + torch::randn({n, m}));
+  }
+  std::vector<Tensor> yg;
+  for (const auto& y : ys) yg.push_back(y.to(kCuda));
+  const std::vector<double> sig(ys.size(), 1.0);
+  for (auto screen : {denoise::Screen::kEigen, denoise::Screen::kCholesky}) {
+    denoise::Options o;
+    o.screen = screen;
+    std::vector<denoise::Outcome> oc, og;
+    auto rc = denoise::denoise_batched(ys, sig, o, &oc);
+    auto rg = denoise::denoise_batched(yg, sig, o, &og);
+    for (size_t i = 0; i < ys.size(); ++i) {
+      CAPTURE(i);
+      CHECK(og[i].denoised == oc[i].denoised);
+      CHECK(og[i].kept == oc[i].kept);
+      CHECK(rg[i].device() == kCuda);
+      CHECK(max_rel(rg[i], rc[i]) < 1e-4);
+    }
+    CHECK(oc[0].denoised);
+    CHECK_FALSE(oc[2].denoised);
+  }
+}
+
 TEST_CASE("CUDA: noise is the CPU draw, added in float32 on the device", "[.][cuda]") {
   REQUIRE(cuda_available());
   train::DpSettings dp;
@@ -96,7 +171,11 @@ TEST_CASE("CUDA: dp-sgd and pe-sgd runs on the GPU spend what the CPU runs spend
   for (std::vector<std::string> method :
        {std::vector<std::string>{"--set", "method.name=dp-sgd"},
         std::vector<std::string>{"--set", "method.name=pe-sgd", "--set", prompts, "--set",
-                                 "method.synthetic_size=8"}}) {
+                                 "method.synthetic_size=8"},
+        std::vector<std::string>{"--set", "method.name=denoise", "--set", "method.kappa=1.0"},
+        std::vector<std::string>{"--set", "method.name=dp-sft", "--set", "method.k=2", "--set",
+                                 "method.stage1.steps=4", "--set", "model.peft.targets=[c_attn]",
+                                 "--set", "model.peft.r=2"}}) {
     CAPTURE(method[1]);
     std::vector<std::string> base = method;
     base.insert(base.end(), {"--set", "privacy.epsilon=2"});

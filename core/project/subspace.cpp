@@ -157,23 +157,32 @@ Tensor subspace_from_trajectory(const Trajectory& A, int64_t k, Tensor* singular
   // P = A^T U_k S_k^-1 (d, k), chunk by chunk of A's columns (P's rows).
   Tensor W = evecs.slice(1, 0, k) / s.slice(0, 0, k).unsqueeze(0);  // (m, k)
   Tensor P = torch::empty({d, k}, torch::TensorOptions().dtype(storage));
-  Tensor PtP = torch::zeros({k, k}, torch::kFloat64);
   for (int64_t c0 = 0; c0 < d; c0 += w) {
     const int64_t c1 = std::min(d, c0 + w);
     P.slice(0, c0, c1).copy_(torch::mm(A.columns(c0, c1).to(torch::kFloat64).t(), W));
-    Tensor stored = P.slice(0, c0, c1).to(torch::kFloat64);  // what rounding left
-    PtP.addmm_(stored.t(), stored);
   }
-  // Re-orthonormalise what was stored, in place: P <- P L^-T, L L^T = P^T P (CholeskyQR, f64).
-  Tensor L = torch::linalg_cholesky(PtP);
-  Tensor Linv_t =
-      torch::linalg_solve_triangular(L, torch::eye(k, torch::kFloat64), /*upper=*/false).t();
-  const int64_t rw = std::max<int64_t>(1, (int64_t{1} << 22) / k);
+  orthonormalize_columns_(P);  // what rounding to the storage left
+  return P;
+}
+
+void orthonormalize_columns_(Tensor& P) {
+  DPFT_CHECK(P.dim() == 2 && P.size(1) >= 1 && P.size(0) >= P.size(1),
+             "orthonormalize_columns_: P must be (d, k) with d >= k >= 1, got {}",
+             shape_str(P.sizes()));
+  const int64_t d = P.size(0), k = P.size(1);
+  const int64_t rw = std::max<int64_t>(1, (int64_t{1} << 22) / k);  // rows per slice
+  const auto f64 = P.options().dtype(torch::kFloat64);
+  Tensor PtP = torch::zeros({k, k}, f64);
+  for (int64_t r0 = 0; r0 < d; r0 += rw) {
+    Tensor rows = P.slice(0, r0, std::min(d, r0 + rw)).to(torch::kFloat64);
+    PtP.addmm_(rows.t(), rows);
+  }
+  Tensor L = torch::linalg_cholesky(PtP);  // L L^T = P^T P; P <- P L^-T
+  Tensor Linv_t = torch::linalg_solve_triangular(L, torch::eye(k, f64), /*upper=*/false).t();
   for (int64_t r0 = 0; r0 < d; r0 += rw) {
     Tensor rows = P.slice(0, r0, std::min(d, r0 + rw));
     rows.copy_(torch::mm(rows.to(torch::kFloat64), Linv_t));
   }
-  return P;
 }
 
 Tensor subspace_direct_svd(const Tensor& A, int64_t k) {

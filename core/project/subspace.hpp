@@ -83,6 +83,10 @@ torch::Tensor subspace_from_trajectory(const Trajectory& A, int64_t k,
                                        torch::Tensor* singular_values = nullptr,
                                        torch::ScalarType storage = torch::kFloat32,
                                        double chunk_mb = 256);
+// In place, P (d, k) <- P L^-T with L L^T = P^T P (CholeskyQR in float64, a slice of rows at a
+// time, on P's device): orthonormal columns spanning P's. float32 or bfloat16 P; full column
+// rank (else linalg_cholesky throws).
+void orthonormalize_columns_(torch::Tensor& P);
 // The reference: top-k right singular vectors of A (m, d) by torch::linalg_svd in float64,
 // (d, k) float64 (signs arbitrary: compare spans, not columns).
 torch::Tensor subspace_direct_svd(const torch::Tensor& A, int64_t k);
