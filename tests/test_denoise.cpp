@@ -42,8 +42,8 @@ double ref_eta(double y, double s, double n, double m) {
 torch::Tensor low_rank(int64_t n, int64_t m, const std::vector<double>& snr, double sigma) {
   const int64_t r = static_cast<int64_t>(snr.size());
   auto opt = torch::TensorOptions().dtype(torch::kFloat64);
-  torch::Tensor u = std::get<0>(torch::linalg::qr(torch::randn({n, r}, opt), "reduced"));
-  torch::Tensor v = std::get<0>(torch::linalg::qr(torch::randn({m, r}, opt), "reduced"));
+  torch::Tensor u = std::get<0>(torch::linalg_qr(torch::randn({n, r}, opt), "reduced"));
+  torch::Tensor v = std::get<0>(torch::linalg_qr(torch::randn({m, r}, opt), "reduced"));
   torch::Tensor s = torch::tensor(snr, opt) * sigma * std::pow(double(n) * double(m), 0.25);
   return torch::matmul(u * s.unsqueeze(0), v.t());
 }
@@ -86,7 +86,7 @@ TEST_CASE("denoise: the estimate is the reference's sum of shrunk singular tripl
     o.norm_correction = false;
     denoise::Outcome out;
     torch::Tensor x = denoise::denoise_matrix(y, sigma, o, &out);
-    auto [u, s, vh] = torch::linalg::svd(y, false, c10::nullopt);
+    auto [u, s, vh] = torch::linalg_svd(y, false);
     torch::Tensor want = torch::zeros_like(y);
     int64_t kept = 0;
     for (int64_t i = 0; i < s.numel(); ++i) {
@@ -129,7 +129,7 @@ TEST_CASE("denoise: closer to the signal than the noisy matrix and than hard tru
         denoise::Options o;
         o.norm_correction = false;
         torch::Tensor d = denoise::denoise_matrix(y, sigma, o);
-        auto [u, s, vh] = torch::linalg::svd(y, false, c10::nullopt);
+        auto [u, s, vh] = torch::linalg_svd(y, false);
         const int64_t r = static_cast<int64_t>(snr.size());
         torch::Tensor t = torch::matmul(u.slice(1, 0, r) * s.slice(0, 0, r).unsqueeze(0),
                                         vh.slice(0, 0, r));  // hard truncation at the true rank
@@ -290,7 +290,7 @@ TEST_CASE("denoise: randomized top-k singular values and estimates match the exa
     denoise::Options o;
     o.svd = denoise::Svd::kRandomized;
     auto [u, s, vh] = denoise::randomized_svd(y, 6, o);
-    torch::Tensor exact = std::get<1>(torch::linalg::svd(y, false, c10::nullopt)).slice(0, 0, 6);
+    torch::Tensor exact = std::get<1>(torch::linalg_svd(y, false)).slice(0, 0, 6);
     // With the defaults (4 power iterations, 20 extra columns): the well-separated values to
     // 1e-4 relative, the ones just above the edge (snr 2 and 1.5, whose gap to the bulk is a few
     // %) to 1 %.

@@ -122,11 +122,11 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> randomized_svd(const tor
                                             static_cast<uint64_t>(m));
   torch::Tensor omega = torch::empty({m, l}, torch::kFloat64);
   omega.normal_(0, 1, gen);
-  auto orth = [](const torch::Tensor& t) { return std::get<0>(torch::linalg::qr(t, "reduced")); };
+  auto orth = [](const torch::Tensor& t) { return std::get<0>(torch::linalg_qr(t, "reduced")); };
   torch::Tensor q = orth(torch::matmul(a, omega.to(a.device())));  // (n, l)
   for (int64_t i = 0; i < o.power_iters; ++i)
     q = orth(torch::matmul(a, orth(torch::matmul(a.t(), q))));
-  auto [ub, s, vh] = torch::linalg::svd(torch::matmul(q.t(), a), false, c10::nullopt);  // (l, m)
+  auto [ub, s, vh] = torch::linalg_svd(torch::matmul(q.t(), a), false);  // (l, m)
   return {torch::matmul(q, ub.slice(1, 0, k)), s.slice(0, 0, k), vh.slice(0, 0, k)};
 }
 
@@ -151,7 +151,7 @@ torch::Tensor denoise_matrix(const torch::Tensor& y, double sigma, const Options
       return estimate(y64, u, s_cpu, vh, sigma, o, out).to(y.scalar_type());
     }
   }
-  auto [u, s, vh] = torch::linalg::svd(y64, false, c10::nullopt);
+  auto [u, s, vh] = torch::linalg_svd(y64, false);
   return estimate(y64, u, s.cpu(), vh, sigma, o, out).to(y.scalar_type());
 }
 
@@ -188,7 +188,7 @@ std::vector<torch::Tensor> denoise_batched(const std::vector<torch::Tensor>& ys,
     if (o.screen == Screen::kEigen) {
       const torch::Tensor gram = torch::stack(grams);  // (L, min(n, m), min(n, m))
       const torch::Tensor top2 =
-          torch::linalg::eigvalsh(gram, "L").select(1, -1).to(torch::kFloat64).cpu();  // (L)
+          torch::linalg_eigvalsh(gram, "L").select(1, -1).to(torch::kFloat64).cpu();  // (L)
       for (size_t j = 0; j < idx.size(); ++j) {
         const size_t i = idx[j];
         const double top = std::sqrt(std::max(0.0, top2[static_cast<int64_t>(j)].item<double>()));
@@ -227,7 +227,7 @@ std::vector<torch::Tensor> denoise_batched(const std::vector<torch::Tensor>& ys,
     std::vector<torch::Tensor> group;
     for (size_t i : keep) group.push_back(ys[i].to(torch::kFloat64));
     const torch::Tensor stack = torch::stack(group);  // (L', n, m)
-    auto [u, s, vh] = torch::linalg::svd(stack, false, c10::nullopt);
+    auto [u, s, vh] = torch::linalg_svd(stack, false);
     const torch::Tensor s_cpu = s.cpu();
     for (size_t j = 0; j < keep.size(); ++j) {
       const auto jj = static_cast<int64_t>(j);
