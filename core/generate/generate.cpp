@@ -100,6 +100,13 @@ torch::Tensor choose_next(torch::Tensor logits, const torch::Tensor& seen,
     logits = logits.masked_fill(drop, neg);
   }
   torch::Tensor probs = torch::softmax(logits, -1);
+  // The draw uses the caller's generator, which is a CPU one (seeded per run, so that a run on
+  // a GPU samples what the same run on the CPU samples): probabilities on another device come
+  // to the host for it (B x V floats per token).
+  if (gen.device().type() != probs.device().type())
+    return torch::multinomial(probs.to(gen.device()), 1, false, gen)
+        .squeeze(-1)
+        .to(probs.device());
   return torch::multinomial(probs, 1, false, gen).squeeze(-1);
 }
 
