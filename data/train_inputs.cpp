@@ -64,9 +64,21 @@ train::TrainInputs load_train_inputs(const Spec& spec) {
   } else {
     in.train = build_lm_dataset(train_examples, *in.tok, lm_data_options(spec.data));
   }
-  if (spec.data.eval.path.empty()) return in;
   std::unordered_set<std::string> train_texts;  // exclude_train: held-out rows only
   for (const Example& e : train_examples) train_texts.insert(example_key(e));
+  if (const DatasetSpec& pd = spec.data.public_data; !pd.path.empty()) {
+    const std::vector<Example> ex =
+        select_examples(pd, {}, spec.data, derive_seed(spec.seed, "public-data"));
+    for (const Example& e : ex) in.public_overlap += train_texts.count(example_key(e));
+    if (classify)
+      in.public_train = build_classification_dataset(ex, *in.enc_tok, in.labels, max_len,
+                                                     "data.public (" + pd.path + ")");
+    else if (in.enc_tok)
+      in.public_train = encoder_lm_dataset(spec, ex, *in.enc_tok, "mlm-public");
+    else
+      in.public_train = build_lm_dataset(ex, *in.tok, lm_data_options(spec.data));
+  }
+  if (spec.data.eval.path.empty()) return in;
   // One evaluation set (data.eval, or a data.eval_sets entry named `name`): its examples and
   // their tokenised set. Examples that are also training examples count in eval_overlap.
   auto load_eval = [&](const DatasetSpec& d, const std::string& key, const std::string& salt,

@@ -23,6 +23,10 @@ void check_task(const Method& m, const Spec& spec) {
                 "method {} trains decoder language models only (it generates or scores text); "
                 "data.task: {} runs with sgd or dp-sgd",
                 m.name(), spec.data.task);
+  DPFT_CHECK_AS(ConfigError, spec.data.public_data.path.empty() || m.reads_public_data(),
+                "data.public ({}) is read by method dp-sft with method.source: public only; "
+                "method {} would ignore it: remove it",
+                spec.data.public_data.path, m.name());
   DPFT_CHECK_AS(ConfigError, spec.data.task != "mlm" || m.name() == "sgd",
                 "data.task: mlm is pretraining on public text: method sgd (DP masked-LM "
                 "training is not supported: the per-sample engine does not cover the masked-LM "

@@ -140,6 +140,14 @@ TEST_CASE("dp-sft: in the identity subspace with sigma 0 and C inf it is DP-SGD'
         Approx(b["eval"]["final"]["loss"].get<double>()).epsilon(1e-5));
   CHECK(a["eval"]["final"]["loss"] != a["eval"]["base"]["loss"]);
   CHECK(b["privacy"]["epsilon"] == "inf");
+  // Diagnostics: in the identity subspace nothing is outside P (residual 0), and reading them
+  // changes no number of the run.
+  std::vector<std::string> diag_args = b_args;
+  diag_args.insert(diag_args.end(), {"--set", "method.diagnostics=true"});
+  auto bd = run_metrics(f, out, diag_args);
+  CHECK(bd["eval"] == b["eval"]);
+  CHECK(bd["non_private"]["dp_sft_diagnostics"]["steps"] == 6);
+  CHECK(bd["non_private"]["dp_sft_diagnostics"]["residual_mean"].get<double>() < 1e-6);
 
   // The same subspace on another base model (another seed initialises other LoRA weights).
   std::vector<std::string> other = b_args;
@@ -155,4 +163,93 @@ TEST_CASE("dp-sft: options are checked before anything runs", "[dp-sft]") {
   CHECK(test::cli(test::run_args(f, out, sft_args({"--set", "method.stage1.steps=1"}))) == 2);
   CHECK(test::cli(test::run_args(f, out, sft_args({"--set", "method.source=file"}))) == 2);
   CHECK(test::cli(test::run_args(f, out, sft_args({"--set", "method.split=1"}))) == 2);
+}
+
+TEST_CASE("dp-sft: a public stage 1 costs nothing, reads no private row, and resumes", "[dp-sft]") {
+  Fixture f;
+  make_fixture(f);
+  const std::string out = (f.tmp.path / "runs").string();
+  // The fixture's eval file stands for a public corpus: 12 of its rows.
+  const std::vector<std::string> pub =
+      sft_args({"--set", "method.source=public", "--set", "data.public.path=" + f.eval, "--set",
+                "data.public.num_samples=12", "--set", "output.checkpoint_every=1"});
+  std::string dir;
+  auto m = run_metrics(f, out, pub, &dir);
+  CHECK(m["status"] == "ok");
+  CHECK(m["train"]["steps_done"] == 10);  // stage 1's 4 public steps, stage 2's 6
+  CHECK(release_count(m, "dp-sft stage 1") == 0);
+  CHECK(release_count(m, "dp-sft stage 2") == 6);
+  CHECK_FALSE(m["privacy"].contains("stage1"));
+  CHECK(m["privacy"]["stage1_public"]["examples"] == 12);
+  const double eps = m["privacy"]["epsilon"].get<double>();
+  CHECK(eps <= 2.0);
+  CHECK(eps > 1.9);  // the whole budget goes to stage 2
+  CHECK(m["subspace"]["source"] == "public");
+  const torch::Tensor P = project::load_subspace(fs::path(dir) / "subspace.safetensors").P;
+  // Another private set, the same seed: stage 1 saw none of it, so P is the same to the bit.
+  std::string other_dir;
+  std::vector<std::string> other = pub;
+  other.insert(other.end(), {"--set", "data.train.num_samples=20"});
+  auto m2 = run_metrics(f, out, other, &other_dir);
+  CHECK(torch::equal(project::load_subspace(fs::path(other_dir) / "subspace.safetensors").P, P));
+  CHECK(m2["eval"]["final"]["loss"] != m["eval"]["final"]["loss"]);  // stage 2 did see it
+  // Stopped inside the public stage, resumed: the uninterrupted run's numbers and subspace.
+  std::string part_dir;
+  std::vector<std::string> stop = pub;
+  stop.insert(stop.end(), {"--stop-after", "3"});
+  REQUIRE(run_metrics(f, out, stop, &part_dir)["status"] == "stopped");
+  REQUIRE(test::cli({"run", "--resume", part_dir}) == 0);
+  auto resumed = nlohmann::json::parse(read_file(fs::path(part_dir) / "metrics.json"));
+  CHECK(resumed["eval"] == m["eval"]);
+  CHECK(resumed["non_private"]["history"] == m["non_private"]["history"]);
+  CHECK(torch::equal(project::load_subspace(fs::path(part_dir) / "subspace.safetensors").P, P));
+
+  // The private training file as the "public" set: refused under DP, allowed at eps inf.
+  std::vector<std::string> leak =
+      sft_args({"--set", "method.source=public", "--set", "data.public.path=" + f.train});
+  CHECK(test::cli(test::run_args(f, out, leak)) == 2);
+  leak.insert(leak.end(), {"--set", "privacy.epsilon=.inf"});
+  CHECK(test::cli(test::run_args(f, out, leak)) == 0);
+  // data.public without source public, and source public without data.public.
+  CHECK(test::cli(test::run_args(f, out,
+                                 {"--set", "method.name=dp-sgd", "--set", "privacy.epsilon=2",
+                                  "--set", "data.public.path=" + f.eval})) == 2);
+  CHECK(test::cli(test::run_args(f, out, sft_args({"--set", "method.source=public"}))) == 2);
+}
+
+TEST_CASE("dp-sft: diagnostics measure clipping, noise and what the subspace leaves out",
+          "[dp-sft]") {
+  Fixture f;
+  make_fixture(f);
+  const std::string out = (f.tmp.path / "runs").string();
+  const std::vector<std::string> args = sft_args({"--set", "privacy.clip_norm=0.05"});
+  auto plain = run_metrics(f, out, args);
+  std::vector<std::string> with = args;
+  with.insert(with.end(), {"--set", "method.diagnostics=true"});
+  auto m = run_metrics(f, out, with);
+  CHECK(m["eval"] == plain["eval"]);  // analysis only: nothing fed back
+  CHECK(m["privacy"] == plain["privacy"]);
+  const auto& h = m["non_private"]["history"];
+  REQUIRE(h.size() == 10);
+  for (size_t i = 0; i < h.size(); ++i) {
+    CAPTURE(i);
+    const auto& d = h[i]["dp_sft"];
+    const double before = d["norm_before_clip_mean"].get<double>(),
+                 after = d["norm_after_clip_mean"].get<double>();
+    CHECK(before == Approx(h[i]["grad_norm_mean"].get<double>()));
+    CHECK(after <= std::min(before, 0.05) * (1 + 1e-6));  // clipped to C = 0.05
+    CHECK(after > 0);
+    const double B = h[i]["batch_size"].get<double>();
+    CHECK(d["sum_norm"].get<double>() <= B * 0.05 * (1 + 1e-6));  // the triangle inequality
+    CHECK(d["noise_norm"].get<double>() > 0);
+    // stage 1 (steps 1-4) has no subspace yet; stage 2's residual is a share of ||g||
+    CHECK(d.contains("residual") == (i >= 4));
+    if (i >= 4) {
+      CHECK(d["residual"].get<double>() >= 0);
+      CHECK(d["residual"].get<double>() <= 1 + 1e-9);
+    }
+  }
+  // k = 2 directions out of thousands: most of a fresh batch's gradient is outside them.
+  CHECK(m["non_private"]["dp_sft_diagnostics"]["residual_mean"].get<double>() > 0.5);
+  CHECK(m["non_private"]["dp_sft_diagnostics"]["steps"] == 6);
 }

@@ -276,6 +276,7 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
       }
     }
     parse_dataset(d.child("eval"), da.eval, true);
+    parse_dataset(d.child("public"), da.public_data);
     YAML::Node sets = d.raw("eval_sets");
     if (sets && !sets.IsNull()) {
       if (!sets.IsSequence())
@@ -336,6 +337,8 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
              fmt::format("needs label_column on every data.eval_sets entry ('{}' has none)",
                          e.name));
       need(da.train_extra.empty(), "takes no data.train_extra (one labelled training file)");
+      need(da.public_data.path.empty() || !da.public_data.label_column.empty(),
+           "needs data.public.label_column when data.public is given");
       need(!da.packing, "does not pack examples; set data.packing: false");
       need(da.loss_on == "all" && da.chat_format == "none",
            "has no prompt/response turns; leave data.loss_on and data.chat_format unset");
@@ -513,6 +516,8 @@ YAML::Node spec_to_yaml(const Spec& s) {
     for (const DatasetSpec& e : s.data.eval_sets) sets.push_back(dataset_yaml(e));
     n["data"]["eval_sets"] = sets;
   }
+  if (!s.data.public_data.path.empty())  // absent otherwise: earlier specs keep their hash
+    n["data"]["public"] = dataset_yaml(s.data.public_data);
   n["data"]["max_length"] = s.data.max_length;
   n["data"]["packing"] = s.data.packing;
   n["data"]["add_eos"] = s.data.add_eos;

@@ -69,6 +69,9 @@ struct DataSpec {
   // More named evaluation sets (MNLI matched / mismatched style), evaluated with data.eval at
   // every evaluation; metrics.json reports each under eval.<tag>.sets.<name>.
   std::vector<DatasetSpec> eval_sets;
+  // data.public: a public training set for methods that learn from public data at no privacy
+  // cost (dp-sft's method.source: public). Prepared as data.train is; refused by other methods.
+  DatasetSpec public_data;
   int max_length = 128;         // tokens per example after truncation (block size if packed)
   bool packing = false;         // concatenate documents (each + eos), cut into max_length blocks
   bool add_eos = true;          // append eos to each unpacked example when it fits

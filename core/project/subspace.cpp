@@ -290,7 +290,9 @@ Subspace load_subspace(const fs::path& path) {
       throw bad("singular_values must be a 1-D float64 tensor");
   }
   s.base_sha256 = get("base_sha256");
-  s.source = path.string();
+  s.origin = path.string();
+  auto src = meta.find("source");
+  s.source = src == meta.end() ? "" : src->second;
   json params;
   try {
     params = json::parse(get("params"));
@@ -327,23 +329,23 @@ void check_applies(const Subspace& s, const std::vector<ParamEntry>& params,
       throw ConfigError(
           fmt::format("subspace {}: this run trains '{}', which the subspace does "
                       "not cover; {}",
-                      s.source, params[i].name, how));
+                      s.where(), params[i].name, how));
     if (i >= params.size())
       throw ConfigError(
           fmt::format("subspace {}: it covers '{}', which this run does not train; "
                       "{}",
-                      s.source, s.params[i].name, how));
+                      s.where(), s.params[i].name, how));
     if (s.params[i].name != params[i].name || s.params[i].shape != params[i].shape)
       throw ConfigError(fmt::format(
           "subspace {}: parameter {} is '{}' {} in the subspace but '{}' {} in this run; {}",
-          s.source, i, s.params[i].name, shape_str(s.params[i].shape), params[i].name,
+          s.where(), i, s.params[i].name, shape_str(s.params[i].shape), params[i].name,
           shape_str(params[i].shape), how));
   }
   if (s.base_sha256 != base_sha256)
     throw ConfigError(
         fmt::format("subspace {}: it was made from other base weights (SHA-256 {} "
                     "there, {} here); {}",
-                    s.source, s.base_sha256.substr(0, 12), base_sha256.substr(0, 12), how));
+                    s.where(), s.base_sha256.substr(0, 12), base_sha256.substr(0, 12), how));
 }
 
 }  // namespace dpft::project

@@ -65,7 +65,9 @@ struct Subspace {
   torch::Tensor singular_values;   // (m) float64, descending: all of A's
   std::vector<ParamEntry> params;  // the flat order of d: names and shapes
   std::string base_sha256;         // params_sha256() of Theta_0
-  std::string source;              // "private", "public" or where it was loaded from
+  std::string source;              // how P was made: "private" or "public" stage 1
+  std::string origin;              // the file it was loaded from ("": made in this process)
+  std::string where() const { return origin.empty() ? "(" + source + ")" : origin; }
   int64_t k() const { return P.defined() ? P.size(1) : 0; }
   int64_t dim() const { return P.defined() ? P.size(0) : 0; }
   // Share of A's energy in the top k directions: sum_{i<k} s_i^2 / sum_i s_i^2.

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/dist/world.hpp"
+#include "core/lm/objective.hpp"
 #include "core/util/clock.hpp"
 #include "core/util/error.hpp"
 #include "core/util/shape.hpp"
@@ -35,7 +36,7 @@ void clipped_loop(grad::PerSampleGrads& psg, const lm::LmDataset& ds,
                   const std::function<torch::Tensor()>& norms_of,
                   const std::function<void(const torch::Tensor& w)>& add) {
   auto t0 = std::chrono::steady_clock::now();
-  double loss = 0, norm_sum = 0;
+  double loss = 0, norm_sum = 0, clipped_norm_sum = 0;
   int64_t clipped = 0, dropped = 0;
   const uint64_t draw = stats ? batch_draw(*stats) : 1;
   for (size_t i = 0; i < rows.size(); i += static_cast<size_t>(micro_batch)) {
@@ -62,9 +63,11 @@ void clipped_loop(grad::PerSampleGrads& psg, const lm::LmDataset& ds,
       DPFT_CHECK(torch::isfinite(norms).all().item<bool>(),
                  "per-sample gradient norms stayed non-finite after dropping the non-finite rows");
     }
-    add(clip_weights(norms, dp.clip_norm, dp.clipping));
+    const torch::Tensor w = clip_weights(norms, dp.clip_norm, dp.clipping);
+    add(w);
     loss += losses.sum().item<double>();
     norm_sum += norms.sum().item<double>();
+    clipped_norm_sum += (norms * w).sum().item<double>();
     clipped += (norms > dp.clip_norm).sum().item<int64_t>();
   }
   psg.release();
@@ -72,6 +75,7 @@ void clipped_loop(grad::PerSampleGrads& psg, const lm::LmDataset& ds,
     double n = static_cast<double>(std::max<size_t>(rows.size(), 1));
     stats->batch_size = static_cast<int64_t>(rows.size());
     stats->loss = loss / n;
+    stats->clipped_norm_mean = clipped_norm_sum / n;
     stats->grad_norm_mean = norm_sum / n;
     stats->clipped_fraction = static_cast<double>(clipped) / n;
     stats->dropped += dropped;
@@ -103,6 +107,36 @@ std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const lm::LmDa
         }
       });
   return sum;
+}
+
+std::vector<torch::Tensor> mean_gradient(model::CausalLMImpl& model,
+                                         const std::vector<torch::Tensor>& params,
+                                         const lm::LmDataset& ds, const std::vector<int64_t>& rows,
+                                         int64_t micro_batch, int64_t pad_id, double denom,
+                                         BatchStats& stats) {
+  auto t0 = std::chrono::steady_clock::now();
+  for (auto p : params) p.mutable_grad() = torch::Tensor();
+  double loss = 0;
+  const auto step = static_cast<size_t>(std::max<int64_t>(1, micro_batch));
+  for (size_t i = 0; i < rows.size(); i += step) {
+    std::vector<int64_t> chunk(
+        rows.begin() + static_cast<std::ptrdiff_t>(i),
+        rows.begin() + static_cast<std::ptrdiff_t>(std::min(rows.size(), i + step)));
+    lm::LmBatch b = lm::collate(ds, chunk, pad_id, batch_draw(stats));
+    torch::Tensor losses = lm::sample_losses(model, b);  // (B), the batch's objective
+    (losses.sum() / denom).backward();
+    loss += losses.sum().item<double>();
+  }
+  std::vector<torch::Tensor> g;
+  for (auto p : params) {
+    g.push_back(p.grad().defined() ? p.grad().to(torch::kFloat32, false, true)
+                                   : torch::zeros_like(p, torch::kFloat32));
+    p.mutable_grad() = torch::Tensor();
+  }
+  stats.batch_size = static_cast<int64_t>(rows.size());
+  stats.loss = rows.empty() ? 0.0 : loss / static_cast<double>(rows.size());
+  stats.grad_seconds += seconds_since(t0);
+  return g;
 }
 
 torch::Tensor projected_clipped_sum(grad::PerSampleGrads& psg, const lm::LmDataset& ds,
@@ -146,7 +180,7 @@ void reduce_batch_stats(BatchStats& st) {
   const double n = static_cast<double>(st.batch_size);
   std::vector<torch::Tensor> v{
       torch::tensor({n, st.loss * n, st.grad_norm_mean * n, st.clipped_fraction * n,
-                     static_cast<double>(st.dropped)},
+                     static_cast<double>(st.dropped), st.clipped_norm_mean * n},
                     torch::kFloat64)};
   dist::all_reduce_sum(v, "the batch statistics");
   const auto a = v[0].accessor<double, 1>();
@@ -156,6 +190,7 @@ void reduce_batch_stats(BatchStats& st) {
   st.grad_norm_mean = a[2] / total;
   st.clipped_fraction = a[3] / total;
   st.dropped = static_cast<int64_t>(std::llround(a[4]));
+  st.clipped_norm_mean = a[5] / total;
 }
 
 double noise_and_scale(std::vector<torch::Tensor>& grads, const DpSettings& dp,

@@ -27,6 +27,7 @@ struct BatchStats {
   double loss = 0;              // mean per-sample loss over the batch (0 if empty)
   double grad_norm_mean = 0;    // mean per-sample gradient norm (before clipping)
   double clipped_fraction = 0;  // share of samples with ||g_b|| > C
+  double clipped_norm_mean = 0;  // mean per-sample norm after clipping, ||w_b g_b||
   int64_t dropped = 0;          // samples left out for a non-finite per-sample gradient
   double grad_seconds = 0;      // forward + backward + norms + sums
   double noise_seconds = 0;
@@ -49,6 +50,16 @@ std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const lm::LmDa
                                        const std::vector<int64_t>& rows, int64_t micro_batch,
                                        int64_t pad_id, const DpSettings& dp, BatchStats* stats,
                                        std::vector<torch::Tensor>* unclipped = nullptr);
+
+// The non-private gradient of `rows` by ordinary autograd: sum_b grad loss_b / denom, float32
+// per parameter of `params` (zeros where no gradient reached it), micro-batches of micro_batch
+// rows. Fills stats: batch_size, loss (mean), grad_seconds. Leaves the parameters' .grad empty.
+// Method sgd's batches and DP-SFT's public stage 1.
+std::vector<torch::Tensor> mean_gradient(model::CausalLMImpl& model,
+                                         const std::vector<torch::Tensor>& params,
+                                         const lm::LmDataset& ds, const std::vector<int64_t>& rows,
+                                         int64_t micro_batch, int64_t pad_id, double denom,
+                                         BatchStats& stats);
 
 // DP-SFT stage 2 (paper 002, Alg. 2 lines 4-10): sum_b w_b P^T g_b in R^k, the per-sample
 // gradients projected (PerSampleGrads::project; blocks: P's rows per trainable parameter) and

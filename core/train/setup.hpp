@@ -25,6 +25,10 @@ struct TrainInputs {
   std::shared_ptr<tok::Tokenizer> tok;             // decoders (data.task lm); null for encoders
   std::shared_ptr<tok::EncoderTokenizer> enc_tok;  // encoders (then tok is null)
   lm::LmDataset train, eval;  // eval empty when data.eval.path is ""
+  // data.public, prepared as train is (empty without it), and how many of its examples are
+  // also private training examples (a "public" set that holds private rows is not public).
+  lm::LmDataset public_train;
+  int64_t public_overlap = 0;
   std::vector<std::pair<std::string, lm::LmDataset>> eval_sets;  // data.eval_sets, by name
   // With data.eval.label_column: the labelled eval examples (same subsample as `eval`) and the
   // candidate labels, for classification accuracy by label likelihood (core/eval/lm_eval.hpp).

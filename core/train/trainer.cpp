@@ -118,6 +118,7 @@ struct Trainer::State {
   }
   std::unique_ptr<privacy::PoissonSampler> poisson;
   std::unique_ptr<ShuffleSampler> shuffle;
+  std::vector<std::unique_ptr<ShuffleSampler>> phase_samplers;  // Phase::data phases, else null
   int64_t step = 0;
   nlohmann::json history = nlohmann::json::array(), eval_history = nlohmann::json::array();
   nlohmann::json nlg_history = nlohmann::json::array();  // eval.nlg, one entry per at_steps
@@ -159,9 +160,19 @@ Trainer::Trainer(RunContext& ctx, TrainInputs& in, LoopOptions opts, privacy::No
     if (p.release)
       DPFT_CHECK(labels.insert(p.release->label).second,
                  "training phases need distinct release labels ('{}' twice)", p.release->label);
+    DPFT_CHECK(!p.data || (!p.release && p.batch_size >= 1),
+               "training phase '{}' on public data needs a batch size and no release", p.name);
     s_->phase_start.push_back(s_->phase_start.back() + p.steps);
   }
   uint64_t seed = static_cast<uint64_t>(ctx.spec.seed);
+  for (const Phase& p : s_->phases) {
+    s_->phase_samplers.emplace_back();
+    if (!p.data) continue;
+    DPFT_CHECK_AS(InputError, p.data->size() > 0, "training phase '{}': its data set is empty",
+                  p.name);
+    s_->phase_samplers.back() = std::make_unique<ShuffleSampler>(
+        p.data->size(), p.batch_size, derive_seed(seed, "sampler-" + p.name));
+  }
   int64_t n = in.train.size();
   DPFT_CHECK_AS(InputError, n > 0, "the training set has no usable examples ({})",
                 ctx.spec.data.train.path);
@@ -297,6 +308,8 @@ void Trainer::save_checkpoint() {
                       {"step_seconds", s.step_seconds},
                       {"grad_seconds", s.grad_seconds},
                       {"eval_seconds", s.eval_seconds}};
+  for (size_t p = 0; p < s.phases.size(); ++p)
+    if (s.phase_samplers[p]) j["phase_samplers"][s.phases[p].name] = s.phase_samplers[p]->state();
   if (s.opts.save_state) j["method_state"] = s.opts.save_state();
   // The run's privacy lock and a hash binding it to this ledger and step (restore checks both).
   j["privacy_lock"] = s.ctx.privacy_lock;
@@ -368,6 +381,10 @@ bool Trainer::restore(const fs::path& dir) {
     s.poisson->set_state(j.at("sampler").get<std::string>());
   else
     s.shuffle->set_state(j.at("sampler").get<std::string>());
+  for (size_t p = 0; p < s.phases.size(); ++p)
+    if (s.phase_samplers[p])
+      s.phase_samplers[p]->set_state(
+          j.at("phase_samplers").at(s.phases[p].name).get<std::string>());
   if (s.noise) s.noise->set_state(j.at("noise").get<std::string>());
   s.ctx.ledger = privacy::PrivacyLedger::from_json(j.at("ledger"));
   s.history = j.at("history");
@@ -539,7 +556,11 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
                                                                                       : kGo;
     auto t0 = std::chrono::steady_clock::now();
     std::vector<int64_t> rows;
-    if (root && decision == kGo) rows = s.poisson ? s.poisson->next() : s.shuffle->next();
+    const size_t ph = s.phase_of(s.step);
+    if (root && decision == kGo)
+      rows = s.phase_samplers[ph] ? s.phase_samplers[ph]->next()
+             : s.poisson          ? s.poisson->next()
+                                  : s.shuffle->next();
     if (dist::active()) {
       rows.push_back(decision);  // one broadcast: the rows, then the decision
       rows = dist::broadcast_rows(rows, "the batch broadcast");
@@ -551,7 +572,6 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
     }
     if (decision == kStopAfter) s.ctx.stopped = true;
     if (decision != kGo) break;
-    const size_t ph = s.phase_of(s.step);
     const Phase& phase = s.phases[ph];
     if (s.step == s.phase_start[ph] && s.started < static_cast<int64_t>(ph)) {
       if (ph > 0) s.opt->reset_state();

@@ -36,6 +36,12 @@ struct Phase {
   // when it lands inside the phase: load_state restores what it set up). Phases after the
   // first also start with fresh optimizer state.
   std::function<void()> on_start;
+  // Public data (DP-SFT's public stage 1): the phase's rows are shuffled batches of batch_size
+  // rows of this set (its own sampler, seeded from the run's seed and the phase's name, in the
+  // checkpoint), and the run's private sampler does not move. Such a phase releases nothing
+  // about the private data: it must have no release. null: the run's sampler over in.train.
+  const lm::LmDataset* data = nullptr;
+  int64_t batch_size = 0;
 };
 
 struct LoopOptions {

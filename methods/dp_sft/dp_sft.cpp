@@ -9,7 +9,10 @@
 //   Alg. 3 line 4   stage 2 = Alg. 2: per-sample g^s_i = P^T g_i (Eq. 5), clipped to C2 in R^k,
 //                   summed, N(0, sigma2^2 C2^2 I_k) added (Eq. 6), divided by the lot size, mapped
 //                   back g~ = P g~^s (Eq. 7), fresh AdamW with its own warmup
-// subspace.source `file` skips stage 1 and trains in a saved subspace (the transfer experiments).
+// method.source `public` runs stage 1 without privacy on data.public (shuffled batches, plain
+// gradients, no release: the data are public; a set holding private training rows is refused
+// unless the run is non-private), `file` skips stage 1 and trains in a saved subspace (the
+// transfer experiments, Tables 4-5).
 // Budget (core/privacy/calibrate.hpp, calibrate_two_stage): the split p1 + p2 = 1 of (epsilon,
 // delta) with the paper's basic composition (`budget: split`, Theorem 3) or one joint accounting
 // of both stages (`budget: joint`, the default); either way both stages are ledger releases.
@@ -36,9 +39,11 @@ namespace dpft {
 
 namespace {
 
-enum class SubspaceSource { kPrivate, kFile };
-inline constexpr std::array<EnumName<SubspaceSource>, 2> kSourceNames = {
-    {{SubspaceSource::kPrivate, "private"}, {SubspaceSource::kFile, "file"}}};
+enum class SubspaceSource { kPrivate, kPublic, kFile };
+inline constexpr std::array<EnumName<SubspaceSource>, 3> kSourceNames = {
+    {{SubspaceSource::kPrivate, "private"},
+     {SubspaceSource::kPublic, "public"},
+     {SubspaceSource::kFile, "file"}}};
 enum class Budget { kJoint, kSplit };
 inline constexpr std::array<EnumName<Budget>, 2> kBudgetNames = {
     {{Budget::kJoint, "joint"}, {Budget::kSplit, "split"}}};
@@ -56,6 +61,7 @@ class DpSftMethod : public Method {
   std::string name() const override { return "dp-sft"; }
   std::string label() const override { return "DP-SFT"; }
   bool trains_encoders() const override { return true; }
+  bool reads_public_data() const override { return source_ == SubspaceSource::kPublic; }
 
   void configure(Fields& f) override {
     f.get("k", k_, Range::at_least(1));
@@ -76,11 +82,12 @@ class DpSftMethod : public Method {
     f.get_enum("grad_mode", grad_.mode, grad::kGradModeNames);
     f.get("max_materialize_mb", grad_.max_materialize_mb, Range::above(0));
     f.get("chunk_mb", chunk_mb_, Range::above(0));
+    f.get("diagnostics", diagnostics_);
     if (source_ == SubspaceSource::kFile)
       DPFT_CHECK_AS(ConfigError, !file_.empty(),
                     "method.source: file needs method.file (a subspace.safetensors written by a "
                     "dp-sft run)");
-    if (source_ == SubspaceSource::kPrivate && stage1_.steps > 0)
+    if (source_ != SubspaceSource::kFile && stage1_.steps > 0)
       DPFT_CHECK_AS(ConfigError, stage1_.steps >= k_,
                     "method.stage1.steps = {} records fewer than k = {} trajectory rows (one "
                     "every floor(T1 / k) steps); give at least k steps or lower method.k",
@@ -90,7 +97,7 @@ class DpSftMethod : public Method {
   YAML::Node options_yaml() const override {
     YAML::Node n;
     n["k"] = k_;                                     // subspace dimension
-    n["source"] = enum_name(source_, kSourceNames);  // private (stage 1 under DP) | file
+    n["source"] = enum_name(source_, kSourceNames);  // private (DP stage 1) | public | file
     n["file"] = file_;                               // source file: a subspace.safetensors
     n["storage"] = storage_ == torch::kBFloat16 ? "bfloat16" : "float32";  // P's entries
     n["split"] = split_;                             // p1: stage 1's share of (epsilon, delta)
@@ -105,6 +112,7 @@ class DpSftMethod : public Method {
     n["grad_mode"] = enum_name(grad_.mode, grad::kGradModeNames);
     n["max_materialize_mb"] = grad_.max_materialize_mb;
     n["chunk_mb"] = chunk_mb_;  // bounds the per-sample blocks materialised for P^T g_i
+    n["diagnostics"] = diagnostics_;  // analysis only: norms around clipping / noise, residual
     return n;
   }
 
@@ -115,16 +123,12 @@ class DpSftMethod : public Method {
     d2.steps = spec.train.steps;
     train::DpSettings d1 = d2;
     d1.clip_norm = stage1_.clip_norm.value_or(p.clip_norm);
-    int64_t T1 = 0;
-    if (source_ == SubspaceSource::kPrivate) {
-      // Alg. 3 line 1: T1 = ceil(E1 |S| / (B k)) k, so that y = T1 / k is a whole number.
-      T1 = stage1_.steps > 0
-               ? stage1_.steps
-               : static_cast<int64_t>(std::ceil(
-                     stage1_.epochs * static_cast<double>(n) /
-                     (static_cast<double>(spec.train.batch_size) * static_cast<double>(k_)))) *
-                     k_;
-    }
+    DPFT_CHECK_AS(ConfigError,
+                  (source_ == SubspaceSource::kPublic) == !spec.data.public_data.path.empty(),
+                  "method.source: public trains stage 1 on data.public, and only it reads it: "
+                  "give data.public.path with source public, or remove data.public");
+    // Only a private stage 1 is a release (a public one is free, a file has none).
+    const int64_t T1 = source_ == SubspaceSource::kPrivate ? stage1_steps(spec, n) : 0;
     d1.steps = T1;
     nlohmann::json acct = {{"budget", enum_name(budget_, kBudgetNames)}};
     if (p.noise_multiplier) {  // sigma given: both stages use it, epsilon is computed
@@ -187,6 +191,16 @@ class DpSftMethod : public Method {
   nlohmann::json run(RunContext& ctx, train::TrainInputs& in) override;
 
  private:
+  // Alg. 3 line 1: T1 = ceil(E1 |S| / (B k)) k over stage 1's data set of n examples, so that
+  // y = T1 / k is a whole number; or method.stage1.steps.
+  int64_t stage1_steps(const Spec& spec, int64_t n) const {
+    if (stage1_.steps > 0) return stage1_.steps;
+    return static_cast<int64_t>(
+               std::ceil(stage1_.epochs * static_cast<double>(n) /
+                         (static_cast<double>(spec.train.batch_size) * static_cast<double>(k_)))) *
+           k_;
+  }
+
   static train::DpSettings base_settings(const Spec& spec, int64_t n) {
     const PrivacySpec& p = spec.privacy;
     DPFT_CHECK_AS(ConfigError, n > 0, "the private training set is empty (data.train.path = '{}')",
@@ -211,6 +225,7 @@ class DpSftMethod : public Method {
   Stage1Options stage1_;
   grad::GradOptions grad_;
   double chunk_mb_ = 256;
+  bool diagnostics_ = false;
   std::optional<train::DpSettings> dp1_, dp2_;
   nlohmann::json accounting_;
 };
@@ -227,7 +242,18 @@ nlohmann::json DpSftMethod::run(RunContext& ctx, train::TrainInputs& in) {
   const Spec& spec = ctx.spec;
   const train::DpSettings& dp1 = *dp1_;
   const train::DpSettings& dp2 = *dp2_;
-  const int64_t T1 = dp1.steps;
+  const bool public_stage1 = source_ == SubspaceSource::kPublic;
+  if (public_stage1) {
+    // A non-private trajectory is DP only when its data are not the private data.
+    DPFT_CHECK_AS(ConfigError, in.public_overlap == 0 || dp2.sigma == 0,
+                  "data.public ({}): {} of its examples are also private training examples, so "
+                  "a non-private stage 1 on it would leak them; use public data that holds no "
+                  "training row (or method.source: private, the DP stage 1)",
+                  spec.data.public_data.path, in.public_overlap);
+    DPFT_CHECK_AS(InputError, in.public_train.size() > 0, "data.public ({}) has no usable examples",
+                  spec.data.public_data.path);
+  }
+  const int64_t T1 = public_stage1 ? stage1_steps(spec, in.public_train.size()) : dp1.steps;
   auto params = model::trainable_parameters(in.model);
   const std::vector<project::ParamEntry> entries = project::param_entries(params);
   // Theta_0: kept in the run directory so a resumed run subtracts the same start.
@@ -270,14 +296,14 @@ nlohmann::json DpSftMethod::run(RunContext& ctx, train::TrainInputs& in) {
   const fs::path sub_file = ctx.dir.file("subspace.safetensors");
   auto use_subspace = [&](project::Subspace s) {
     project::check_applies(s, entries, base_sha);
-    DPFT_CHECK_AS(ConfigError, s.k() == k_, "subspace {} has k = {} but method.k is {}", s.source,
+    DPFT_CHECK_AS(ConfigError, s.k() == k_, "subspace {} has k = {} but method.k is {}", s.where(),
                   s.k(), k_);
     const torch::Device dev = params.front().second.device();
     s.P = s.P.to(dev);
     sub = std::move(s);
     blocks = sub.blocks();
     spdlog::info("dp-sft: subspace k {} over d {} ({}; top-k energy share {:.4f})", sub.k(),
-                 sub.dim(), sub.source, sub.energy_top_k());
+                 sub.dim(), sub.where(), sub.energy_top_k());
   };
   std::unique_ptr<project::Trajectory> traj;
   int64_t y = 0;
@@ -303,7 +329,12 @@ nlohmann::json DpSftMethod::run(RunContext& ctx, train::TrainInputs& in) {
     train::Phase s1;
     s1.name = "stage1";
     s1.steps = T1;
-    s1.release = privacy::Release{"dp-sft stage 1", dp1.sigma, dp1.q, 1};
+    if (public_stage1) {  // public rows, shuffled batches of train.batch_size; nothing released
+      s1.data = &in.public_train;
+      s1.batch_size = tr.batch_size;
+    } else {
+      s1.release = privacy::Release{"dp-sft stage 1", dp1.sigma, dp1.q, 1};
+    }
     s1.schedule = {tr.schedule, stage1_.lr.value_or(tr.lr),
                    stage1_.warmup_ratio.value_or(tr.warmup_ratio), T1};
     lo.phases.push_back(s1);
@@ -321,9 +352,8 @@ nlohmann::json DpSftMethod::run(RunContext& ctx, train::TrainInputs& in) {
       s.P = project::subspace_from_trajectory(*traj, k_, &s.singular_values, storage_);
       s.params = entries;
       s.base_sha256 = base_sha;
-      s.source = "private";
+      s.source = enum_name(source_, kSourceNames);
       project::save_subspace(sub_file, s);
-      s.source = sub_file.string();
       use_subspace(std::move(s));
     };
   lo.phases.push_back(s2);
@@ -340,32 +370,94 @@ nlohmann::json DpSftMethod::run(RunContext& ctx, train::TrainInputs& in) {
     if (traj) traj->truncate(j.at("trajectory_rows").get<int64_t>());
     if (j.at("subspace_ready").get<bool>()) use_subspace(project::load_subspace(sub_file));
   };
+  const int64_t micro = spec.train.micro_batch_size;
+  // Noise and division (Alg. 1 lines 9-10, Alg. 2 lines 9-10); with method.diagnostics the
+  // step's norms around them (the reference's grad_debug columns, non-private statistics).
+  auto release = [&](std::vector<torch::Tensor>& g, const train::DpSettings& dp,
+                     const std::vector<int64_t>& rows, train::BatchStats& st) {
+    double noise_norm = 0, sum_norm = 0;
+    const double div = train::noise_and_scale(g, dp, noise, static_cast<int64_t>(rows.size()), &st,
+                                              diagnostics_ ? &noise_norm : nullptr,
+                                              diagnostics_ ? &sum_norm : nullptr);
+    if (!diagnostics_) return;
+    double sq = 0;
+    for (const auto& t : g) sq += t.to(torch::kFloat64).pow(2).sum().item<double>();
+    st.extra["dp_sft"] = {{"norm_before_clip_mean", st.grad_norm_mean},
+                          {"norm_after_clip_mean", st.clipped_norm_mean},
+                          {"sum_norm", sum_norm},
+                          {"noise_norm", noise_norm},
+                          {"noised_sum_norm", std::sqrt(sq) * div}};
+  };
+  // ||g - P P^T g|| / ||g|| of the batch's mean clipped full gradient g (clip C2 in the full
+  // space; analysis only: a second pass over the batch, never fed back).
+  auto residual = [&](const std::vector<int64_t>& rows, const train::BatchStats& st) {
+    train::BatchStats tmp = st;
+    const std::vector<torch::Tensor> g =
+        train::clipped_sum(psg, in.train, rows, micro, in.pad_id, dp2, &tmp);
+    torch::Tensor ptg = torch::zeros({k_}, torch::kFloat64);  // P^T g (k)
+    for (size_t i = 0; i < blocks.size(); ++i)
+      ptg += torch::mv(blocks[i].t().to(torch::kFloat32), g[i].reshape({-1}))
+                 .to(torch::kCPU, torch::kFloat64);
+    double gg = 0, rr = 0;
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      const torch::Tensor gi = g[i].reshape({-1}).to(torch::kFloat64);
+      gg += gi.pow(2).sum().item<double>();
+      rr += (gi - project::lift_block(blocks[i], ptg).to(gi.device(), torch::kFloat64))
+                .pow(2)
+                .sum()
+                .item<double>();
+    }
+    return gg > 0 ? std::sqrt(rr / gg) : 0.0;
+  };
   train::Trainer trainer(ctx, in, lo, &noise);
   in.model->train();
-  const int64_t micro = spec.train.micro_batch_size;
   spdlog::info(
       "dp-sft: stage 1 {} steps (sigma {:.4f}, C {}), stage 2 {} steps (sigma {:.4f}, "
       "C {}), q {:.5f}, k {}",
       T1, dp1.sigma, dp1.clip_norm, dp2.steps, dp2.sigma, dp2.clip_norm, dp2.q, k_);
   nlohmann::json out = trainer.run([&](const std::vector<int64_t>& rows, train::BatchStats& st) {
+    if (st.step < T1 && public_stage1)  // Alg. 1 on public data, without privacy: plain mean
+      return train::mean_gradient(*in.model, trainer.params(), in.public_train, rows, micro,
+                                  in.pad_id, static_cast<double>(std::max<size_t>(rows.size(), 1)),
+                                  st);
     if (st.step < T1) {  // Alg. 1 lines 5-11: clip to C1, sum, noise sigma1 C1, divide
       auto g = train::clipped_sum(psg, in.train, rows, micro, in.pad_id, dp1, &st);
-      train::noise_and_scale(g, dp1, noise, static_cast<int64_t>(rows.size()), &st);
+      release(g, dp1, rows, st);
       return g;
     }
     // Alg. 2 lines 4-11: g^s_i = P^T g_i clipped to C2 in R^k, summed, noise sigma2 C2 in R^k,
     // divided by the lot size
     std::vector<torch::Tensor> gs = {
         train::projected_clipped_sum(psg, in.train, rows, micro, in.pad_id, blocks, dp2, &st)};
-    train::noise_and_scale(gs, dp2, noise, static_cast<int64_t>(rows.size()), &st);
+    release(gs, dp2, rows, st);
+    if (diagnostics_) st.extra["dp_sft"]["residual"] = residual(rows, st);
     // Alg. 2 lines 12-13: g~ = P g~^s, reshaped to the parameters
     std::vector<torch::Tensor> g;
     for (size_t i = 0; i < blocks.size(); ++i)
       g.push_back(project::lift_block(blocks[i], gs[0]).view(params[i].second.sizes()));
     return g;
   });
+  if (diagnostics_) {  // stage 2's residual: mean, first and last step
+    std::vector<double> r;
+    for (const auto& h : out[kNonPrivate]["history"])
+      if (h.contains("dp_sft") && h["dp_sft"].contains("residual"))
+        r.push_back(h["dp_sft"]["residual"].get<double>());
+    if (!r.empty()) {
+      double mean = 0;
+      for (double v : r) mean += v / static_cast<double>(r.size());
+      out[kNonPrivate]["dp_sft_diagnostics"] = {{"residual_mean", mean},
+                                                {"residual_first", r.front()},
+                                                {"residual_last", r.back()},
+                                                {"steps", r.size()}};
+    }
+  }
   out["privacy"] = {{"stage2", dp2.to_json()}, {"accounting", accounting_}};
-  if (T1 > 0) out["privacy"]["stage1"] = dp1.to_json();
+  if (dp1.steps > 0) out["privacy"]["stage1"] = dp1.to_json();
+  if (public_stage1)
+    out["privacy"]["stage1_public"] = {{"data", spec.data.public_data.path},
+                                       {"examples", in.public_train.size()},
+                                       {"steps", T1},
+                                       {"batch_size", tr.batch_size}};
   out["privacy"]["secure_noise"] = spec.privacy.secure_noise;
   if (!blocks.empty()) {
     nlohmann::json sv = nlohmann::json::array();
@@ -377,6 +469,7 @@ nlohmann::json DpSftMethod::run(RunContext& ctx, train::TrainInputs& in) {
                        {"source", sub.source},
                        {"energy_top_k", sub.energy_top_k()},
                        {"singular_values", sv}};
+    if (source_ == SubspaceSource::kFile) out["subspace"]["file"] = file_;
   }
   return out;
 }

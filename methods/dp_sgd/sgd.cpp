@@ -79,29 +79,11 @@ class SgdMethod : public Method {
         for (auto& t : g) t.div_(denom);
         return g;
       }
-      auto t0 = std::chrono::steady_clock::now();
-      for (auto& p : params) p.mutable_grad() = torch::Tensor();
-      double loss = 0;
       const std::vector<int64_t> mine = dist::shard(rows);  // this rank's share of the batch
-      for (size_t i = 0; i < mine.size(); i += static_cast<size_t>(spec.train.micro_batch_size)) {
-        std::vector<int64_t> chunk(
-            mine.begin() + i,
-            mine.begin() + std::min(mine.size(), i + spec.train.micro_batch_size));
-        lm::LmBatch b = lm::collate(in.train, chunk, in.pad_id, train::batch_draw(st));
-        torch::Tensor losses = lm::sample_losses(*in.model, b);  // (B), the batch's objective
-        (losses.sum() / denom).backward();
-        loss += losses.sum().item<double>();
-      }
-      std::vector<torch::Tensor> g;
-      for (auto& p : params)
-        g.push_back(p.grad().defined() ? p.grad().to(torch::kFloat32, false, true)
-                                       : torch::zeros_like(p, torch::kFloat32));
-      for (auto& p : params) p.mutable_grad() = torch::Tensor();
+      std::vector<torch::Tensor> g = train::mean_gradient(
+          *in.model, params, in.train, mine, spec.train.micro_batch_size, in.pad_id, denom, st);
       dist::all_reduce_sum(g, "the batch gradient");
-      st.batch_size = static_cast<int64_t>(mine.size());
-      st.loss = mine.empty() ? 0.0 : loss / static_cast<double>(mine.size());
       train::reduce_batch_stats(st);
-      st.grad_seconds += seconds_since(t0);
       return g;
     };
     nlohmann::json out = trainer.run(gradient);
