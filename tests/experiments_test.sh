@@ -93,6 +93,11 @@ out=$(BASE="$T/rob" MODELS="$T/gm" bash "$GLUE" --dpft "$DPFT" --dry-run --tasks
 [ -s "$SRC/experiments/glue/selected_lr.tsv" ] && [ "$(wc -l < "$SRC/experiments/glue/selected_lr.tsv")" -gt 1 ] ||
   check "glue: a table run without a selected lr exits 2 (rc $rc)" [ "$rc" = 2 ]
 
+# The paper-scale GPU specs parse and validate (their paths are the user's to fill in).
+for spec in "$SRC"/experiments/dp_sft/paper/*.yaml "$SRC"/experiments/denoise/paper/*.yaml; do
+  check "$(basename "$spec") is a valid spec" "$DPFT" config validate "$spec"
+done
+
 # experiments/denoise/run.sh: DP-SGD and DP-SGD+Denoise per dataset and seed, every spec valid.
 DEN="$SRC/experiments/denoise/run.sh"
 for spec in "$SRC"/experiments/denoise/small/*.yaml; do
