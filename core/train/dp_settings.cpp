@@ -41,7 +41,7 @@ nlohmann::json DpSettings::to_json() const {
   return j;
 }
 
-DpSettings resolve_dp(const Spec& spec, int64_t n) {
+DpSettings dp_settings_before_noise(const Spec& spec, int64_t n) {
   const PrivacySpec& p = spec.privacy;
   DPFT_CHECK_AS(ConfigError, n > 0, "the private training set is empty (data.train.path = '{}')",
                 spec.data.train.path);
@@ -54,6 +54,12 @@ DpSettings resolve_dp(const Spec& spec, int64_t n) {
   s.q = p.sampling_rate
             ? *p.sampling_rate
             : std::min(1.0, static_cast<double>(spec.train.batch_size) / static_cast<double>(n));
+  return s;
+}
+
+DpSettings resolve_dp(const Spec& spec, int64_t n) {
+  const PrivacySpec& p = spec.privacy;
+  DpSettings s = dp_settings_before_noise(spec, n);
   if (p.noise_multiplier) {
     s.sigma = *p.noise_multiplier;
     s.sigma_source = s.sigma > 0 ? "given" : "non-private";

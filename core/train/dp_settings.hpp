@@ -44,8 +44,12 @@ struct DpSettings {
   nlohmann::json to_json() const;
 };
 
-// q = privacy.sampling_rate, or train.batch_size / N (capped at 1). Throws ConfigError when
-// N = 0, when clip_norm is inf with noise, or when the target cannot be met.
+// The spec's settings before the noise is chosen: N, T = train.steps, C, clipping, divisor and
+// q = privacy.sampling_rate, or train.batch_size / N (capped at 1); sigma 0. ConfigError when
+// N = 0. (Methods with several releases, such as dp-sft, calibrate their own sigmas on it.)
+DpSettings dp_settings_before_noise(const Spec& spec, int64_t dataset_size);
+// The same with sigma: privacy.noise_multiplier, or calibrated to privacy.epsilon over T steps.
+// Throws ConfigError when clip_norm is inf with noise, or when the target cannot be met.
 DpSettings resolve_dp(const Spec& spec, int64_t dataset_size);
 
 }  // namespace dpft::train

@@ -119,8 +119,7 @@ class DpSftMethod : public Method {
   std::vector<privacy::Release> plan(const Spec& spec, int64_t n) override {
     const PrivacySpec& p = spec.privacy;
     // Stage 2 is the spec's train.* and privacy.* block: its q, C, T = train.steps.
-    train::DpSettings d2 = base_settings(spec, n);
-    d2.steps = spec.train.steps;
+    train::DpSettings d2 = train::dp_settings_before_noise(spec, n);
     train::DpSettings d1 = d2;
     d1.clip_norm = stage1_.clip_norm.value_or(p.clip_norm);
     DPFT_CHECK_AS(ConfigError,
@@ -199,21 +198,6 @@ class DpSftMethod : public Method {
                std::ceil(stage1_.epochs * static_cast<double>(n) /
                          (static_cast<double>(spec.train.batch_size) * static_cast<double>(k_)))) *
            k_;
-  }
-
-  static train::DpSettings base_settings(const Spec& spec, int64_t n) {
-    const PrivacySpec& p = spec.privacy;
-    DPFT_CHECK_AS(ConfigError, n > 0, "the private training set is empty (data.train.path = '{}')",
-                  spec.data.train.path);
-    train::DpSettings s;
-    s.dataset_size = n;
-    s.clip_norm = p.clip_norm;
-    s.clipping = p.clipping;
-    s.divisor = p.noise_divisor;
-    s.q = p.sampling_rate
-              ? *p.sampling_rate
-              : std::min(1.0, static_cast<double>(spec.train.batch_size) / static_cast<double>(n));
-    return s;
   }
 
   int64_t k_ = 32;
