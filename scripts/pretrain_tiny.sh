@@ -11,8 +11,13 @@
 # PROVENANCE.md (steps, time, held-out curve). Run it with a copy of the binary (DPFT=/tmp/dpft)
 # if you rebuild meanwhile: relinking build/dpft kills a running process.
 # Long runs span sessions: the run checkpoints every 50 steps; after an interruption,
-# RESUME=RUN_DIR continues it (dpft run --resume) and exports when it finishes.
-# Env: MODEL, DPFT (default build/dpft), OUT (default build/pretrain), RESUME (a run directory);
+# RESUME=RUN_DIR continues it (dpft run --resume) and exports when it finishes. Where the
+# checkpoint may not survive (a new machine each session), train in stages instead:
+# FROM=models/tiny-gpt2 starts a new run from that exported model (fresh optimizer state and
+# schedule; --set train.steps=N sizes the stage to the time at hand) and the new PROVENANCE.md
+# keeps the earlier stages' record below its own.
+# Env: MODEL, DPFT (default build/dpft), OUT (default build/pretrain), RESUME (a run directory),
+# FROM (an exported model to continue from);
 # extra args go to `dpft run` (e.g. --set train.steps=100 for a short trial).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,8 +34,17 @@ esac
 spec=experiments/pretrain/tiny_$MODEL.yaml
 dest=models/tiny-$MODEL
 [ -d ../shared/data/lm_text_misc ] || { echo "pretrain_tiny: ../shared/data is missing" >&2; exit 3; }
+earlier=""
+if [ -n "${FROM:-}" ]; then
+  [ -f "$FROM/config.json" ] || { echo "pretrain_tiny: FROM=$FROM holds no model" >&2; exit 2; }
+  [ -z "${RESUME:-}" ] || { echo "pretrain_tiny: set FROM or RESUME, not both" >&2; exit 2; }
+  earlier=$(mktemp -d)
+  cp -r "$FROM/." "$earlier"   # $FROM may be $dest, replaced below
+fi
 if [ -n "${RESUME:-}" ]; then
   run=$("$DPFT" run --resume "$RESUME" "$@" | tail -n 1)
+elif [ -n "$earlier" ]; then
+  run=$("$DPFT" run "$spec" --set model.path="$earlier" --out "$OUT/runs" "$@" | tail -n 1)
 else
   rm -rf "$init_dir"
   "$DPFT" model init "${init[@]}" --out "$init_dir" --seed 0
@@ -40,9 +54,9 @@ fi
 rm -rf "$dest"
 mkdir -p models
 cp -r "$run/model" "$dest"
-python3 - "$run" "$MODEL" "$spec" > "$dest/PROVENANCE.md" <<'PY'
-import json, sys
-run, model, spec = sys.argv[1:4]
+python3 - "$run" "$MODEL" "$spec" "$earlier" > "$dest/PROVENANCE.md" <<'PY'
+import json, os, sys
+run, model, spec, earlier = sys.argv[1:5]
 m = json.load(open(run + "/metrics.json"))
 e = m.get("eval") or m["non_private"]["eval"]
 t = m.get("non_private", m)["timing"]
@@ -52,11 +66,13 @@ files = [data["train"]["path"]] + [x["path"] for x in data.get("train_extra") or
 print(f"# models/tiny-{model}: how it was made\n")
 what = ("next-token pretraining" if model == "gpt2" else
         "masked-LM pretraining (15 % of text ids; 80 % <mask>, 10 % random, 10 % kept)")
-print(f"Made by `MODEL={model} bash scripts/pretrain_tiny.sh`: random init (`dpft model init "
-      f"--arch {model} --preset mini`, seed 0, {cfg.get('hidden_size')} wide, "
-      f"{cfg.get('num_hidden_layers', cfg.get('n_layer'))} layers), then `dpft run {spec}`: "
-      f"{what}, method sgd, AdamW, full training on packed 128-token blocks of public text; "
-      "weights stored in float16.\n")
+start = ("the exported model of the earlier stages below (`FROM=... bash "
+         "scripts/pretrain_tiny.sh`; a fresh optimizer and schedule)" if earlier else
+         f"random init (`dpft model init --arch {model} --preset mini`, seed 0)")
+print(f"Made by `MODEL={model} bash scripts/pretrain_tiny.sh`: {start}, "
+      f"{cfg.get('hidden_size')} wide, {cfg.get('num_hidden_layers', cfg.get('n_layer'))} layers, "
+      f"then `dpft run {spec}`: {what}, method sgd, AdamW (lr {m['train'].get('lr')}), full "
+      "training on packed 128-token blocks of public text; weights stored in float16.\n")
 if files:
     print("Training text (nothing an experiment on this model uses as private or evaluation data; "
           "docs/models.md): " + ", ".join(f"`{f}`" for f in files) + "\n")
@@ -72,5 +88,10 @@ hist = e.get("history") or []
 if hist:
     print(f"- the curve ({unit} at step): " +
           ", ".join(f"{h['step']}: {h[key]:.4g}" for h in hist))
+if earlier:
+    old = open(os.path.join(earlier, "PROVENANCE.md")).read().splitlines()
+    print("\n## Earlier stages (the model this stage started from)\n")
+    print("\n".join(("#" + l if l.startswith("#") else l) for l in old[1:]).strip())
 PY
+[ -z "$earlier" ] || rm -rf "$earlier"
 cat "$dest/PROVENANCE.md"

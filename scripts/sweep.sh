@@ -2,7 +2,10 @@
 # Sweep `dpft run` over spec files x epsilons x seeds, one predictable directory per combination:
 #   OUT/<spec-stem>/eps<E>/s<S>/<name>/<run-id>/     (dpft run SPEC --out OUT/<stem>/eps<E>/s<S>)
 # A combination whose directory already holds a metrics.json with status "ok" is skipped, so a
-# crashed or interrupted sweep is restarted with the same command. Non-private specs (method
+# crashed or interrupted sweep is restarted with the same command; so is one whose run was
+# turned into a run file (OUT/<stem>/eps<E>/s<S>.run.json, experiments/run_files.py, as results
+# pages keep runs), so a sweep whose finished runs are committed as they land resumes on a new
+# machine. Non-private specs (method
 # `sgd`, found with `dpft run --dry-run`, or listed in --no-eps-for) run once per seed, without
 # the epsilon override, in OUT/<stem>/noeps/s<S>. A failed run is reported and the sweep goes
 # on; the exit status is 1 if any run failed (2 for bad arguments or specs; 130/143 when a run
@@ -87,9 +90,16 @@ if [ -n "$TASK" ]; then
     die "--task $TASK: must be one of 1..$total (the combinations; --count prints how many)"
 fi
 
-# The run directory under $1 whose metrics.json says status "ok", if any.
+# The run directory under $1 whose metrics.json says status "ok", or the run file $1.run.json
+# holding such metrics, if any.
 finished_run() {
   local m
+  if [ -f "$1.run.json" ] && python3 -c \
+    'import json,sys; sys.exit(json.load(open(sys.argv[1]))["metrics"].get("status") != "ok")' \
+    "$1.run.json" 2>/dev/null; then
+    echo "$1.run.json"
+    return 0
+  fi
   while IFS= read -r m; do
     if python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1])).get("status") != "ok")' \
       "$m" 2>/dev/null; then

@@ -31,6 +31,14 @@ printf '{\n    "schema": "dpft.metrics/1",\n    "status": "failed"\n}\n' > "$T/o
 out=$(bash "$SWEEP" --dpft "$DPFT" --specs "$T/a.yaml" --seeds "0 1" --eps "1" --out "$T/out" --dry-run 2>&1)
 check "ok run skipped" has "$out" "[1/2] a eps=1 seed=0: skipped (done: $T/out/a/eps1/s0/a/run1)"
 check "failed run redone" has "$out" "[2/2] a eps=1 seed=1: would run"
+# A run kept as a run file (experiments/run_files.py) counts as done; a failed one does not.
+mkdir -p "$T/out/f/eps1"
+printf '{"metrics":{"schema":"dpft.metrics/2","status":"ok"}}\n' > "$T/out/f/eps1/s0.run.json"
+printf '{"metrics":{"schema":"dpft.metrics/2","status":"failed"}}\n' > "$T/out/f/eps1/s1.run.json"
+printf 'name: f\nmethod:\n  name: noop\n' > "$T/f.yaml"
+out=$(bash "$SWEEP" --dpft "$DPFT" --specs "$T/f.yaml" --seeds "0 1" --eps "1" --out "$T/out" --dry-run 2>&1)
+check "run file skipped" has "$out" "[1/2] f eps=1 seed=0: skipped (done: $T/out/f/eps1/s0.run.json)"
+check "failed run file redone" has "$out" "[2/2] f eps=1 seed=1: would run"
 
 # Real runs through a wrapper that fails seed 1: the sweep goes on and exits 1.
 printf '#!/usr/bin/env bash\nfor a in "$@"; do [ "$a" = seed=1 ] && [[ "$*" != *--dry-run* ]] && { echo boom >&2; exit 4; }; done\nexec "%s" "$@"\n' "$DPFT" > "$T/dpft-flaky"
@@ -48,6 +56,17 @@ out=$(bash "$SWEEP" --dpft "$DPFT" --specs "$T/a.yaml $T/b.yaml" --seeds "0 1 2"
       --out "$T/real" -- --set method.name=noop 2>&1); rc=$?
 check "restart exits 0 (rc $rc)" [ "$rc" = 0 ]
 check "restart skips 4, runs 2" has "$out" "sweep: 6 combinations: 2 ran, 4 skipped, 0 failed"
+# experiments/keep_runs.sh turns the finished runs into run files in place; the sweep then skips
+# them all.
+out=$(bash "$SRC/experiments/keep_runs.sh" "$T/real" 2>&1); rc=$?
+check "keep_runs exits 0 (rc $rc)" [ "$rc" = 0 ]
+check "keep_runs made 6 run files" [ "$(find "$T/real" -name '*.run.json' | wc -l)" = 6 ]
+check "keep_runs left no run directory" [ -z "$(find "$T/real" -name metrics.json)" ]
+check "a run file where its combination was" [ -f "$T/real/a/eps1/s2.run.json" ]
+check "its run directory removed" [ ! -e "$T/real/a/eps1/s2" ]
+out=$(bash "$SWEEP" --dpft "$DPFT" --specs "$T/a.yaml $T/b.yaml" --seeds "0 1 2" --eps "1" \
+      --out "$T/real" -- --set method.name=noop 2>&1)
+check "run files skipped" has "$out" "sweep: 6 combinations: 0 ran, 6 skipped, 0 failed"
 
 # An epsilon a spec rejects stops the sweep before anything runs.
 out=$(bash "$SWEEP" --dpft "$DPFT" --specs "$T/a.yaml" --seeds "0" --eps "0" --out "$T/bad" 2>&1); rc=$?
