@@ -10,6 +10,7 @@
 
 #include "core/tokenizer/chat.hpp"
 #include "core/util/error.hpp"
+#include "core/util/sha256.hpp"
 
 namespace dpft::data {
 
@@ -174,6 +175,18 @@ std::vector<Example> read_examples(const DatasetSpec& d, const std::string& key)
                     d.rows[0], d.rows[1], d.path, n, n);
       ex = std::vector<Example>(ex.begin() + d.rows[0], ex.begin() + d.rows[1]);
     }
+    if (!d.hash_split.empty()) {
+      const size_t before = ex.size();
+      ex.erase(std::remove_if(ex.begin(), ex.end(),
+                              [&](const Example& e) {
+                                const double u = hash_fraction(example_key(e));
+                                return u < d.hash_split[0] || u >= d.hash_split[1];
+                              }),
+               ex.end());
+      DPFT_CHECK_AS(ConfigError, !ex.empty(),
+                    "hash_split = [{}, {}] keeps none of the {} rows of {}; widen it",
+                    d.hash_split[0], d.hash_split[1], before, d.path);
+    }
     return ex;
   } catch (const ConfigError& e) {
     throw ConfigError(fmt::format("{}: {}", key, e.what()));
@@ -196,6 +209,12 @@ void check_num_samples(const std::string& key, const DatasetSpec& d, size_t rows
 
 std::string example_key(const Example& e) {
   return e.text_pair ? e.text + '\x1f' + *e.text_pair : e.text;
+}
+
+double hash_fraction(const std::string& key) {
+  const std::string hex = sha256_hex(key);
+  // The top 53 bits, so that the double is exact and below 1.
+  return static_cast<double>(std::stoull(hex.substr(0, 16), nullptr, 16) >> 11) * 0x1p-53;
 }
 
 std::vector<Example> select_examples(const DatasetSpec& d, const std::vector<DatasetSpec>& extra,

@@ -76,6 +76,11 @@ LmDataset load_lm_dataset(const DatasetSpec& d, const std::vector<DatasetSpec>& 
 // whatever prompt it comes with.
 std::string example_key(const Example& e);
 
+// DatasetSpec::hash_split's position of a key in [0, 1): the top 53 bits of its SHA-256's first
+// 8 bytes (big-endian) over 2^53 (python: (int(hashlib.sha256(key.encode()).hexdigest()[:16], 16)
+// >> 11) / 2**53).
+double hash_fraction(const std::string& key);
+
 // The examples load_lm_dataset tokenizes (read + extra + subsample, same seeds). With
 // `exclude_texts`, rows whose example_key is in the set are dropped before subsampling (a held-out
 // eval set from the training file: DatasetSpec::exclude_train; keys from example_key);

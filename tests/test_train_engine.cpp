@@ -498,6 +498,47 @@ TEST_CASE("data rows [begin, end] split one file into fixed training and test pa
   CHECK(parse_spec(spec_to_yaml(s)).data.train.rows == std::vector<int64_t>{0, 7});
 }
 
+TEST_CASE("data hash_split parts one file by a hash of each text: equal texts on one side",
+          "[train-engine]") {
+  // The reference positions come from Python's hashlib (the formula in data/lm_dataset.hpp):
+  // rows 4, 5, 8, 9 of write_pool's file hash below 0.5, rows 0-3, 6, 7 above.
+  CHECK(data::hash_fraction("a") == Approx(0.7913742705223815).epsilon(1e-15));
+  CHECK(data::hash_fraction("abstract number 5 about cells") ==
+        Approx(0.055545185345402315).epsilon(1e-15));
+  Fixture f;
+  make_fixture(f);
+  test::TempDir d;
+  std::string rows = "text\n";
+  for (int i = 0; i < 10; ++i) rows += fmt::format("abstract number {} about cells\n", i);
+  rows +=
+      "abstract number 3 about cells\nabstract number 8 about cells\n";  // rows 10, 11 repeat 3, 8
+  d.write("pool.csv", rows);
+  const std::string pool = (d.path / "pool.csv").string();
+  auto spec_with = [&](const std::string& train_split, const std::string& public_split) {
+    return parse_spec(YAML::Load(fmt::format(
+        "model: {{path: {}, peft: {{kind: lora, targets: [c_attn]}}}}\n"
+        "data:\n  train: {{path: {}, hash_split: {}}}\n  public: {{path: {}, hash_split: {}}}\n"
+        "  max_length: 16\n",
+        f.model, pool, train_split, pool, public_split)));
+  };
+  train::TrainInputs in = data::load_train_inputs(spec_with("[0, 0.5]", "[0.5, 1]"));
+  std::set<int64_t> tr, pub;
+  for (const auto& it : in.train.items) tr.insert(it.index);
+  for (const auto& it : in.public_train.items) pub.insert(it.index);
+  CHECK(tr == std::set<int64_t>{4, 5, 8, 9, 11});
+  CHECK(pub == std::set<int64_t>{0, 1, 2, 3, 6, 7, 10});
+  CHECK(in.public_overlap == 0);  // a repeated text never straddles the split
+  // Without it, the same file as public data shares every text with the private set.
+  Spec whole = spec_with("[0, 0.5]", "[0.5, 1]");
+  whole.data.public_data.hash_split.clear();
+  CHECK(data::load_train_inputs(whole).public_overlap == 5);
+  CHECK_THROWS_AS(data::load_train_inputs(spec_with("[0.99, 1]", "[0.5, 1]")), ConfigError);
+  for (const char* bad : {"[0.5, 0.5]", "[0.6, 0.5]", "[0.5]", "[-0.1, 0.5]", "[0.5, 1.5]"})
+    CHECK_THROWS_AS(spec_with("[0, 0.5]", bad), ConfigError);
+  CHECK(parse_spec(spec_to_yaml(spec_with("[0, 0.5]", "[0.5, 1]"))).data.train.hash_split ==
+        std::vector<double>{0, 0.5});
+}
+
 TEST_CASE("a diverged run ends failed with the step and the cause; NaN weights are refused",
           "[train-engine]") {
   Fixture f;

@@ -278,6 +278,22 @@ bool Fields::get(const std::string& key, std::vector<int64_t>& out, Range r) {
   return true;
 }
 
+bool Fields::get(const std::string& key, std::vector<double>& out, Range r) {
+  std::vector<std::string> items;
+  if (!get(key, items)) return false;
+  std::vector<double> v;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const std::optional<double> x = parse_double(items[i]);
+    if (!x)
+      throw ConfigError(
+          fmt::format("{}[{}]: expected a number, got '{}'", key_path(key), i, items[i]));
+    check_range(fmt::format("{}[{}]", key_path(key), i), *x, r);
+    v.push_back(*x);
+  }
+  out = std::move(v);
+  return true;
+}
+
 bool Fields::get_choice(const std::string& key, std::string& out, const std::vector<std::string>& allowed) {
   std::string v;
   if (!get(key, v)) return false;

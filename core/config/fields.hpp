@@ -63,6 +63,8 @@ class Fields {
   bool get(const std::string& key, std::vector<std::string>& out);
   // A list of integers (a single integer is a list of one), each in r.
   bool get(const std::string& key, std::vector<int64_t>& out, Range r = {});
+  // A list of numbers (a single number is a list of one), each in r.
+  bool get(const std::string& key, std::vector<double>& out, Range r = {});
   // A string restricted to `allowed`; the error lists them.
   bool get_choice(const std::string& key, std::string& out,
                   const std::vector<std::string>& allowed);

@@ -36,6 +36,12 @@ void parse_dataset(Fields f, DatasetSpec& d, bool is_eval = false, bool named = 
         "{}.rows: give [begin, end] with begin < end (0-based data rows, end excluded), e.g. "
         "[0, 2000]",
         f.path()));
+  if (f.get("hash_split", d.hash_split, Range::closed(0, 1)) &&
+      (d.hash_split.size() != 2 || d.hash_split[0] >= d.hash_split[1]))
+    throw ConfigError(fmt::format(
+        "{}.hash_split: give [lo, hi] with 0 <= lo < hi <= 1 (the part of [0, 1) whose rows are "
+        "kept), e.g. [0, 0.9] for a private part and [0.9, 1] for the public rest",
+        f.path()));
   if (is_eval) f.get("exclude_train", d.exclude_train);
   if (named) {
     f.get("name", d.name);
@@ -56,6 +62,7 @@ YAML::Node dataset_yaml(const DatasetSpec& d) {
   if (!d.text_pair_column.empty()) n["text_pair_column"] = d.text_pair_column;
   n["num_samples"] = d.num_samples;
   if (!d.rows.empty()) n["rows"] = d.rows;
+  if (!d.hash_split.empty()) n["hash_split"] = d.hash_split;
   if (d.exclude_train) n["exclude_train"] = true;
   if (!d.name.empty()) n["name"] = d.name;
   return n;

@@ -50,6 +50,12 @@ struct DatasetSpec {
   // [begin, end): only these data rows of the file (0-based, file order), before subsampling;
   // empty = all rows. A fixed split of one file into training and test parts (IMDB).
   std::vector<int64_t> rows;
+  // [lo, hi) with 0 <= lo < hi <= 1: only rows whose text hashes into this part of [0, 1) (the
+  // first 8 bytes of SHA-256 of the example's key, data::example_key, over 2^64), after `rows`
+  // and before subsampling; empty = all rows. A per-row rule, so equal texts always fall on the
+  // same side and one file splits into disjoint private and public parts (dp-sft's data.public)
+  // whatever else the file holds.
+  std::vector<double> hash_split;
   // data.eval only: drop rows whose text is one of the (subsampled) training texts before
   // subsampling, so the eval set can be a held-out part of the training file (lr selection).
   bool exclude_train = false;
