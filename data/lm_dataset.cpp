@@ -175,6 +175,20 @@ std::vector<Example> read_examples(const DatasetSpec& d, const std::string& key)
                     d.rows[0], d.rows[1], d.path, n, n);
       ex = std::vector<Example>(ex.begin() + d.rows[0], ex.begin() + d.rows[1]);
     }
+    if (!d.label_map.empty())
+      for (Example& e : ex) {
+        auto it = d.label_map.find(e.label);
+        if (it == d.label_map.end()) {
+          std::string keys;
+          for (const auto& kv : d.label_map) keys += (keys.empty() ? "'" : ", '") + kv.first + "'";
+          throw InputError(fmt::format(
+              "{}: row {} has {}, which label_map does not name (it maps {}); add it to the "
+              "map or check label_column",
+              d.path, e.index + 1,
+              e.label.empty() ? "no label" : fmt::format("label '{}'", e.label), keys));
+        }
+        e.label = it->second;
+      }
     if (!d.hash_split.empty()) {
       const size_t before = ex.size();
       ex.erase(std::remove_if(ex.begin(), ex.end(),

@@ -90,6 +90,14 @@ check "glue: the imdb spec keeps its test rows apart" "$DPFT" config validate \
 check "glue: the task's classifier was made" [ -f "$T/gm/rte/config.json" ]
 check "glue: its labels are RTE's" grep -q not_entailment "$T/gm/rte/config.json"
 out=$(BASE="$T/rob" MODELS="$T/gm" bash "$GLUE" --dpft "$DPFT" --dry-run --tasks rte --out "$T/g" 2>&1); rc=$?
+# The DP-SFT specs are what experiments/glue/dp_sft_specs.py writes, and every one is valid.
+mkdir -p "$T/sft"
+n=$(python3 "$SRC/experiments/glue/dp_sft_specs.py" --out "$T/sft" | wc -l)
+check "dp_sft_specs writes 28 specs ($n)" [ "$n" = 28 ]
+for f in "$T"/sft/*.yaml; do
+  check "$(basename "$f") is committed as written" cmp -s "$f" "$SRC/experiments/glue/small/$(basename "$f")"
+  check "$(basename "$f") validates" "$DPFT" config validate "$SRC/experiments/glue/small/$(basename "$f")"
+done
 [ -s "$SRC/experiments/glue/selected_lr.tsv" ] && [ "$(wc -l < "$SRC/experiments/glue/selected_lr.tsv")" -gt 1 ] ||
   check "glue: a table run without a selected lr exits 2 (rc $rc)" [ "$rc" = 2 ]
 

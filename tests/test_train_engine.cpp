@@ -539,6 +539,32 @@ TEST_CASE("data hash_split parts one file by a hash of each text: equal texts on
         std::vector<double>{0, 0.5});
 }
 
+TEST_CASE("data label_map renames a file's labels to the task's; an unmapped label is an error",
+          "[train-engine]") {
+  test::TempDir d;
+  d.write("imdb.csv", "review,sentiment\ngreat film,positive\ndull film,negative\nok,positive\n");
+  const std::string file = (d.path / "imdb.csv").string();
+  auto block = [&](const std::string& map) {
+    return parse_spec(YAML::Load(fmt::format(
+                          "data:\n  train: {{path: {}, text_column: review, label_column: "
+                          "sentiment, label_map: {}}}\n",
+                          file, map)))
+        .data.train;
+  };
+  const DatasetSpec ok = block("{negative: '0', positive: '1'}");
+  std::vector<std::string> labels;
+  for (const auto& e : data::read_examples(ok, "data.train")) labels.push_back(e.label);
+  CHECK(labels == std::vector<std::string>{"1", "0", "1"});
+  CHECK_THROWS_WITH(data::read_examples(block("{positive: '1'}"), "data.train"),
+                    Catch::Contains("row 2 has label 'negative'"));
+  for (const char* bad : {"[a, b]", "{}", "{negative: ''}", "{negative: [0]}"})
+    CHECK_THROWS_AS(block(bad), ConfigError);
+  YAML::Node round = spec_to_yaml(parse_spec(YAML::Load(fmt::format(
+      "data:\n  train: {{path: {}, label_map: {{negative: '0', positive: '1'}}}}\n", file))));
+  CHECK(parse_spec(round).data.train.label_map ==
+        std::map<std::string, std::string>{{"negative", "0"}, {"positive", "1"}});
+}
+
 TEST_CASE("a diverged run ends failed with the step and the cause; NaN weights are refused",
           "[train-engine]") {
   Fixture f;

@@ -42,6 +42,20 @@ void parse_dataset(Fields f, DatasetSpec& d, bool is_eval = false, bool named = 
         "{}.hash_split: give [lo, hi] with 0 <= lo < hi <= 1 (the part of [0, 1) whose rows are "
         "kept), e.g. [0, 0.9] for a private part and [0.9, 1] for the public rest",
         f.path()));
+  if (f.has("label_map")) {
+    const YAML::Node m = f.raw("label_map");
+    if (!m.IsMap() || m.size() == 0)
+      throw ConfigError(fmt::format(
+          "{}.label_map: give a map from the file's labels to the task's, e.g. {{negative: '0', "
+          "positive: '1'}}",
+          f.path()));
+    for (const auto& kv : m) {
+      if (!kv.second.IsScalar() || kv.second.Scalar().empty())
+        throw ConfigError(fmt::format("{}.label_map.{}: give the task's label it stands for",
+                                      f.path(), kv.first.as<std::string>()));
+      d.label_map[kv.first.as<std::string>()] = kv.second.Scalar();
+    }
+  }
   if (is_eval) f.get("exclude_train", d.exclude_train);
   if (named) {
     f.get("name", d.name);
@@ -63,6 +77,7 @@ YAML::Node dataset_yaml(const DatasetSpec& d) {
   n["num_samples"] = d.num_samples;
   if (!d.rows.empty()) n["rows"] = d.rows;
   if (!d.hash_split.empty()) n["hash_split"] = d.hash_split;
+  for (const auto& [from, to] : d.label_map) n["label_map"][from] = to;
   if (d.exclude_train) n["exclude_train"] = true;
   if (!d.name.empty()) n["name"] = d.name;
   return n;

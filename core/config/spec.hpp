@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -56,6 +57,9 @@ struct DatasetSpec {
   // same side and one file splits into disjoint private and public parts (dp-sft's data.public)
   // whatever else the file holds.
   std::vector<double> hash_split;
+  // File label -> the label the task uses (e.g. IMDB's negative/positive as SST-2's 0/1, for a
+  // transfer run's data.public); every label of the file must be a key. Empty = as written.
+  std::map<std::string, std::string> label_map;
   // data.eval only: drop rows whose text is one of the (subsampled) training texts before
   // subsampling, so the eval set can be a held-out part of the training file (lr selection).
   bool exclude_train = false;
