@@ -8,7 +8,8 @@ in place, keeping:
 
   metrics.json      one line of JSON with only: schema, status, run (identity: label, method,
                     name, run_id, seed, config_hash, dataset, model), privacy (target_epsilon,
-                    epsilon, delta, noise_multiplier, sigma_source), eval (base, sft, final;
+                    epsilon, delta, noise_multiplier, sigma_source; dp-sft's stage1, stage2,
+                    stage1_public, accounting), subspace (dp-sft), eval (base, sft, final;
                     not the per-eval history), train.lr, diagnostics (the summary block), timing
                     (total_s, train_s, generation_s), in dpft.metrics/2 files from the
                     non_private block; the per-step `history` only in the run
@@ -69,7 +70,9 @@ METRICS_KEEP = {
     "status": None,
     "run": ("label", "method", "name", "run_id", "seed", "config_hash", "dataset",
             "dataset_name", "model"),
-    "privacy": ("target_epsilon", "epsilon", "delta", "noise_multiplier", "sigma_source"),
+    "privacy": ("target_epsilon", "epsilon", "delta", "noise_multiplier", "sigma_source",
+                "stage1", "stage2", "stage1_public", "accounting"),
+    "subspace": None,
     "eval": ("base", "sft", "final"),
     "train": ("lr",),
     "diagnostics": None,

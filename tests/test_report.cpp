@@ -557,6 +557,69 @@ TEST_CASE("report glue: classifier accuracy and macro-F1 per task and eps, paper
   for (const auto& r : t.blocks[0].rows) CHECK(r.label != "DP-SGD");
 }
 
+TEST_CASE("report dp-sft-transfer: transferred subspace against the target's own and Full-DP",
+          "[report]") {
+  test::TempDir d;
+  const std::string sst2 = "../shared/data/glue_sst2/train.tsv",
+                    imdb = "../shared/data/imdb_subset/imdb_2499_clean.csv";
+  int n = 0;
+  // A dp-sft (or other) classifier run on `data`; `extra` merged into its metrics.json.
+  auto cls = [&](const std::string& label, const std::string& method, json eps, int seed,
+                 const std::string& data, double acc, const json& privacy) {
+    FakeRun r = dp(label, eps, seed, 0.7);
+    r.method = method;
+    r.dataset = data;
+    r.classification = {{"accuracy", acc}, {"macro_f1", acc}};
+    const fs::path dir = d.path / ("r" + std::to_string(n++));
+    write_run(dir, r);
+    json m = json::parse(read_file(dir / "metrics.json"));
+    m["privacy"].update(privacy);
+    write_json_atomic(dir / "metrics.json", m);
+  };
+  const json from_imdb = {{"stage1_public", {{"data", imdb}, {"steps", 192}}}};
+  const json own192 = {{"stage1", {{"steps", 192}}}}, own768 = {{"stage1", {{"steps", 768}}}};
+  cls("DP-SFT (subspace from IMDB)", "dp-sft", "inf", 0, sst2, 0.70, from_imdb);
+  cls("DP-SFT (subspace from IMDB)", "dp-sft", "inf", 1, sst2, 0.72, from_imdb);
+  cls("DP-SFT (subspace from IMDB)", "dp-sft", 4.0, 0, sst2, 0.60, from_imdb);
+  cls("DP-SFT (private, p1 1/2)", "dp-sft", "inf", 0, sst2, 0.80, own192);  // the ideal
+  cls("DP-SFT (private, p1 1/2)", "dp-sft", "inf", 1, sst2, 0.76, own192);
+  cls("DP-SFT (private, 768-step subspace)", "dp-sft", "inf", 0, sst2, 0.99, own768);  // other T1
+  cls("DP-SFT (private, p1 1/2)", "dp-sft", 4.0, 0, sst2, 0.99, own192);  // private: not ideal
+  cls("DP-SFT (public 10 %)", "dp-sft", 4.0, 0, sst2, 0.99,
+      {{"stage1_public", {{"data", sst2}, {"steps", 192}}}});  // own data: not a transfer
+  cls("Full-DP", "dp-sgd", 4.0, 0, sst2, 0.51, json::object());
+  cls("Full-DP", "dp-sgd", 1.0, 0, sst2, 0.49, json::object());  // no transfer at eps 1
+  auto t = build_report_table("dp-sft-transfer", report::load_runs({d.path}).runs);
+  REQUIRE(t.columns.size() == 2);
+  CHECK(t.columns[0].dataset == "IMDB → SST-2");
+  CHECK(t.columns[0].eps == 4.0);
+  CHECK(std::isinf(t.columns[1].eps));
+  REQUIRE(t.blocks.size() == 1);
+  const auto& b = t.blocks[0];
+  REQUIRE(b.rows.size() == 5);
+  CHECK(b.rows[0].label == "Transferred subspace");
+  CHECK(b.rows[0].cells[0]->mean == Approx(0.60));
+  CHECK(b.rows[0].cells[1]->mean == Approx(0.71));
+  CHECK(b.rows[1].label == "Own subspace, non-private (ideal)");
+  CHECK(b.rows[1].cells[0]->mean == Approx(0.78));  // the eps-inf ideal in both columns
+  CHECK(b.rows[1].cells[1]->mean == Approx(0.78));
+  CHECK(b.rows[2].label == "Full-DP");
+  CHECK(b.rows[2].cells[0]->mean == Approx(0.51));
+  CHECK_FALSE(b.rows[2].cells[1]);
+  CHECK(b.rows[3].label == "Δ vs ideal");
+  CHECK(b.rows[3].mean_only);
+  CHECK(b.rows[3].cells[0]->mean == Approx(-0.18));
+  CHECK(b.rows[3].cells[1]->mean == Approx(-0.07));
+  CHECK(b.rows[4].label == "Δ vs Full-DP");
+  CHECK(b.rows[4].cells[0]->mean == Approx(0.09));
+  CHECK_FALSE(b.rows[4].cells[1]);
+  // Without a transfer run there is no table.
+  test::TempDir e;
+  write_run(e.path / "a", dp("Full-DP", 4.0, 0, 0.7));
+  CHECK_THROWS_AS(build_report_table("dp-sft-transfer", report::load_runs({e.path}).runs),
+                  InputError);
+}
+
 TEST_CASE("report denoise-glue: steps to 90 / 95 % and the speedup over the same seed's DP-SGD",
           "[report][denoise]") {
   test::TempDir d;
