@@ -167,13 +167,20 @@ int bench_train(const TrainBench& b) {
                 "--dp-sft-storage: float32 or bfloat16");
   const int64_t d = model::count_parameters(m, true);
   std::vector<torch::Tensor> sft_blocks;  // P's rows per parameter, (numel, k)
+  torch::Tensor P32;  // (d, k) float32 P, kept when P is stored in bfloat16 (its error, below)
   if (b.dp_sft_k > 0) {
     DPFT_CHECK_AS(ConfigError, b.dp_sft_k <= d, "--dp-sft {}: more than the {} trainable values",
                   b.dp_sft_k, d);
     torch::manual_seed(1);
-    torch::Tensor P =
-        torch::randn({d, b.dp_sft_k}, torch::TensorOptions().device(dev)).to(sft_storage);
+    // Orthonormalised in float32, stored in --dp-sft-storage and orthonormalised again there, as
+    // project::subspace_from_trajectory makes the P of a run.
+    torch::Tensor P = torch::randn({d, b.dp_sft_k}, torch::TensorOptions().device(dev));
     project::orthonormalize_columns_(P);
+    if (sft_storage != torch::kFloat32) {
+      P32 = P;
+      P = P.to(sft_storage);
+      project::orthonormalize_columns_(P);
+    }
     int64_t off = 0;
     for (auto& [n, p] : params)
       sft_blocks.push_back(P.slice(0, off, off + p.numel())), off += p.numel();
@@ -291,7 +298,35 @@ int bench_train(const TrainBench& b) {
   if (b.dp_sft_k > 0) {
     // Building P: k trajectory rows flat(Theta) written (Alg. 1 line 13: flattening to a float32
     // host vector and one safetensors file each), then the Gram-route SVD of the k x d matrix.
+    nlohmann::json bf16_effect;
+    if (P32.defined()) {  // what bfloat16 storage does to P and to the projected clipped sum
+      std::vector<torch::Tensor> b32;
+      int64_t off = 0;
+      for (auto& [n, p] : params)
+        b32.push_back(P32.slice(0, off, off + p.numel())), off += p.numel();
+      train::BatchStats s32, sbf;
+      const torch::Tensor g32 =
+          train::projected_clipped_sum(psg, ds, rows, micro, 0, b32, dp, &s32).to(torch::kDouble);
+      const torch::Tensor gbf =
+          train::projected_clipped_sum(psg, ds, rows, micro, 0, sft_blocks, dp, &sbf)
+              .to(torch::kDouble);
+      // P^T P and ||P - P32||^2 block by block, in float32 (a block at a time fits a GPU).
+      torch::Tensor gram =
+          torch::zeros({b.dp_sft_k, b.dp_sft_k}, P32.options().dtype(torch::kDouble));
+      double diff2 = 0;
+      for (size_t i = 0; i < sft_blocks.size(); ++i) {
+        const torch::Tensor pb = sft_blocks[i].to(torch::kFloat32);
+        gram += pb.t().mm(pb).to(torch::kDouble);
+        diff2 += (pb - b32[i]).pow(2).sum().item<double>();
+      }
+      const double orth =
+          (gram - torch::eye(b.dp_sft_k, gram.options())).abs().max().item<double>();
+      bf16_effect = {{"projected_sum_rel_error", ((gbf - g32).norm() / g32.norm()).item<double>()},
+                     {"orthonormality_max_error", orth},
+                     {"p_rel_error", std::sqrt(diff2) / P32.norm().item<double>()}};
+    }
     sft_blocks.clear();  // P's memory back before the SVD's
+    P32 = torch::Tensor();
     const fs::path dir = fs::temp_directory_path() / fmt::format("dpft-bench-traj-{}", getpid());
     std::vector<double> trow;
     double tsvd = 0;
@@ -324,6 +359,7 @@ int bench_train(const TrainBench& b) {
                      {"stage2_peak_rss_mb", mem_sft["peak_rss_mb"]},
                      {"trajectory_row_s", bench_median(trow)},
                      {"svd_s", tsvd}};
+    if (!bf16_effect.is_null()) out["dp_sft"]["bfloat16_effect"] = bf16_effect;
   }
   if (b.denoise) {
     for (size_t k = 0; k < kDenoiseWays; ++k) {
@@ -380,6 +416,13 @@ int bench_train(const TrainBench& b) {
         j["ratio_to_dp_step"].get<double>(), j["ratio_to_nonprivate_step"].get<double>(),
         j["stage2_peak_rss_mb"].get<double>(), j["trajectory_row_s"].get<double>(), b.dp_sft_k,
         j["svd_s"].get<double>());
+    if (j.contains("bfloat16_effect"))
+      std::cout << fmt::format(
+          "  bfloat16 P against float32 P: relative error of P {:.2e}, of the projected clipped "
+          "sum {:.2e}; max |P^T P - I| {:.2e}\n",
+          j["bfloat16_effect"]["p_rel_error"].get<double>(),
+          j["bfloat16_effect"]["projected_sum_rel_error"].get<double>(),
+          j["bfloat16_effect"]["orthonormality_max_error"].get<double>());
   }
   if (encoder)
     std::cout << fmt::format("  classification eval: {:.1f} examples/s (micro-batch {})\n",
