@@ -36,17 +36,24 @@ double rel(const Tensor& a, const Tensor& b) {
   return (a - b).abs().max().item<double>() / std::max(1e-30, b.abs().max().item<double>());
 }
 
-}  // namespace
-
-TEST_CASE("a privatised batch equals the hand computation from reference per-sample gradients",
-          "[train-engine]") {
+// The hand computations' batch: 7 of 12 random rows through a tiny LoRA GPT-2, with the slow
+// reference per-sample gradients.
+struct HandBatch {
   model::CausalLM m = tiny_lora_gpt2(3);
   lm::LmDataset ds = random_lm_dataset(12, m->config().vocab_size, 9);
   std::vector<int64_t> rows = {0, 2, 3, 5, 7, 8, 11};
   lm::LmBatch b = lm::collate(ds, rows, 0);
   Tensor ref =
       grad::reference_per_sample_grads(m, b.input_ids, b.attention_mask, b.labels).first;  // (B, p)
-  Tensor norms = ref.norm(2, 1);
+};
+
+}  // namespace
+
+TEST_CASE("a privatised batch equals the hand computation from reference per-sample gradients",
+          "[train-engine]") {
+  HandBatch h;
+  model::CausalLM& m = h.m;
+  Tensor norms = h.ref.norm(2, 1);
   grad::PerSampleGrads psg(m);
   train::DpSettings dp;
   dp.q = 0.5;
@@ -61,13 +68,13 @@ TEST_CASE("a privatised batch equals the hand computation from reference per-sam
   Tensor w = clipping == "clip" ? torch::clamp_max(dp.clip_norm / norms, 1.0)
                                 : dp.clip_norm / (norms + 0.01);
   double div = divisor == "expected" ? 0.5 * 12 : 7.0;
-  Tensor expect = torch::mv(ref.t(), w) / div;
+  Tensor expect = torch::mv(h.ref.t(), w) / div;
 
   SECTION("no noise; micro-batches of 3 rows") {
     train::BatchStats st;
     std::vector<Tensor> raw;
-    auto g = train::clipped_sum(psg, ds, rows, 3, 0, dp, &st, &raw);
-    CHECK(rel(flat(raw), ref.sum(0)) < 1e-5);  // the unclipped sum, for diagnostics
+    auto g = train::clipped_sum(psg, h.ds, h.rows, 3, 0, dp, &st, &raw);
+    CHECK(rel(flat(raw), h.ref.sum(0)) < 1e-5);  // the unclipped sum, for diagnostics
     privacy::NoiseSource noise(1, false);
     double noise_norm = -1;
     CHECK(train::noise_and_scale(g, dp, noise, 7, &st, &noise_norm) == div);
@@ -76,11 +83,11 @@ TEST_CASE("a privatised batch equals the hand computation from reference per-sam
     CHECK(st.batch_size == 7);
     CHECK(st.clipped_fraction == Approx((norms > dp.clip_norm).sum().item<double>() / 7));
     // Each clipped (or normalised) gradient has norm <= C: the sensitivity the noise assumes.
-    CHECK((ref * w.unsqueeze(1)).norm(2, 1).max().item<double>() <= dp.clip_norm * (1 + 1e-6));
+    CHECK((h.ref * w.unsqueeze(1)).norm(2, 1).max().item<double>() <= dp.clip_norm * (1 + 1e-6));
   }
   SECTION("with noise: exactly sigma C z / divisor on top, z from the seeded source") {
     dp.sigma = 0.7;
-    auto g = train::clipped_sum(psg, ds, rows, 4, 0, dp, nullptr);
+    auto g = train::clipped_sum(psg, h.ds, h.rows, 4, 0, dp, nullptr);
     privacy::NoiseSource noise(42, false), replay(42, false);
     double noise_norm = -1;
     train::noise_and_scale(g, dp, noise, 7, nullptr, &noise_norm);
@@ -95,16 +102,12 @@ TEST_CASE("a privatised batch equals the hand computation from reference per-sam
 
 TEST_CASE("a DP-SFT stage-2 batch equals the hand computation: P^T g clipped in R^k",
           "[train-engine][dp-sft]") {
-  model::CausalLM m = tiny_lora_gpt2(3);
-  lm::LmDataset ds = random_lm_dataset(12, m->config().vocab_size, 9);
-  std::vector<int64_t> rows = {0, 2, 3, 5, 7, 8, 11};
-  lm::LmBatch b = lm::collate(ds, rows, 0);
-  Tensor ref =
-      grad::reference_per_sample_grads(m, b.input_ids, b.attention_mask, b.labels).first;  // (B, p)
+  HandBatch h;
+  model::CausalLM& m = h.m;
   grad::PerSampleGrads psg(m);
   torch::manual_seed(8);
   const int64_t k = 5;
-  Tensor P = std::get<0>(torch::linalg_qr(torch::randn({ref.size(1), k}, torch::kFloat64)))
+  Tensor P = std::get<0>(torch::linalg_qr(torch::randn({h.ref.size(1), k}, torch::kFloat64)))
                  .to(torch::kFloat32)
                  .contiguous();  // (p, k)
   std::vector<Tensor> blocks;
@@ -113,7 +116,7 @@ TEST_CASE("a DP-SFT stage-2 batch equals the hand computation: P^T g clipped in 
     blocks.push_back(P.slice(0, off, off + p.param.numel()));
     off += p.param.numel();
   }
-  Tensor gs = ref.mm(P);  // (B, k)
+  Tensor gs = h.ref.mm(P);  // (B, k)
   Tensor norms = gs.norm(2, 1);
   train::DpSettings dp;
   dp.q = 0.5;
@@ -121,12 +124,12 @@ TEST_CASE("a DP-SFT stage-2 batch equals the hand computation: P^T g clipped in 
   Tensor sorted = std::get<0>(norms.sort());
   dp.clip_norm = 0.5 * (sorted[3] + sorted[4]).item<double>();  // 3 of the 7 are clipped in R^k
   // (clipped on the projected norm, not the full gradient's: the sensitivity lives in R^k)
-  REQUIRE((ref.norm(2, 1) > dp.clip_norm).sum().item<int64_t>() >
+  REQUIRE((h.ref.norm(2, 1) > dp.clip_norm).sum().item<int64_t>() >
           (norms > dp.clip_norm).sum().item<int64_t>());
   Tensor w = torch::clamp_max(dp.clip_norm / norms, 1.0);
   Tensor expect = torch::mv(gs.t(), w);  // (k)
   train::BatchStats st;
-  Tensor got = train::projected_clipped_sum(psg, ds, rows, 3, 0, blocks, dp, &st);
+  Tensor got = train::projected_clipped_sum(psg, h.ds, h.rows, 3, 0, blocks, dp, &st);
   CHECK(rel(got, expect) < 1e-5);
   CHECK(st.batch_size == 7);
   CHECK(st.clipped_fraction == Approx(3.0 / 7));
@@ -421,6 +424,18 @@ TEST_CASE("labelled eval data adds classification accuracy to the base and final
   }
 }
 
+// A LoRA spec training on part of `pool` (data.train.KEY: train_part) with a second block
+// (data.SECOND, "eval" or "public") on another part of it (KEY: second_part).
+static Spec two_part_spec(const std::string& model, const std::string& pool,
+                          const std::string& second, const std::string& key,
+                          const std::string& train_part, const std::string& second_part) {
+  return parse_spec(
+      YAML::Load(fmt::format("model: {{path: {}, peft: {{kind: lora, targets: [c_attn]}}}}\n"
+                             "data:\n  train: {{path: {}, {}: {}}}\n  {}: {{path: {}, {}: {}}}\n"
+                             "  max_length: 16\n",
+                             model, pool, key, train_part, second, pool, key, second_part)));
+}
+
 // A 10-row one-column CSV (rows 0..9 distinct) in d; its path.
 static std::string write_pool(test::TempDir& d) {
   std::string rows = "text\n";
@@ -468,11 +483,7 @@ TEST_CASE("data rows [begin, end] split one file into fixed training and test pa
   test::TempDir d;
   const std::string pool = write_pool(d);
   auto spec_with = [&](const std::string& train_rows, const std::string& eval_rows) {
-    return parse_spec(YAML::Load(
-        fmt::format("model: {{path: {}, peft: {{kind: lora, targets: [c_attn]}}}}\n"
-                    "data:\n  train: {{path: {}, rows: {}}}\n  eval: {{path: {}, rows: {}}}\n"
-                    "  max_length: 16\n",
-                    f.model, pool, train_rows, pool, eval_rows)));
+    return two_part_spec(f.model, pool, "eval", "rows", train_rows, eval_rows);
   };
   train::TrainInputs in = data::load_train_inputs(spec_with("[0, 7]", "[7, 10]"));
   std::set<int64_t> tr, ev;
@@ -515,11 +526,7 @@ TEST_CASE("data hash_split parts one file by a hash of each text: equal texts on
   d.write("pool.csv", rows);
   const std::string pool = (d.path / "pool.csv").string();
   auto spec_with = [&](const std::string& train_split, const std::string& public_split) {
-    return parse_spec(YAML::Load(fmt::format(
-        "model: {{path: {}, peft: {{kind: lora, targets: [c_attn]}}}}\n"
-        "data:\n  train: {{path: {}, hash_split: {}}}\n  public: {{path: {}, hash_split: {}}}\n"
-        "  max_length: 16\n",
-        f.model, pool, train_split, pool, public_split)));
+    return two_part_spec(f.model, pool, "public", "hash_split", train_split, public_split);
   };
   train::TrainInputs in = data::load_train_inputs(spec_with("[0, 0.5]", "[0.5, 1]"));
   std::set<int64_t> tr, pub;
