@@ -15,7 +15,9 @@
 # checkpoint may not survive (a new machine each session), train in stages instead:
 # FROM=models/tiny-gpt2 starts a new run from that exported model (fresh optimizer state and
 # schedule; --set train.steps=N sizes the stage to the time at hand) and the new PROVENANCE.md
-# keeps the earlier stages' record below its own.
+# keeps the earlier stages' record below its own. FROM must show, stage by stage, that it saw
+# only files the spec reads (its PROVENANCE.md's "Training text" lines); the first stage starts
+# from a random init.
 # Env: MODEL, DPFT (default build/dpft), OUT (default build/pretrain), RESUME (a run directory),
 # FROM (an exported model to continue from);
 # extra args go to `dpft run` (e.g. --set train.steps=100 for a short trial).
@@ -38,6 +40,22 @@ earlier=""
 if [ -n "${FROM:-}" ]; then
   [ -f "$FROM/config.json" ] || { echo "pretrain_tiny: FROM=$FROM holds no model" >&2; exit 2; }
   [ -z "${RESUME:-}" ] || { echo "pretrain_tiny: set FROM or RESUME, not both" >&2; exit 2; }
+  # A stage may only continue a model that saw nothing but this spec's public text: every stage
+  # in $FROM's PROVENANCE.md must list its training files ("Training text ..."), each one the
+  # spec reads (a model that saw an experiment's private data must not become a base model).
+  allowed=$("$DPFT" config dump "$spec" | grep -o 'path: [^,}]*' | sed 's/path: //' | sort -u)
+  stages=$(grep -c '^\(#* *\)\?Made by' "$FROM/PROVENANCE.md" || true)
+  listed=$(grep -c '^Training text' "$FROM/PROVENANCE.md" || true)
+  [ "$stages" -ge 1 ] && [ "$stages" = "$listed" ] || {
+    echo "pretrain_tiny: $FROM/PROVENANCE.md does not list the training text of each of its $stages stage(s), so nothing shows that $FROM saw only $spec's public text; train from a random init (leave FROM unset)" >&2
+    exit 2
+  }
+  for f in $(grep '^Training text' "$FROM/PROVENANCE.md" | grep -o '`[^`]*`' | tr -d '`' | sort -u); do
+    grep -qxF "$f" <<<"$allowed" || {
+      echo "pretrain_tiny: $FROM was trained on $f, which $spec does not read (an experiment's private or evaluation data?); train from a random init (leave FROM unset)" >&2
+      exit 2
+    }
+  done
   earlier=$(mktemp -d)
   cp -r "$FROM/." "$earlier"   # $FROM may be $dest, replaced below
 fi
@@ -70,7 +88,7 @@ start = ("the exported model of the earlier stages below (`FROM=... bash "
          "scripts/pretrain_tiny.sh`; a fresh optimizer and schedule)" if earlier else
          f"random init (`dpft model init --arch {model} --preset mini`, seed 0)")
 print(f"Made by `MODEL={model} bash scripts/pretrain_tiny.sh`: {start}, "
-      f"{cfg.get('hidden_size')} wide, {cfg.get('num_hidden_layers', cfg.get('n_layer'))} layers, "
+      f"{cfg.get('hidden_size', cfg.get('n_embd'))} wide, {cfg.get('num_hidden_layers', cfg.get('n_layer'))} layers, "
       f"then `dpft run {spec}`: {what}, method sgd, AdamW (lr {m['train'].get('lr')}), full "
       "training on packed 128-token blocks of public text; weights stored in float16.\n")
 if files:
