@@ -118,4 +118,26 @@ check "denoise: the paired spec at eps 5.4 with the extra --set" has "$out" "run
 out=$(bash "$DEN" --dpft "$DPFT" --dry-run --datasets wiki 2>&1); rc=$?
 check "denoise: an unknown dataset exits 2 (rc $rc)" [ "$rc" = 2 ]
 
+# scripts/pretrain_tiny.sh FROM=: continues only a model whose every stage lists training text
+# the spec reads (the check runs before any training; --dry-run stops the run itself).
+if [ -d "$SRC/../shared/data/lm_text_misc" ]; then
+  PT="$SRC/scripts/pretrain_tiny.sh"
+  mkdir -p "$T/from"
+  cp "$SRC"/models/tiny-gpt2/*.json "$T/from/"
+  printf '# m\n\nMade by a\n' > "$T/from/PROVENANCE.md"
+  out=$(cd "$SRC" && FROM="$T/from" DPFT="$DPFT" OUT="$T/pt" bash "$PT" --dry-run 2>&1); rc=$?
+  check "pretrain FROM without its training text exits 2 (rc $rc)" [ "$rc" = 2 ]
+  check "pretrain FROM: says why" has "$out" "does not list the training text"
+  printf '# m\n\nMade by a\n\nTraining text: `../shared/data/glue_sst2/train.tsv`, `../shared/data/e2e/trainset.csv`\n' > "$T/from/PROVENANCE.md"
+  out=$(cd "$SRC" && FROM="$T/from" DPFT="$DPFT" OUT="$T/pt" bash "$PT" --dry-run 2>&1); rc=$?
+  check "pretrain FROM that saw E2E exits 2 (rc $rc)" [ "$rc" = 2 ]
+  check "pretrain FROM: names the file" has "$out" "was trained on ../shared/data/e2e/trainset.csv"
+  printf '# m\n\nMade by a\n\nTraining text: `../shared/data/glue_sst2/train.tsv`\n\n## Earlier\n\n### m\nMade by b\n\nTraining text: `../shared/data/lm_text_misc/wikitext-2_valid.txt`\n' > "$T/from/PROVENANCE.md"
+  out=$(cd "$SRC" && FROM="$T/from" DPFT="$DPFT" OUT="$T/pt" bash "$PT" --dry-run 2>&1); rc=$?
+  check "pretrain FROM with public text only gets to the run (rc $rc: the dry run exports nothing)" [ "$rc" = 4 ]
+  check "pretrain: nothing exported by a dry run" [ -z "$(cd "$SRC" && git status --porcelain models/tiny-gpt2)" ]
+else
+  echo "SKIP pretrain FROM checks: ../shared/data is missing"
+fi
+
 finish "experiments scripts"
