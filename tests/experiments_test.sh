@@ -101,8 +101,18 @@ done
 [ -s "$SRC/experiments/glue/selected_lr.tsv" ] && [ "$(wc -l < "$SRC/experiments/glue/selected_lr.tsv")" -gt 1 ] ||
   check "glue: a table run without a selected lr exits 2 (rc $rc)" [ "$rc" = 2 ]
 
+# The paper-scale GLUE baselines: written by paper_specs.py, committed as written.
+n=$(python3 "$SRC/experiments/glue/paper_specs.py" --out "$T/gpaper" | wc -l)
+check "paper_specs writes 5 tasks x 4 methods ($n)" [ "$n" = 20 ]
+for f in "$T"/gpaper/*.yaml; do
+  check "paper $(basename "$f") is committed as written" cmp -s "$f" "$SRC/experiments/glue/paper/$(basename "$f")"
+done
+check "paper MNLI has delta 1e-6 and the mismatched set" grep -q "delta: 1.0e-6" "$T/gpaper/mnli-full_dp.yaml"
+check "paper MNLI scores dev mismatched" grep -q "name: mismatched" "$T/gpaper/mnli-adapter_dp.yaml"
+
 # The paper-scale GPU specs parse and validate (their paths are the user's to fill in).
-for spec in "$SRC"/experiments/dp_sft/paper/*.yaml "$SRC"/experiments/denoise/paper/*.yaml; do
+for spec in "$SRC"/experiments/dp_sft/paper/*.yaml "$SRC"/experiments/denoise/paper/*.yaml \
+  "$SRC"/experiments/glue/paper/*.yaml; do
   check "$(basename "$spec") is a valid spec" "$DPFT" config validate "$spec"
 done
 
