@@ -128,6 +128,36 @@ check "denoise: the paired spec at eps 5.4 with the extra --set" has "$out" "run
 out=$(bash "$DEN" --dpft "$DPFT" --dry-run --datasets wiki 2>&1); rc=$?
 check "denoise: an unknown dataset exits 2 (rc $rc)" [ "$rc" = 2 ]
 
+# GLUE (paper 003 Tables 2-3): glue_specs.py writes the small and paper specs as committed; run.sh
+# --glue takes each task's reference accuracy from REFERENCE and refuses a task without one.
+n=$(python3 "$SRC/experiments/denoise/glue_specs.py" --out "$T/dglue" | wc -l)
+check "glue_specs writes 34 specs ($n)" [ "$n" = 34 ]
+for f in "$T"/dglue/small/*.yaml "$T"/dglue/paper/*.yaml; do
+  sub=$(basename "$(dirname "$f")")
+  check "denoise $sub/$(basename "$f") is committed as written" cmp -s "$f" "$SRC/experiments/denoise/$sub/$(basename "$f")"
+done
+for spec in "$SRC"/experiments/denoise/small/glue-*.yaml; do
+  check "$(basename "$spec") is a valid spec" "$DPFT" config validate "$spec"
+done
+check "small glue: q = 267 / 8,999" grep -q "batch_size: 267" "$T/dglue/small/glue-mnli-denoise.yaml"
+check "paper glue: Yu et al.'s batch 2000" grep -q "batch_size: 2000" "$T/dglue/paper/glue-qqp-large-dp_sgd.yaml"
+printf 'task\taccuracy\tsource\nsst2\t0.71\ttest\nqnli\t0.55\ttest\n' > "$T/ref.tsv"
+out=$(REFERENCE="$T/ref.tsv" bash "$DEN" --glue --dpft "$DPFT" --dry-run --seeds "0 1" --tasks "sst2 qnli" --out "$T/dg" 2>&1); rc=$?
+check "denoise --glue dry run exits 0 (rc $rc)" [ "$rc" = 0 ]
+check "denoise --glue: 2 tasks x 2 variants x 2 seeds" [ "$(count "$out" "would run")" = 8 ]
+check "denoise --glue: eps 6.7, the task's classifier and reference" has "$out" "run experiments/denoise/small/glue-qnli-denoise.yaml --set seed=1 --set privacy.epsilon=6.7 --out $T/dg/glue-qnli-denoise/eps6.7/s1 --set model.path=build/glue/models/qnli --set eval.reference_accuracy=0.55"
+out=$(REFERENCE="$T/ref.tsv" bash "$DEN" --glue --dpft "$DPFT" --dry-run --seeds 0 --tasks sst2 --variants "clip_only denoise_k105" --out "$T/dg" 2>&1); rc=$?
+check "denoise --glue: clip-only runs non-private, once per seed" has "$out" "glue-sst2-clip_only.yaml --set seed=0 --out $T/dg/glue-sst2-clip_only/noeps/s0"
+check "denoise --glue: kappa 1.05 at 6.7" has "$out" "glue-sst2-denoise_k105.yaml --set seed=0 --set privacy.epsilon=6.7"
+out=$(REFERENCE="$T/ref.tsv" bash "$DEN" --glue --dpft "$DPFT" --dry-run --tasks mnli 2>&1); rc=$?
+check "denoise --glue: a task without a reference accuracy exits 2 (rc $rc)" [ "$rc" = 2 ]
+check "denoise --glue: the error names the file" has "$out" "no reference accuracy for mnli in $T/ref.tsv"
+out=$(REFERENCE="$T/none.tsv" bash "$DEN" --glue --reference --dpft "$DPFT" --dry-run --seeds 0 --tasks mnli --out "$T/dg" 2>&1); rc=$?
+check "denoise --glue --reference needs no reference (rc $rc)" [ "$rc" = 0 ]
+check "denoise --glue --reference runs the 20-epoch spec" has "$out" "run experiments/denoise/small/glue-mnli-reference.yaml --set seed=0 --set privacy.epsilon=6.7"
+out=$(bash "$DEN" --glue --dpft "$DPFT" --dry-run --tasks cola 2>&1); rc=$?
+check "denoise --glue: an unknown task exits 2 (rc $rc)" [ "$rc" = 2 ]
+
 # scripts/pretrain_tiny.sh FROM=: continues only a model whose every stage lists training text
 # the spec reads (the check runs before any training; --dry-run stops the run itself).
 if [ -d "$SRC/../shared/data/lm_text_misc" ]; then

@@ -1,29 +1,73 @@
 #!/usr/bin/env bash
 # Paper 003 (gradient-matrix denoising) at small scale: DP-SGD vs DP-SGD+Denoise, paired by
-# seed, on data-to-text generation (E2E, DART; Tables 4-5) with models/tiny-gpt2
-# (experiments/denoise/small/*.yaml). Runs go through scripts/sweep.sh: finished runs are
-# skipped, so rerun the same command to resume.
+# seed. Runs go through scripts/sweep.sh: finished runs are skipped, so rerun the same command
+# to resume.
+#   (default)  data-to-text generation (E2E, DART; Tables 4-5) with models/tiny-gpt2
+#              (experiments/denoise/small/{e2e,dart}-*.yaml) at epsilon 5.4.
+#   --glue     GLUE classification (SST-2, QNLI, MNLI, QQP; Tables 2-3, Figures 1-3) with
+#              models/tiny-roberta given a classifier per task (experiments/glue/classifiers.sh)
+#              and LoRA, at epsilon 6.7 (experiments/denoise/small/glue-TASK-VARIANT.yaml, written
+#              by glue_specs.py). Each task's reference accuracy (eval.reference_accuracy, for the
+#              steps to 90 % / 95 %) comes from experiments/denoise/reference_accuracy.tsv: first
+#              run --glue --reference (a 20-epoch DP-SGD run per task) and record its final test
+#              accuracy there (mean over its seeds: dpft report OUT --table glue).
+#              Variants (--variants): dp_sgd denoise (every task); on SST-2 also clip_only,
+#              denoise_diag, denoise_k101 denoise_k105 denoise_k11 (kappa sweep), denoise_unscaled.
 #
-# Usage: experiments/denoise/run.sh [--out DIR] [--seeds "0 1 2"] [--datasets "e2e dart"]
+# Usage: experiments/denoise/run.sh [--glue [--reference] [--tasks "sst2 qnli mnli qqp"]
+#          [--variants "dp_sgd denoise"]] [--out DIR] [--seeds "0 1 2"] [--datasets "e2e dart"]
 #          [--methods "dp_sgd denoise"] [--dpft build/dpft] [--dry-run] [-- EXTRA --set ...]
-# Then:  dpft report DIR --table denoise-nlg        (docs/results/denoise.md)
-#        dpft report DIR --plot fig.svg --plot-kind eval-loss
+# Env (--glue): MODELS (the per-task classifiers, default build/glue/models), REFERENCE (default
+# experiments/denoise/reference_accuracy.tsv: task TAB accuracy TAB how it was measured).
+# Then:  dpft report DIR --table denoise-nlg | denoise-glue     (docs/results/denoise.md)
+#        dpft report DIR --plot fig.svg --plot-kind eval-loss | eval-accuracy | improvement
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-out=runs/denoise seeds="0 1 2" datasets="e2e dart" methods="dp_sgd denoise" dpft=build/dpft
+out="" seeds="0 1 2" datasets="e2e dart" methods="dp_sgd denoise" dpft=build/dpft
+glue=0 reference=0 tasks="sst2 qnli mnli qqp" variants="dp_sgd denoise"
 dry=() extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --out | --seeds | --datasets | --methods | --dpft)
+    --glue) glue=1; shift ;;
+    --reference) reference=1; shift ;;
+    --out | --seeds | --datasets | --methods | --dpft | --tasks | --variants)
       [ $# -ge 2 ] || { echo "denoise: $1 needs a value" >&2; exit 2; }
       v=${1#--}; printf -v "$v" '%s' "$2"; shift 2 ;;
     --dry-run) dry=(--dry-run); shift ;;
     --) shift; extra=("$@"); break ;;
-    -h | --help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "denoise: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 status=0
+if [ "$glue" = 1 ]; then
+  [ "$reference" = 1 ] && variants=reference
+  out=${out:-runs/denoise_glue}
+  for t in $tasks; do
+    case "$t" in sst2 | qnli | mnli | qqp) ;; *) echo "denoise: unknown GLUE task '$t' (sst2 qnli mnli qqp)" >&2; exit 2 ;; esac
+  done
+  MODELS=${MODELS:-build/glue/models} REFERENCE=${REFERENCE:-experiments/denoise/reference_accuracy.tsv}
+  [ ${#dry[@]} -gt 0 ] || MODELS=$MODELS bash experiments/glue/classifiers.sh "$dpft" $tasks
+  for t in $tasks; do
+    ref=()
+    if [ "$reference" = 0 ]; then
+      acc=$(awk -F'\t' -v t="$t" '$1 == t { print $2 }' "$REFERENCE" 2>/dev/null)
+      [ -n "$acc" ] || { echo "denoise: no reference accuracy for $t in $REFERENCE (run --glue --reference first)" >&2; exit 2; }
+      ref=(--set eval.reference_accuracy="$acc")
+    fi
+    for v in $variants; do
+      spec=experiments/denoise/small/glue-$t-$v.yaml
+      [ -f "$spec" ] || { echo "denoise: no spec $spec (variants: dp_sgd denoise; SST-2 also clip_only denoise_diag denoise_k101 denoise_k105 denoise_k11 denoise_unscaled)" >&2; exit 2; }
+      e=6.7; [ "$v" = clip_only ] && e=inf
+      bash scripts/sweep.sh ${dry[@]+"${dry[@]}"} --dpft "$dpft" --specs "$spec" --seeds "$seeds" \
+        --eps "$e" --out "$out" -- --set model.path="$MODELS/$t" ${ref[@]+"${ref[@]}"} \
+        ${extra[@]+"${extra[@]}"} || status=$?
+      [ "$status" -ge 130 ] && exit "$status"
+    done
+  done
+  exit "$status"
+fi
+out=${out:-runs/denoise}
 for d in $datasets; do
   for m in $methods; do
     spec=experiments/denoise/small/$d-$m.yaml
