@@ -10,11 +10,14 @@ in place, keeping:
                     name, run_id, seed, config_hash, dataset, model), privacy (target_epsilon,
                     epsilon, delta, noise_multiplier, sigma_source; dp-sft's stage1, stage2,
                     stage1_public, accounting), subspace (dp-sft), eval (base, sft, final;
-                    not the per-eval history), train.lr, diagnostics (the summary block), timing
+                    steps_to_accuracy, nlg and the per-eval history: the denoise tables and
+                    plots read them), train.lr, diagnostics (the summary block), timing
                     (total_s, train_s, generation_s), in dpft.metrics/2 files from the
                     non_private block; the per-step `history` only in the run
                     directories named by --history-for. Numbers are copied as the original
                     text, never re-formatted; key order is kept.
+  manifest.json     only where the run came from: git_commit, host, threads, device,
+                    libtorch_version, start_time, end_time.
   per_sample.jsonl  only in run directories under a --per-sample-for directory, and only what
                     the pe-sgd-longtail table reads (core/report/report.cpp, longtail_delta):
                     every "base" line and the "final" lines of the ceil(10%) samples with the
@@ -22,7 +25,7 @@ in place, keeping:
                     loss. Elsewhere per_sample.jsonl is deleted.
 
 and deleting everything else in a run directory and around it (config.resolved.yaml,
-manifest.json, log.txt, sweep.log, synthetic/, ...). It reads metrics.json to find the run
+log.txt, sweep.log, synthetic/, ...). It reads metrics.json to find the run
 directories; files outside them other than sweep.log (e.g. the .md pages) are left alone.
 Running it twice gives the same files. The full run files stay in git history. Then
 experiments/run_files.py turns each compacted run directory into one *.run.json file.
@@ -73,11 +76,13 @@ METRICS_KEEP = {
     "privacy": ("target_epsilon", "epsilon", "delta", "noise_multiplier", "sigma_source",
                 "stage1", "stage2", "stage1_public", "accounting"),
     "subspace": None,
-    "eval": ("base", "sft", "final"),
+    "eval": ("base", "sft", "final", "steps_to_accuracy", "nlg", "history"),
     "train": ("lr",),
     "diagnostics": None,
     "timing": ("total_s", "train_s", "generation_s"),
 }
+MANIFEST_KEEP = ("git_commit", "host", "threads", "device", "libtorch_version", "start_time",
+                 "end_time")
 
 
 def compact_metrics(m, keep_history):
@@ -195,8 +200,16 @@ def main():
             if before != after:
                 sys.exit(f"compact_results: {ps}: long-tail delta changed ({before!r} -> {after!r})")
             ps_text = "".join(dump(r) + "\n" for r in kept)
+        manifest = os.path.join(rd, "manifest.json")
+        man_text = None
+        if os.path.exists(manifest):
+            with open(manifest) as f:
+                man = load(f.read())
+            man_text = dump({k: v for k, v in man.items() if k in MANIFEST_KEEP}) + "\n"
         for name in sorted(os.listdir(rd)):
             if name == "metrics.json" or (name == "per_sample.jsonl" and ps_text is not None):
+                continue
+            if name == "manifest.json" and man_text is not None:
                 continue
             path = os.path.join(rd, name)
             if os.path.isdir(path) and any(r == path or r.startswith(path + os.sep) for r in run_dirs):
@@ -208,6 +221,9 @@ def main():
             if ps_text is not None:
                 with open(ps, "w") as f:
                     f.write(ps_text)
+            if man_text is not None:
+                with open(manifest, "w") as f:
+                    f.write(man_text)
     print(f"compact_results: {len(run_dirs)} run directories")
 
 

@@ -2,8 +2,9 @@
 """Turn run directories into run files, one file per run, for the results pages.
 
 Each run directory under the ROOTs (a directory holding metrics.json) becomes one file
-{"metrics": <metrics.json>, "per_sample": [<per_sample.jsonl lines>]} (per_sample only when the
-directory has one), written on one line, and the directory is removed. `dpft report` and
+{"metrics": <metrics.json>, "per_sample": [<per_sample.jsonl lines>], "manifest": <manifest.json>}
+(per_sample and manifest only when the directory has them; compact_results.py keeps where the
+run came from of its manifest), written on one line, and the directory is removed. `dpft report` and
 experiments/pe_sgd/per_seed.py read run files where they read run directories. Run after
 experiments/compact_results.py, which decides what a run keeps. Where the file goes:
   .../X/<name>/<run-id>/   (dpft's layout: run-id YYYYmmdd-HHMMSS-sN) -> .../X.run.json
@@ -48,6 +49,9 @@ def main():
         ps = os.path.join(d, "per_sample.jsonl")
         if os.path.exists(ps):
             out["per_sample"] = [json.loads(l) for l in open(ps) if l.strip()]
+        man = os.path.join(d, "manifest.json")
+        if os.path.exists(man):
+            out["manifest"] = json.load(open(man))
         print(f"{d} -> {targets[d]}")
         if a.dry_run:
             continue

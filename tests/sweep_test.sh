@@ -64,9 +64,25 @@ check "keep_runs made 6 run files" [ "$(find "$T/real" -name '*.run.json' | wc -
 check "keep_runs left no run directory" [ -z "$(find "$T/real" -name metrics.json)" ]
 check "a run file where its combination was" [ -f "$T/real/a/eps1/s2.run.json" ]
 check "its run directory removed" [ ! -e "$T/real/a/eps1/s2" ]
+check "the run file keeps where the run came from (manifest git_commit, threads)" python3 -c '
+import json, sys
+m = json.load(open(sys.argv[1]))["manifest"]
+sys.exit(not (set(m) >= {"git_commit", "threads", "start_time"} and "command_line" not in m))' "$T/real/a/eps1/s2.run.json"
 out=$(bash "$SWEEP" --dpft "$DPFT" --specs "$T/a.yaml $T/b.yaml" --seeds "0 1 2" --eps "1" \
       --out "$T/real" -- --set method.name=noop 2>&1)
 check "run files skipped" has "$out" "sweep: 6 combinations: 0 ran, 6 skipped, 0 failed"
+
+# compact_results keeps what the denoise tables and plots read (eval steps_to_accuracy, nlg,
+# history) and drops the rest of eval.
+mkdir -p "$T/cmp/x/eps1/s0/x/20260101-000000-s0"
+printf '{"schema":"dpft.metrics/2","status":"ok","eval":{"base":{"loss":1.5},"final":{"loss":1.25},"history":[{"step":50,"loss":1.4}],"steps_to_accuracy":{"reference":0.7},"nlg":[{"step":50,"bleu":0.1}],"scratch":[1,2]}}\n' \
+  > "$T/cmp/x/eps1/s0/x/20260101-000000-s0/metrics.json"
+python3 "$SRC/experiments/compact_results.py" "$T/cmp" > /dev/null
+check "compaction keeps eval base, final, history, steps_to_accuracy, nlg and drops the rest" python3 -c '
+import json, sys
+e = json.load(open(sys.argv[1]))["eval"]
+sys.exit(list(e) != ["base", "final", "history", "steps_to_accuracy", "nlg"] or e["final"]["loss"] != 1.25)' \
+  "$T/cmp/x/eps1/s0/x/20260101-000000-s0/metrics.json"
 
 # An epsilon a spec rejects stops the sweep before anything runs.
 out=$(bash "$SWEEP" --dpft "$DPFT" --specs "$T/a.yaml" --seeds "0" --eps "0" --out "$T/bad" 2>&1); rc=$?
