@@ -36,25 +36,15 @@ while [ $# -gt 0 ]; do
   esac
 done
 if [ "$select" = 1 ]; then out=${out:-runs/glue_lr} seeds=${seeds:-100}; else out=${out:-runs/glue} seeds=${seeds:-"0 1 2"}; fi
-declare -A labels=([sst2]=0,1 [imdb]=negative,positive [qnli]=entailment,not_entailment
-  [mnli]=entailment,neutral,contradiction [rte]=entailment,not_entailment)
 # Training rows per task (the spec's data.train), and the row range the validation split is
 # drawn from where the training part is a range of a file (IMDB: rows [0, 2000]).
 declare -A rows=([sst2]=67349 [imdb]=2000 [qnli]=8999 [mnli]=8999 [rte]=2490)
 declare -A vrows=([imdb]=[0,2000])
-BASE=${BASE:-models/tiny-roberta} MODELS=${MODELS:-build/glue/models}
-[ -f "$BASE/config.json" ] || {
-  echo "glue: $BASE is missing; pretrain it: MODEL=roberta bash scripts/pretrain_tiny.sh" >&2
-  exit 3
-}
+MODELS=${MODELS:-build/glue/models}
 for t in $tasks; do
-  [ -n "${labels[$t]:-}" ] || { echo "glue: unknown task '$t' (sst2 imdb qnli mnli rte)" >&2; exit 2; }
-  dir=$MODELS/$t
-  if [ ! -f "$dir/config.json" ] || [ "$BASE/model.safetensors" -nt "$dir/config.json" ]; then
-    "$dpft" model rehead --from "$BASE" --head classification --labels "${labels[$t]}" \
-      --out "$dir" --seed 0 >&2
-  fi
+  [ -n "${rows[$t]:-}" ] || { echo "glue: unknown task '$t' (sst2 imdb qnli mnli rte)" >&2; exit 2; }
 done
+MODELS=$MODELS bash experiments/glue/classifiers.sh "$dpft" $tasks
 lr_of() {  # task method eps -> the selected lr, from experiments/glue/selected_lr.tsv
   awk -F'\t' -v t="$1" -v m="$2" -v e="$3" '$1 == t && $2 == m && $3 == e { print $4 }' \
     experiments/glue/selected_lr.tsv
