@@ -103,7 +103,9 @@ method:
   prompts: experiments/prompts/pubmed.yaml
   synthetic_size: 7
   variation_fold: 2
-  generation: {max_new_tokens: 8, batch_size: 2}  # several batches: generation is sharded
+  # several batches: generation is sharded; min_new_tokens: the embedded model may end a
+  # rewrite at once (every sample empty is an error, rightly)
+  generation: {max_new_tokens: 8, min_new_tokens: 8, batch_size: 2}
 YAML
 P1=$("$DPFT" --quiet run "$T/pe.yaml" --out "$T/pe1" 2>"$T/pe1.err" | tail -1)
 P2=$("$DPFT" --quiet run "$T/pe.yaml" --out "$T/pe2" --nproc 2 2>"$T/pe2.err" | tail -1)
