@@ -60,9 +60,9 @@ TEST_CASE("dp-sft: two stages, both in the ledger, the trajectory's subspace sav
   }
   CHECK(m["privacy"]["stage1"]["noise_multiplier"].get<double>() > 0);
   CHECK(m["privacy"]["stage2"]["noise_multiplier"].get<double>() > 0);
-  // Two trajectory rows, a k = 2 subspace over every trained value.
-  CHECK(fs::exists(fs::path(dir) / "trajectory" / "row-00001.safetensors"));
-  CHECK_FALSE(fs::exists(fs::path(dir) / "trajectory" / "row-00002.safetensors"));
+  // A k = 2 subspace over every trained value; the trajectory it came from is gone (the default
+  // method.keep_trajectory: false).
+  CHECK_FALSE(fs::exists(fs::path(dir) / "trajectory"));
   project::Subspace s = project::load_subspace(fs::path(dir) / "subspace.safetensors");
   CHECK(s.k() == 2);
   CHECK(m["subspace"]["dim"] == s.dim());
@@ -70,6 +70,23 @@ TEST_CASE("dp-sft: two stages, both in the ledger, the trajectory's subspace sav
   torch::Tensor P = s.P.to(torch::kFloat64);
   CHECK((P.t().mm(P) - torch::eye(2, torch::kFloat64)).abs().max().item<double>() < 1e-6);
   CHECK(m["eval"]["final"]["loss"] != m["eval"]["base"]["loss"]);
+}
+
+TEST_CASE("dp-sft: keep_trajectory keeps stage 1's rows, keep_subspace false removes P at the end",
+          "[dp-sft]") {
+  Fixture f;
+  make_fixture(f);
+  const std::string out = (f.tmp.path / "runs").string();
+  std::string dir;
+  auto m = run_metrics(
+      f, out,
+      sft_args({"--set", "method.keep_trajectory=true", "--set", "method.keep_subspace=false"}),
+      &dir);
+  CHECK(m["status"] == "ok");
+  CHECK(fs::exists(fs::path(dir) / "trajectory" / "row-00001.safetensors"));  // k = 2 rows
+  CHECK_FALSE(fs::exists(fs::path(dir) / "trajectory" / "row-00002.safetensors"));
+  CHECK_FALSE(fs::exists(fs::path(dir) / "subspace.safetensors"));
+  CHECK(m["subspace"]["singular_values"].size() == 2);  // what P was, still in metrics.json
 }
 
 TEST_CASE("dp-sft: a run stopped in stage 1 or stage 2 resumes to the uninterrupted numbers",
@@ -98,6 +115,20 @@ TEST_CASE("dp-sft: a run stopped in stage 1 or stage 2 resumes to the uninterrup
     CHECK(resumed["non_private"]["history"] == full["non_private"]["history"]);
     CHECK(torch::equal(project::load_subspace(fs::path(dir) / "subspace.safetensors").P, P_full));
   }
+  // Interrupted between saving P (which removes the trajectory) and the first checkpoint of stage
+  // 2: the resume from the end of stage 1 finds no trajectory rows and takes the saved P.
+  std::string dir;
+  std::vector<std::string> stop = spec;
+  stop.insert(stop.end(), {"--stop-after", "4"});
+  CHECK(run_metrics(f, out, stop, &dir)["status"] == "stopped");
+  REQUIRE(fs::exists(fs::path(dir) / "trajectory" / "row-00001.safetensors"));
+  fs::remove_all(fs::path(dir) / "trajectory");
+  fs::copy_file(fs::path(full_dir) / "subspace.safetensors",
+                fs::path(dir) / "subspace.safetensors");
+  REQUIRE(test::cli({"run", "--resume", dir}) == 0);
+  auto resumed = nlohmann::json::parse(read_file(fs::path(dir) / "metrics.json"));
+  CHECK(resumed["eval"] == full["eval"]);
+  CHECK(resumed["non_private"]["history"] == full["non_private"]["history"]);
 }
 
 TEST_CASE("dp-sft: in the identity subspace with sigma 0 and C inf it is DP-SGD's run",

@@ -83,6 +83,8 @@ class DpSftMethod : public Method {
     f.get("max_materialize_mb", grad_.max_materialize_mb, Range::above(0));
     f.get("chunk_mb", chunk_mb_, Range::above(0));
     f.get("diagnostics", diagnostics_);
+    f.get("keep_trajectory", keep_trajectory_);
+    f.get("keep_subspace", keep_subspace_);
     if (source_ == SubspaceSource::kFile)
       DPFT_CHECK_AS(ConfigError, !file_.empty(),
                     "method.source: file needs method.file (a subspace.safetensors written by a "
@@ -113,6 +115,8 @@ class DpSftMethod : public Method {
     n["max_materialize_mb"] = grad_.max_materialize_mb;
     n["chunk_mb"] = chunk_mb_;  // bounds the per-sample blocks materialised for P^T g_i
     n["diagnostics"] = diagnostics_;  // analysis only: norms around clipping / noise, residual
+    n["keep_trajectory"] = keep_trajectory_;  // false: trajectory/ removed once P is saved
+    n["keep_subspace"] = keep_subspace_;      // false: subspace.safetensors removed at the end
     return n;
   }
 
@@ -210,6 +214,8 @@ class DpSftMethod : public Method {
   grad::GradOptions grad_;
   double chunk_mb_ = 256;
   bool diagnostics_ = false;
+  bool keep_trajectory_ = false;
+  bool keep_subspace_ = true;
   std::optional<train::DpSettings> dp1_, dp2_;
   nlohmann::json accounting_;
 };
@@ -330,6 +336,12 @@ nlohmann::json DpSftMethod::run(RunContext& ctx, train::TrainInputs& in) {
   s2.schedule = {tr.schedule, tr.lr, tr.warmup_ratio, dp2.steps};
   if (T1 > 0)
     s2.on_start = [&] {  // Alg. 3 line 3: P from the trajectory (post-processing of stage 1)
+      if (!keep_trajectory_ && traj->rows() < k_ && fs::exists(sub_file)) {
+        // A resume from the checkpoint at the end of stage 1 after P was saved and the
+        // trajectory removed: the saved P is the one computed from it.
+        use_subspace(project::load_subspace(sub_file));
+        return;
+      }
       DPFT_CHECK(traj->rows() == k_, "dp-sft: stage 1 recorded {} trajectory rows, not k = {}",
                  traj->rows(), k_);
       project::Subspace s;
@@ -338,6 +350,10 @@ nlohmann::json DpSftMethod::run(RunContext& ctx, train::TrainInputs& in) {
       s.base_sha256 = base_sha;
       s.source = enum_name(source_, kSourceNames);
       project::save_subspace(sub_file, s);
+      if (!keep_trajectory_) {  // k x d floats no later step reads (the size of P again)
+        traj->truncate(0);
+        fs::remove_all(traj->dir());
+      }
       use_subspace(std::move(s));
     };
   lo.phases.push_back(s2);
@@ -434,6 +450,10 @@ nlohmann::json DpSftMethod::run(RunContext& ctx, train::TrainInputs& in) {
                                                 {"residual_last", r.back()},
                                                 {"steps", r.size()}};
     }
+  }
+  if (out["train"]["steps_done"].get<int64_t>() == T1 + dp2.steps) {  // a stopped run needs them
+    if (traj && !keep_trajectory_) fs::remove_all(traj->dir());
+    if (T1 > 0 && !keep_subspace_) fs::remove(sub_file);
   }
   out["privacy"] = {{"stage2", dp2.to_json()}, {"accounting", accounting_}};
   if (dp1.steps > 0) out["privacy"]["stage1"] = dp1.to_json();
