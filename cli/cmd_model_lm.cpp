@@ -1,5 +1,6 @@
 // `dpft model init | rehead | info | logits`: make, re-head, describe and probe checkpoints.
-//   init   --arch gpt2|llama|qwen2|bert|roberta --preset P --tokenizer DIR --out DIR [--seed N]
+//   init   --arch gpt2|llama|qwen2|bert|roberta|bart --preset P --tokenizer DIR --out DIR [--seed
+//   N]
 //          [--dtype D] [--head none|classification|mlm|causal] [--labels a,b,...]
 //   rehead --from DIR --head H [--labels a,b] --out DIR [--seed N]: the body kept, a new head
 //   info   DIR [--peft lora|full|none] [--targets a,b] [--r N] [--json]
@@ -82,10 +83,10 @@ void register_init(CLI::App* model, CliContext& ctx) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = model->add_subcommand("init", "write a random-init HF-format checkpoint (config, weights, tokenizer)");
-  sub->add_option("--arch", o->arch, "gpt2 | llama | qwen2 | bert | roberta")->required();
+  sub->add_option("--arch", o->arch, "gpt2 | llama | qwen2 | bert | roberta | bart")->required();
   sub->add_option("--preset", o->preset,
                   "tiny | mini | small | gpt2-124m | qwen2.5-3b | bert-base | roberta-base | "
-                  "minilm-l6 (docs/models.md)")
+                  "minilm-l6 | bart-base (docs/models.md)")
       ->required();
   sub->add_option("--head", o->head,
                   "encoders: none | classification | mlm | causal (a causal-mask LM)")
@@ -117,6 +118,7 @@ void register_init(CLI::App* model, CliContext& ctx) {
         if (tk.bos_id()) cfg.bos_token_id = *tk.bos_id();
         if (tk.eos_id()) cfg.eos_token_id = *tk.eos_id();
         if (tk.pad_id()) cfg.pad_token_id = *tk.pad_id();
+        if (cfg.is_seq2seq() && tk.eos_id()) cfg.decoder_start_token_id = *tk.eos_id();  // BART
       }
       if (encoder) set_encoder_head(cfg, o->head, o->labels);
       model::CausalLM m = model::make_causal_lm(cfg, o->seed);

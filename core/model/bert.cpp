@@ -11,15 +11,6 @@ namespace dpft::model {
 
 namespace {
 
-torch::Tensor encoder_activation(const std::string& name, const torch::Tensor& x) {
-  if (name == "gelu") return torch::gelu(x);  // exact: 0.5 x (1 + erf(x / sqrt 2))
-  if (name == "relu") return torch::relu(x);
-  if (name == "gelu_new")
-    return 0.5 * x *
-           (1.0 + torch::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * torch::pow(x, 3.0))));
-  return torch::silu(x);
-}
-
 struct BertEmbeddingsImpl : torch::nn::Module {
   explicit BertEmbeddingsImpl(const ModelConfig& c) {
     word_embeddings = register_module("word_embeddings", Embedding(c.vocab_size, c.hidden_size));
@@ -164,20 +155,6 @@ struct LmHeadImpl : torch::nn::Module {
 };
 TORCH_MODULE(LmHead);
 
-// Additive attention bias (B, 1, T, S) for bidirectional attention: 0 where mask[b, s] == 1,
-// the dtype's lowest value elsewhere (all zeros without a mask).
-torch::Tensor padding_bias(const torch::Tensor& mask, int64_t B, int64_t T, int64_t S,
-                           torch::Dtype dtype, torch::Device dev) {
-  auto opts = torch::TensorOptions().device(dev).dtype(dtype);
-  if (!mask.defined()) return torch::zeros({B, 1, T, S}, opts);
-  DPFT_CHECK(mask.dim() == 2 && mask.size(0) == B && mask.size(1) == S,
-             "attention_mask must be (B, S) = ({}, {}), got {}", B, S, shape_str(mask.sizes()));
-  // The same lowest value detail::attention_bias uses: its causal bias with an all-visible
-  // query row gives it for this dtype.
-  torch::Tensor causal_full = detail::attention_bias(mask, B, S, S, dtype, dev);  // (B,1,S,S)
-  return causal_full.slice(2, S - 1, S).expand({B, 1, T, S});  // the last row sees all keys
-}
-
 class BertImpl : public EncoderImpl {
  public:
   explicit BertImpl(const ModelConfig& c)
@@ -245,7 +222,7 @@ class BertImpl : public EncoderImpl {
 
   torch::Tensor lm_head(const torch::Tensor& hidden) override {
     DPFT_CHECK_AS(ConfigError, lm, "this {} model has no language-model head", cfg_.model_type);
-    torch::Tensor x = lm->norm(encoder_activation(cfg_.activation, lm->dense(hidden)));
+    torch::Tensor x = lm->norm(detail::activation(cfg_.activation, lm->dense(hidden)));
     torch::Tensor logits =
         lm->decoder ? lm->decoder(x) : body->embeddings->word_embeddings->project(x);
     return logits + lm->bias;
@@ -310,7 +287,7 @@ class BertImpl : public EncoderImpl {
                                    e->token_type_embeddings(types));
     torch::Tensor bias = cfg_.is_decoder
                              ? detail::attention_bias(mask, B, T, S, x.scalar_type(), dev)
-                             : padding_bias(mask, B, T, S, x.scalar_type(), dev);
+                             : detail::padding_bias(mask, B, T, S, x.scalar_type(), dev);
     auto heads = [&](const torch::Tensor& t) {
       return t.view({B, T, cfg_.num_heads, cfg_.head_dim}).transpose(1, 2);
     };
@@ -322,7 +299,7 @@ class BertImpl : public EncoderImpl {
       torch::Tensor o =
           detail::attend(q, k, v, bias).transpose(1, 2).reshape({B, T, cfg_.hidden_size});
       x = b->attention->output(x, o);
-      x = b->output(x, encoder_activation(cfg_.activation, b->intermediate->dense(x)));
+      x = b->output(x, detail::activation(cfg_.activation, b->intermediate->dense(x)));
     }
     return x;
   }

@@ -53,10 +53,11 @@ std::string encoder_architecture(const std::string& type, EncoderHead h) {
 }  // namespace
 
 void ModelConfig::validate(const std::string& what) const {
-  if (model_type != "gpt2" && model_type != "llama" && model_type != "qwen2" && !is_encoder())
+  if (model_type != "gpt2" && model_type != "llama" && model_type != "qwen2" && !is_encoder() &&
+      !is_seq2seq())
     throw InputError(
         fmt::format("{}: unsupported model_type '{}'; dpft supports gpt2, llama, "
-                    "qwen2, bert, roberta",
+                    "qwen2, bert, roberta, bart",
                     what, model_type));
   auto pos = [&](const char* name, int64_t v) {
     if (v < 1) throw InputError(fmt::format("{}: {} must be >= 1, got {}", what, name, v));
@@ -126,6 +127,21 @@ void ModelConfig::validate(const std::string& what) const {
     if (pad_token_id && (*pad_token_id < 0 || *pad_token_id >= vocab_size))
       throw InputError(fmt::format("{}: pad_token_id {} is outside the vocabulary of {}", what,
                                    *pad_token_id, vocab_size));
+  }
+  if (is_seq2seq()) {
+    pos("decoder_layers", decoder_layers);
+    at_most("decoder_layers", decoder_layers, 4096);
+    for (auto [name, id] :
+         {std::pair<const char*, std::optional<int64_t>>{"pad_token_id", pad_token_id},
+          {"decoder_start_token_id", decoder_start_token_id}})
+      if (!id || *id < 0 || *id >= vocab_size)
+        throw InputError(fmt::format("{}: {} {} is outside the vocabulary of {}", what, name,
+                                     id ? std::to_string(*id) : "(none)", vocab_size));
+    if (!tie_word_embeddings)
+      throw InputError(
+          fmt::format("{}: tie_word_embeddings false: dpft's BART ties lm_head to "
+                      "model.shared, as BartForConditionalGeneration does",
+                      what));
   }
   if (!learned_positions() && head_dim % 2 != 0)
     throw InputError(fmt::format("{}: head_dim {} must be even for rotary embeddings", what, head_dim));
@@ -210,6 +226,42 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& what)
         throw InputError(fmt::format("{}: num_labels {} but id2label names {} labels", what,
                                      j["num_labels"].get<int64_t>(), c.num_labels()));
     }
+  } else if (c.model_type == "bart") {
+    // BartConfig's defaults (bart-large); the decoder must be as wide as the encoder.
+    c.vocab_size = get_or<int64_t>(j, "vocab_size", 50265, what);
+    c.hidden_size = get_or<int64_t>(j, "d_model", 1024, what);
+    c.num_layers = get_or<int64_t>(j, "encoder_layers", 12, what);
+    c.decoder_layers = get_or<int64_t>(j, "decoder_layers", 12, what);
+    c.num_heads = get_or<int64_t>(j, "encoder_attention_heads", 16, what);
+    c.num_kv_heads = c.num_heads;
+    c.intermediate_size = get_or<int64_t>(j, "encoder_ffn_dim", 4096, what);
+    for (auto [key, enc] : {std::pair<const char*, int64_t>{"decoder_attention_heads", c.num_heads},
+                            {"decoder_ffn_dim", c.intermediate_size}}) {
+      const int64_t dec = get_or<int64_t>(j, key, enc, what);
+      if (dec != enc)
+        throw InputError(
+            fmt::format("{}: {} {} differs from the encoder's {}; dpft's BART needs "
+                        "them equal (as every released BART)",
+                        what, key, dec, enc));
+    }
+    c.max_position = get_or<int64_t>(j, "max_position_embeddings", 1024, what);
+    c.activation = get_or<std::string>(j, "activation_function", "gelu", what);
+    c.scale_embedding = get_or<bool>(j, "scale_embedding", false, what);
+    c.decoder_start_token_id = get_or<int64_t>(j, "decoder_start_token_id", 2, what);
+    c.tie_word_embeddings = get_or<bool>(j, "tie_word_embeddings", true, what);
+    c.norm_eps = 1e-5;  // torch.nn.LayerNorm's default; BartConfig has no epsilon
+    c.attention_bias = true;
+    c.head_dim = c.num_heads > 0 ? c.hidden_size / c.num_heads : 0;
+    const std::string arch = j.contains("architectures") && j["architectures"].is_array() &&
+                                     !j["architectures"].empty() &&
+                                     j["architectures"][0].is_string()
+                                 ? j["architectures"][0].get<std::string>()
+                                 : "BartForConditionalGeneration";
+    if (arch != "BartForConditionalGeneration" && arch != "BartModel")
+      throw InputError(
+          fmt::format("{}: architecture '{}' is not supported for bart; dpft knows "
+                      "BartForConditionalGeneration (and BartModel's weights)",
+                      what, arch));
   } else if (c.model_type == "gpt2") {
     c.vocab_size = get_or<int64_t>(j, "vocab_size", 50257, what);
     c.hidden_size = get_or<int64_t>(j, "n_embd", 768, what);
@@ -255,6 +307,11 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& what)
   c.eos_token_id = opt_id(j, "eos_token_id");
   c.pad_token_id = opt_id(j, "pad_token_id");
   if (c.is_encoder() && !c.pad_token_id) c.pad_token_id = c.model_type == "roberta" ? 1 : 0;
+  if (c.is_seq2seq()) {  // BART's ids: <s> 0, <pad> 1, </s> 2
+    if (!c.pad_token_id) c.pad_token_id = 1;
+    if (!c.bos_token_id) c.bos_token_id = 0;
+    if (!c.eos_token_id) c.eos_token_id = 2;
+  }
   c.validate(what);
   return c;
 }
@@ -302,6 +359,24 @@ nlohmann::json model_config_to_json(const ModelConfig& c) {
       j["label2id"] = label2id;
       j["num_labels"] = c.num_labels();
     }
+  } else if (c.is_seq2seq()) {
+    j["architectures"] = {"BartForConditionalGeneration"};
+    j["d_model"] = c.hidden_size;
+    j["encoder_layers"] = c.num_layers;
+    j["decoder_layers"] = c.decoder_layers;
+    j["encoder_attention_heads"] = c.num_heads;
+    j["decoder_attention_heads"] = c.num_heads;
+    j["encoder_ffn_dim"] = c.intermediate_size;
+    j["decoder_ffn_dim"] = c.intermediate_size;
+    j["max_position_embeddings"] = c.max_position;
+    j["activation_function"] = c.activation;
+    j["scale_embedding"] = c.scale_embedding;
+    j["decoder_start_token_id"] = c.decoder_start_token_id;
+    j["tie_word_embeddings"] = c.tie_word_embeddings;
+    j["is_encoder_decoder"] = true;
+    j["dropout"] = 0.1;  // HF's defaults; dpft's forward has no dropout (docs/models.md)
+    j["attention_dropout"] = 0.0;
+    j["activation_dropout"] = 0.0;
   } else if (c.is_gpt2()) {
     j["architectures"] = {"GPT2LMHeadModel"};
     j["n_embd"] = c.hidden_size;

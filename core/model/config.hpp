@@ -1,7 +1,7 @@
 // Model hyper-parameters, parsed from (and written to) a Hugging Face `config.json`.
-// Supported `model_type`s: gpt2, llama, qwen2 (decoders) and bert, roberta (encoders, with the
-// head named by `architectures[0]`). Field names follow HF; GPT-2's short names (n_embd,
-// n_layer, ...) map onto the common fields.
+// Supported `model_type`s: gpt2, llama, qwen2 (decoders), bert, roberta (encoders, with the
+// head named by `architectures[0]`) and bart (encoder-decoder, BartForConditionalGeneration). Field
+// names follow HF; GPT-2's short names (n_embd, n_layer, ...) map onto the common fields.
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -26,7 +26,7 @@ struct RopeScaling {            // Llama-3 "rope_type": "llama3"
 enum class EncoderHead { kNone, kSequenceClassification, kMaskedLM, kCausalLM };
 
 struct ModelConfig {
-  std::string model_type = "gpt2";  // gpt2 | llama | qwen2 | bert | roberta
+  std::string model_type = "gpt2";  // gpt2 | llama | qwen2 | bert | roberta | bart
   int64_t vocab_size = 50257;
   int64_t hidden_size = 768;        // gpt2: n_embd
   int64_t num_layers = 12;          // gpt2: n_layer
@@ -47,11 +47,18 @@ struct ModelConfig {
   int64_t type_vocab_size = 2;      // token types (BERT 2, RoBERTa 1)
   bool is_decoder = false;          // causal self-attention (BertLMHeadModel)
   std::vector<std::string> labels;  // id2label in id order (classification); size = num_labels
+  // Encoder-decoders (bart) only: num_layers, num_heads and intermediate_size are the encoder's
+  // (encoder_layers, encoder_attention_heads, encoder_ffn_dim; the decoder's heads and FFN width
+  // must equal them).
+  int64_t decoder_layers = 0;
+  int64_t decoder_start_token_id = 2;  // the first decoder input (BART: </s>)
+  bool scale_embedding = false;        // token embeddings times sqrt(d_model)
 
   bool is_gpt2() const { return model_type == "gpt2"; }
   bool is_encoder() const { return model_type == "bert" || model_type == "roberta"; }
+  bool is_seq2seq() const { return model_type == "bart"; }
   // Learned absolute positions (a sequence may not outgrow the table), as opposed to rotary.
-  bool learned_positions() const { return is_gpt2() || is_encoder(); }
+  bool learned_positions() const { return is_gpt2() || is_encoder() || is_seq2seq(); }
   // Tokens per sequence the position table allows: RoBERTa's positions start at pad + 1.
   int64_t usable_positions() const {
     return model_type == "roberta" ? max_position - pad_token_id.value_or(1) - 1 : max_position;

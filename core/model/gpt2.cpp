@@ -9,15 +9,6 @@ namespace dpft::model {
 
 namespace {
 
-torch::Tensor activation(const std::string& name, const torch::Tensor& x) {
-  if (name == "gelu_new")  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-    return 0.5 * x *
-           (1.0 + torch::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * torch::pow(x, 3.0))));
-  if (name == "gelu") return torch::gelu(x);
-  if (name == "relu") return torch::relu(x);
-  return torch::silu(x);
-}
-
 struct GPT2AttentionImpl : torch::nn::Module {
   GPT2AttentionImpl(const ModelConfig& c) : heads(c.num_heads), hd(c.head_dim) {
     c_attn = register_module("c_attn", Linear(c.hidden_size, 3 * c.hidden_size, true));
@@ -95,7 +86,8 @@ class GPT2Impl : public CausalLMImpl {
       torch::Tensor o =
           detail::attend(q, k, v, bias).transpose(1, 2).reshape({B, T, cfg_.hidden_size});
       x = x + blk->attn->c_proj(o);
-      torch::Tensor m = blk->mlp->c_proj(activation(cfg_.activation, blk->mlp->c_fc(blk->ln_2(x))));
+      torch::Tensor m =
+          blk->mlp->c_proj(detail::activation(cfg_.activation, blk->mlp->c_fc(blk->ln_2(x))));
       x = x + m;
     }
     x = keep_positions(body->ln_f(x), keep_last);

@@ -8,8 +8,9 @@
 namespace dpft::model {
 
 const std::vector<std::string>& preset_names() {
-  static const std::vector<std::string> n = {
-      "tiny", "mini", "small", "gpt2-124m", "qwen2.5-3b", "bert-base", "roberta-base", "minilm-l6"};
+  static const std::vector<std::string> n = {"tiny",         "mini",       "small",
+                                             "gpt2-124m",    "qwen2.5-3b", "bert-base",
+                                             "roberta-base", "minilm-l6",  "bart-base"};
   return n;
 }
 
@@ -59,6 +60,40 @@ ModelConfig encoder_preset(const std::string& arch, const std::string& preset, i
   return c;
 }
 
+// BART shapes (HF's facebook/bart-base config): as many decoder as encoder layers, GELU, learned
+// positions (the table holds max_position + 2 rows), lm_head tied to the shared embeddings.
+ModelConfig bart_preset(const std::string& preset, int64_t vocab) {
+  ModelConfig c;
+  c.model_type = "bart";
+  c.vocab_size = vocab;
+  c.activation = "gelu";
+  c.attention_bias = true;
+  c.tie_word_embeddings = true;
+  c.norm_eps = 1e-5;
+  c.pad_token_id = 1, c.bos_token_id = 0, c.eos_token_id = 2;  // BART's ids; the tokenizer's win
+  auto set = [&](int64_t d, int64_t layers, int64_t heads, int64_t mlp, int64_t tokens) {
+    c.hidden_size = d;
+    c.num_layers = c.decoder_layers = layers;
+    c.num_heads = c.num_kv_heads = heads;
+    c.head_dim = d / heads;
+    c.intermediate_size = mlp;
+    c.max_position = tokens;
+  };
+  if (preset == "tiny")
+    set(64, 2, 4, 256, 256);
+  else if (preset == "mini")
+    set(128, 4, 4, 512, 512);
+  else if (preset == "small")
+    set(256, 4, 4, 1024, 512);
+  else if (preset == "bart-base")
+    set(768, 6, 12, 3072, 1024);
+  else
+    throw ConfigError(fmt::format(
+        "--preset '{}' does not exist for --arch bart; use tiny, mini, small or bart-base",
+        preset));
+  return c;
+}
+
 }  // namespace
 
 ModelConfig preset_config(const std::string& arch, const std::string& preset, int64_t vocab) {
@@ -67,8 +102,14 @@ ModelConfig preset_config(const std::string& arch, const std::string& preset, in
     c.validate(fmt::format("preset {}/{}", arch, preset));
     return c;
   }
+  if (arch == "bart") {
+    ModelConfig c = bart_preset(preset, vocab);
+    c.validate(fmt::format("preset bart/{}", preset));
+    return c;
+  }
   if (arch != "gpt2" && arch != "llama" && arch != "qwen2")
-    throw ConfigError(fmt::format("--arch '{}': use gpt2, llama, qwen2, bert or roberta", arch));
+    throw ConfigError(
+        fmt::format("--arch '{}': use gpt2, llama, qwen2, bert, roberta or bart", arch));
   ModelConfig c;
   c.model_type = arch;
   c.vocab_size = vocab;
@@ -96,6 +137,8 @@ ModelConfig preset_config(const std::string& arch, const std::string& preset, in
     if (arch != "qwen2") throw ConfigError("--preset qwen2.5-3b exists only for --arch qwen2");
     set(2048, 36, 16, 2, 11008, 32768);
     c.rope_theta = 1e6;
+  } else if (preset == "bart-base") {
+    throw ConfigError("--preset bart-base is an encoder-decoder shape: use --arch bart");
   } else if (preset == "bert-base" || preset == "roberta-base" || preset == "minilm-l6") {
     throw ConfigError(
         fmt::format("--preset {} is an encoder shape: use --arch bert or roberta", preset));

@@ -85,8 +85,19 @@ std::vector<std::string> CausalLMImpl::checkpoint_names() {
     if (peft_parameter(n)) continue;
     out.push_back(n);
   }
+  for (const std::string& b : checkpoint_buffers()) out.push_back(b);
   return out;
 }
+
+namespace {
+// A checkpoint tensor of the model by name: a parameter or one of checkpoint_buffers().
+torch::Tensor checkpoint_tensor(CausalLMImpl& model, const std::string& name) {
+  if (auto* p = model.named_parameters(true).find(name)) return *p;
+  torch::Tensor* b = model.named_buffers(true).find(name);
+  DPFT_CHECK(b, "model has no parameter or buffer '{}'", name);
+  return *b;
+}
+}  // namespace
 
 namespace detail {
 
@@ -112,6 +123,18 @@ torch::Tensor attention_bias(const torch::Tensor& mask, int64_t B, int64_t T, in
   return torch::where(allowed, zero, neg);
 }
 
+torch::Tensor padding_bias(const torch::Tensor& mask, int64_t B, int64_t T, int64_t S,
+                           torch::Dtype dtype, torch::Device dev) {
+  auto opts = torch::TensorOptions().device(dev).dtype(dtype);
+  if (!mask.defined()) return torch::zeros({B, 1, T, S}, opts);
+  DPFT_CHECK(mask.dim() == 2 && mask.size(0) == B && mask.size(1) == S,
+             "attention_mask must be (B, S) = ({}, {}), got {}", B, S, shape_str(mask.sizes()));
+  // The same lowest value detail::attention_bias uses: its causal bias with an all-visible
+  // query row gives it for this dtype.
+  torch::Tensor causal_full = detail::attention_bias(mask, B, S, S, dtype, dev);  // (B,1,S,S)
+  return causal_full.slice(2, S - 1, S).expand({B, 1, T, S});  // the last row sees all keys
+}
+
 torch::Tensor position_ids(const torch::Tensor& mask, int64_t B, int64_t T, int64_t S,
                            torch::Device device) {
   if (!mask.defined())
@@ -121,6 +144,15 @@ torch::Tensor position_ids(const torch::Tensor& mask, int64_t B, int64_t T, int6
   torch::Tensor pos = mask.to(torch::kInt64).cumsum(1) - 1;
   pos = pos.clamp_min(0);
   return pos.slice(1, S - T, S).to(device);
+}
+
+torch::Tensor activation(const std::string& name, const torch::Tensor& x) {
+  if (name == "gelu") return torch::gelu(x);  // exact: 0.5 x (1 + erf(x / sqrt 2))
+  if (name == "gelu_new")                     // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+    return 0.5 * x *
+           (1.0 + torch::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * torch::pow(x, 3.0))));
+  if (name == "relu") return torch::relu(x);
+  return torch::silu(x);
 }
 
 torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -174,6 +206,7 @@ std::pair<torch::Tensor, torch::Tensor> cache_kv(KVCache* cache, size_t layer, t
 CausalLM make_gpt2(const ModelConfig& cfg);   // gpt2.cpp
 CausalLM make_llama(const ModelConfig& cfg);  // llama.cpp (llama, qwen2)
 CausalLM make_bert(const ModelConfig& cfg);   // bert.cpp (bert, roberta)
+CausalLM make_bart(const ModelConfig& cfg);   // bart.cpp
 
 void CausalLMImpl::add_adapters(int64_t, torch::Generator*) {
   throw ConfigError(fmt::format(
@@ -185,7 +218,10 @@ void CausalLMImpl::add_adapters(int64_t, torch::Generator*) {
 CausalLM make_causal_lm(const ModelConfig& cfg, uint64_t seed) {
   cfg.validate("model config");
   torch::manual_seed(seed);
-  CausalLM m = cfg.is_gpt2() ? make_gpt2(cfg) : cfg.is_encoder() ? make_bert(cfg) : make_llama(cfg);
+  CausalLM m = cfg.is_gpt2()      ? make_gpt2(cfg)
+               : cfg.is_encoder() ? make_bert(cfg)
+               : cfg.is_seq2seq() ? make_bart(cfg)
+                                  : make_llama(cfg);
   // HF _init_weights: Linear/Embedding weights ~ N(0, 0.02), biases 0, norms 1.
   torch::NoGradGuard ng;
   for (auto& p : m->named_parameters(true)) {
@@ -205,15 +241,20 @@ CausalLM make_causal_lm(const ModelConfig& cfg, uint64_t seed) {
 void load_weights(CausalLM& model, const std::function<torch::Tensor(const std::string&)>& get,
                   const std::string& what) {
   torch::NoGradGuard ng;
-  auto params = model->named_parameters(true);
   for (const std::string& name : model->checkpoint_names()) {
     torch::Tensor src = get(name);
-    for (const char* prefix : {"transformer.", "bert.", "roberta."})  // a saved base model
+    // A saved base model (GPT2Model, BertModel, RobertaModel, BartModel) lacks the prefix.
+    for (const char* prefix : {"transformer.", "bert.", "roberta.", "model."})
       if (!src.defined() && name.rfind(prefix, 0) == 0) src = get(name.substr(strlen(prefix)));
+    // BART's shared embeddings may be stored under any of the names tied to them.
+    if (name == "model.shared.weight")
+      for (const char* tied : {"model.encoder.embed_tokens.weight",
+                               "model.decoder.embed_tokens.weight", "lm_head.weight"})
+        if (!src.defined()) src = get(tied);
     if (!src.defined())
       throw InputError(fmt::format("{}: tensor '{}' is missing (model_type {})", what, name,
                                    model->config().model_type));
-    torch::Tensor dst = params[name];
+    torch::Tensor dst = checkpoint_tensor(*model, name);
     if (!src.is_floating_point())  // before the shape: an int tensor is never a weight
       throw InputError(fmt::format("{}: tensor '{}' has dtype {}; model weights must be F32, F16 "
                                    "or BF16 (quantised checkpoints are not supported)",
@@ -228,9 +269,8 @@ void load_weights(CausalLM& model, const std::function<torch::Tensor(const std::
 
 std::vector<std::pair<std::string, torch::Tensor>> export_weights(CausalLM& model) {
   std::vector<std::pair<std::string, torch::Tensor>> out;
-  auto params = model->named_parameters(true);
   for (const std::string& name : model->checkpoint_names()) {
-    torch::Tensor t = params[name].detach().to(torch::kCPU);
+    torch::Tensor t = checkpoint_tensor(*model, name).detach().to(torch::kCPU);
     if (model->stored_transposed(name)) t = t.t();
     out.emplace_back(name, t.contiguous().clone());  // a copy: never aliases the live parameter
   }

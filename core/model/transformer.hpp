@@ -75,8 +75,11 @@ class CausalLMImpl : public torch::nn::Module {
   virtual std::vector<std::pair<std::string, Linear>> linears() = 0;
   // True for parameters HF stores transposed (GPT-2 Conv1D weights).
   virtual bool stored_transposed(const std::string& hf_name) const { return false; }
-  // Names of the base (non-LoRA) parameters as HF checkpoints store them (tied lm_head omitted).
+  // Names of the base (non-LoRA) parameters as HF checkpoints store them (tied lm_head omitted),
+  // then the persistent buffers checkpoints hold too (checkpoint_buffers()).
   std::vector<std::string> checkpoint_names();
+  // Buffers (never trained) that HF checkpoints store, e.g. BART's final_logits_bias.
+  virtual std::vector<std::string> checkpoint_buffers() const { return {}; }
   // Houlsby bottleneck adapters (model.peft.kind adapter; bert.cpp says where they sit), each
   // of width `bottleneck`, drawn from `gen`; parameter names contain ".adapter.". ConfigError
   // for architectures without them (decoders).
@@ -127,10 +130,17 @@ namespace detail {
 // and mask[b, s] == 1), the dtype's lowest value elsewhere.
 torch::Tensor attention_bias(const torch::Tensor& mask, int64_t B, int64_t T, int64_t S,
                              torch::Dtype dtype, torch::Device device);
+// Additive attention bias (B, 1, T, S) for bidirectional attention (encoders, cross-attention):
+// 0 where mask[b, s] == 1, the dtype's lowest value elsewhere (all zeros without a mask).
+torch::Tensor padding_bias(const torch::Tensor& mask, int64_t B, int64_t T, int64_t S,
+                           torch::Dtype dtype, torch::Device device);
 // Position ids (B, T) for the last T of S positions: cumsum(mask) - 1 (clamped at 0), or
 // arange(S - T, S) without a mask.
 torch::Tensor position_ids(const torch::Tensor& mask, int64_t B, int64_t T, int64_t S,
                            torch::Device device);
+// The feed-forward activation by its HF name (ModelConfig::activation): gelu (exact, erf),
+// gelu_new (the tanh approximation, GPT-2), relu, silu. x any shape.
+torch::Tensor activation(const std::string& name, const torch::Tensor& x);
 // softmax(q k^T / sqrt(d) + bias) v with GQA head repetition.
 // q: (B, H, T, d), k, v: (B, H_kv, S, d), bias: (B, 1, T, S) -> (B, H, T, d)
 torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

@@ -3,7 +3,7 @@
 
 Reads a Hugging Face-format checkpoint directory (config.json + model.safetensors, parsed here
 with the standard library, not with dpft's reader) and a JSON file of input ids and attention
-masks, runs GPT-2, Llama/Qwen2 or BERT/RoBERTa in plain PyTorch (Debian python3-torch), and writes fp32
+masks, runs GPT-2, Llama/Qwen2, BERT/RoBERTa or BART in plain PyTorch (Debian python3-torch), and writes fp32
 logits as JSON. Written from the architectures' definitions (HF modeling files' semantics),
 independently of dpft's C++ code.
 
@@ -16,6 +16,8 @@ Usage: /usr/bin/python3 ref_forward.py CKPT_DIR INPUT.json OUTPUT.json
   Encoders: INPUT.json may add "token_type_ids"; OUTPUT.json has "hidden" (B, S, d),
   "embedding" (B, d: mean over mask-1 tokens, L2-normalised) and, with a head, "logits"
   ((B, num_labels) for classification, (B, S, V) for masked / causal LM heads).
+  BART: INPUT.json adds "decoder_input_ids" (and "decoder_attention_mask"); OUTPUT.json has
+  "encoder_hidden" (B, S, d) and the decoder's "logits" (B, T, V).
 Tolerance used by tests/test_model_parity.cpp: 1e-4 absolute on fp32 logits.
 """
 import json
@@ -229,6 +231,72 @@ def encoder(cfg, W, ids, mask, types):
     return x, out
 
 
+def bart(cfg, W, src, src_mask, tgt, tgt_mask):
+    """BART (post-LN encoder-decoder) from the paper's and HF's definitions: returns the encoder's
+    last hidden states (B, S, d) and the decoder's token logits (B, T, V). Positions are
+    arange(T) + 2 (BART's offset), whatever the padding; the lm_head is the shared embedding
+    table plus final_logits_bias."""
+    pre = "model." if any(k.startswith("model.") for k in W) else ""
+    emb = None
+    for n in (pre + "shared.weight", pre + "encoder.embed_tokens.weight", "lm_head.weight"):
+        if n in W:
+            emb = W[n]
+            break
+    d, H = cfg["d_model"], cfg["encoder_attention_heads"]
+    hd = d // H
+    scale = math.sqrt(d) if cfg.get("scale_embedding", False) else 1.0
+
+    def lin(t, n):
+        return t @ W[n + ".weight"].T + W[n + ".bias"]
+
+    def ln(t, n):
+        return layer_norm(t, W[n + ".weight"], W[n + ".bias"], 1e-5)
+
+    def act(t):
+        name = cfg.get("activation_function", "gelu")
+        if name == "gelu":
+            return 0.5 * t * (1 + torch.erf(t / math.sqrt(2.0)))
+        if name == "relu":
+            return torch.relu(t)
+        raise SystemExit(f"activation {name} not in this reference")
+
+    def attention(x, kv, allowed, p):
+        B, Tq, Tk = x.shape[0], x.shape[1], kv.shape[1]
+        q = (lin(x, p + ".q_proj") * hd ** -0.5).reshape(B, Tq, H, hd).permute(0, 2, 1, 3)
+        k = lin(kv, p + ".k_proj").reshape(B, Tk, H, hd).permute(0, 2, 1, 3)
+        v = lin(kv, p + ".v_proj").reshape(B, Tk, H, hd).permute(0, 2, 1, 3)
+        o = softmax_masked(q @ k.transpose(-1, -2), allowed) @ v
+        return lin(o.permute(0, 2, 1, 3).reshape(B, Tq, d), p + ".out_proj")
+
+    def embed(ids, stack):
+        B, T = ids.shape
+        pos = torch.arange(T)[None, :].expand(B, T) + 2
+        x = emb[ids] * scale + W[f"{pre}{stack}.embed_positions.weight"][pos]
+        return ln(x, f"{pre}{stack}.layernorm_embedding")
+
+    B, S = src.shape
+    T = tgt.shape[1]
+    x = embed(src, "encoder")
+    src_allowed = src_mask.bool()[:, None, None, :]
+    for l in range(cfg["encoder_layers"]):
+        p = f"{pre}encoder.layers.{l}"
+        x = ln(x + attention(x, x, src_allowed.expand(B, 1, S, S), p + ".self_attn"),
+               p + ".self_attn_layer_norm")
+        x = ln(x + lin(act(lin(x, p + ".fc1")), p + ".fc2"), p + ".final_layer_norm")
+    enc = x
+    y = embed(tgt, "decoder")
+    self_allowed = torch.ones(T, T, dtype=torch.bool).tril()[None, None] & \
+        tgt_mask.bool()[:, None, None, :]
+    for l in range(cfg["decoder_layers"]):
+        p = f"{pre}decoder.layers.{l}"
+        y = ln(y + attention(y, y, self_allowed, p + ".self_attn"), p + ".self_attn_layer_norm")
+        y = ln(y + attention(y, enc, src_allowed.expand(B, 1, T, S), p + ".encoder_attn"),
+               p + ".encoder_attn_layer_norm")
+        y = ln(y + lin(act(lin(y, p + ".fc1")), p + ".fc2"), p + ".final_layer_norm")
+    logits = y @ emb.T + W.get("final_logits_bias", torch.zeros(1, emb.shape[0]))
+    return enc, logits
+
+
 def main():
     ckpt, inp, outp = sys.argv[1:4]
     cfg = json.load(open(f"{ckpt}/config.json"))
@@ -241,6 +309,14 @@ def main():
             logits = gpt2(cfg, W, ids, mask)
         elif cfg["model_type"] in ("llama", "qwen2"):
             logits = llama(cfg, W, ids, mask)
+        elif cfg["model_type"] == "bart":
+            tgt = torch.tensor(data["decoder_input_ids"], dtype=torch.int64)
+            tmask = torch.tensor(data.get("decoder_attention_mask",
+                                          [[1] * tgt.shape[1]] * tgt.shape[0]), dtype=torch.int64)
+            enc, logits = bart(cfg, W, ids, mask, tgt, tmask)
+            json.dump({"encoder_hidden": enc.to(torch.float32).tolist(),
+                       "logits": logits.to(torch.float32).tolist()}, open(outp, "w"))
+            return
         elif cfg["model_type"] in ("bert", "roberta"):
             types = torch.tensor(data.get("token_type_ids", torch.zeros_like(ids).tolist()),
                                  dtype=torch.int64)

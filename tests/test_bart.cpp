@@ -1,0 +1,273 @@
+// BART (issue 25, part 1): the encoder-decoder against the independent Python reference
+// (tests/reference/ref_forward.py, Debian's python3-torch) on a tiny random checkpoint with
+// source and target padding; the one-pass training logits equal encode + decode; cached
+// decoding equals recomputation; HF names, tied-embedding aliases, config errors; shift_right.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+
+#include "core/model/checkpoint.hpp"
+#include "core/model/safetensors.hpp"
+#include "core/model/seq2seq.hpp"
+#include "core/util/atomic_file.hpp"
+#include "core/util/error.hpp"
+#include "model_test_util.hpp"
+#include "test_util.hpp"
+
+using namespace dpft;
+using namespace dpft::model;
+
+namespace {
+
+// HF config.json of a tiny random BART (48 wide, 6 heads, 2 + 2 layers, vocabulary 83).
+nlohmann::json bart_json() {
+  return {{"model_type", "bart"},
+          {"architectures", {"BartForConditionalGeneration"}},
+          {"vocab_size", 83},
+          {"d_model", 48},
+          {"encoder_layers", 2},
+          {"decoder_layers", 2},
+          {"encoder_attention_heads", 6},
+          {"decoder_attention_heads", 6},
+          {"encoder_ffn_dim", 72},
+          {"decoder_ffn_dim", 72},
+          {"max_position_embeddings", 40},
+          {"activation_function", "gelu"},
+          {"pad_token_id", 1},
+          {"bos_token_id", 0},
+          {"eos_token_id", 2},
+          {"decoder_start_token_id", 2}};
+}
+
+// A random BART, norms, biases and final_logits_bias moved away from 1 / 0 so they are tested.
+Seq2Seq random_bart(nlohmann::json j, uint64_t seed) {
+  CausalLM m = make_causal_lm(parse_model_config(j, "test config"), seed);
+  torch::NoGradGuard ng;
+  for (auto& p : m->named_parameters(true))
+    if (p.key().find("norm") != std::string::npos || p.key().find("bias") != std::string::npos)
+      p.value().add_(torch::randn_like(p.value()) * 0.1);
+  m->named_buffers(true)["final_logits_bias"].normal_(0, 0.5);
+  Seq2Seq s = as_seq2seq(m);
+  REQUIRE(s);
+  return s;
+}
+
+torch::Tensor bart_ids(const std::vector<std::vector<int64_t>>& v) {
+  std::vector<int64_t> f;
+  for (const auto& r : v) f.insert(f.end(), r.begin(), r.end());
+  return torch::tensor(f).view({static_cast<int64_t>(v.size()), -1});
+}
+
+torch::Tensor bart_json_tensor(const nlohmann::json& j) {  // nested lists -> float32 tensor
+  std::vector<int64_t> shape;
+  for (const nlohmann::json* p = &j; p->is_array() && !p->empty(); p = &(*p)[0])
+    shape.push_back(static_cast<int64_t>(p->size()));
+  std::vector<float> flat;
+  std::function<void(const nlohmann::json&)> walk = [&](const nlohmann::json& x) {
+    if (x.is_array())
+      for (const auto& y : x) walk(y);
+    else
+      flat.push_back(x.get<float>());
+  };
+  walk(j);
+  return torch::tensor(flat).view(shape);
+}
+
+double bart_max_abs(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a.to(torch::kFloat32) - b.to(torch::kFloat32)).abs().max().item<double>();
+}
+
+// Sources and targets with right padding (pad 1): row 0 padded in both, row 1 full, row 2 short.
+const std::vector<std::vector<int64_t>> kSrc = {
+    {0, 17, 5, 42, 8, 2, 1, 1}, {0, 11, 12, 13, 14, 15, 16, 2}, {0, 50, 2, 1, 1, 1, 1, 1}};
+const std::vector<std::vector<int64_t>> kSrcMask = {
+    {1, 1, 1, 1, 1, 1, 0, 0}, {1, 1, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 0, 0, 0, 0, 0}};
+const std::vector<std::vector<int64_t>> kTgt = {
+    {2, 0, 33, 34, 1, 1}, {2, 0, 60, 61, 62, 63}, {2, 0, 7, 1, 1, 1}};
+const std::vector<std::vector<int64_t>> kTgtMask = {
+    {1, 1, 1, 1, 0, 0}, {1, 1, 1, 1, 1, 1}, {1, 1, 1, 0, 0, 0}};
+
+}  // namespace
+
+TEST_CASE("bart matches the independent Python reference, with source and target padding",
+          "[model][parity][bart]") {
+  const std::string py = test::python_with_torch();
+  if (py.empty()) {
+    WARN("skipped: no python3 with torch (apt-get install python3-torch; scripts/setup.sh does)");
+    return;
+  }
+  const fs::path script = fs::path(DPFT_SOURCE_DIR) / "tests" / "reference" / "ref_forward.py";
+  auto scale = GENERATE(false, true);
+  CAPTURE(scale);
+  nlohmann::json j = bart_json();
+  j["scale_embedding"] = scale;
+  test::TempDir d;
+  Seq2Seq m = random_bart(j, 43);
+  CausalLM base = m;
+  save_checkpoint(base, d.path / "ckpt");
+  std::ofstream(d.path / "in.json") << nlohmann::json({{"input_ids", kSrc},
+                                                       {"attention_mask", kSrcMask},
+                                                       {"decoder_input_ids", kTgt},
+                                                       {"decoder_attention_mask", kTgtMask}})
+                                           .dump();
+  const std::string cmd = py + " " + script.string() + " " + (d.path / "ckpt").string() + " " +
+                          (d.path / "in.json").string() + " " + (d.path / "out.json").string();
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  auto ref = nlohmann::json::parse(read_file(d.path / "out.json"));
+
+  Seq2Seq loaded = as_seq2seq(load_checkpoint(d.path / "ckpt"));
+  REQUIRE(loaded);
+  torch::NoGradGuard ng;
+  const torch::Tensor S = bart_ids(kSrc), SM = bart_ids(kSrcMask), T = bart_ids(kTgt),
+                      TM = bart_ids(kTgtMask);
+  const torch::Tensor src_real = SM.unsqueeze(-1).to(torch::kFloat32),
+                      tgt_real = TM.unsqueeze(-1).to(torch::kFloat32);
+  torch::Tensor enc = loaded->encode(S, SM);
+  CHECK(bart_max_abs(enc * src_real, bart_json_tensor(ref["encoder_hidden"]) * src_real) < 1e-4);
+  torch::Tensor logits = loaded->decode(T, TM, enc, SM);
+  CHECK(logits.sizes() == torch::IntArrayRef({3, 6, 83}));
+  CHECK(bart_max_abs(logits * tgt_real, bart_json_tensor(ref["logits"]) * tgt_real) < 1e-4);
+  // The training pass (one shared-embedding lookup) gives the same logits.
+  CHECK(bart_max_abs(loaded->seq2seq_logits(S, SM, T, TM), logits) < 1e-5);
+  // A plain token stream is refused: the model needs its source.
+  CHECK_THROWS_AS(loaded->forward(S, SM), ConfigError);
+}
+
+TEST_CASE("bart: cached decoding equals recomputation, also after dropping rows", "[model][bart]") {
+  Seq2Seq m = random_bart(bart_json(), 7);
+  torch::NoGradGuard ng;
+  const torch::Tensor S = bart_ids(kSrc), SM = bart_ids(kSrcMask);
+  const torch::Tensor T =
+      bart_ids({{2, 0, 33, 34, 35, 36}, {2, 0, 60, 61, 62, 63}, {2, 0, 7, 8, 9, 10}});
+  torch::Tensor enc = m->encode(S, SM);
+  torch::Tensor full = m->decode(T, torch::Tensor(), enc, SM);  // (3, 6, V)
+  Seq2SeqCache cache;
+  for (int64_t t = 0; t < T.size(1); ++t) {
+    torch::Tensor step = m->decode(T.slice(1, t, t + 1), torch::Tensor(), enc, SM, &cache);
+    CHECK(bart_max_abs(step.select(1, 0), full.select(1, t)) < 1e-5);
+  }
+  CHECK(cache.length() == 6);
+  CHECK(cache.cross_k.size() == 2);  // one per decoder layer, computed once
+  // Keep rows 2 and 0 (a beam reorder): the next step continues each of them.
+  Seq2SeqCache c2;
+  m->decode(T.slice(1, 0, 3), torch::Tensor(), enc, SM, &c2);
+  const torch::Tensor rows = torch::tensor(std::vector<int64_t>{2, 0});
+  c2.select_rows(rows);
+  torch::Tensor next = m->decode(T.index_select(0, rows).slice(1, 3, 4), torch::Tensor(),
+                                 enc.index_select(0, rows), SM.index_select(0, rows), &c2);
+  CHECK(bart_max_abs(next.select(1, 0), full.index_select(0, rows).select(1, 3)) < 1e-5);
+  // keep_last: only the last position's logits.
+  CHECK(m->decode(T, torch::Tensor(), enc, SM, nullptr, 1).size(1) == 1);
+}
+
+TEST_CASE("bart parameters carry Hugging Face's names; tied aliases load; errors are named",
+          "[model][bart]") {
+  Seq2Seq m = random_bart(bart_json(), 3);
+  CausalLM base = m;
+  const std::vector<std::string> names = base->checkpoint_names();
+  const std::set<std::string> have(names.begin(), names.end());
+  for (const char* n :
+       {"model.shared.weight", "model.encoder.embed_positions.weight",
+        "model.encoder.layernorm_embedding.weight",
+        "model.encoder.layers.1.self_attn.q_proj.weight",
+        "model.encoder.layers.0.self_attn_layer_norm.bias", "model.encoder.layers.0.fc1.weight",
+        "model.encoder.layers.0.final_layer_norm.weight",
+        "model.decoder.layers.1.encoder_attn.k_proj.bias",
+        "model.decoder.layers.0.encoder_attn_layer_norm.weight",
+        "model.decoder.embed_positions.weight", "final_logits_bias"})
+    CHECK(have.count(n) == 1);
+  CHECK(have.count("lm_head.weight") == 0);  // tied to model.shared
+  CHECK(have.count("model.encoder.layers.0.encoder_attn.q_proj.weight") == 0);
+  CHECK(base->named_parameters(true).find("final_logits_bias") == nullptr);  // a buffer
+  CHECK(base->named_parameters(true)["model.encoder.embed_positions.weight"].size(0) == 42);
+  CHECK(base->linears().size() == 2 * (4 + 2) + 2 * (8 + 2));
+
+  // A checkpoint holding the shared table only as model.encoder.embed_tokens.weight (and
+  // BartModel's names, without "model.") loads to the same model.
+  test::TempDir d;
+  save_checkpoint(base, d.path / "ckpt");
+  auto store = TensorStore::open_dir(d.path / "ckpt");
+  std::vector<std::pair<std::string, torch::Tensor>> renamed;
+  for (const std::string& n : names) {
+    std::string k = n == "model.shared.weight" ? "model.encoder.embed_tokens.weight" : n;
+    if (k.rfind("model.", 0) == 0 && k != "model.encoder.embed_tokens.weight") k = k.substr(6);
+    renamed.emplace_back(k, store.load(n));
+  }
+  fs::create_directories(d.path / "alias");
+  fs::copy_file(d.path / "ckpt" / "config.json", d.path / "alias" / "config.json");
+  save_safetensors(d.path / "alias" / "model.safetensors", renamed);
+  Seq2Seq a = as_seq2seq(load_checkpoint(d.path / "alias"));
+  torch::NoGradGuard ng;
+  const torch::Tensor S = bart_ids(kSrc), SM = bart_ids(kSrcMask), T = bart_ids(kTgt);
+  CHECK(bart_max_abs(a->seq2seq_logits(S, SM, T, torch::Tensor()),
+                     m->seq2seq_logits(S, SM, T, torch::Tensor())) == 0);
+
+  // A missing tensor is named.
+  renamed.erase(renamed.begin() + 3);
+  save_safetensors(d.path / "alias" / "model.safetensors", renamed);
+  try {
+    load_checkpoint(d.path / "alias");
+    FAIL("a checkpoint with a missing tensor loaded");
+  } catch (const InputError& e) {
+    CHECK_THAT(e.what(), Catch::Contains(names[3]));
+  }
+
+  // Config errors name the field.
+  auto bad = [](const char* key, const nlohmann::json& v) {
+    nlohmann::json j = bart_json();
+    j[key] = v;
+    try {
+      parse_model_config(j, "cfg");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK_THAT(bad("decoder_attention_heads", 4), Catch::Contains("decoder_attention_heads"));
+  CHECK_THAT(bad("decoder_ffn_dim", 96), Catch::Contains("decoder_ffn_dim"));
+  CHECK_THAT(bad("decoder_layers", 0), Catch::Contains("decoder_layers"));
+  CHECK_THAT(bad("decoder_start_token_id", 500), Catch::Contains("decoder_start_token_id"));
+  CHECK_THAT(bad("tie_word_embeddings", false), Catch::Contains("tie_word_embeddings"));
+  CHECK_THAT(bad("architectures", nlohmann::json::array({"BartForSequenceClassification"})),
+             Catch::Contains("BartForSequenceClassification"));
+  // Sequences beyond the position table are refused with the way out.
+  const torch::Tensor long_ids = torch::full({1, 41}, 5, torch::kInt64);
+  CHECK_THROWS_AS(m->encode(long_ids, torch::Tensor()), InputError);
+  // config.json round trip.
+  ModelConfig back = parse_model_config(model_config_to_json(m->config()), "round trip");
+  CHECK(back.decoder_layers == 2);
+  CHECK(back.num_layers == 2);
+  CHECK(back.decoder_start_token_id == 2);
+  CHECK(back.max_position == 40);
+}
+
+TEST_CASE("shift_right makes BART's teacher-forcing inputs", "[model][bart]") {
+  const torch::Tensor labels = bart_ids({{0, 17, 18, 2}, {0, 5, -100, -100}});
+  const torch::Tensor want = bart_ids({{2, 0, 17, 18}, {2, 0, 5, 1}});
+  CHECK(torch::equal(shift_right(labels, 2, 1), want));
+}
+
+TEST_CASE("dpft model init --arch bart writes a loadable BART with the tokenizer's ids",
+          "[model][bart]") {
+  SHARED_DATA_OR_SKIP(roberta, "roberta_tokenizer");
+  test::TempDir tmp;
+  const std::string out = (tmp.path / "bart").string();
+  REQUIRE(test::cli({"model", "init", "--arch", "bart", "--preset", "mini", "--tokenizer",
+                     roberta.string(), "--out", out, "--seed", "2", "--dtype", "float16"}) == 0);
+  CausalLM m = load_checkpoint(out);
+  Seq2Seq s = as_seq2seq(m);
+  REQUIRE(s);
+  const ModelConfig& c = m->config();
+  CHECK(c.vocab_size == 50265);
+  CHECK(c.hidden_size == 128);
+  CHECK(c.num_layers == 4);
+  CHECK(c.decoder_layers == 4);
+  CHECK(c.decoder_start_token_id == 2);  // RoBERTa's </s>
+  CHECK(c.pad_token_id == 1);
+  // The size the shipped generator must keep under 20 MB in float16.
+  CHECK(fs::file_size(fs::path(out) / "model.safetensors") < 20u * 1000 * 1000);
+  CHECK(test::cli({"model", "init", "--arch", "bart", "--preset", "gpt2-124m", "--tokenizer",
+                   roberta.string(), "--out", out + "2"}) == 2);
+}
