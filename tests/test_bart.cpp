@@ -8,6 +8,7 @@
 #include <fstream>
 #include <set>
 
+#include "core/generate/generate.hpp"
 #include "core/model/checkpoint.hpp"
 #include "core/model/safetensors.hpp"
 #include "core/model/seq2seq.hpp"
@@ -270,4 +271,50 @@ TEST_CASE("dpft model init --arch bart writes a loadable BART with the tokenizer
   CHECK(fs::file_size(fs::path(out) / "model.safetensors") < 20u * 1000 * 1000);
   CHECK(test::cli({"model", "init", "--arch", "bart", "--preset", "gpt2-124m", "--tokenizer",
                    roberta.string(), "--out", out + "2"}) == 2);
+}
+
+TEST_CASE("bart generation: the cached decoder equals recomputation, greedy and sampled",
+          "[generate][bart]") {
+  Seq2Seq m = random_bart(bart_json(), 19);
+  CausalLM base = m;
+  const std::vector<std::vector<int64_t>> src = {
+      {0, 17, 5, 42, 2}, {0, 11, 2}, {0, 9, 8, 7, 6, 5, 2}};
+  for (bool sample : {false, true}) {
+    CAPTURE(sample);
+    generate::GenerationOptions o;
+    o.max_new_tokens = 12;
+    o.do_sample = sample;
+    o.top_p = 0.95;
+    o.repetition_penalty = 1.5;
+    o.seed = 4;
+    o.pad_id = 1;
+    o.stop_ids = {2};
+    auto cached = generate::generate(*base, src, o);
+    o.use_cache = false;
+    auto slow = generate::generate(*base, src, o);
+    REQUIRE(cached.size() == 3);
+    for (size_t i = 0; i < 3; ++i) {
+      CHECK(cached[i].tokens == slow[i].tokens);
+      CHECK(cached[i].finish_reason == slow[i].finish_reason);
+      CHECK(!cached[i].tokens.empty());
+    }
+    // A row decodes the same alone as in the batch (right padding of the sources is masked).
+    o.use_cache = true;
+    if (!sample) CHECK(generate::generate(*base, {src[1]}, o)[0].tokens == cached[1].tokens);
+  }
+  // no_repeat_ngram_size 1: no token twice among the new ones.
+  generate::GenerationOptions o;
+  o.max_new_tokens = 20;
+  o.no_repeat_ngram_size = 1;
+  o.pad_id = 1;
+  for (const auto& g : generate::generate(*base, src, o)) {
+    std::set<int64_t> distinct(g.tokens.begin(), g.tokens.end());
+    CHECK(distinct.size() == g.tokens.size());
+  }
+  // The decoder's 40 positions: the start token and at most 39 new ones.
+  o.no_repeat_ngram_size = 0;
+  o.max_new_tokens = 100;
+  CHECK(generate::generate(*base, {src[0]}, o)[0].tokens.size() == 39);
+  generate::BeamOptions bo;
+  CHECK_THROWS_AS(generate::beam_search(*base, src, bo), ConfigError);
 }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/model/seq2seq.hpp"
 #include "core/util/error.hpp"
 #include "core/util/system.hpp"
 
@@ -26,6 +27,8 @@ void validate(const GenerationOptions& o) {
     throw ConfigError(fmt::format("top_p {} must be in (0, 1]", o.top_p));
   if (!(o.repetition_penalty >= 1.0))
     throw ConfigError(fmt::format("repetition_penalty {} must be >= 1", o.repetition_penalty));
+  if (o.no_repeat_ngram_size < 0)
+    throw ConfigError(fmt::format("no_repeat_ngram_size {} must be >= 0", o.no_repeat_ngram_size));
 }
 
 // Prompts left-padded into one batch on the model's device, with the new-token limits GPT-2's
@@ -110,6 +113,119 @@ torch::Tensor choose_next(torch::Tensor logits, const torch::Tensor& seen,
   return torch::multinomial(probs, 1, false, gen).squeeze(-1);
 }
 
+namespace {
+
+// Tokens that would complete an n-gram already in `g` (a row's new tokens).
+std::vector<int64_t> banned_by_ngrams(const std::vector<int64_t>& g, int64_t n) {
+  std::vector<int64_t> out;
+  auto N = static_cast<size_t>(n);
+  if (n <= 0 || g.size() + 1 < N) return out;
+  const size_t k = N - 1;  // the prefix length an n-gram shares with the next token
+  for (size_t i = 0; i + N <= g.size(); ++i)
+    if (std::equal(g.begin() + static_cast<std::ptrdiff_t>(i),
+                   g.begin() + static_cast<std::ptrdiff_t>(i + k),
+                   g.end() - static_cast<std::ptrdiff_t>(k)))
+      out.push_back(g[i + k]);
+  return out;
+}
+
+// What generate() asks of the model: the next-token logits of every running row, (B', 1, V).
+class Stepper {
+ public:
+  virtual ~Stepper() = default;
+  virtual torch::Tensor first() = 0;
+  virtual torch::Tensor next(const torch::Tensor& nt) = 0;  // nt (B', 1): the tokens just chosen
+  virtual void keep(const torch::Tensor& rows) = 0;         // rows (B'') int64: the rows going on
+};
+
+// A decoder-only model: the left-padded prompts, then each new token appended (with the KV
+// cache, or recomputing the whole prefix: the reference path).
+class CausalStepper : public Stepper {
+ public:
+  CausalStepper(model::CausalLMImpl& m, torch::Tensor ids, torch::Tensor mask, bool use_cache)
+      : m_(m), all_(std::move(ids)), mask_(std::move(mask)), use_cache_(use_cache) {}
+  torch::Tensor first() override { return m_.forward(all_, mask_, cache(), 1); }
+  torch::Tensor next(const torch::Tensor& nt) override {
+    all_ = torch::cat({all_, nt}, 1);
+    mask_ = torch::cat({mask_, torch::ones({nt.size(0), 1}, mask_.options())}, 1);
+    return use_cache_ ? m_.forward(nt, mask_, &cache_, 1) : m_.forward(all_, mask_, nullptr, 1);
+  }
+  void keep(const torch::Tensor& rows) override {
+    if (use_cache_) cache_.select_rows(rows);
+    all_ = all_.index_select(0, rows);
+    mask_ = mask_.index_select(0, rows);
+  }
+
+ private:
+  model::KVCache* cache() { return use_cache_ ? &cache_ : nullptr; }
+  model::CausalLMImpl& m_;
+  torch::Tensor all_, mask_;  // (B', T) prompt + new tokens
+  bool use_cache_;
+  model::KVCache cache_;
+};
+
+// An encoder-decoder: the prompts are the sources (right-padded, encoded once); the decoder
+// starts from decoder_start_token_id and sees only its own tokens.
+class Seq2SeqStepper : public Stepper {
+ public:
+  Seq2SeqStepper(model::Seq2SeqImpl& m, const torch::Tensor& src, const torch::Tensor& src_mask,
+                 bool use_cache)
+      : m_(m), src_mask_(src_mask), use_cache_(use_cache) {
+    enc_ = m_.encode(src, src_mask);
+    dec_ = torch::full({src.size(0), 1}, m_.config().decoder_start_token_id,
+                       src.options().dtype(torch::kInt64));
+  }
+  torch::Tensor first() override {
+    return m_.decode(dec_, torch::Tensor(), enc_, src_mask_, use_cache_ ? &cache_ : nullptr, 1);
+  }
+  torch::Tensor next(const torch::Tensor& nt) override {
+    dec_ = torch::cat({dec_, nt}, 1);
+    return use_cache_ ? m_.decode(nt, torch::Tensor(), enc_, src_mask_, &cache_, 1)
+                      : m_.decode(dec_, torch::Tensor(), enc_, src_mask_, nullptr, 1);
+  }
+  void keep(const torch::Tensor& rows) override {
+    if (use_cache_) cache_.select_rows(rows);
+    enc_ = enc_.index_select(0, rows);
+    src_mask_ = src_mask_.index_select(0, rows);
+    dec_ = dec_.index_select(0, rows);
+  }
+
+ private:
+  model::Seq2SeqImpl& m_;
+  torch::Tensor enc_, src_mask_, dec_;  // (B', S, d), (B', S), (B', 1 + new)
+  bool use_cache_;
+  model::Seq2SeqCache cache_;
+};
+
+// Sources right-padded into one batch (BART's positions ignore padding, so it goes last).
+std::pair<torch::Tensor, torch::Tensor> pad_sources(model::CausalLMImpl& model,
+                                                    const std::vector<std::vector<int64_t>>& src,
+                                                    int64_t pad_id) {
+  const auto B = static_cast<int64_t>(src.size());
+  int64_t S = 0;
+  for (const auto& p : src) {
+    if (p.empty()) throw ConfigError("generate: every source needs at least one token");
+    S = std::max<int64_t>(S, static_cast<int64_t>(p.size()));
+  }
+  const int64_t V = model.config().vocab_size;
+  torch::Tensor ids = torch::full({B, S}, pad_id, torch::kInt64);
+  torch::Tensor mask = torch::zeros({B, S}, torch::kInt64);
+  for (int64_t b = 0; b < B; ++b) {
+    const auto& p = src[static_cast<size_t>(b)];
+    for (size_t i = 0; i < p.size(); ++i) {
+      if (p[i] < 0 || p[i] >= V)
+        throw InputError(
+            fmt::format("source {} has token id {} outside the vocabulary [0, {})", b, p[i], V));
+      ids[b][static_cast<int64_t>(i)] = p[i];
+    }
+    mask[b].slice(0, 0, static_cast<int64_t>(p.size())).fill_(1);
+  }
+  auto dev = model.parameters().front().device();
+  return {ids.to(dev), mask.to(dev)};
+}
+
+}  // namespace
+
 std::vector<Generation> generate(
     model::CausalLMImpl& model, const std::vector<std::vector<int64_t>>& prompts,
     const GenerationOptions& o,
@@ -120,34 +236,49 @@ std::vector<Generation> generate(
   int64_t B = static_cast<int64_t>(prompts.size());
   std::vector<Generation> out(B);
   if (B == 0) return out;
-  Padded pp = pad_prompts(model, prompts, o.pad_id, o.max_new_tokens, o.min_new_tokens);
-  const int64_t max_new = pp.max_new, min_new = pp.min_new;
-  auto dev = pp.ids.device();
-  torch::Tensor ids = pp.ids, mask = pp.mask;
-  int64_t V = model.config().vocab_size;
-  torch::Tensor seen = torch::zeros({B, V}, torch::kBool);
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t t : prompts[static_cast<size_t>(b)]) seen[b][t] = true;
-  seen = seen.to(dev);
-
+  const int64_t V = model.config().vocab_size;
+  auto* s2s = dynamic_cast<model::Seq2SeqImpl*>(&model);
   torch::NoGradGuard ng;
   BlasThreadsGuard blas(1);  // decoding is small-matrix work: see core/util/system.hpp
   bool was_training = model.is_training();
   model.eval();
+  int64_t max_new = o.max_new_tokens, min_new = o.min_new_tokens;
+  std::unique_ptr<Stepper> stepper;
+  torch::Tensor seen = torch::zeros({B, V}, torch::kBool);  // for the repetition penalty
+  if (s2s) {
+    // The decoder's positions: the start token and max_position - 1 new ones.
+    const int64_t P = model.config().max_position;
+    max_new = std::min(max_new, P - 1);
+    min_new = std::min(min_new, max_new);
+    auto [src, src_mask] = pad_sources(model, prompts, o.pad_id);
+    stepper = std::make_unique<Seq2SeqStepper>(*s2s, src, src_mask, o.use_cache);
+    // HF penalises the decoder's own ids only: the start token, then what it generates.
+    seen.select(1, model.config().decoder_start_token_id).fill_(true);
+  } else {
+    Padded pp = pad_prompts(model, prompts, o.pad_id, o.max_new_tokens, o.min_new_tokens);
+    max_new = pp.max_new, min_new = pp.min_new;
+    stepper = std::make_unique<CausalStepper>(model, pp.ids, pp.mask, o.use_cache);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t : prompts[static_cast<size_t>(b)]) seen[b][t] = true;
+  }
+  auto dev = model.parameters().front().device();
+  seen = seen.to(dev);
   auto gen = at::detail::createCPUGenerator(o.seed);
-  model::KVCache cache;
-  // rows[i]: the prompt of batch row i. Finished rows leave the batch (and the KV cache), so
+  // rows[i]: the prompt of batch row i. Finished rows leave the batch (and the cache), so
   // decoding costs what the unfinished rows need.
   std::vector<int64_t> rows(B);
   for (int64_t b = 0; b < B; ++b) rows[b] = b;
-  torch::Tensor all = ids;  // (B', T0 + t)
-  torch::Tensor logits = model.forward(ids, mask, o.use_cache ? &cache : nullptr, 1);  // (B, 1, V)
+  torch::Tensor logits = stepper->first();  // (B, 1, V)
+  const float neg = -std::numeric_limits<float>::infinity();
   for (int64_t step = 0; step < max_new; ++step) {
     torch::Tensor last = logits.select(1, logits.size(1) - 1);
-    if (step < min_new && !o.stop_ids.empty()) {  // no stop token before the minimum
+    if ((step < min_new && !o.stop_ids.empty()) || o.no_repeat_ngram_size > 0) {
       last = last.clone();
-      for (int64_t id : o.stop_ids)
-        last.select(1, id).fill_(-std::numeric_limits<float>::infinity());
+      if (step < min_new)  // no stop token before the minimum
+        for (int64_t id : o.stop_ids) last.select(1, id).fill_(neg);
+      for (size_t i = 0; i < rows.size(); ++i)
+        for (int64_t t : banned_by_ngrams(out[rows[i]].tokens, o.no_repeat_ngram_size))
+          last[static_cast<int64_t>(i)][t] = neg;
     }
     torch::Tensor next = choose_next(last, seen, o, gen).to(torch::kCPU);  // (B')
     std::vector<int64_t> keep;  // batch rows still running after this token
@@ -164,14 +295,12 @@ std::vector<Generation> generate(
       }
       if (g.finish_reason.empty()) keep.push_back(static_cast<int64_t>(i));
     }
-    if (keep.empty()) break;
+    if (keep.empty() || step + 1 == max_new) break;
     if (keep.size() < rows.size()) {
       torch::Tensor k = torch::tensor(keep, torch::kInt64);
       next = next.index_select(0, k);
       k = k.to(dev);
-      if (o.use_cache) cache.select_rows(k);
-      all = all.index_select(0, k);
-      mask = mask.index_select(0, k);
+      stepper->keep(k);
       seen = seen.index_select(0, k);
       std::vector<int64_t> kept;
       for (int64_t i : keep) kept.push_back(rows[static_cast<size_t>(i)]);
@@ -179,11 +308,7 @@ std::vector<Generation> generate(
     }
     torch::Tensor nt = next.to(dev).unsqueeze(1);
     seen.scatter_(1, nt, true);
-    all = torch::cat({all, nt}, 1);
-    mask =
-        torch::cat({mask, torch::ones({static_cast<int64_t>(rows.size()), 1}, mask.options())}, 1);
-    logits =
-        o.use_cache ? model.forward(nt, mask, &cache, 1) : model.forward(all, mask, nullptr, 1);
+    logits = stepper->next(nt);
   }
   for (auto& g : out) {
     if (g.finish_reason.empty()) g.finish_reason = "length";
@@ -210,26 +335,16 @@ double normalised(double sum, size_t len, double length_penalty) {
   return sum / std::pow(static_cast<double>(len), length_penalty);
 }
 
-// Tokens that would complete an n-gram already in `g` (the hypothesis' new tokens).
-std::vector<int64_t> banned_by_ngrams(const std::vector<int64_t>& g, int64_t n) {
-  std::vector<int64_t> out;
-  auto N = static_cast<size_t>(n);
-  if (n <= 0 || g.size() + 1 < N) return out;
-  const size_t k = N - 1;  // the prefix length an n-gram shares with the next token
-  for (size_t i = 0; i + N <= g.size(); ++i)
-    if (std::equal(g.begin() + static_cast<std::ptrdiff_t>(i),
-                   g.begin() + static_cast<std::ptrdiff_t>(i + k),
-                   g.end() - static_cast<std::ptrdiff_t>(k)))
-      out.push_back(g[i + k]);
-  return out;
-}
-
 }  // namespace
 
 std::vector<Generation> beam_search(
     model::CausalLMImpl& model, const std::vector<std::vector<int64_t>>& prompts,
     const BeamOptions& o, const std::function<std::string(const std::vector<int64_t>&)>& decode) {
   if (o.num_beams < 1) throw ConfigError(fmt::format("num_beams {} must be >= 1", o.num_beams));
+  if (dynamic_cast<model::Seq2SeqImpl*>(&model))
+    throw ConfigError(
+        "beam search decodes decoder-only models; for an encoder-decoder (bart) use sampling or "
+        "greedy generation");
   if (o.no_repeat_ngram_size < 0)
     throw ConfigError(fmt::format("no_repeat_ngram_size {} must be >= 0", o.no_repeat_ngram_size));
   if (o.max_new_tokens < 1)

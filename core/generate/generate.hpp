@@ -1,6 +1,9 @@
 // Batched autoregressive generation for CausalLM: prompts are left-padded into one batch and
 // decoded incrementally with a KV cache (or, for tests and as the slow reference, by
-// recomputing the whole prefix each step). Greedy, temperature, top-k, top-p (nucleus),
+// recomputing the whole prefix each step). For an encoder-decoder (BART, core/model/seq2seq.hpp)
+// the prompts are the sources: right-padded, encoded once, and the decoder starts from
+// decoder_start_token_id with a cache of its own keys/values and of the encoder's cross-attention
+// keys/values. Greedy, temperature, top-k, top-p (nucleus),
 // repetition penalty (Keskar et al. 2019: divide positive / multiply negative logits of seen
 // tokens), stop ids and stop strings, max_new_tokens, a per-call seed. Beam search (below) for
 // data-to-text decoding.
@@ -23,7 +26,10 @@ struct GenerationOptions {
   double temperature = 1.0;        // > 0
   int64_t top_k = 0;               // 0 = off
   double top_p = 1.0;              // (0, 1]; 1 = off
-  double repetition_penalty = 1.0;  // >= 1 penalises tokens already in the row (prompt included)
+  // >= 1 penalises tokens already in the row: the prompt's and the new ones (an encoder-decoder:
+  // the decoder's own ids, its start token included, as HF does)
+  double repetition_penalty = 1.0;
+  int64_t no_repeat_ngram_size = 0;  // n > 0: no n-gram of the row's new tokens occurs twice
   std::vector<int64_t> stop_ids;   // e.g. eos; the stop token is kept in `tokens`
   std::vector<std::string> stop_strings;  // need `decode`; text is cut before the match
   uint64_t seed = 0;               // sampling generator seed (per call)
