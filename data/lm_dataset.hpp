@@ -51,6 +51,14 @@ struct LmDataOptions {
 
 LmDataOptions lm_data_options(const DataSpec& d);
 
+// data.task seq2seq: each example's prompt is the source, its text the target, for an
+// encoder-decoder (BART): src_ids = [bos] + encode(prompt) + [eos] and ids = [bos] +
+// encode(text) + [eos], each cut to max_length by dropping content (bos and eos kept, as HF's
+// tokenizers truncate); every target id is scored. InputError naming the row for an example
+// without a prompt, or when the tokenizer has no bos or eos.
+LmDataset build_seq2seq_dataset(const std::vector<Example>& examples, const tok::Tokenizer& tok,
+                                int64_t max_length);
+
 // Tokenize examples (truncating to max_length, bos where the tokenizer adds it), or pack them.
 // ConfigError for max_length < 2 or an unknown chat format; InputError when packing with a
 // tokenizer that has no eos.

@@ -52,7 +52,7 @@ train::TrainInputs load_train_inputs(const Spec& spec) {
                 "data.train.path: no private training set given");
   const std::vector<Example> train_examples = select_examples(
       spec.data.train, spec.data.train_extra, spec.data, derive_seed(spec.seed, "data"));
-  const bool classify = spec.data.task == "classification";
+  const bool classify = spec.data.task == "classification", seq2seq = spec.data.task == "seq2seq";
   const size_t max_len = static_cast<size_t>(spec.data.max_length);
   if (classify) {
     in.labels = resolve_labels(spec.data.labels, in.model->config().labels);
@@ -61,6 +61,8 @@ train::TrainInputs load_train_inputs(const Spec& spec) {
                                             "data.train (" + spec.data.train.path + ")");
   } else if (in.enc_tok) {  // masked-LM pretraining, or a causal BERT's next-token training
     in.train = encoder_lm_dataset(spec, train_examples, *in.enc_tok, "mlm");
+  } else if (seq2seq) {
+    in.train = build_seq2seq_dataset(train_examples, *in.tok, spec.data.max_length);
   } else {
     in.train = build_lm_dataset(train_examples, *in.tok, lm_data_options(spec.data));
   }
@@ -75,6 +77,8 @@ train::TrainInputs load_train_inputs(const Spec& spec) {
                                                      "data.public (" + pd.path + ")");
     else if (in.enc_tok)
       in.public_train = encoder_lm_dataset(spec, ex, *in.enc_tok, "mlm-public");
+    else if (seq2seq)
+      in.public_train = build_seq2seq_dataset(ex, *in.tok, spec.data.max_length);
     else
       in.public_train = build_lm_dataset(ex, *in.tok, lm_data_options(spec.data));
   }
@@ -109,6 +113,7 @@ train::TrainInputs load_train_inputs(const Spec& spec) {
     if (in.enc_tok)  // fixed masks (draw 0) from their own seed
       return encoder_lm_dataset(spec, examples, *in.enc_tok,
                                 examples_out ? std::string("mlm-eval") : "mlm-eval-" + d.name);
+    if (seq2seq) return build_seq2seq_dataset(examples, *in.tok, spec.data.max_length);
     return build_lm_dataset(examples, *in.tok, lm_data_options(spec.data));
   };
   std::vector<Example> eval_examples;
@@ -141,8 +146,8 @@ int64_t count_train_examples(const Spec& spec) {
   // pack), without the model's weights: only its tokenizer.
   const std::vector<Example> examples = select_examples(
       spec.data.train, spec.data.train_extra, spec.data, derive_seed(spec.seed, "data"));
-  if (spec.data.task == "classification")  // every labelled row is one example (none dropped)
-    return static_cast<int64_t>(examples.size());
+  if (spec.data.task == "classification" || spec.data.task == "seq2seq")
+    return static_cast<int64_t>(examples.size());  // every row is one example (none dropped)
   const std::filesystem::path dir = train::resolve_model_dir(spec.model.path);
   if (model::load_model_config(dir).is_encoder())
     return encoder_lm_dataset(spec, examples, tok::EncoderTokenizer::load(dir), "mlm").size();

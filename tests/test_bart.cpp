@@ -9,7 +9,10 @@
 #include <set>
 
 #include "core/generate/generate.hpp"
+#include "core/grad/per_sample.hpp"
+#include "core/lm/objective.hpp"
 #include "core/model/checkpoint.hpp"
+#include "core/model/peft.hpp"
 #include "core/model/safetensors.hpp"
 #include "core/model/seq2seq.hpp"
 #include "core/util/atomic_file.hpp"
@@ -317,4 +320,100 @@ TEST_CASE("bart generation: the cached decoder equals recomputation, greedy and 
   CHECK(generate::generate(*base, {src[0]}, o)[0].tokens.size() == 39);
   generate::BeamOptions bo;
   CHECK_THROWS_AS(generate::beam_search(*base, src, bo), ConfigError);
+}
+
+namespace {
+// Three (source, target) pairs of different lengths (right padding in the batch).
+lm::LmDataset bart_grad_set() {
+  lm::LmDataset ds;
+  ds.objective = lm::Objective::kSeq2Seq;
+  const std::vector<std::vector<int32_t>> src = {{0, 17, 5, 42, 8, 2}, {0, 11, 2}, {0, 9, 8, 7, 2}};
+  const std::vector<std::vector<int32_t>> tgt = {
+      {0, 33, 34, 2}, {0, 60, 61, 62, 63, 64, 2}, {0, 7, 2}};
+  for (size_t i = 0; i < src.size(); ++i) {
+    lm::TokenizedExample t;
+    t.index = static_cast<int64_t>(i);
+    t.ids = tgt[i];
+    t.scored.assign(tgt[i].size(), 1);
+    t.src_ids = src[i];
+    ds.items.push_back(t);
+  }
+  return ds;
+}
+
+double bart_rows_rel_err(const torch::Tensor& a, const torch::Tensor& b) {
+  return ((a - b).norm(2, 1) / b.norm(2, 1).clamp_min(1e-12)).max().item<double>();
+}
+}  // namespace
+
+TEST_CASE("per-sample gradients of BART equal the one-sample reference", "[bart][grad]") {
+  for (std::string peft : {"lora", "full"}) {
+    for (auto mode : {grad::GradMode::kMaterialize, grad::GradMode::kGhost}) {
+      INFO(peft << " mode " << static_cast<int>(mode));
+      Seq2Seq s = random_bart(bart_json(), 23);
+      CausalLM m = s;
+      PeftOptions o;
+      o.kind = peft;
+      o.r = 4;
+      o.targets = peft == "full" ? std::vector<std::string>{"all"}
+                                 : std::vector<std::string>{"q_proj",   "k_proj", "v_proj",
+                                                            "out_proj", "fc1",    "fc2"};
+      apply_peft(m, o, 3);
+      {
+        torch::NoGradGuard ng;
+        for (auto& [n, p] : trainable_parameters(m))
+          if (n.find("lora_B") != std::string::npos) p.normal_(0, 0.1);
+      }
+      const lm::LmDataset ds = bart_grad_set();
+      lm::LmBatch b = lm::collate(ds, {0, 1, 2}, 1);
+      REQUIRE(b.src_ids.defined());
+      grad::GradOptions go;
+      go.mode = mode;
+      grad::PerSampleGrads psg(m, go);
+      torch::Tensor losses = psg.compute(b);
+      auto [ref, ref_losses] = grad::reference_per_sample_grads(m, b);
+      CHECK((losses - ref_losses).abs().max().item<double>() < 1e-5);
+      CHECK(bart_rows_rel_err(psg.matrix(), ref) < 1e-5);
+      torch::Tensor sq = psg.sq_norms();
+      CHECK(((sq - ref.pow(2).sum(1)).abs() / ref.pow(2).sum(1)).max().item<double>() < 1e-5);
+      if (peft == "full") {  // the shared table (both lookups and the tied head), positions, norms
+        std::set<std::string> names;
+        for (const auto& p : psg.params()) names.insert(p.name);
+        for (const char* n :
+             {"model.shared.weight", "model.encoder.embed_positions.weight",
+              "model.decoder.embed_positions.weight", "model.decoder.layernorm_embedding.bias",
+              "model.decoder.layers.1.encoder_attn.k_proj.weight"})
+          CHECK(names.count(n) == 1);
+        CHECK(names.count("final_logits_bias") == 0);
+      } else {
+        CHECK(psg.params().size() == 2 * 6 * 2 + 2 * 10 * 2);  // A and B of every linear
+      }
+    }
+  }
+}
+
+TEST_CASE("seq2seq batches: sources right-padded, the loss scores every target token",
+          "[bart][data]") {
+  const lm::LmDataset ds = bart_grad_set();
+  lm::LmBatch b = lm::collate(ds, {0, 1}, 1);
+  CHECK(b.src_ids.sizes() == torch::IntArrayRef({2, 6}));
+  CHECK(torch::equal(b.src_mask[1], torch::tensor(std::vector<int64_t>{1, 1, 1, 0, 0, 0})));
+  CHECK(b.src_ids[1][4].item<int64_t>() == 1);
+  Seq2Seq s = random_bart(bart_json(), 5);
+  CausalLM m = s;
+  torch::NoGradGuard ng;
+  lm::MaskedLmScores sc = lm::seq2seq_scores(*m, b);
+  CHECK(sc.targets[0].item<int64_t>() == 4);
+  CHECK(sc.targets[1].item<int64_t>() == 7);
+  // By hand for row 0: the decoder reads [2, 0, 33, 34] and is scored on [0, 33, 34, 2].
+  torch::Tensor src = b.src_ids.slice(0, 0, 1), dec = bart_ids({{2, 0, 33, 34}});
+  torch::Tensor logp =
+      torch::log_softmax(s->seq2seq_logits(src, torch::Tensor(), dec, torch::Tensor()), -1)[0];
+  const std::vector<int64_t> y = {0, 33, 34, 2};
+  double nll = 0;
+  for (int64_t t = 0; t < 4; ++t) nll -= logp[t][y[static_cast<size_t>(t)]].item<double>();
+  CHECK(std::abs(sc.loss[0].item<double>() - nll / 4) < 1e-5);
+  // A decoder-only model is refused.
+  CausalLM gpt = make_causal_lm(test::tiny_config("gpt2", test::TinySize{}), 1);
+  CHECK_THROWS_AS(lm::seq2seq_scores(*gpt, b), ConfigError);
 }

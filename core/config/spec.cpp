@@ -279,7 +279,7 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
   {
     Fields d = top.child("data");
     DataSpec& da = s.data;
-    d.get_choice("task", da.task, {"lm", "classification", "mlm"});
+    d.get_choice("task", da.task, {"lm", "classification", "mlm", "seq2seq"});
     d.get("mlm_probability", da.mlm_probability, Range{0, 1, true, false});
     d.get("labels", da.labels);
     parse_dataset(d.child("train"), da.train);
@@ -384,6 +384,17 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
            "masks plain text; leave data.loss_on and data.chat_format unset");
       need(da.train.prompt_column.empty() && da.train.prompt.empty(),
            "takes plain text, not prompts");
+    }
+    if (da.task == "seq2seq") {
+      auto need = [&](bool ok, const std::string& what) {
+        if (!ok) throw ConfigError(fmt::format("data.task: seq2seq {}", what));
+      };
+      need(!da.train.prompt_column.empty() || !da.train.prompt.empty(),
+           "needs sources: data.train.prompt_column (or prompt) names the encoder's input, "
+           "text_column the target");
+      need(!da.packing && da.chat_format == "none" && da.loss_on == "all",
+           "scores every target token of each (source, target) pair; leave data.packing, "
+           "data.chat_format and data.loss_on unset");
     }
     if (da.task != "mlm" && d.has("mlm_probability"))
       throw ConfigError(fmt::format(

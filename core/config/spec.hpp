@@ -69,7 +69,8 @@ struct DatasetSpec {
 struct DataSpec {
   // lm: language modelling (next-token loss; decoders, or an encoder with a causal-LM head).
   // classification: sequence classification with an encoder's classifier (label_column required;
-  // text_pair_column for sentence pairs). mlm: masked-LM pretraining of an encoder.
+  // text_pair_column for sentence pairs). mlm: masked-LM pretraining of an encoder. seq2seq: an
+  // encoder-decoder (bart) learns target = text_column given source = prompt_column / prompt.
   std::string task = "lm";
   double mlm_probability = 0.15;         // mlm: share of text ids masked (lm::MaskingOptions::rate)
   std::vector<std::string> labels;       // classification: label names in class-id order

@@ -108,6 +108,9 @@ LmEvalResult evaluate_lm(model::CausalLM& model, const lm::LmDataset& ds, int64_
     if (masked) {                       // at the masked positions (collate's fixed draw-0 masks)
       lm::MaskedLmScores sc = lm::masked_lm_scores(*model, b);
       loss = sc.loss, tokens = sc.targets, right = sc.correct;
+    } else if (ds.objective == lm::Objective::kSeq2Seq) {  // target t given source and y_<t
+      lm::MaskedLmScores sc = lm::seq2seq_scores(*model, b);
+      loss = sc.loss, tokens = sc.targets, right = sc.correct;
     } else {                                             // position t predicts labels[t + 1]
       torch::Tensor logits = model->forward(ids, mask);  // (B, T, V)
       std::tie(loss, tokens) = model::per_sample_loss(logits, labels);

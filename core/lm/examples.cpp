@@ -83,6 +83,22 @@ LmBatch collate(const LmDataset& ds, const std::vector<int64_t>& rows, int64_t p
   }
   if (types) b.token_type_ids = torch::zeros({B, T}, torch::kInt64);
   if (ds.objective == Objective::kClassification) b.class_labels = torch::empty({B}, torch::kInt64);
+  if (ds.objective == Objective::kSeq2Seq) {
+    int64_t S = 1;
+    for (int64_t r : rows) {
+      DPFT_CHECK(!ds.items[r].src_ids.empty(), "collate: row {} of a seq2seq set has no source", r);
+      S = std::max<int64_t>(S, static_cast<int64_t>(ds.items[r].src_ids.size()));
+    }
+    b.src_ids = torch::full({B, S}, pad_id, torch::kInt64);
+    b.src_mask = torch::zeros({B, S}, torch::kInt64);
+    auto si = b.src_ids.accessor<int64_t, 2>();
+    auto sm = b.src_mask.accessor<int64_t, 2>();
+    for (int64_t i = 0; i < B; ++i) {
+      const auto& src = ds.items[static_cast<size_t>(rows[i])].src_ids;
+      for (size_t t = 0; t < src.size(); ++t)
+        si[i][static_cast<int64_t>(t)] = src[t], sm[i][static_cast<int64_t>(t)] = 1;
+    }
+  }
   b.input_ids = torch::full({B, T}, pad_id, torch::kInt64);
   b.attention_mask = torch::zeros({B, T}, torch::kInt64);
   b.labels = torch::full({B, T}, -100, torch::kInt64);

@@ -31,7 +31,9 @@ struct Example {
 //   kClassification  the cross-entropy of the encoder's class logits at the sample's class id
 //   kMaskedLM        each sample's mean cross-entropy of the masked-LM head at its masked
 //                    positions (BERT's objective; the masks are drawn by collate, below)
-enum class Objective { kNextToken, kClassification, kMaskedLM };
+//   kSeq2Seq         an encoder-decoder's mean cross-entropy over the scored target ids given
+//                    the source (src_ids) and the target ids before each (teacher forcing)
+enum class Objective { kNextToken, kClassification, kMaskedLM, kSeq2Seq };
 
 // BERT's masking (Devlin et al. 2019, Sec. 3.1, as HF's DataCollatorForLanguageModeling): each
 // scored id is selected with probability `rate`; a selected id becomes a target (its label is the
@@ -56,6 +58,7 @@ struct TokenizedExample {
   std::string label;            // class label text ("" if unlabelled)
   std::vector<uint8_t> type_ids;  // encoders: per id its segment (0 / 1); empty = all 0
   int64_t class_id = -1;          // kClassification: the label's id; -1 unlabelled
+  std::vector<int32_t> src_ids;   // kSeq2Seq: the source (encoder input) ids; ids = the target
 };
 
 struct LmDataset {
@@ -75,6 +78,9 @@ struct LmBatch {
   Objective objective = Objective::kNextToken;
   torch::Tensor token_type_ids;  // (B, T) int64 when any row has type ids; else undefined
   torch::Tensor class_labels;    // kClassification: (B) int64 class ids; else undefined
+  // kSeq2Seq: the sources, right-padded with pad_id, and their mask (B, S) int64; input_ids /
+  // labels are then the targets (the decoder's inputs are made from them: seq2seq_scores).
+  torch::Tensor src_ids, src_mask;
 };
 
 // rows: positions in ds.items (may be empty: returns B = 0 tensors of shape (0, 1)). pad_id:

@@ -1,6 +1,7 @@
 #include "core/lm/objective.hpp"
 
 #include "core/model/encoder.hpp"
+#include "core/model/seq2seq.hpp"
 #include "core/util/error.hpp"
 #include "core/util/shape.hpp"
 
@@ -39,6 +40,7 @@ torch::Tensor sample_losses(model::CausalLMImpl& model, const LmBatch& b) {
   if (b.objective == Objective::kMaskedLM) {
     return masked_lm_scores(model, b).loss;
   }
+  if (b.objective == Objective::kSeq2Seq) return seq2seq_scores(model, b).loss;
   DPFT_CHECK_AS(ConfigError, !b.token_type_ids.defined(),
                 "token types belong to encoder batches; a next-token batch has none");
   return model::per_sample_loss(model.forward(b.input_ids.to(dev), on(b.attention_mask, dev)),
@@ -85,6 +87,31 @@ MaskedLmScores masked_lm_scores(model::CausalLMImpl& model, const LmBatch& b) {
   return s;
 }
 
+MaskedLmScores seq2seq_scores(model::CausalLMImpl& model, const LmBatch& b) {
+  auto* s2s = dynamic_cast<model::Seq2SeqImpl*>(&model);
+  DPFT_CHECK_AS(ConfigError, s2s != nullptr,
+                "a seq2seq objective (data.task: seq2seq) needs an encoder-decoder model (bart); "
+                "this is a {} model",
+                model.config().model_type);
+  DPFT_CHECK(
+      b.src_ids.defined() && b.src_mask.defined() && b.src_ids.size(0) == b.input_ids.size(0),
+      "a seq2seq batch needs src_ids and src_mask with one row per target");
+  const torch::Device dev = model.parameters().front().device();
+  const model::ModelConfig& c = model.config();
+  torch::Tensor y = b.input_ids.to(dev), mask = b.attention_mask.to(dev);  // (B, T)
+  // Teacher forcing: the decoder reads the start token, then the targets shifted right.
+  torch::Tensor dec = model::shift_right(y, c.decoder_start_token_id, c.pad_token_id.value_or(1));
+  torch::Tensor dec_mask =
+      torch::cat({torch::ones_like(mask.slice(1, 0, 1)), mask.slice(1, 0, -1)}, 1);
+  torch::Tensor logits = s2s->seq2seq_logits(b.src_ids.to(dev), b.src_mask.to(dev), dec,
+                                             dec_mask);  // (B, T, V)
+  torch::Tensor labels = b.labels.to(dev);
+  MaskedLmScores s;
+  std::tie(s.loss, s.targets) = masked_token_loss(logits, labels);
+  s.correct = (logits.argmax(-1).eq(labels) & labels.ne(-100)).sum(1);
+  return s;
+}
+
 LmBatch select_rows(const LmBatch& b, const std::vector<int64_t>& rows) {
   const torch::Tensor idx = torch::tensor(rows, torch::kInt64);
   auto pick = [&](const torch::Tensor& t) {
@@ -97,6 +124,8 @@ LmBatch select_rows(const LmBatch& b, const std::vector<int64_t>& rows) {
   o.labels = pick(b.labels);
   o.token_type_ids = pick(b.token_type_ids);
   o.class_labels = pick(b.class_labels);
+  o.src_ids = pick(b.src_ids);
+  o.src_mask = pick(b.src_mask);
   for (int64_t r : rows) o.index.push_back(b.index.empty() ? r : b.index[static_cast<size_t>(r)]);
   return o;
 }

@@ -6,6 +6,8 @@
 //                    (model::EncoderImpl::classify on ids, mask and token types), c_b the class
 //   kMaskedLM        loss_b = mean over b's masked positions t of -log p(x_t | x~), x~ the
 //                    masked input (collate draws the masks), p the masked-LM head's softmax
+//   kSeq2Seq         loss_b = mean over b's scored target positions t of
+//                    -log p(y_t | source_b, y_<t) (an encoder-decoder, teacher forcing)
 #pragma once
 #include <torch/torch.h>
 
@@ -35,6 +37,12 @@ struct MaskedLmScores {
   torch::Tensor loss, targets, correct;
 };
 MaskedLmScores masked_lm_scores(model::CausalLMImpl& model, const LmBatch& b);
+
+// A seq2seq batch's scores (model::Seq2SeqImpl): the decoder reads [decoder_start, y_0 .. y_T-2]
+// (model::shift_right of the targets) and position t is scored against y_t where labelled.
+// loss (B) float32, targets (B) int64 (scored positions), correct (B) int64 (argmax = y_t).
+// ConfigError for a model that is not an encoder-decoder.
+MaskedLmScores seq2seq_scores(model::CausalLMImpl& model, const LmBatch& b);
 
 // Rows `rows` of a batch (every tensor field and the index), e.g. one sample for the reference.
 LmBatch select_rows(const LmBatch& b, const std::vector<int64_t>& rows);

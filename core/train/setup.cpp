@@ -91,6 +91,10 @@ void load_model(const Spec& spec, TrainInputs& in) {
   }
   const model::ModelConfig& mc = in.model->config();
   const bool classify = spec.data.task == "classification", mlm = spec.data.task == "mlm";
+  DPFT_CHECK_AS(ConfigError, (spec.data.task == "seq2seq") == mc.is_seq2seq(),
+                "data.task: {} with model.path {}, a {} model: an encoder-decoder (bart) trains "
+                "with data.task: seq2seq, and only it does",
+                spec.data.task, in.model_dir.string(), mc.model_type);
   // Which head each task trains (an encoder's head is its config.json architecture).
   const model::EncoderHead need = classify ? model::EncoderHead::kSequenceClassification
                                   : mlm    ? model::EncoderHead::kMaskedLM
