@@ -417,3 +417,65 @@ TEST_CASE("seq2seq batches: sources right-padded, the loss scores every target t
   CausalLM gpt = make_causal_lm(test::tiny_config("gpt2", test::TinySize{}), 1);
   CHECK_THROWS_AS(lm::seq2seq_scores(*gpt, b), ConfigError);
 }
+
+TEST_CASE("dpft run trains a BART on (source, target) pairs: sgd learns, dp-sgd spends, resume",
+          "[bart][run]") {
+  SHARED_DATA_OR_SKIP(roberta, "roberta_tokenizer");
+  SHARED_DATA_OR_SKIP(e2e, "e2e");
+  test::TempDir tmp;
+  const std::string model = (tmp.path / "model").string();
+  REQUIRE(test::cli({"model", "init", "--arch", "bart", "--preset", "tiny", "--tokenizer",
+                     roberta.string(), "--out", model, "--seed", "1"}) == 0);
+  const std::string spec = (tmp.path / "spec.yaml").string();
+  write_file_atomic(spec,
+                    "name: bart-test\nseed: 3\n"
+                    "model: {path: " +
+                        model +
+                        ", peft: {kind: full, targets: [all]}}\n"
+                        "data:\n  task: seq2seq\n"
+                        "  train: {path: " +
+                        (e2e / "trainset.csv").string() +
+                        ", prompt_column: mr, text_column: ref, num_samples: 96}\n"
+                        "  eval: {path: " +
+                        (e2e / "devset.csv").string() +
+                        ", prompt_column: mr, text_column: ref, num_samples: 24}\n"
+                        "  max_length: 48\n"
+                        "privacy: {epsilon: .inf}\n"
+                        "train: {steps: 8, batch_size: 16, micro_batch_size: 8, lr: 0.005}\n"
+                        "method: {name: sgd}\n"
+                        "eval: {every: 4}\n"
+                        "output: {checkpoint_every: 2}\n");
+  const std::string out = (tmp.path / "runs").string();
+  std::string printed;
+  REQUIRE(test::cli({"run", spec, "--out", out}, &printed) == 0);
+  const fs::path dir = test::last_line(printed);
+  auto m = nlohmann::json::parse(read_file(dir / "metrics.json"));
+  const auto& base = m["eval"]["base"];
+  const auto& fin = m["eval"]["final"];
+  CHECK(fin["loss"].get<double>() < base["loss"].get<double>() - 1.0);  // it learns
+  CHECK(base["tokens"] == fin["tokens"]);  // every target token of the 24 pairs, both times
+  CHECK(base["tokens"].get<int64_t>() > 24 * 5);
+  // Stopped after step 4 and resumed: the uninterrupted run's numbers.
+  REQUIRE(test::cli({"run", spec, "--out", out, "--stop-after", "4"}, &printed) == 0);
+  const fs::path part = test::last_line(printed);
+  REQUIRE(test::cli({"run", "--resume", part.string()}) == 0);
+  auto resumed = nlohmann::json::parse(read_file(part / "metrics.json"));
+  CHECK(resumed["eval"] == m["eval"]);
+  // DP-SGD with LoRA: Poisson lots, the ledger spends the budget.
+  REQUIRE(test::cli({"run", spec, "--out", out, "--set", "method.name=dp-sgd", "--set",
+                     "privacy.epsilon=4", "--set",
+                     "model.peft={kind: lora, r: 4, targets: "
+                     "[q_proj, v_proj, fc1, fc2]}"},
+                    &printed) == 0);
+  auto dp = nlohmann::json::parse(read_file(fs::path(test::last_line(printed)) / "metrics.json"));
+  CHECK(dp["status"] == "ok");
+  CHECK(dp["privacy"]["epsilon"].get<double>() <= 4.0);
+  CHECK(dp["privacy"]["epsilon"].get<double>() > 3.5);
+  // The refusals: a bart under data.task lm, and a decoder-only model under seq2seq.
+  CHECK(test::cli({"run", spec, "--out", out, "--set", "data.task=lm"}) == 2);
+  const std::string gpt = (tmp.path / "gpt").string();
+  SHARED_DATA_OR_SKIP(gpt2tok, "gpt2_tokenizer");
+  REQUIRE(test::cli({"model", "init", "--arch", "gpt2", "--preset", "tiny", "--tokenizer",
+                     gpt2tok.string(), "--out", gpt}) == 0);
+  CHECK(test::cli({"run", spec, "--out", out, "--set", "model.path=" + gpt}) == 2);
+}
