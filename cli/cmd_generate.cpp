@@ -76,7 +76,7 @@ void register_generate(CLI::App& app, CliContext& ctx) {
                   "beam search: score = sum log p / length^this")
       ->capture_default_str();
   sub->add_option("--no-repeat-ngram-size", o->beam.no_repeat_ngram_size,
-                  "beam search: never repeat an n-gram of the new tokens (0 = off)")
+                  "never repeat an n-gram of the new tokens (0 = off)")
       ->capture_default_str();
   sub->add_flag("--early-stopping", o->beam.early_stopping,
                 "beam search: stop once num-beams hypotheses finished");
@@ -90,12 +90,19 @@ void register_generate(CLI::App& app, CliContext& ctx) {
       tok::Tokenizer tk = tok::load_tokenizer(o->model);
       generate::GenerationOptions g = o->g;
       g.do_sample = o->sample;
+      g.no_repeat_ngram_size = o->beam.no_repeat_ngram_size;
+      const bool s2s = m->config().is_seq2seq();  // the prompt is the encoder's source
       if (tk.eos_id()) g.stop_ids.push_back(*tk.eos_id());
       if (tk.pad_id()) g.pad_id = *tk.pad_id();
       std::vector<std::vector<int64_t>> ids;
       for (const auto& p : prompts) {
         std::vector<int64_t> row;
-        if (o->chat) {
+        if (s2s) {  // <s> source </s>, as BART's sources are trained (data.task seq2seq)
+          if (o->chat) throw ConfigError("--chat is for decoder-only chat models, not bart");
+          if (tk.bos_id()) row.push_back(*tk.bos_id());
+          for (auto t : tk.encode(p)) row.push_back(t);
+          if (tk.eos_id()) row.push_back(*tk.eos_id());
+        } else if (o->chat) {
           tok::ChatPrompt cp = tok::render_chat(tk, {{"user", p}}, /*add_generation_prompt=*/true);
           for (auto t : tok::encode_chat(tk, cp).ids) row.push_back(t);
         } else {

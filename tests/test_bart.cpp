@@ -471,6 +471,14 @@ TEST_CASE("dpft run trains a BART on (source, target) pairs: sgd learns, dp-sgd 
   CHECK(dp["status"] == "ok");
   CHECK(dp["privacy"]["epsilon"].get<double>() <= 4.0);
   CHECK(dp["privacy"]["epsilon"].get<double>() > 3.5);
+  // dpft generate on a BART: the prompt is the source; sampled, cut at max-new-tokens.
+  const std::string gen = (tmp.path / "gen.jsonl").string();
+  REQUIRE(test::cli({"generate", "--model", model, "--prompt", "name[The Vaults], eatType[pub]",
+                     "--sample", "--top-p", "0.95", "--repetition-penalty", "1.5",
+                     "--max-new-tokens", "6", "--out", gen}) == 0);
+  auto line = nlohmann::json::parse(read_file(gen));
+  CHECK(line["tokens"].size() <= 6);
+  CHECK(!line["tokens"].empty());
   // The refusals: a bart under data.task lm, and a decoder-only model under seq2seq.
   CHECK(test::cli({"run", spec, "--out", out, "--set", "data.task=lm"}) == 2);
   const std::string gpt = (tmp.path / "gpt").string();
