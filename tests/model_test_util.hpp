@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
+#include <functional>
 #include <string>
 
 #include "core/model/config.hpp"
@@ -79,6 +80,26 @@ inline std::string python_with_torch() {
     if (std::system(cmd.c_str()) == 0) return py;
   }
   return "";
+}
+
+// Nested JSON lists of numbers (a reference script's output) -> a float32 tensor of that shape.
+inline torch::Tensor json_tensor(const nlohmann::json& j) {
+  std::vector<int64_t> shape;
+  for (const nlohmann::json* p = &j; p->is_array() && !p->empty(); p = &(*p)[0])
+    shape.push_back(static_cast<int64_t>(p->size()));
+  std::vector<float> flat;
+  std::function<void(const nlohmann::json&)> walk = [&](const nlohmann::json& x) {
+    if (x.is_array())
+      for (const auto& y : x) walk(y);
+    else
+      flat.push_back(x.get<float>());
+  };
+  walk(j);
+  return torch::tensor(flat).view(shape);
+}
+
+inline double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a.to(torch::kFloat32) - b.to(torch::kFloat32)).abs().max().item<double>();
 }
 
 // HF config.json of a tiny random encoder (48 wide, 6 heads, 2 layers, vocabulary 83).

@@ -64,25 +64,6 @@ torch::Tensor bart_ids(const std::vector<std::vector<int64_t>>& v) {
   return torch::tensor(f).view({static_cast<int64_t>(v.size()), -1});
 }
 
-torch::Tensor bart_json_tensor(const nlohmann::json& j) {  // nested lists -> float32 tensor
-  std::vector<int64_t> shape;
-  for (const nlohmann::json* p = &j; p->is_array() && !p->empty(); p = &(*p)[0])
-    shape.push_back(static_cast<int64_t>(p->size()));
-  std::vector<float> flat;
-  std::function<void(const nlohmann::json&)> walk = [&](const nlohmann::json& x) {
-    if (x.is_array())
-      for (const auto& y : x) walk(y);
-    else
-      flat.push_back(x.get<float>());
-  };
-  walk(j);
-  return torch::tensor(flat).view(shape);
-}
-
-double bart_max_abs(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a.to(torch::kFloat32) - b.to(torch::kFloat32)).abs().max().item<double>();
-}
-
 // Sources and targets with right padding (pad 1): row 0 padded in both, row 1 full, row 2 short.
 const std::vector<std::vector<int64_t>> kSrc = {
     {0, 17, 5, 42, 8, 2, 1, 1}, {0, 11, 12, 13, 14, 15, 16, 2}, {0, 50, 2, 1, 1, 1, 1, 1}};
@@ -129,12 +110,13 @@ TEST_CASE("bart matches the independent Python reference, with source and target
   const torch::Tensor src_real = SM.unsqueeze(-1).to(torch::kFloat32),
                       tgt_real = TM.unsqueeze(-1).to(torch::kFloat32);
   torch::Tensor enc = loaded->encode(S, SM);
-  CHECK(bart_max_abs(enc * src_real, bart_json_tensor(ref["encoder_hidden"]) * src_real) < 1e-4);
+  CHECK(test::max_abs_diff(enc * src_real, test::json_tensor(ref["encoder_hidden"]) * src_real) <
+        1e-4);
   torch::Tensor logits = loaded->decode(T, TM, enc, SM);
   CHECK(logits.sizes() == torch::IntArrayRef({3, 6, 83}));
-  CHECK(bart_max_abs(logits * tgt_real, bart_json_tensor(ref["logits"]) * tgt_real) < 1e-4);
+  CHECK(test::max_abs_diff(logits * tgt_real, test::json_tensor(ref["logits"]) * tgt_real) < 1e-4);
   // The training pass (one shared-embedding lookup) gives the same logits.
-  CHECK(bart_max_abs(loaded->seq2seq_logits(S, SM, T, TM), logits) < 1e-5);
+  CHECK(test::max_abs_diff(loaded->seq2seq_logits(S, SM, T, TM), logits) < 1e-5);
   // A plain token stream is refused: the model needs its source.
   CHECK_THROWS_AS(loaded->forward(S, SM), ConfigError);
 }
@@ -150,7 +132,7 @@ TEST_CASE("bart: cached decoding equals recomputation, also after dropping rows"
   Seq2SeqCache cache;
   for (int64_t t = 0; t < T.size(1); ++t) {
     torch::Tensor step = m->decode(T.slice(1, t, t + 1), torch::Tensor(), enc, SM, &cache);
-    CHECK(bart_max_abs(step.select(1, 0), full.select(1, t)) < 1e-5);
+    CHECK(test::max_abs_diff(step.select(1, 0), full.select(1, t)) < 1e-5);
   }
   CHECK(cache.length() == 6);
   CHECK(cache.cross_k.size() == 2);  // one per decoder layer, computed once
@@ -161,7 +143,7 @@ TEST_CASE("bart: cached decoding equals recomputation, also after dropping rows"
   c2.select_rows(rows);
   torch::Tensor next = m->decode(T.index_select(0, rows).slice(1, 3, 4), torch::Tensor(),
                                  enc.index_select(0, rows), SM.index_select(0, rows), &c2);
-  CHECK(bart_max_abs(next.select(1, 0), full.index_select(0, rows).select(1, 3)) < 1e-5);
+  CHECK(test::max_abs_diff(next.select(1, 0), full.index_select(0, rows).select(1, 3)) < 1e-5);
   // keep_last: only the last position's logits.
   CHECK(m->decode(T, torch::Tensor(), enc, SM, nullptr, 1).size(1) == 1);
 }
@@ -205,8 +187,8 @@ TEST_CASE("bart parameters carry Hugging Face's names; tied aliases load; errors
   Seq2Seq a = as_seq2seq(load_checkpoint(d.path / "alias"));
   torch::NoGradGuard ng;
   const torch::Tensor S = bart_ids(kSrc), SM = bart_ids(kSrcMask), T = bart_ids(kTgt);
-  CHECK(bart_max_abs(a->seq2seq_logits(S, SM, T, torch::Tensor()),
-                     m->seq2seq_logits(S, SM, T, torch::Tensor())) == 0);
+  CHECK(test::max_abs_diff(a->seq2seq_logits(S, SM, T, torch::Tensor()),
+                           m->seq2seq_logits(S, SM, T, torch::Tensor())) == 0);
 
   // A missing tensor is named.
   renamed.erase(renamed.begin() + 3);

@@ -23,34 +23,6 @@
 using namespace dpft;
 using namespace dpft::model;
 
-namespace {
-
-torch::Tensor enc_json_tensor(
-    const nlohmann::json& j) {  // nested lists of numbers -> float32 tensor
-  std::vector<int64_t> shape;
-  const nlohmann::json* p = &j;
-  while (p->is_array()) {
-    shape.push_back(static_cast<int64_t>(p->size()));
-    if (p->empty()) break;
-    p = &(*p)[0];
-  }
-  std::vector<float> flat;
-  std::function<void(const nlohmann::json&)> walk = [&](const nlohmann::json& x) {
-    if (x.is_array())
-      for (const auto& y : x) walk(y);
-    else
-      flat.push_back(x.get<float>());
-  };
-  walk(j);
-  return torch::tensor(flat).view(shape);
-}
-
-double enc_max_abs(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a.to(torch::kFloat32) - b.to(torch::kFloat32)).abs().max().item<double>();
-}
-
-}  // namespace
-
 TEST_CASE("encoders match the independent Python reference: every head, padding, pairs",
           "[model][parity][encoder]") {
   const std::string py = test::python_with_torch();
@@ -106,13 +78,14 @@ TEST_CASE("encoders match the independent Python reference: every head, padding,
     const torch::Tensor I = flat(ids), M = flat(mask), TT = flat(types);
     const torch::Tensor real = M.unsqueeze(-1).to(torch::kFloat32);  // compare real tokens only
     torch::Tensor hidden = enc->encode(I, M, TT);
-    CHECK(enc_max_abs(hidden * real, enc_json_tensor(ref["hidden"]) * real) < 1e-4);
-    CHECK(enc_max_abs(mean_pool_normalize(hidden, M), enc_json_tensor(ref["embedding"])) < 1e-5);
+    CHECK(test::max_abs_diff(hidden * real, test::json_tensor(ref["hidden"]) * real) < 1e-4);
+    CHECK(test::max_abs_diff(mean_pool_normalize(hidden, M), test::json_tensor(ref["embedding"])) <
+          1e-5);
     const ModelConfig& cfg = loaded->config();
     if (cfg.head == EncoderHead::kSequenceClassification) {
       torch::Tensor logits = enc->classify(I, M, TT);
       CHECK(logits.sizes() == torch::IntArrayRef({3, 3}));
-      CHECK(enc_max_abs(logits, enc_json_tensor(ref["logits"])) < 1e-4);
+      CHECK(test::max_abs_diff(logits, test::json_tensor(ref["logits"])) < 1e-4);
       CHECK_THROWS_AS(loaded->forward(I, M), ConfigError);
     } else if (cfg.head == EncoderHead::kNone) {
       CHECK_FALSE(ref.contains("logits"));
@@ -120,9 +93,10 @@ TEST_CASE("encoders match the independent Python reference: every head, padding,
     } else {
       // forward() has no token types: compare with the rows whose types are all 0.
       torch::Tensor logits = loaded->forward(I, M);
-      torch::Tensor want = enc_json_tensor(ref["logits"]);
+      torch::Tensor want = test::json_tensor(ref["logits"]);
       const int64_t from = c.type == "bert" ? 1 : 0;  // BERT row 0 used token types
-      CHECK(enc_max_abs((logits * real).slice(0, from), (want * real).slice(0, from)) < 1e-4);
+      CHECK(test::max_abs_diff((logits * real).slice(0, from), (want * real).slice(0, from)) <
+            1e-4);
       CHECK_THROWS_AS(enc->classify(I, M, TT), ConfigError);
     }
   }
@@ -266,16 +240,16 @@ TEST_CASE("a causal BERT decodes with the KV cache as without it", "[model][enco
     torch::Tensor full = m->forward(ids, torch::Tensor());  // (1, 6, V)
     KVCache cache;
     torch::Tensor first = m->forward(ids.slice(1, 0, 4), torch::Tensor(), &cache);
-    CHECK(enc_max_abs(first, full.slice(1, 0, 4)) < 1e-5);
+    CHECK(test::max_abs_diff(first, full.slice(1, 0, 4)) < 1e-5);
     for (int64_t t = 4; t < 6; ++t) {
       torch::Tensor step = m->forward(ids.slice(1, t, t + 1), torch::Tensor(), &cache);
-      CHECK(enc_max_abs(step, full.slice(1, t, t + 1)) < 1e-5);
+      CHECK(test::max_abs_diff(step, full.slice(1, t, t + 1)) < 1e-5);
     }
     // Causal: a later token does not change an earlier position's logits.
     torch::Tensor changed = ids.clone();
     changed[0][5] = 60;
-    CHECK(enc_max_abs(m->forward(changed, torch::Tensor()).slice(1, 0, 5), full.slice(1, 0, 5)) ==
-          0);
+    CHECK(test::max_abs_diff(m->forward(changed, torch::Tensor()).slice(1, 0, 5),
+                             full.slice(1, 0, 5)) == 0);
   }
   // A masked LM sees both sides and refuses a cache.
   CausalLM mlm = test::random_encoder(test::encoder_json("bert", "BertForMaskedLM"), 8);
@@ -283,8 +257,8 @@ TEST_CASE("a causal BERT decodes with the KV cache as without it", "[model][enco
   const torch::Tensor ids = torch::tensor({{4, 9, 21, 33}}, torch::kInt64);
   torch::Tensor changed = ids.clone();
   changed[0][3] = 60;
-  CHECK(enc_max_abs(mlm->forward(changed, torch::Tensor()).select(1, 0),
-                    mlm->forward(ids, torch::Tensor()).select(1, 0)) > 0);
+  CHECK(test::max_abs_diff(mlm->forward(changed, torch::Tensor()).select(1, 0),
+                           mlm->forward(ids, torch::Tensor()).select(1, 0)) > 0);
   KVCache cache;
   CHECK_THROWS_AS(mlm->forward(ids, torch::Tensor(), &cache), ConfigError);
 }
