@@ -72,15 +72,15 @@ fi
 rm -rf "$dest"
 mkdir -p models
 cp -r "$run/model" "$dest"
-python3 - "$run" "$MODEL" "$spec" "$earlier" > "$dest/PROVENANCE.md" <<'PY'
+python3 - "$run" "$MODEL" "$spec" "$earlier" "$*" > "$dest/PROVENANCE.md" <<'PY'
 import json, os, sys
-run, model, spec, earlier = sys.argv[1:5]
+run, model, spec, earlier, extra = sys.argv[1:6]
 m = json.load(open(run + "/metrics.json"))
 e = m.get("eval") or m["non_private"]["eval"]
 t = m.get("non_private", m)["timing"]
 cfg = json.load(open(run + "/model/config.json"))
 data = json.load(open(run + "/privacy_lock.json"))["settings"]["data"]
-files = [data["train"]["path"]] + [x["path"] for x in data.get("train_extra") or []]
+files = list(dict.fromkeys([data["train"]["path"]] + [x["path"] for x in data.get("train_extra") or []]))
 print(f"# models/tiny-{model}: how it was made\n")
 what = ("next-token pretraining" if model == "gpt2" else
         "masked-LM pretraining (15 % of text ids; 80 % <mask>, 10 % random, 10 % kept)")
@@ -89,7 +89,8 @@ start = ("the exported model of the earlier stages below (`FROM=... bash "
          f"random init (`dpft model init --arch {model} --preset mini`, seed 0)")
 print(f"Made by `MODEL={model} bash scripts/pretrain_tiny.sh`: {start}, "
       f"{cfg.get('hidden_size', cfg.get('n_embd'))} wide, {cfg.get('num_hidden_layers', cfg.get('n_layer'))} layers, "
-      f"then `dpft run {spec}`: {what}, method sgd, AdamW (lr {m['train'].get('lr')}), full "
+      f"then `dpft run {spec}{' ' + extra if extra else ''}`: {what}, method sgd, AdamW "
+      f"(lr {m['train'].get('lr')}), full "
       "training on packed 128-token blocks of public text; weights stored in float16.\n")
 if files:
     print("Training text (nothing an experiment on this model uses as private or evaluation data; "
