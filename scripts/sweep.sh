@@ -5,7 +5,10 @@
 # crashed or interrupted sweep is restarted with the same command; so is one whose run was
 # turned into a run file (OUT/<stem>/eps<E>/s<S>.run.json, experiments/run_files.py, as results
 # pages keep runs), so a sweep whose finished runs are committed as they land resumes on a new
-# machine. Non-private specs (method
+# machine. A combination whose directory holds an unfinished run with a checkpoint (killed,
+# interrupted or stopped; set output.checkpoint_every for long runs) is continued with
+# `dpft run --resume RUN_DIR` (the run's own config: extra args are not passed) instead of
+# starting over. Non-private specs (method
 # `sgd`, found with `dpft run --dry-run`, or listed in --no-eps-for) run once per seed, without
 # the epsilon override, in OUT/<stem>/noeps/s<S>. A failed run is reported and the sweep goes
 # on; the exit status is 1 if any run failed (2 for bad arguments or specs; 130/143 when a run
@@ -110,6 +113,14 @@ finished_run() {
   return 1
 }
 
+# The newest unfinished run directory under $1 that has a checkpoint to continue from, if any.
+resumable_run() {
+  local st r=""
+  while IFS= read -r st; do r=$(dirname "$(dirname "$st")"); done \
+    < <(find "$1" -path '*/checkpoint/state.json' 2>/dev/null | sort)
+  [ -n "$r" ] && echo "$r"
+}
+
 i=0 ran=0 skipped=0 failed=0
 for c in "${combos[@]}"; do
   IFS='|' read -r spec e s <<<"$c"
@@ -128,17 +139,22 @@ for c in "${combos[@]}"; do
     skipped=$((skipped + 1))
     continue
   fi
+  verb=run
+  if resume_dir=$(resumable_run "$dir"); then
+    verb=resume
+    args=(run --resume "$resume_dir")
+  fi
   if [ "$DRY" = 1 ]; then
-    echo "$tag: would run: $DPFT ${args[*]}"
+    echo "$tag: would $verb: $DPFT ${args[*]}"
     continue
   fi
   mkdir -p "$dir"
   t0=$(date +%s.%N)
-  "$DPFT" "${args[@]}" >"$dir/sweep.log" 2>&1
+  "$DPFT" "${args[@]}" >>"$dir/sweep.log" 2>&1
   rc=$?
   secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
   if [ "$rc" = 0 ]; then
-    echo "$tag: ran (${secs}s) -> $(finished_run "$dir" || echo "$dir (no ok metrics.json?)")"
+    echo "$tag: $([ "$verb" = run ] && echo ran || echo resumed) (${secs}s) -> $(finished_run "$dir" || echo "$dir (no ok metrics.json?)")"
     ran=$((ran + 1))
   else
     echo "$tag: FAILED (exit $rc, ${secs}s; log: $dir/sweep.log)"

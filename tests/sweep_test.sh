@@ -72,6 +72,34 @@ out=$(bash "$SWEEP" --dpft "$DPFT" --specs "$T/a.yaml $T/b.yaml" --seeds "0 1 2"
       --out "$T/real" -- --set method.name=noop 2>&1)
 check "run files skipped" has "$out" "sweep: 6 combinations: 0 ran, 6 skipped, 0 failed"
 
+# A run stopped with a checkpoint (as a killed long run with output.checkpoint_every leaves it)
+# is continued with --resume, not started over.
+cat > "$T/r.yaml" <<YAML
+name: r
+seed: 0
+model: {path: "", peft: {kind: lora, r: 4, alpha: 8, targets: [c_attn]}}
+data:
+  train: {path: $SRC/experiments/data/pubmed_sample/train.csv, text_column: text, num_samples: 40}
+  eval: {path: $SRC/experiments/data/pubmed_sample/eval.csv, text_column: text, num_samples: 4}
+  max_length: 16
+privacy: {epsilon: 1, delta: 1.0e-5, sampling_rate: 0.2, clip_norm: 1.0}
+train: {steps: 4, micro_batch_size: 16, lr: 5.0e-3}
+method: {name: dp-sgd}
+YAML
+bash "$SWEEP" --dpft "$DPFT" --specs "$T/r.yaml" --seeds 0 --eps 1 --out "$T/res" -- --stop-after 2 > /dev/null 2>&1
+check "the stopped run left a checkpoint" [ -n "$(find "$T/res" -path '*/checkpoint/state.json')" ]
+out=$(bash "$SWEEP" --dpft "$DPFT" --specs "$T/r.yaml" --seeds 0 --eps 1 --out "$T/res" --dry-run 2>&1)
+check "dry run says it would resume" has "$out" "r eps=1 seed=0: would resume: $DPFT run --resume $T/res/r/eps1/s0/r/"
+out=$(bash "$SWEEP" --dpft "$DPFT" --specs "$T/r.yaml" --seeds 0 --eps 1 --out "$T/res" 2>&1); rc=$?
+check "resume exits 0 (rc $rc)" [ "$rc" = 0 ]
+check "resumed, reported" has "$out" "r eps=1 seed=0: resumed ("
+check "one run directory, finished by the resume, with 4 steps" python3 -c '
+import json, glob, sys
+d = glob.glob(sys.argv[1] + "/res/r/eps1/s0/r/*/")
+m = json.load(open(d[0] + "manifest.json")) if len(d) == 1 else {}
+steps = {json.loads(l)["step"] for l in open(d[0] + "metrics.jsonl") if "\"event\":\"step\"" in l} if d else set()
+sys.exit(not (len(d) == 1 and m.get("status") == "ok" and m.get("resumed") and steps == {1, 2, 3, 4}))' "$T"
+
 # compact_results keeps what the denoise tables and plots read (eval steps_to_accuracy, nlg,
 # history) and drops the rest of eval.
 mkdir -p "$T/cmp/x/eps1/s0/x/20260101-000000-s0"

@@ -19,6 +19,8 @@
 #          [--methods "dp_sgd denoise"] [--dpft build/dpft] [--dry-run] [-- EXTRA --set ...]
 # Env (--glue): MODELS (the per-task classifiers, default build/glue/models), REFERENCE (default
 # experiments/denoise/reference_accuracy.tsv: task TAB accuracy TAB how it was measured).
+# Every run checkpoints each 50 steps, so a sweep killed mid-run (a session's end) continues the
+# run from its checkpoint when the same command is run again (scripts/sweep.sh).
 # Then:  dpft report DIR --table denoise-nlg | denoise-glue     (docs/results/denoise.md)
 #        dpft report DIR --plot fig.svg --plot-kind eval-loss | eval-accuracy | improvement
 set -euo pipefail
@@ -39,7 +41,7 @@ while [ $# -gt 0 ]; do
     *) echo "denoise: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-status=0
+status=0 ckpt=(--set output.checkpoint_every=50)
 if [ "$glue" = 1 ]; then
   [ "$reference" = 1 ] && variants=reference
   out=${out:-runs/denoise_glue}
@@ -60,7 +62,7 @@ if [ "$glue" = 1 ]; then
       [ -f "$spec" ] || { echo "denoise: no spec $spec (variants: dp_sgd denoise; SST-2 also clip_only denoise_diag denoise_k101 denoise_k105 denoise_k11 denoise_unscaled)" >&2; exit 2; }
       e=6.7; [ "$v" = clip_only ] && e=inf
       bash scripts/sweep.sh ${dry[@]+"${dry[@]}"} --dpft "$dpft" --specs "$spec" --seeds "$seeds" \
-        --eps "$e" --out "$out" -- --set model.path="$MODELS/$t" ${ref[@]+"${ref[@]}"} \
+        --eps "$e" --out "$out" -- --set model.path="$MODELS/$t" ${ref[@]+"${ref[@]}"} "${ckpt[@]}" \
         ${extra[@]+"${extra[@]}"} || status=$?
       [ "$status" -ge 130 ] && exit "$status"
     done
@@ -73,7 +75,7 @@ for d in $datasets; do
     spec=experiments/denoise/small/$d-$m.yaml
     [ -f "$spec" ] || { echo "denoise: no spec $spec (datasets: e2e dart; methods: dp_sgd denoise)" >&2; exit 2; }
     bash scripts/sweep.sh ${dry[@]+"${dry[@]}"} --dpft "$dpft" --specs "$spec" --seeds "$seeds" \
-      --eps 5.4 --out "$out" ${extra[@]+-- "${extra[@]}"} || status=$?
+      --eps 5.4 --out "$out" -- "${ckpt[@]}" ${extra[@]+"${extra[@]}"} || status=$?
     [ "$status" -ge 130 ] && exit "$status"
   done
 done
