@@ -11,12 +11,10 @@
 
 #include "cli/app.hpp"
 #include "core/eval/embed.hpp"
-#include "core/model/checkpoint.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
 #include "core/util/npy.hpp"
 #include "core/util/progress.hpp"
-#include "core/util/system.hpp"
 #include "data/table.hpp"
 
 namespace dpft {
@@ -53,16 +51,7 @@ void register_embed(CLI::App& app, CliContext& ctx) {
       const std::string ext = out.extension().string();
       DPFT_CHECK_AS(ConfigError, ext == ".npy" || ext == ".jsonl",
                     "--out {}: use a .npy or .jsonl file name", o->out);
-      DPFT_CHECK_AS(ConfigError, o->device == "cpu" || cuda_available(),
-                    "--device {}: this dpft's LibTorch has no CUDA or sees no GPU", o->device);
-      model::CausalLM m = model::load_checkpoint(o->model);
-      model::Encoder enc = model::as_encoder(m);
-      DPFT_CHECK_AS(ConfigError, enc != nullptr,
-                    "--model {}: a {} model is not an encoder; dpft embed needs a bert or "
-                    "roberta checkpoint",
-                    o->model, m->config().model_type);
-      m->to(torch::Device(o->device));
-      tok::EncoderTokenizer tk = tok::EncoderTokenizer::load(o->model);
+      eval::Embedder em = eval::load_embedder(o->model, o->device, "dpft embed");
       const data::Table t = data::read_table(o->input, o->format);
       const size_t col =
           t.column(t.columns.size() == 1 && o->column == "text" ? t.columns[0] : o->column);
@@ -75,7 +64,7 @@ void register_embed(CLI::App& app, CliContext& ctx) {
       eo.max_length = o->max_length;
       eo.on_batch = [&](int64_t done, int64_t) { bar.update(static_cast<long>(done)); };
       const auto t0 = std::chrono::steady_clock::now();
-      torch::Tensor e = eval::embed_texts(*enc, tk, texts, eo);
+      torch::Tensor e = eval::embed_texts(*em.model, em.tok, texts, eo);
       const double secs =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       bar.finish();

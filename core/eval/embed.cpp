@@ -3,9 +3,38 @@
 #include <algorithm>
 #include <numeric>
 
+#include "core/model/checkpoint.hpp"
+#include "core/project/subspace.hpp"
 #include "core/util/error.hpp"
+#include "core/util/system.hpp"
 
 namespace dpft::eval {
+
+Embedder load_embedder(const std::string& path, const std::string& device,
+                       const std::string& what) {
+  DPFT_CHECK_AS(ConfigError, device == "cpu" || cuda_available(),
+                "{}: --device {}: this dpft's LibTorch has no CUDA or sees no GPU", what, device);
+  model::CausalLM m = model::load_checkpoint(path);
+  model::Encoder enc = model::as_encoder(m);
+  DPFT_CHECK_AS(ConfigError, enc != nullptr,
+                "{}: {} holds a {} model, not an encoder; sentence embeddings need a bert or "
+                "roberta checkpoint",
+                what, path, m->config().model_type);
+  enc->to(torch::Device(device));
+  return Embedder{enc, tok::EncoderTokenizer::load(path), path};
+}
+
+nlohmann::json Embedder::identity(size_t max_length) const {
+  const auto& cfg = model->config();
+  std::vector<std::pair<std::string, torch::Tensor>> params;
+  for (const auto& p : model->named_parameters()) params.emplace_back(p.key(), p.value());
+  return {{"path", path},
+          {"model_type", cfg.model_type},
+          {"hidden_size", cfg.hidden_size},
+          {"params_sha256", project::params_sha256(params)},
+          {"max_length", max_length},
+          {"pooling", "mean over real tokens, L2-normalised"}};
+}
 
 torch::Tensor embed_texts(model::EncoderImpl& model, const tok::EncoderTokenizer& tok,
                           const std::vector<std::string>& texts, const EmbedOptions& opts) {

@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,20 @@ struct EmbedOptions {
   // Called after each batch with (texts done, total).
   std::function<void(int64_t, int64_t)> on_batch;
 };
+
+// An encoder checkpoint and its tokenizer, loaded for embedding.
+struct Embedder {
+  model::Encoder model;
+  tok::EncoderTokenizer tok;
+  std::string path;  // as given
+  // What identifies the embedding function: {"path", "model_type", "hidden_size",
+  // "params_sha256" (of every parameter in float32), "max_length", "pooling"}.
+  nlohmann::json identity(size_t max_length) const;
+};
+
+// Loads `path` (an HF-format bert / roberta checkpoint with its tokenizer) onto `device`.
+// ConfigError naming `what` (the command) if the model is not an encoder or the device is absent.
+Embedder load_embedder(const std::string& path, const std::string& device, const std::string& what);
 
 // (N, d) float32 on the CPU, row i the embedding of texts[i]. N = 0 gives (0, d).
 torch::Tensor embed_texts(model::EncoderImpl& model, const tok::EncoderTokenizer& tok,

@@ -1,0 +1,263 @@
+// `dpft topics build|assign`: CTCL's universal topic model (paper 004, Sections 3.2-3.3;
+// core/topics/topic_model.hpp).
+//   build  --corpus F... --model ENCODER --out DIR: embed the public documents, spherical
+//          k-means into --topics topics (faiss), 10 c-TF-IDF keywords per topic.
+//   assign --topics DIR --input F --out F.jsonl|.csv: each document's nearest topic, with the
+//          encoder the model was built with (its weights' hash is checked).
+// Neither is a DP release: build reads public text; assign labels its input as given, and
+// its output is as private as the input (methods/ctcl makes the DP histogram of it).
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <sstream>
+
+#include "cli/app.hpp"
+#include "core/eval/embed.hpp"
+#include "core/topics/topic_model.hpp"
+#include "core/util/atomic_file.hpp"
+#include "core/util/error.hpp"
+#include "core/util/progress.hpp"
+#include "data/table.hpp"
+
+namespace dpft {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+size_t word_count(const std::string& s) {
+  std::istringstream in(s);
+  size_t n = 0;
+  for (std::string w; in >> w;) ++n;
+  return n;
+}
+
+// The `column` texts of `path` (a one-column table's only column when column is "text").
+std::vector<std::string> read_texts(const std::string& path, const std::string& column,
+                                    const std::string& format) {
+  const data::Table t = data::read_table(path, format);
+  const size_t col = t.column(t.columns.size() == 1 && column == "text" ? t.columns[0] : column);
+  std::vector<std::string> texts;
+  texts.reserve(t.rows.size());
+  for (const auto& r : t.rows) texts.push_back(r[col]);
+  return texts;
+}
+
+torch::Tensor embed_all(eval::Embedder& em, const std::vector<std::string>& texts, int64_t batch,
+                        size_t max_length, double& secs) {
+  Progress bar("embed", static_cast<long>(texts.size()));
+  eval::EmbedOptions eo;
+  eo.batch = batch;
+  eo.max_length = max_length;
+  eo.on_batch = [&](int64_t done, int64_t) { bar.update(static_cast<long>(done)); };
+  const auto t0 = Clock::now();
+  torch::Tensor e = eval::embed_texts(*em.model, em.tok, texts, eo);
+  secs = seconds_since(t0);
+  bar.finish();
+  return e;
+}
+
+std::string rate(size_t n, double secs) {
+  return fmt::format("{:.0f} documents/s", secs > 0 ? static_cast<double>(n) / secs : 0.0);
+}
+
+}  // namespace
+
+void register_topics(CLI::App& app, CliContext& ctx) {
+  CLI::App* topics = app.add_subcommand(
+      "topics", "CTCL's topic model: build one from public text, assign documents to topics");
+  topics->require_subcommand(1);
+
+  struct Build {
+    std::vector<std::string> corpus, column{"text"};
+    std::string model, out, format = "auto", device = "cpu";
+    int64_t k = 64, keywords = 10, iterations = 25, redo = 1, batch = 32;
+    size_t min_words = 1, max_length = 128;
+    uint64_t seed = 0;
+  };
+  auto b = std::make_shared<Build>();
+  CLI::App* build = topics->add_subcommand(
+      "build", "embed public documents, cluster them into topics, 10 keywords per topic");
+  build
+      ->add_option(
+          "--corpus", b->corpus,
+          "public text files (.txt one document per line, .csv, .tsv, .jsonl, .json); repeatable")
+      ->required();
+  build
+      ->add_option("--column", b->column,
+                   "text column: one for every corpus, or one per --corpus in order")
+      ->capture_default_str();
+  build->add_option("--format", b->format, "input format: auto | csv | tsv | jsonl | text")
+      ->capture_default_str();
+  build->add_option("--model", b->model, "encoder checkpoint (bert / roberta) for the embeddings")
+      ->required();
+  build->add_option("--out", b->out, "output directory (topic_model.safetensors, topics.jsonl)")
+      ->required();
+  build->add_option("--topics", b->k, "number of topics (k-means k)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  build->add_option("--keywords", b->keywords, "keywords per topic (c-TF-IDF)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  build
+      ->add_option("--min-words", b->min_words,
+                   "documents with fewer whitespace-separated words are left out (headings, "
+                   "blank lines)")
+      ->capture_default_str();
+  build
+      ->add_option("--max-length", b->max_length,
+                   "tokens embedded per document, specials included (0: the model's positions)")
+      ->capture_default_str();
+  build->add_option("--iterations", b->iterations, "k-means iterations")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  build->add_option("--redo", b->redo, "k-means runs from different seeds (the best is kept)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  build->add_option("--seed", b->seed, "k-means seed")->capture_default_str();
+  build->add_option("--batch", b->batch, "documents per encoder forward")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  build->add_option("--device", b->device, "cpu | cuda | cuda:N")->capture_default_str();
+  build->callback([b, &ctx] {
+    ctx.action = [b] {
+      DPFT_CHECK_AS(ConfigError, b->column.size() == 1 || b->column.size() == b->corpus.size(),
+                    "topics build: {} --column values for {} --corpus files: give one for all, "
+                    "or one per corpus",
+                    b->column.size(), b->corpus.size());
+      DPFT_CHECK_AS(ConfigError, topics::have_faiss(),
+                    "topics build: this dpft was built without faiss (k-means); install "
+                    "libfaiss-dev (scripts/setup.sh) and rebuild");
+      std::vector<std::string> docs;
+      nlohmann::json sources = nlohmann::json::array();
+      for (size_t i = 0; i < b->corpus.size(); ++i) {
+        const std::string& col = b->column[b->column.size() == 1 ? 0 : i];
+        const auto texts = read_texts(b->corpus[i], col, b->format);
+        size_t kept = 0;
+        for (const auto& t : texts)
+          if (word_count(t) >= std::max<size_t>(b->min_words, 1)) {
+            docs.push_back(t);
+            ++kept;
+          }
+        sources.push_back(
+            {{"path", b->corpus[i]}, {"column", col}, {"rows", texts.size()}, {"documents", kept}});
+      }
+      DPFT_CHECK_AS(InputError, !docs.empty(),
+                    "topics build: no document has {} or more words in the corpus files",
+                    b->min_words);
+      eval::Embedder em = eval::load_embedder(b->model, b->device, "dpft topics build");
+      double embed_s = 0;
+      const torch::Tensor x = embed_all(em, docs, b->batch, b->max_length, embed_s);
+      const auto t0 = Clock::now();
+      topics::TopicModel m;
+      m.centroids = topics::kmeans(x, {b->k, b->iterations, b->redo, b->seed});
+      const double kmeans_s = seconds_since(t0);
+      const auto [idx, sim] = topics::nearest(x, m.centroids);
+      std::vector<int64_t> topic(idx.data_ptr<int64_t>(), idx.data_ptr<int64_t>() + idx.numel());
+      m.sizes.assign(static_cast<size_t>(b->k), 0);
+      for (int64_t t : topic) ++m.sizes[static_cast<size_t>(t)];
+      m.keywords = topics::ctfidf_keywords(docs, topic, b->k, b->keywords);
+      m.embedder = em.identity(b->max_length);
+      m.build = {{"corpus", sources},
+                 {"documents", docs.size()},
+                 {"min_words", b->min_words},
+                 {"topics", b->k},
+                 {"keywords", b->keywords},
+                 {"kmeans",
+                  {{"library", "faiss"},
+                   {"spherical", true},
+                   {"iterations", b->iterations},
+                   {"redo", b->redo},
+                   {"seed", b->seed}}},
+                 {"mean_similarity", sim.numel() ? sim.mean().item<double>() : 0.0},
+                 {"embed_seconds", embed_s},
+                 {"kmeans_seconds", kmeans_s}};
+      topics::save(m, b->out);
+      std::vector<int64_t> sorted = m.sizes;
+      std::sort(sorted.begin(), sorted.end());
+      const int64_t empty = std::count(sorted.begin(), sorted.end(), 0);
+      std::cout << fmt::format(
+          "wrote {}: {} topics from {} documents (sizes min {}, median {}, max {}; {} empty), "
+          "embedding {}, k-means {:.1f} s\n",
+          b->out, b->k, docs.size(), sorted.front(), sorted[sorted.size() / 2], sorted.back(),
+          empty, rate(docs.size(), embed_s), kmeans_s);
+      for (int64_t c = 0; c < std::min<int64_t>(b->k, 10); ++c)
+        std::cout << fmt::format("  topic {} ({} docs): {}\n", c, m.sizes[static_cast<size_t>(c)],
+                                 m.keyword_line(c));
+      if (b->k > 10) std::cout << fmt::format("  ... all topics in {}/topics.jsonl\n", b->out);
+      return 0;
+    };
+  });
+
+  struct Assign {
+    std::string topics, input, out, model, column = "text", format = "auto", device = "cpu";
+    int64_t batch = 32;
+  };
+  auto a = std::make_shared<Assign>();
+  CLI::App* assign = topics->add_subcommand(
+      "assign", "each document's nearest topic (the encoder the topic model was built with)");
+  assign->add_option("--topics", a->topics, "topic model directory (dpft topics build --out)")
+      ->required();
+  assign->add_option("--input", a->input, "documents: .txt (one per line), .csv, .tsv, .jsonl")
+      ->required();
+  assign->add_option("--out", a->out, "output: .jsonl ({index, topic, similarity}) or .csv")
+      ->required();
+  assign->add_option("--column", a->column, "text column")->capture_default_str();
+  assign->add_option("--format", a->format, "input format: auto | csv | tsv | jsonl | text")
+      ->capture_default_str();
+  assign->add_option("--model", a->model,
+                     "the encoder, if not at the path the topic model recorded (its weights "
+                     "must be the same)");
+  assign->add_option("--batch", a->batch, "documents per encoder forward")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  assign->add_option("--device", a->device, "cpu | cuda | cuda:N")->capture_default_str();
+  assign->callback([a, &ctx] {
+    ctx.action = [a] {
+      const std::string ext = std::filesystem::path(a->out).extension().string();
+      DPFT_CHECK_AS(ConfigError, ext == ".jsonl" || ext == ".csv",
+                    "--out {}: use a .jsonl or .csv file name", a->out);
+      const topics::TopicModel m = topics::load(a->topics);
+      const std::string path =
+          a->model.empty() ? m.embedder.value("path", std::string()) : a->model;
+      const size_t max_length = m.embedder.value("max_length", size_t{0});
+      eval::Embedder em = eval::load_embedder(path, a->device, "dpft topics assign");
+      const std::string want = m.embedder.value("params_sha256", std::string()),
+                        got = em.identity(max_length).value("params_sha256", std::string());
+      DPFT_CHECK_AS(InputError, want == got,
+                    "topics assign: the encoder at {} is not the one {} was built with (weights "
+                    "sha256 {} vs {}); pass --model with that encoder",
+                    path, a->topics, got.substr(0, 12), want.substr(0, 12));
+      const auto texts = read_texts(a->input, a->column, a->format);
+      double secs = 0;
+      const torch::Tensor x = embed_all(em, texts, a->batch, max_length, secs);
+      const auto [idx, sim] = topics::nearest(x, m.centroids);
+      std::string lines = ext == ".csv" ? "index,topic,similarity\n" : "";
+      std::vector<int64_t> hist(static_cast<size_t>(m.num_topics()), 0);
+      for (int64_t i = 0; i < idx.numel(); ++i) {
+        const int64_t t = idx[i].item<int64_t>();
+        const double s = sim[i].item<double>();
+        ++hist[static_cast<size_t>(t)];
+        lines += ext == ".csv"
+                     ? fmt::format("{},{},{:.6f}\n", i, t, s)
+                     : nlohmann::json{{"index", i}, {"topic", t}, {"similarity", s}}.dump() + "\n";
+      }
+      write_file_atomic(a->out, lines);
+      const int64_t used = std::count_if(hist.begin(), hist.end(), [](int64_t c) { return c > 0; });
+      std::cout << fmt::format(
+          "wrote {} ({} documents in {} of {} topics, {}; not a DP release: the topics of the "
+          "input as given)\n",
+          a->out, texts.size(), used, m.num_topics(), rate(texts.size(), secs));
+      return 0;
+    };
+  });
+}
+
+}  // namespace dpft
