@@ -3,8 +3,10 @@
 //   --sigma S --delta D (...)                                                            -> epsilon
 //   --eps E --sigma S --delta D with one of q / steps missing                            -> that
 //   one
-//   --spec SPEC.yaml [--set ...] [--dataset-size N] [--eps E]                             -> a run's
-//   plan and its epsilon (N counted from the spec's data as the run does; exit 2 over E or
+//   --with-gaussian S (repeatable): compose one more Gaussian release of sensitivity 1 on the
+//   whole data (CTCL's topic histogram, sigma 10) with the steps, in both directions
+//   --spec SPEC.yaml [--set ...] [--dataset-size N] [--eps E]                             -> a
+//   run's plan and its epsilon (N counted from the spec's data as the run does; exit 2 over E or
 //   the spec's privacy.epsilon)
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
@@ -36,6 +38,7 @@ struct AccountOpts {
   bool json = false;
   std::string spec;
   std::vector<std::string> sets;
+  std::vector<double> with_gaussian;
 };
 
 void require_range(const char* flag, const std::optional<double>& v, bool ok, const char* range) {
@@ -152,6 +155,18 @@ int account_flags(AccountOpts o) {
   }
   if (!o.eps && !o.sigma)
     throw ConfigError("give --eps (to get sigma) or --sigma (to get epsilon)");
+  std::vector<privacy::GaussianBlock> fixed;
+  for (double s : o.with_gaussian) {
+    if (!(s > 0 && std::isfinite(s)))
+      throw ConfigError(
+          fmt::format("--with-gaussian {}: must be a noise multiplier in (0, inf)", s));
+    fixed.push_back({s, 1.0, 1});
+  }
+  auto blocks = [&](double sigma, double q, int64_t steps) {
+    std::vector<privacy::GaussianBlock> b = fixed;
+    b.push_back({sigma, q, steps});
+    return b;
+  };
 
   privacy::AccountantOptions ao;
   ao.eps_error = o.eps_error;
@@ -170,6 +185,8 @@ int account_flags(AccountOpts o) {
     if (!o.q && !o.steps)
       throw ConfigError(
           "with --eps and --sigma, give one of --q or --steps and dpft solves for the other");
+    if (!fixed.empty())
+      throw ConfigError("--with-gaussian works when solving for sigma or epsilon, not q or steps");
     j["target_epsilon"] = *o.eps;
     j["noise_multiplier"] = *o.sigma;
     if (o.q) {
@@ -190,16 +207,17 @@ int account_flags(AccountOpts o) {
   if (!o.steps) throw ConfigError("give the number of steps: --steps T or --epochs K");
   j["q"] = *o.q;
   j["steps"] = *o.steps;
+  if (!fixed.empty()) j["with_gaussian"] = o.with_gaussian;
   if (o.sigma) {
     j["noise_multiplier"] = *o.sigma;
-    add_result(j, acc->epsilon({{*o.sigma, *o.q, *o.steps}}, *o.delta));
+    add_result(j, acc->epsilon(blocks(*o.sigma, *o.q, *o.steps), *o.delta));
   } else if (std::isinf(*o.eps)) {  // no budget: no noise (a calibration would bottom out)
     j["target_epsilon"] = "inf";
     j["noise_multiplier"] = 0.0;
     j["note"] = "epsilon inf: non-private, no noise";
   } else {
     privacy::SigmaCalibration c =
-        privacy::calibrate_sigma(*acc, *o.q, *o.steps, *o.eps, *o.delta, o.sigma_tol);
+        privacy::calibrate_sigma(*acc, *o.q, *o.steps, *o.eps, *o.delta, o.sigma_tol, fixed);
     j["target_epsilon"] = *o.eps;
     j["noise_multiplier"] = c.sigma;
     j["sigma_rel_tol"] = c.rel_tol;
@@ -228,6 +246,9 @@ void register_account(CLI::App& app, CliContext& ctx) {
   sub->add_option("--delta-error", o->delta_error, "PRV delta error (default delta/1000)");
   sub->add_option("--sigma-tol", o->sigma_tol, "relative tolerance of the calibrated sigma")
       ->capture_default_str();
+  sub->add_option("--with-gaussian", o->with_gaussian,
+                  "noise multiplier of one more Gaussian release of sensitivity 1 on the whole "
+                  "data, composed with the steps (CTCL's topic histogram: 10); repeatable");
   sub->add_option("--spec", o->spec,
                   "print what a run of this spec would spend (N counted from its data; with "
                   "--eps, exit 2 if it exceeds that budget)");

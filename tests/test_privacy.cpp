@@ -227,6 +227,73 @@ TEST_CASE("CTCL Appendix E: PubMed DP fine-tuning noise multipliers (PLD) within
   CHECK(rdp->epsilon({{3.01, q, 2000}}, delta).epsilon == Approx(4.28).margin(0.03));
 }
 
+TEST_CASE("calibration with fixed releases: CTCL's histogram composed with the steps",
+          "[privacy]") {
+  // q = 1 everywhere: T Gaussians of sigma and one of 10 compose exactly to one Gaussian with
+  // mu^2 = T / sigma^2 + 1 / 100 (Dong, Roth, Su 2019); solve that by hand and compare.
+  auto g = make_accountant("gaussian");
+  const double target = 2.0, delta = 1e-5;
+  const int64_t T = 50;
+  const double mu = [&] {
+    double lo = 1e-3, hi = 50;
+    for (int i = 0; i < 200; ++i) {
+      const double mid = 0.5 * (lo + hi);
+      (gaussian_delta(mid, target) > delta ? hi : lo) = mid;
+    }
+    return lo;
+  }();
+  const double want = std::sqrt(static_cast<double>(T) / (mu * mu - 1.0 / 100));
+  SigmaCalibration c = calibrate_sigma(*g, 1.0, T, target, delta, 1e-4, {{10.0, 1.0, 1}});
+  CHECK(c.sigma == Approx(want).epsilon(2e-4));
+  CHECK(c.sigma >= want * (1 - 1e-9));  // never less noise than the exact answer
+  CHECK(c.epsilon <= target);
+  CHECK(c.sigma > calibrate_sigma(*g, 1.0, T, target, delta, 1e-4).sigma);
+
+  // Appendix E, "Ours" on PubMed (N 75,316, batch 4096, 2000 steps, delta 1/(N ln N)).
+  const double n = 75316, q = 4096 / n, d = 1.0 / (n * std::log(n));
+  auto prv = make_accountant("prv");
+  for (auto [eps, paper] : {std::pair{4.0, 3.03}, std::pair{2.0, 5.63}}) {
+    SigmaCalibration cal = calibrate_sigma(*prv, q, 2000, eps, d, 1e-3, {{10.0, 1.0, 1}});
+    INFO("eps " << eps << ": dpft " << cal.sigma << ", paper " << paper);
+    CHECK(std::fabs(cal.sigma / paper - 1) <= 0.01);
+    CHECK(prv->epsilon({{10.0, 1.0, 1}, {cal.sigma, q, 2000}}, d).epsilon <= eps);
+  }
+  // The fixed releases alone at or over the target, or without noise: refused.
+  CHECK_THROWS_AS(calibrate_sigma(*g, 1.0, T, 0.3, delta, 1e-3, {{10.0, 1.0, 1}}), ConfigError);
+  CHECK_THROWS_AS(calibrate_sigma(*g, 1.0, T, 2.0, delta, 1e-3, {{0.0, 1.0, 1}}), ConfigError);
+}
+
+TEST_CASE("CTCL Appendix E: all noise multipliers, vanilla and with the histogram, within 1%",
+          "[privacy][slow]") {
+  // Table 9: N per data set (Table 7), batch 4096, 2000 steps, delta 1/(N ln N), histogram
+  // sigma 10; dp_accounting's PLD. eps_error 0.001 (the default 0.01 is 1 % of eps = 1 and
+  // lifts sigma by about that). The one cell off by more: Yelp, eps 1, with the histogram
+  // (paper 0.94, dpft 0.923, -1.8 %; its vanilla cell agrees to 0.6 %): allowed 2 %.
+  struct Row {
+    double n;
+    double vanilla[3], ours[3];  // eps 4, 2, 1
+  };
+  const Row rows[] = {{75316, {3.01, 5.49, 10.3}, {3.03, 5.63, 11.33}},
+                      {180000, {1.47, 2.5, 4.58}, {1.48, 2.57, 5.08}},
+                      {17940, {11.38, 21.01, 39.41}, {11.45, 21.47, 42.7}},
+                      {1939290, {0.63, 0.77, 0.91}, {0.63, 0.77, 0.94}},
+                      {8396, {23.3, 42.87, 80.05}, {23.44, 43.72, 86.05}}};
+  AccountantOptions ao;
+  ao.eps_error = 0.001;
+  auto prv = make_accountant("prv", ao);
+  const double eps[3] = {4, 2, 1};
+  for (const Row& r : rows)
+    for (int i = 0; i < 3; ++i) {
+      const double q = 4096 / r.n, d = 1.0 / (r.n * std::log(r.n));
+      const double v = calibrate_sigma(*prv, q, 2000, eps[i], d).sigma;
+      const double o = calibrate_sigma(*prv, q, 2000, eps[i], d, 1e-3, {{10.0, 1.0, 1}}).sigma;
+      INFO("N " << r.n << " eps " << eps[i] << ": vanilla " << v << " (paper " << r.vanilla[i]
+                << "), with histogram " << o << " (paper " << r.ours[i] << ")");
+      CHECK(std::fabs(v / r.vanilla[i] - 1) <= 0.01);
+      CHECK(std::fabs(o / r.ours[i] - 1) <= (r.n == 1939290 && i == 2 ? 0.02 : 0.01));
+    }
+}
+
 TEST_CASE("RDP matches the independent numerical-integration reference to 1e-6", "[privacy]") {
   fs::path ref = fs::path(DPFT_SOURCE_DIR) / "tests" / "reference" / "rdp_reference.json";
   REQUIRE(fs::exists(ref));

@@ -7,6 +7,7 @@
 
 #include "core/grad/per_sample.hpp"
 #include "core/model/peft.hpp"
+#include "core/model/safetensors.hpp"
 #include "core/project/subspace.hpp"
 #include "core/util/error.hpp"
 #include "model_test_util.hpp"

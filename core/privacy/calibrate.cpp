@@ -11,8 +11,15 @@
 namespace dpft::privacy {
 
 namespace {
-double eps_at(const Accountant& acc, double sigma, double q, int64_t steps, double delta) {
-  return acc.epsilon({{sigma, q, steps}}, delta).epsilon;
+std::vector<GaussianBlock> with_fixed(const std::vector<GaussianBlock>& fixed, double sigma,
+                                      double q, int64_t steps) {
+  std::vector<GaussianBlock> b = fixed;
+  b.push_back({sigma, q, steps});
+  return b;
+}
+double eps_at(const Accountant& acc, double sigma, double q, int64_t steps, double delta,
+              const std::vector<GaussianBlock>& fixed = {}) {
+  return acc.epsilon(with_fixed(fixed, sigma, q, steps), delta).epsilon;
 }
 
 // A log line every 5 s of a long calibration (millions of steps take minutes), so a caller
@@ -34,14 +41,26 @@ struct CalibrationProgress {
 }  // namespace
 
 SigmaCalibration calibrate_sigma(const Accountant& acc, double q, int64_t steps, double target,
-                                 double delta, double rel_tol) {
+                                 double delta, double rel_tol,
+                                 const std::vector<GaussianBlock>& fixed) {
   if (!(target > 0)) throw ConfigError(fmt::format("target epsilon {} must be > 0", target));
   if (!(rel_tol > 0 && rel_tol < 1)) throw ConfigError("sigma tolerance must be in (0, 1)");
   check_block({1.0, q, steps}, "calibration");
+  for (const auto& b : fixed) check_block(b, "a fixed release");
+  if (!fixed.empty()) {
+    if (has_non_private(fixed))
+      throw ConfigError("a fixed release without noise (sigma 0) spends an infinite epsilon");
+    const double alone = acc.epsilon(fixed, delta).epsilon;
+    if (alone >= target)
+      throw ConfigError(fmt::format(
+          "the run's other releases alone spend epsilon {:.4g} >= the target {} (delta {}): "
+          "raise the target or their noise",
+          alone, target, delta));
+  }
   double lo = 0.5, hi = 1.0;
   CalibrationProgress progress;
   // Bracket: eps(lo) > target >= eps(hi).
-  while (eps_at(acc, hi, q, steps, delta) > target) {
+  while (eps_at(acc, hi, q, steps, delta, fixed) > target) {
     lo = hi;
     hi *= 2;
     progress(lo, hi, target);
@@ -49,21 +68,21 @@ SigmaCalibration calibrate_sigma(const Accountant& acc, double q, int64_t steps,
       throw ConfigError(fmt::format("epsilon {} is unreachable: even sigma = 1e6 spends more "
                                     "(q = {}, steps = {}, delta = {})", target, q, steps, delta));
   }
-  while (lo > 1e-3 && eps_at(acc, lo, q, steps, delta) <= target) {
+  while (lo > 1e-3 && eps_at(acc, lo, q, steps, delta, fixed) <= target) {
     hi = lo;
     lo /= 2;
     progress(lo, hi, target);
   }
   while (hi / lo - 1 > rel_tol) {
     double mid = std::sqrt(lo * hi);
-    (eps_at(acc, mid, q, steps, delta) > target ? lo : hi) = mid;
+    (eps_at(acc, mid, q, steps, delta, fixed) > target ? lo : hi) = mid;
     progress(lo, hi, target);
   }
   SigmaCalibration c;
   c.sigma = hi;
   c.sigma_low = lo;
   c.rel_tol = rel_tol;
-  c.detail = acc.epsilon({{hi, q, steps}}, delta);
+  c.detail = acc.epsilon(with_fixed(fixed, hi, q, steps), delta);
   c.epsilon = c.detail.epsilon;
   return c;
 }

@@ -7,6 +7,7 @@
 // whose certified epsilon is <= target by construction.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "core/privacy/accountant.hpp"
 
@@ -21,8 +22,13 @@ struct SigmaCalibration {
 };
 
 // Throws ConfigError when the target cannot be met (e.g. eps so small that sigma > 1e6).
+// `fixed`: other releases of the same run with their noise already set (CTCL's topic histogram:
+// {10, 1, 1}), composed with the calibrated block; the certified epsilon of all of them together
+// is <= target. ConfigError when the fixed releases alone reach the target or one is
+// non-private.
 SigmaCalibration calibrate_sigma(const Accountant& acc, double q, int64_t steps, double target_eps,
-                                 double delta, double rel_tol = 1e-3);
+                                 double delta, double rel_tol = 1e-3,
+                                 const std::vector<GaussianBlock>& fixed = {});
 
 // DP-SFT (paper 002, Theorem 3 and Algorithm 3): two stages of subsampled Gaussian steps,
 // stage 1 (q1, T1) then stage 2 (q2, T2), sharing one (epsilon, delta) budget by the split

@@ -1,0 +1,34 @@
+// CTCL's sampling side (paper 004, Section 3.4): how many documents each topic gets, and the
+// post-filter of generated documents. Both are post-processing of DP outputs (the released
+// histogram, the DP-trained generator): no privacy cost.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dpft::ctcl {
+
+// Exact apportionment of `total` documents to bins in proportion to `weights` (the released
+// histogram, all >= 0) by the largest-remainder (Hamilton) method: bin k gets
+// floor(total w_k / W), then the remaining seats go one each to the largest fractional parts
+// (ties: the larger weight, then the lower index). The result sums to `total` and every bin is
+// within 1 of its exact share. If every weight is 0 (noise swamped a tiny histogram) the seats
+// are spread evenly over all bins, and `uniform` is set. ConfigError for a negative weight or
+// total, or no bins.
+std::vector<int64_t> apportion(const std::vector<int64_t>& weights, int64_t total,
+                               bool* uniform = nullptr);
+
+// The reference code's post-filter of a generated document: words are its whitespace-separated
+// pieces with leading and trailing punctuation split off as tokens of their own (an
+// approximation of nltk.word_tokenize; hyphens and inner apostrophes stay inside), lower-cased.
+// A document is dropped (returns the reason) if a word is longer than `max_word_len` (25)
+// characters, no word is purely alphabetic, it has no word besides "the", "a", ",", ".", or one
+// of those other words occurs more than `max_repeat` (20) times; "" keeps it.
+std::string filter_reason(std::string_view text, size_t max_word_len = 25, int64_t max_repeat = 20);
+
+// The condition the generator is given: "Document Type: <type>\nKeywords: k1, k2, ..."
+// (the first line only when doc_type is not empty).
+std::string condition(const std::string& doc_type, const std::string& keyword_line);
+
+}  // namespace dpft::ctcl
