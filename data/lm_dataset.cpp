@@ -79,8 +79,8 @@ std::optional<tok::ChatFormat> chat_format_of(const std::string& name, const tok
 
 }  // namespace
 
-LmDataset build_seq2seq_dataset(const std::vector<Example>& examples, const tok::Tokenizer& tok,
-                                int64_t max_length) {
+std::vector<int32_t> seq2seq_ids(const std::string& text, const tok::Tokenizer& tok,
+                                 int64_t max_length) {
   DPFT_CHECK_AS(ConfigError, max_length >= 3,
                 "data.max_length: {} is too small for a seq2seq pair; bos, one token and eos "
                 "need 3",
@@ -90,25 +90,28 @@ LmDataset build_seq2seq_dataset(const std::vector<Example>& examples, const tok:
                 "<s> ... </s>",
                 tok.bos_id() ? "eos" : "bos");
   const auto content = static_cast<size_t>(max_length - 2);
-  auto wrap = [&](const std::string& text) {
-    std::vector<int32_t> ids = {static_cast<int32_t>(*tok.bos_id())};
-    std::vector<tok::TokenId> body = tok.encode(text);
-    if (body.size() > content) body.resize(content);
-    for (auto t : body) ids.push_back(static_cast<int32_t>(t));
-    ids.push_back(static_cast<int32_t>(*tok.eos_id()));
-    return ids;
-  };
+  std::vector<int32_t> ids = {static_cast<int32_t>(*tok.bos_id())};
+  std::vector<tok::TokenId> body = tok.encode(text);
+  if (body.size() > content) body.resize(content);
+  for (auto t : body) ids.push_back(static_cast<int32_t>(t));
+  ids.push_back(static_cast<int32_t>(*tok.eos_id()));
+  return ids;
+}
+
+LmDataset build_seq2seq_dataset(const std::vector<Example>& examples, const tok::Tokenizer& tok,
+                                int64_t max_length, bool source_from_method) {
+  seq2seq_ids("", tok, max_length);  // the length and special-token checks, before any row
   LmDataset ds;
   ds.objective = lm::Objective::kSeq2Seq;
   ds.items.reserve(examples.size());
   for (const Example& e : examples) {
-    DPFT_CHECK_AS(InputError, e.prompt.has_value(),
+    DPFT_CHECK_AS(InputError, e.prompt.has_value() || source_from_method,
                   "data.task seq2seq: row {} has no source (prompt); set prompt_column", e.index);
     TokenizedExample t;
     t.index = e.index;
-    t.ids = wrap(e.text);
+    t.ids = seq2seq_ids(e.text, tok, max_length);
     t.scored.assign(t.ids.size(), 1);
-    t.src_ids = wrap(*e.prompt);
+    t.src_ids = seq2seq_ids(e.prompt.value_or(""), tok, max_length);
     t.label = e.label;
     ds.items.push_back(std::move(t));
   }

@@ -56,8 +56,13 @@ LmDataOptions lm_data_options(const DataSpec& d);
 // encode(text) + [eos], each cut to max_length by dropping content (bos and eos kept, as HF's
 // tokenizers truncate); every target id is scored. InputError naming the row for an example
 // without a prompt, or when the tokenizer has no bos or eos.
+// With `source_from_method` (method ctcl, which makes each source from the document's topic) a
+// row without a prompt gets an empty source, <s> </s>, until the method sets it.
 LmDataset build_seq2seq_dataset(const std::vector<Example>& examples, const tok::Tokenizer& tok,
-                                int64_t max_length);
+                                int64_t max_length, bool source_from_method = false);
+// <s> + encode(text) cut to max_length - 2 ids + </s>: a seq2seq source or target.
+std::vector<int32_t> seq2seq_ids(const std::string& text, const tok::Tokenizer& tok,
+                                 int64_t max_length);
 
 // Tokenize examples (truncating to max_length, bos where the tokenizer adds it), or pack them.
 // ConfigError for max_length < 2 or an unknown chat format; InputError when packing with a

@@ -62,7 +62,8 @@ train::TrainInputs load_train_inputs(const Spec& spec) {
   } else if (in.enc_tok) {  // masked-LM pretraining, or a causal BERT's next-token training
     in.train = encoder_lm_dataset(spec, train_examples, *in.enc_tok, "mlm");
   } else if (seq2seq) {
-    in.train = build_seq2seq_dataset(train_examples, *in.tok, spec.data.max_length);
+    in.train = build_seq2seq_dataset(train_examples, *in.tok, spec.data.max_length,
+                                     spec.method.name == "ctcl");
   } else {
     in.train = build_lm_dataset(train_examples, *in.tok, lm_data_options(spec.data));
   }

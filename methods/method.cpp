@@ -19,7 +19,11 @@ const train::DpSettings& StepReleaseMethod::dp() const {
 }
 
 void check_task(const Method& m, const Spec& spec) {
-  DPFT_CHECK_AS(ConfigError, spec.data.task == "lm" || m.trains_encoders(),
+  DPFT_CHECK_AS(ConfigError, spec.data.task == "seq2seq" || !m.needs_seq2seq(),
+                "method {} fine-tunes an encoder-decoder (bart) on (condition -> document): set "
+                "data.task: seq2seq (data.task is {})",
+                m.name(), spec.data.task);
+  DPFT_CHECK_AS(ConfigError, spec.data.task == "lm" || m.trains_encoders() || m.needs_seq2seq(),
                 "method {} trains decoder language models only (it generates or scores text); "
                 "data.task: {} runs with sgd or dp-sgd",
                 m.name(), spec.data.task);

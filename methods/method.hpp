@@ -49,6 +49,8 @@ class Method {
   // under data.task lm) through the same engine. Methods that generate or score text with the
   // decoder tokenizer (PE-SGD and its family) train decoder language models only.
   virtual bool trains_encoders() const { return false; }
+  // Whether the method trains an encoder-decoder on data.task seq2seq, and only that (ctcl).
+  virtual bool needs_seq2seq() const { return false; }
   // Whether this method (as configured) reads data.public; other methods refuse it.
   virtual bool reads_public_data() const { return false; }
   // The DP releases a run on a private set of `dataset_size` examples makes (for the ledger's

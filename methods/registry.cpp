@@ -18,6 +18,7 @@ std::unique_ptr<Method> make_gep_method();         // methods/pe_sgd/gep.cpp
 std::unique_ptr<Method> make_inpro_method();       // methods/pe_sgd/inpro.cpp
 std::unique_ptr<Method> make_sft_dp_sgd_method();  // methods/pe_sgd/sft_dp_sgd.cpp
 std::unique_ptr<Method> make_dp_sft_method();      // methods/dp_sft/dp_sft.cpp
+std::unique_ptr<Method> make_ctcl_method();        // methods/ctcl/ctcl.cpp
 
 const std::vector<MethodInfo>& method_registry() {
   static const std::vector<MethodInfo> registry = {
@@ -51,6 +52,10 @@ const std::vector<MethodInfo>& method_registry() {
        "DP-SFT: a subspace from the SVD of a DP training trajectory (or a file), then DP-SGD on "
        "the per-sample gradients projected onto it (paper 002, Alg. 1-3)",
        make_dp_sft_method},
+      {"ctcl",
+       "CTCL: DP topic histogram + DP fine-tuned conditional generator (BART) -> DP synthetic "
+       "documents (paper 004)",
+       make_ctcl_method},
   };
   return registry;
 }

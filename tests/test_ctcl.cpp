@@ -9,10 +9,14 @@
 
 #include "core/privacy/accountant.hpp"
 #include "core/privacy/histogram.hpp"
+#include "core/topics/topic_model.hpp"
+#include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
 #include "methods/ctcl/synthesis.hpp"
+#include "test_util.hpp"
 
 using namespace dpft;
+namespace fs = std::filesystem;
 
 TEST_CASE("DP histogram: true counts + N(0, sigma^2), rounded, clamped, one ledger entry",
           "[ctcl][privacy]") {
@@ -128,4 +132,123 @@ TEST_CASE("the generator's condition", "[ctcl]") {
   CHECK(ctcl::condition("medical paper abstract", "cell, tumor") ==
         "Document Type: medical paper abstract\nKeywords: cell, tumor");
   CHECK(ctcl::condition("", "cell") == "Keywords: cell");
+}
+
+namespace {
+// Synthetic rows per topic in a finished ctcl run's per-topic files (kept and dropped).
+std::map<int64_t, int64_t> ctcl_rows_per_topic(const fs::path& run) {
+  std::map<int64_t, int64_t> n;
+  for (const auto& f : fs::directory_iterator(run / "synthetic"))
+    if (f.path().filename().string().rfind("topic-", 0) == 0)
+      for (const auto& row : read_jsonl(f.path())) ++n[row.at("topic").get<int64_t>()];
+  return n;
+}
+}  // namespace
+
+TEST_CASE(
+    "dpft run ctcl: topics, one histogram release, DP fine-tuning, apportioned synthesis, "
+    "resume",
+    "[ctcl][run]") {
+  SHARED_DATA_OR_SKIP(roberta, "roberta_tokenizer");
+  test::TempDir tmp;
+  // The private corpus: 40 short documents on four themes.
+  const char* themes[] = {"the tumour cells grew in mice treated with the new drug",
+                          "patients with diabetes had lower glucose after the trial",
+                          "the river flooded the valley after days of heavy rain",
+                          "the court ruled on the appeal of the contract dispute"};
+  std::string corpus = "text\n";
+  for (int i = 0; i < 40; ++i) corpus += fmt::format("\"{} (case {})\"\n", themes[i % 4], i);
+  const fs::path data = tmp.write("private.csv", corpus);
+  const std::string encoder = (fs::path(DPFT_SOURCE_DIR) / "models" / "tiny-roberta").string();
+  const std::string topics = (tmp.path / "topics").string();
+  if (!topics::have_faiss()) {
+    CHECK(test::cli({"topics", "build", "--corpus", data.string(), "--model", encoder, "--out",
+                     topics}) == 2);
+    return;
+  }
+  REQUIRE(test::cli({"topics", "build", "--corpus", data.string(), "--model", encoder, "--topics",
+                     "4", "--out", topics}) == 0);
+  const std::string bart = (tmp.path / "bart").string();
+  REQUIRE(test::cli({"model", "init", "--arch", "bart", "--preset", "tiny", "--tokenizer",
+                     roberta.string(), "--out", bart, "--seed", "1"}) == 0);
+  const std::string spec = (tmp.path / "ctcl.yaml").string();
+  const std::string text = "name: ctcl-test\nseed: 2\nmodel: {path: " + bart +
+                           "}\ndata:\n  task: seq2seq\n  train: {path: " + data.string() +
+                           ", text_column: text}\n  max_length: 32\n"
+                           "privacy: {epsilon: 4, delta: 1.0e-4, clip_norm: 1.0}\n"
+                           "train: {steps: 4, batch_size: 10, lr: 0.001}\n"
+                           "method:\n  name: ctcl\n  topic_model: " +
+                           topics +
+                           "\n  doc_type: note\n"
+                           "  generation: {num_synthetic: 11, max_new_tokens: 6, batch: 4}\n"
+                           "output: {checkpoint_every: 1}\n";
+  write_file_atomic(spec, text);
+  const std::string out = (tmp.path / "runs").string();
+  std::string printed;
+  REQUIRE(test::cli({"run", spec, "--out", out}, &printed) == 0);
+  const fs::path run = test::last_line(printed);
+  const auto m = nlohmann::json::parse(read_file(run / "metrics.json"));
+  REQUIRE(m["status"] == "ok");
+  // The ledger: the histogram once (sigma 10, whole data) and the T subsampled steps, together
+  // within the budget and close to it (the steps' sigma was calibrated with the histogram in).
+  const auto& rel = m["privacy"]["releases"];
+  REQUIRE(rel.size() == 2);
+  CHECK(rel[0]["label"] == "topic_histogram");
+  CHECK(rel[0]["noise_multiplier"] == 10.0);
+  CHECK(rel[0]["sampling_rate"] == 1.0);
+  CHECK(rel[0]["count"] == 1);
+  CHECK(rel[1]["count"] == 4);
+  const double eps = m["privacy"]["epsilon"].get<double>();
+  CHECK(eps <= 4.0);
+  CHECK(eps > 3.9);
+  // Synthesis follows the released histogram: 11 documents apportioned by largest remainder.
+  const auto hist = nlohmann::json::parse(read_file(run / "topic_histogram.json"));
+  const auto counts = hist["counts"].get<std::vector<int64_t>>();
+  REQUIRE(counts.size() == 4);
+  const auto seats = ctcl::apportion(counts, 11);
+  const auto per_topic = ctcl_rows_per_topic(run);
+  for (size_t k = 0; k < 4; ++k) {
+    auto it = per_topic.find(static_cast<int64_t>(k));
+    CHECK((it == per_topic.end() ? 0 : it->second) == seats[k]);
+  }
+  const auto& syn = m["synthetic"];
+  CHECK(syn["requested"] == 11);
+  CHECK(syn["kept"].get<int64_t>() + syn["dropped"].get<int64_t>() == 11);
+  CHECK(static_cast<int64_t>(read_jsonl(run / "synthetic" / "synthetic.jsonl").size()) ==
+        syn["kept"].get<int64_t>());
+  CHECK(m["train"]["method"]["topics"] == 4);
+
+  // Stopped after step 2 and resumed: the histogram is not released again and the outputs
+  // equal the uninterrupted run's.
+  REQUIRE(test::cli({"run", spec, "--out", out, "--stop-after", "2"}, &printed) == 0);
+  const fs::path part = test::last_line(printed);
+  const std::string hist_before = read_file(part / "topic_histogram.json");
+  REQUIRE(test::cli({"run", "--resume", part.string()}) == 0);
+  const auto r = nlohmann::json::parse(read_file(part / "metrics.json"));
+  CHECK(read_file(part / "topic_histogram.json") == hist_before);
+  CHECK(hist_before == read_file(run / "topic_histogram.json"));
+  CHECK(r["privacy"]["releases"] == rel);
+  CHECK(r["privacy"]["epsilon"] == m["privacy"]["epsilon"]);
+  CHECK(read_file(part / "synthetic" / "synthetic.jsonl") ==
+        read_file(run / "synthetic" / "synthetic.jsonl"));
+  CHECK(r["eval"] == m["eval"]);
+
+  // keywords: false (Table 5's vanilla generator): no topics, no histogram, the whole budget to
+  // the steps.
+  REQUIRE(test::cli({"run", spec, "--out", out, "--set", "method.keywords=false"}, &printed) == 0);
+  const auto v =
+      nlohmann::json::parse(read_file(fs::path(test::last_line(printed)) / "metrics.json"));
+  REQUIRE(v["privacy"]["releases"].size() == 1);
+  CHECK(v["privacy"]["releases"][0]["label"] == "train");
+  CHECK(v["privacy"]["noise_multiplier"].get<double>() <
+        m["privacy"]["noise_multiplier"].get<double>());
+  CHECK(v["synthetic"]["requested"] == 11);
+  CHECK_FALSE(fs::exists(fs::path(test::last_line(printed)) / "topic_histogram.json"));
+  // Refusals: another task, a source column, no topic model.
+  CHECK(test::cli({"run", spec, "--out", out, "--set", "data.task=lm"}) == 2);
+  CHECK(test::cli({"run", spec, "--out", out, "--set", "data.train.prompt=x"}) == 2);
+  const std::string no_topics = (tmp.path / "no_topics.yaml").string();
+  write_file_atomic(no_topics, text.substr(0, text.find("  topic_model:")) +
+                                   text.substr(text.find("  doc_type:")));
+  CHECK(test::cli({"run", no_topics, "--out", out}) == 2);
 }

@@ -389,9 +389,18 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
       auto need = [&](bool ok, const std::string& what) {
         if (!ok) throw ConfigError(fmt::format("data.task: seq2seq {}", what));
       };
-      need(!da.train.prompt_column.empty() || !da.train.prompt.empty(),
-           "needs sources: data.train.prompt_column (or prompt) names the encoder's input, "
-           "text_column the target");
+      // The method block is parsed later; its name decides where the sources come from.
+      const YAML::Node mb = root["method"];
+      const bool ctcl = mb && mb.IsMap() && mb["name"] && mb["name"].IsScalar() &&
+                        mb["name"].as<std::string>() == "ctcl";
+      if (ctcl)  // its sources are the documents' topics (methods/ctcl)
+        need(da.train.prompt_column.empty() && da.train.prompt.empty(),
+             "with method ctcl takes the documents alone (text_column): the method makes each "
+             "source from the document's topic; leave data.train.prompt_column and prompt unset");
+      else
+        need(!da.train.prompt_column.empty() || !da.train.prompt.empty(),
+             "needs sources: data.train.prompt_column (or prompt) names the encoder's input, "
+             "text_column the target");
       need(!da.packing && da.chat_format == "none" && da.loss_on == "all",
            "scores every target token of each (source, target) pair; leave data.packing, "
            "data.chat_format and data.loss_on unset");

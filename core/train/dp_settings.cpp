@@ -57,7 +57,8 @@ DpSettings dp_settings_before_noise(const Spec& spec, int64_t n) {
   return s;
 }
 
-DpSettings resolve_dp(const Spec& spec, int64_t n) {
+DpSettings resolve_dp(const Spec& spec, int64_t n,
+                      const std::vector<privacy::GaussianBlock>& fixed) {
   const PrivacySpec& p = spec.privacy;
   DpSettings s = dp_settings_before_noise(spec, n);
   if (p.noise_multiplier) {
@@ -66,7 +67,7 @@ DpSettings resolve_dp(const Spec& spec, int64_t n) {
   } else if (p.epsilon && std::isfinite(*p.epsilon)) {
     auto acc =
         privacy::make_accountant(p.accountant, privacy::ledger_options(p).accountant_options);
-    s.sigma = privacy::calibrate_sigma(*acc, s.q, s.steps, *p.epsilon, p.delta).sigma;
+    s.sigma = privacy::calibrate_sigma(*acc, s.q, s.steps, *p.epsilon, p.delta, 1e-3, fixed).sigma;
     s.sigma_source = "calibrated";
   } else if (p.epsilon) {  // epsilon: .inf, a deliberate non-private run
     s.sigma = 0;

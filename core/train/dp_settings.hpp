@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/config/spec.hpp"
+#include "core/privacy/accountant.hpp"
 #include "core/privacy/ledger.hpp"
 
 namespace dpft::train {
@@ -49,7 +50,10 @@ struct DpSettings {
 // N = 0. (Methods with several releases, such as dp-sft, calibrate their own sigmas on it.)
 DpSettings dp_settings_before_noise(const Spec& spec, int64_t dataset_size);
 // The same with sigma: privacy.noise_multiplier, or calibrated to privacy.epsilon over T steps.
+// `fixed`: the run's other releases with their noise set (CTCL's topic histogram), composed
+// with the T steps when calibrating (privacy::calibrate_sigma).
 // Throws ConfigError when clip_norm is inf with noise, or when the target cannot be met.
-DpSettings resolve_dp(const Spec& spec, int64_t dataset_size);
+DpSettings resolve_dp(const Spec& spec, int64_t dataset_size,
+                      const std::vector<privacy::GaussianBlock>& fixed = {});
 
 }  // namespace dpft::train

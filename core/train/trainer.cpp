@@ -649,6 +649,7 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
       }
     }
     fault_point("saved");
+    if (s.opts.after_training && root) out[s.opts.after_training_key] = s.opts.after_training();
     if (root) remove_tree(s.ckpt_dir());
     s.ctx.finished = true;
   }

@@ -67,6 +67,12 @@ struct LoopOptions {
   // Called after the optimizer step that completes step `done` (1-based), before the step's
   // checkpoint: e.g. DP-SFT's trajectory snapshots.
   std::function<void(int64_t done)> after_step;
+  // Post-processing of the trained model (CTCL's generation), called once training is done,
+  // after the final evaluation and the save and before the checkpoint is removed: a run killed
+  // inside it is finished by --resume (which calls it again, without training). Its result is
+  // returned under metrics[after_training_key].
+  std::function<nlohmann::json()> after_training;
+  std::string after_training_key = "after_training";
 };
 
 // Gradient of one logical batch: one tensor per trainable parameter (trainable_parameters()

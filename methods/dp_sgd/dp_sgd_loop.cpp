@@ -35,6 +35,8 @@ nlohmann::json run_dp_sgd(RunContext& ctx, train::TrainInputs& in, const train::
   lo.q = dp.q;
   lo.release = dp.release();
   lo.method_info = o.method_info;
+  lo.after_training = o.after_training;
+  lo.after_training_key = o.after_training_key;
   nlohmann::json prepared;
   if (o.prepare) {
     lo.before_training = [&] { prepared = o.prepare(in); };

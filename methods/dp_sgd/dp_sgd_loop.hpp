@@ -41,6 +41,9 @@ struct DpSgdOptions {
                      const std::vector<torch::Tensor>* clipped)>
       post_process;
   bool clipped_for_post_process = false;
+  // train::LoopOptions::after_training (CTCL's generation from the trained model).
+  std::function<nlohmann::json()> after_training;
+  std::string after_training_key = "after_training";
 };
 
 // Trains `in` with the settings `dp` (Method::plan resolved them); returns Trainer::run's

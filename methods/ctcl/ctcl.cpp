@@ -1,0 +1,350 @@
+// Method `ctcl` (paper 004, Sections 3.3-3.4, Figure 1 parts B and C): DP synthetic documents
+// from a DP topic histogram and a DP fine-tuned conditional generator (a BART, data.task
+// seq2seq, targets = the private documents of data.train).
+//   B.1  assign every private document its topic (the topic model's encoder, nearest topic
+//        embedding; core/topics) -- no release
+//   B.2  DP topic histogram: counts + N(0, hist_sigma^2), rounded, clamped at 0 (sensitivity 1;
+//        core/privacy/histogram.hpp), one ledger release, saved as topic_histogram.json
+//   B.3  DP fine-tuning of the generator on (condition -> document), condition = "Document Type:
+//        <doc_type>\nKeywords: <the topic's keywords>": DP-SGD / DP-AdamW (methods/dp_sgd), its
+//        sigma calibrated so that the histogram and the T steps together spend the budget
+//   C    N_syn documents, apportioned to topics by the released histogram (largest remainder),
+//        sampled from the fine-tuned generator with top-p and a repetition penalty, post-filtered
+//        (methods/ctcl/synthesis.hpp), written to synthetic/synthetic.jsonl -- post-processing
+// `keywords: false` is Table 5's "vanilla" generator: no topics, no histogram (the whole budget
+// to fine-tuning), sources "Document Type: <doc_type>" only.
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <map>
+#include <unordered_map>
+
+#include "core/config/fields.hpp"
+#include "core/config/spec.hpp"
+#include "core/dist/world.hpp"
+#include "core/eval/embed.hpp"
+#include "core/generate/generate.hpp"
+#include "core/privacy/histogram.hpp"
+#include "core/topics/topic_model.hpp"
+#include "core/util/atomic_file.hpp"
+#include "core/util/error.hpp"
+#include "core/util/progress.hpp"
+#include "core/util/seed.hpp"
+#include "data/lm_dataset.hpp"
+#include "methods/ctcl/synthesis.hpp"
+#include "methods/dp_sgd/dp_sgd_loop.hpp"
+#include "methods/method.hpp"
+
+namespace dpft {
+
+namespace {
+
+// A generated text may end inside a multi-byte character: invalid bytes become U+FFFD.
+constexpr auto kReplace = nlohmann::json::error_handler_t::replace;
+
+struct CtclGeneration {
+  int64_t num_synthetic = 100;  // N_syn
+  int64_t max_new_tokens = 128;
+  double top_p = 0.95;
+  double temperature = 1.0;
+  double repetition_penalty = 1.5;
+  int64_t batch = 16;
+};
+
+class CtclMethod : public Method {
+ public:
+  std::string name() const override { return "ctcl"; }
+  std::string label() const override { return keywords_ ? "CTCL" : "DP fine-tuned generator"; }
+  bool needs_seq2seq() const override { return true; }
+
+  void configure(Fields& f) override {
+    f.get("keywords", keywords_);
+    f.get("topic_model", topic_model_);
+    f.get("doc_type", doc_type_);
+    f.get("hist_sigma", hist_sigma_, Range::above(0));
+    f.get("max_source_length", max_source_length_, Range::at_least(3));
+    f.get("embed_batch", embed_batch_, Range::at_least(1));
+    Fields g = f.child("generation");
+    g.get("num_synthetic", gen_.num_synthetic, Range::at_least(1));
+    g.get("max_new_tokens", gen_.max_new_tokens, Range::at_least(1));
+    g.get("top_p", gen_.top_p, Range{0, 1, true, false});
+    g.get("temperature", gen_.temperature, Range::above(0));
+    g.get("repetition_penalty", gen_.repetition_penalty, Range::at_least(1));
+    g.get("batch", gen_.batch, Range::at_least(1));
+    g.finish();
+    Fields flt = f.child("filter");
+    flt.get("max_word_length", max_word_length_, Range::at_least(1));
+    flt.get("max_repeat", max_repeat_, Range::at_least(1));
+    flt.finish();
+    DPFT_CHECK_AS(ConfigError, !keywords_ || !topic_model_.empty(),
+                  "method.topic_model: ctcl needs a topic model (dpft topics build --out DIR); "
+                  "or keywords: false for the vanilla DP fine-tuned generator");
+  }
+
+  YAML::Node options_yaml() const override {
+    YAML::Node n;
+    n["keywords"] = keywords_;        // false: no topics / histogram (Table 5's vanilla)
+    n["topic_model"] = topic_model_;  // dpft topics build --out DIR
+    n["doc_type"] = doc_type_;        // "Document Type: <doc_type>" in every condition
+    n["hist_sigma"] = hist_sigma_;    // noise multiplier of the topic histogram
+    n["max_source_length"] = max_source_length_;  // condition tokens, <s> </s> included
+    n["embed_batch"] = embed_batch_;  // documents per encoder forward (topic assignment)
+    YAML::Node g;
+    g["num_synthetic"] = gen_.num_synthetic;
+    g["max_new_tokens"] = gen_.max_new_tokens;
+    g["top_p"] = gen_.top_p;
+    g["temperature"] = gen_.temperature;
+    g["repetition_penalty"] = gen_.repetition_penalty;
+    g["batch"] = gen_.batch;
+    n["generation"] = g;
+    YAML::Node flt;
+    flt["max_word_length"] = max_word_length_;
+    flt["max_repeat"] = max_repeat_;
+    n["filter"] = flt;
+    return n;
+  }
+
+  // The histogram (sigma_hist, q 1, once) and the T steps; the steps' sigma is calibrated with
+  // the histogram composed in (privacy.epsilon inf: neither is noised).
+  std::vector<privacy::Release> plan(const Spec& spec, int64_t n) override {
+    const bool non_private =
+        spec.privacy.epsilon && std::isinf(*spec.privacy.epsilon) && !spec.privacy.noise_multiplier;
+    hist_release_sigma_ = keywords_ && !non_private ? hist_sigma_ : 0.0;
+    std::vector<privacy::GaussianBlock> fixed;
+    if (keywords_ && hist_release_sigma_ > 0) fixed.push_back({hist_release_sigma_, 1.0, 1});
+    dp_ = train::resolve_dp(spec, n, fixed);
+    std::vector<privacy::Release> out;
+    if (keywords_) out.push_back({"topic_histogram", hist_release_sigma_, 1.0, 1});
+    out.push_back(dp_->release(dp_->steps));
+    return out;
+  }
+
+  nlohmann::json plan_settings() const override {
+    nlohmann::json j = dp_->to_json();
+    if (keywords_) j["topic_histogram_sigma"] = hist_release_sigma_;
+    return j;
+  }
+
+  nlohmann::json run(RunContext& ctx, train::TrainInputs& in) override;
+
+ private:
+  // B.1-B.2: topics of the private documents and the released histogram (loaded again on
+  // --resume: one release per run).
+  std::vector<int64_t> assign_topics(const Spec& spec, const train::TrainInputs& in,
+                                     const topics::TopicModel& tm) const;
+  std::vector<int64_t> histogram(RunContext& ctx, const std::vector<int64_t>& topic_of,
+                                 int64_t K) const;
+  nlohmann::json synthesize(RunContext& ctx, train::TrainInputs& in,
+                            const std::vector<std::vector<int32_t>>& sources,
+                            const std::vector<int64_t>& seats) const;
+
+  bool keywords_ = true;
+  std::string topic_model_, doc_type_;
+  double hist_sigma_ = 10;
+  int64_t max_source_length_ = 128, embed_batch_ = 32, max_repeat_ = 20;
+  int64_t max_word_length_ = 25;
+  CtclGeneration gen_;
+  double hist_release_sigma_ = 0;
+  std::optional<train::DpSettings> dp_;
+};
+
+std::vector<int64_t> CtclMethod::assign_topics(const Spec& spec, const train::TrainInputs& in,
+                                               const topics::TopicModel& tm) const {
+  std::unordered_map<int64_t, std::string> text_of;
+  for (auto& e : data::read_examples(spec.data.train, "data.train"))
+    text_of.emplace(e.index, std::move(e.text));
+  std::vector<std::string> texts;
+  texts.reserve(in.train.items.size());
+  for (const auto& it : in.train.items) texts.push_back(text_of.at(it.index));
+  const std::string path = tm.embedder.value("path", std::string());
+  eval::Embedder em = eval::load_embedder(path, spec.device, "method ctcl");
+  const size_t max_length = tm.embedder.value("max_length", size_t{0});
+  DPFT_CHECK_AS(InputError,
+                em.identity(max_length).value("params_sha256", "") ==
+                    tm.embedder.value("params_sha256", std::string()),
+                "method ctcl: the encoder at {} is not the one topic model {} was built with", path,
+                topic_model_);
+  Progress bar("ctcl topics", static_cast<long>(texts.size()));
+  eval::EmbedOptions eo;
+  eo.batch = embed_batch_;
+  eo.max_length = max_length;
+  eo.on_batch = [&](int64_t done, int64_t) { bar.update(static_cast<long>(done)); };
+  const torch::Tensor x = eval::embed_texts(*em.model, em.tok, texts, eo);
+  bar.finish();
+  const torch::Tensor idx = topics::nearest(x, tm.centroids).first;
+  return std::vector<int64_t>(idx.data_ptr<int64_t>(), idx.data_ptr<int64_t>() + idx.numel());
+}
+
+std::vector<int64_t> CtclMethod::histogram(RunContext& ctx, const std::vector<int64_t>& topic_of,
+                                           int64_t K) const {
+  const fs::path file = ctx.dir.file("topic_histogram.json");
+  const privacy::Release rel{"topic_histogram", hist_release_sigma_, 1.0, 1};
+  if (ctx.resume && fs::exists(file)) {
+    // Released before: reuse it. The ledger holds it when a checkpoint restored the ledger;
+    // without a checkpoint (killed before step 1) the fresh ledger needs it again.
+    const nlohmann::json j = nlohmann::json::parse(read_file(file));
+    auto counts = j.at("counts").get<std::vector<int64_t>>();
+    DPFT_CHECK_AS(InputError, static_cast<int64_t>(counts.size()) == K,
+                  "{}: {} topics, the topic model has {}", file.string(), counts.size(), K);
+    if (!fs::exists(ctx.dir.file("checkpoint"))) ctx.ledger.record(rel);
+    spdlog::info("ctcl: the topic histogram released earlier ({})", file.string());
+    return counts;
+  }
+  std::vector<int64_t> counts;
+  if (hist_release_sigma_ > 0) {
+    privacy::NoiseSource noise(derive_seed(static_cast<uint64_t>(ctx.spec.seed), "ctcl-histogram"),
+                               ctx.spec.privacy.secure_noise);
+    counts =
+        privacy::release_histogram(topic_of, K, hist_release_sigma_, noise, ctx.ledger, rel.label)
+            .counts;
+  } else {  // privacy.epsilon inf: the true counts, recorded as a non-private release
+    ctx.ledger.record(rel);
+    counts.assign(static_cast<size_t>(K), 0);
+    for (int64_t t : topic_of) ++counts[static_cast<size_t>(t)];
+  }
+  write_json_atomic(file, {{"schema", "dpft.topic_histogram/1"},
+                           {"noise_multiplier", hist_release_sigma_},
+                           {"private", hist_release_sigma_ > 0},
+                           {"topics", K},
+                           {"counts", counts}});
+  return counts;
+}
+
+nlohmann::json CtclMethod::synthesize(RunContext& ctx, train::TrainInputs& in,
+                                      const std::vector<std::vector<int32_t>>& sources,
+                                      const std::vector<int64_t>& seats) const {
+  torch::NoGradGuard ng;
+  in.model->eval();
+  const fs::path dir = ctx.dir.file("synthetic");
+  fs::create_directories(dir);
+  generate::GenerationOptions go;
+  go.do_sample = true;
+  go.top_p = gen_.top_p;
+  go.temperature = gen_.temperature;
+  go.repetition_penalty = gen_.repetition_penalty;
+  go.max_new_tokens = gen_.max_new_tokens;
+  go.stop_ids = {static_cast<int64_t>(*in.tok->eos_id())};
+  go.pad_id = in.pad_id;
+  auto decode = [&](const std::vector<int64_t>& ids) {
+    std::vector<tok::TokenId> t(ids.begin(), ids.end());
+    return in.tok->decode(t, true);
+  };
+  int64_t total = 0;
+  for (int64_t s : seats) total += s;
+  Progress bar("ctcl generate", static_cast<long>(total));
+  int64_t done = 0, kept = 0;
+  std::map<std::string, int64_t> dropped;
+  std::string all;
+  for (size_t k = 0; k < seats.size(); ++k) {
+    if (seats[k] == 0) continue;
+    // One file per topic, written whole: a resumed generation skips the topics already done.
+    const fs::path part = dir / fmt::format("topic-{:05d}.jsonl", k);
+    std::string lines;
+    if (fs::exists(part)) {
+      lines = read_file(part);
+    } else {
+      for (int64_t b = 0; b < seats[k]; b += gen_.batch) {
+        const int64_t n = std::min(gen_.batch, seats[k] - b);
+        std::vector<std::vector<int64_t>> prompts(
+            static_cast<size_t>(n), std::vector<int64_t>(sources[k].begin(), sources[k].end()));
+        go.seed = derive_seed(static_cast<uint64_t>(ctx.spec.seed),
+                              fmt::format("ctcl-generate-{}-{}", k, b));
+        for (const auto& g : generate::generate(*in.model, prompts, go, decode)) {
+          const std::string why =
+              ctcl::filter_reason(g.text, static_cast<size_t>(max_word_length_), max_repeat_);
+          nlohmann::json row = {{"topic", static_cast<int64_t>(k)}, {"text", g.text}};
+          if (!why.empty()) row["dropped"] = why;
+          lines += row.dump(-1, ' ', false, kReplace) + "\n";
+        }
+        bar.update(static_cast<long>(done + b + n));
+      }
+      write_file_atomic(part, lines);
+    }
+    done += seats[k];
+    bar.update(static_cast<long>(done));
+    for (size_t b = 0, e; b < lines.size(); b = e + 1) {
+      e = lines.find('\n', b);
+      if (e == std::string::npos) e = lines.size();
+      if (e == b) continue;
+      const nlohmann::json row = nlohmann::json::parse(lines.substr(b, e - b));
+      if (row.contains("dropped")) {  // repetitions counted together, whichever the word
+        const std::string why = row["dropped"].get<std::string>();
+        ++dropped[why.rfind('\'', 0) == 0 ? "a word repeated too often" : why];
+        continue;
+      }
+      ++kept;
+      all += nlohmann::json{{"topic", row["topic"]}, {"text", row["text"]}}.dump() + "\n";
+    }
+  }
+  bar.finish();
+  write_file_atomic(dir / "synthetic.jsonl", all);
+  nlohmann::json drops = nlohmann::json::object();
+  for (const auto& [why, n] : dropped) drops[why] = n;
+  spdlog::info("ctcl: {} synthetic documents generated, {} kept, {} dropped by the filter", total,
+               kept, total - kept);
+  return {{"requested", total},
+          {"kept", kept},
+          {"dropped", total - kept},
+          {"dropped_by_reason", drops},
+          {"file", (dir / "synthetic.jsonl").string()}};
+}
+
+nlohmann::json CtclMethod::run(RunContext& ctx, train::TrainInputs& in) {
+  const Spec& spec = ctx.spec;
+  DPFT_CHECK_AS(ConfigError, spec.data.train_extra.empty(),
+                "method ctcl: data.train_extra is not supported (one private corpus)");
+  DPFT_CHECK_AS(ConfigError, !dist::active(),
+                "method ctcl runs in one process; run it without --nproc");
+  DPFT_CHECK_AS(InputError, in.tok && in.tok->eos_id(),
+                "method ctcl: the generator's tokenizer has no eos");
+  // B.1 + B.2 (or one source for all without keywords).
+  std::vector<std::string> conditions;
+  std::vector<int64_t> topic_of(in.train.items.size(), 0), hist;
+  nlohmann::json info = {{"keywords", keywords_}, {"doc_type", doc_type_}};
+  if (keywords_) {
+    const topics::TopicModel tm = topics::load(topic_model_);
+    topic_of = assign_topics(spec, in, tm);
+    hist = histogram(ctx, topic_of, tm.num_topics());
+    for (int64_t k = 0; k < tm.num_topics(); ++k)
+      conditions.push_back(ctcl::condition(doc_type_, tm.keyword_line(k)));
+    int64_t used = 0;
+    for (int64_t c : hist) used += c > 0;
+    info["topic_model"] = topic_model_;
+    info["topics"] = tm.num_topics();
+    info["histogram"] = {{"noise_multiplier", hist_release_sigma_},
+                         {"topics_nonzero", used},
+                         {"file", ctx.dir.file("topic_histogram.json").string()}};
+  } else {
+    conditions.push_back(doc_type_.empty() ? "" : "Document Type: " + doc_type_);
+    hist = {1};
+  }
+  // B.3: the sources, then DP fine-tuning; C as post-processing once training is done.
+  std::vector<std::vector<int32_t>> sources;
+  for (const auto& c : conditions)
+    sources.push_back(data::seq2seq_ids(c, *in.tok, max_source_length_));
+  for (size_t i = 0; i < in.train.items.size(); ++i)
+    in.train.items[i].src_ids = sources[static_cast<size_t>(topic_of[i])];
+  bool uniform = false;
+  const std::vector<int64_t> seats = ctcl::apportion(hist, gen_.num_synthetic, &uniform);
+  if (uniform)
+    spdlog::warn(
+        "ctcl: the released histogram is all zero; the {} documents are spread evenly "
+        "over the topics",
+        gen_.num_synthetic);
+  info["uniform_apportionment"] = uniform;
+  dp_sgd::DpSgdOptions o;
+  o.method_info = info;
+  o.after_training_key = "synthetic";
+  o.after_training = [&] { return synthesize(ctx, in, sources, seats); };
+  nlohmann::json out = dp_sgd::run_dp_sgd(ctx, in, *dp_, o);
+  out["ctcl"] = info;
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<Method> make_ctcl_method() {
+  return std::make_unique<CtclMethod>();
+}
+
+}  // namespace dpft
