@@ -124,7 +124,7 @@ done
 out=$(bash "$DEN" --dpft "$DPFT" --dry-run --seeds "0 1" --out "$T/den" -- --set eval.nlg.max_sources=5 2>&1); rc=$?
 check "denoise dry run exits 0 (rc $rc)" [ "$rc" = 0 ]
 check "denoise: 2 datasets x 2 methods x 2 seeds" [ "$(count "$out" "would run")" = 8 ]
-check "denoise: the paired spec at eps 5.4 with the extra --set" has "$out" "run experiments/denoise/small/dart-denoise.yaml --set seed=1 --set privacy.epsilon=5.4 --out $T/den/dart-denoise/eps5.4/s1 --set eval.nlg.max_sources=5"
+check "denoise: the paired spec at eps 5.4 with the extra --set" has "$out" "run experiments/denoise/small/dart-denoise.yaml --set seed=1 --set privacy.epsilon=5.4 --out $T/den/dart-denoise/eps5.4/s1 --set output.checkpoint_every=50 --set eval.nlg.max_sources=5"
 out=$(bash "$DEN" --dpft "$DPFT" --dry-run --datasets wiki 2>&1); rc=$?
 check "denoise: an unknown dataset exits 2 (rc $rc)" [ "$rc" = 2 ]
 
