@@ -161,6 +161,54 @@ TEST_CASE("calibration round-trips and lands within tolerance", "[privacy]") {
   }
 }
 
+namespace {
+// Wraps an accountant and counts its evaluations; `step` replaces it by a staircase in sigma
+// (a curve the secant steps cannot use) to exercise the bisection fallback.
+struct CountingAccountant : Accountant {
+  const Accountant* inner = nullptr;
+  bool step = false;
+  mutable int calls = 0;
+  std::string name() const override { return "counting"; }
+  EpsilonResult epsilon(const std::vector<GaussianBlock>& b, double delta) const override {
+    ++calls;
+    if (!step) return inner->epsilon(b, delta);
+    EpsilonResult r;
+    r.epsilon = 10.0 / std::ceil(b.back().sigma * 8);  // piecewise constant, decreasing
+    return r;
+  }
+};
+}  // namespace
+
+TEST_CASE("calibration: secant steps keep the bracket and need few accountant calls", "[privacy]") {
+  auto prv = make_accountant("prv");
+  auto rdp = make_accountant("rdp");
+  CountingAccountant count;
+  for (const Accountant* inner : {prv.get(), rdp.get()}) {
+    count.inner = inner;
+    for (double target : {0.5, 1.0, 4.0, 8.0}) {
+      INFO(inner->name() << " target " << target);
+      count.calls = 0;
+      const SigmaCalibration c = calibrate_sigma(count, 0.01, 2000, target, 1e-5, 1e-3);
+      // The guarantee: eps(sigma) <= target < eps(sigma_low), sigma / sigma_low - 1 <= 1e-3.
+      CHECK(c.epsilon <= target);
+      CHECK(c.epsilon == inner->epsilon({{c.sigma, 0.01, 2000}}, 1e-5).epsilon);
+      CHECK(inner->epsilon({{c.sigma_low, 0.01, 2000}}, 1e-5).epsilon > target);
+      CHECK(c.sigma / c.sigma_low - 1 <= 1e-3);
+      // Bisection from the bracket takes 10 steps plus 2-4 to bracket; the secant steps ~4.
+      CHECK(count.calls <= 9);
+    }
+  }
+  // A staircase: eps = 10 / ceil(8 sigma) <= 2 exactly when sigma > 1 / 2 (ceil >= 5): the
+  // fallback still closes the bracket on that edge, from above.
+  count.step = true;
+  count.calls = 0;
+  const SigmaCalibration s = calibrate_sigma(count, 0.01, 2000, 2.0, 1e-5, 1e-3);
+  CHECK(s.sigma >= 0.5);
+  CHECK(s.sigma <= 0.5 * (1 + 1e-3));
+  CHECK(std::ceil(s.sigma_low * 8) == 4);
+  CHECK(count.calls <= 40);
+}
+
 TEST_CASE("two-stage budget (DP-SFT): split is basic composition, joint is tighter", "[privacy]") {
   auto acc = make_accountant("prv");
   const double q = 32.0 / 2000, eps = 4, delta = 1e-5;

@@ -2,9 +2,10 @@
 // whose certified epsilon stays within a target.
 //
 // Unlike a search that stops when eps is within an absolute tolerance of the target (which
-// can over-noise by ~15%: Opacus issue #566), calibrate_sigma brackets sigma and bisects in
-// log-space until the bracket's relative width is below `rel_tol`; it returns the upper end,
-// whose certified epsilon is <= target by construction.
+// can over-noise by ~15%: Opacus issue #566), calibrate_sigma brackets sigma and shrinks the
+// bracket (safeguarded secant steps on log epsilon against log sigma, bisection as the fallback)
+// until its relative width is below `rel_tol`; it returns the upper end, whose certified epsilon
+// is <= target by construction.
 #pragma once
 #include <cstdint>
 #include <vector>

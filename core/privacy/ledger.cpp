@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -39,7 +40,15 @@ EpsilonResult PrivacyLedger::compute(const std::vector<Release>& rs) const {
   }
   std::vector<GaussianBlock> blocks;
   for (const auto& x : rs) blocks.push_back({x.noise_multiplier, x.sampling_rate, x.count});
-  return make_accountant(opts_.accountant, opts_.accountant_options)->epsilon(blocks, opts_.delta);
+  auto same = [](const GaussianBlock& a, const GaussianBlock& b) {
+    return a.sigma == b.sigma && a.q == b.q && a.steps == b.steps;
+  };
+  if (memo_ &&
+      std::equal(blocks.begin(), blocks.end(), memo_blocks_.begin(), memo_blocks_.end(), same))
+    return *memo_;
+  memo_ = make_accountant(opts_.accountant, opts_.accountant_options)->epsilon(blocks, opts_.delta);
+  memo_blocks_ = std::move(blocks);
+  return *memo_;
 }
 
 EpsilonResult PrivacyLedger::check_plan(const std::vector<Release>& plan) const {
