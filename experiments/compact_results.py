@@ -14,7 +14,12 @@ in place, keeping:
                     plots read them), train.lr, diagnostics (the summary block), timing
                     (total_s, train_s, generation_s), in dpft.metrics/2 files from the
                     non_private block; the per-step `history` only in the run
-                    directories named by --history-for. Numbers are copied as the original
+                    directories named by --history-for. Elsewhere a method-denoise run keeps
+                    a slim trace (what `dpft report --plot-kind improvement` and the denoise
+                    page read): every DENOISE_TRACE_EVERY-th step (and the last) with its
+                    step and denoise {fraction_denoised, max_top_over_edge, diagnostics
+                    {improvement, cosine_before, cosine_after}}, plus the
+                    denoise_diagnostics summary. Numbers are copied as the original
                     text, never re-formatted; key order is kept.
   manifest.json     only where the run came from: git_commit, host, threads, device,
                     libtorch_version, start_time, end_time.
@@ -81,8 +86,27 @@ METRICS_KEEP = {
     "diagnostics": None,
     "timing": ("total_s", "train_s", "generation_s"),
 }
+DENOISE_TRACE_EVERY = 5
+DENOISE_STEP_KEEP = ("fraction_denoised", "max_top_over_edge")
+DENOISE_DIAG_KEEP = ("improvement", "cosine_before", "cosine_after")
 MANIFEST_KEEP = ("git_commit", "host", "threads", "device", "libtorch_version", "start_time",
                  "end_time")
+
+
+def denoise_trace(history):
+    """The slim per-step denoise trace of a run's non_private history ([] if none)."""
+    steps = [h for h in history if isinstance(h, dict) and isinstance(h.get("denoise"), dict)]
+    out = []
+    for i, h in enumerate(steps):
+        if int(h.get("step", 0)) % DENOISE_TRACE_EVERY != 0 and i != len(steps) - 1:
+            continue
+        d = h["denoise"]
+        slim = {k: d[k] for k in DENOISE_STEP_KEEP if k in d}
+        if isinstance(d.get("diagnostics"), dict):
+            slim["diagnostics"] = {k: d["diagnostics"][k] for k in DENOISE_DIAG_KEEP
+                                   if k in d["diagnostics"]}
+        out.append({"step": h["step"], "denoise": slim})
+    return out
 
 
 def compact_metrics(m, keep_history):
@@ -95,8 +119,10 @@ def compact_metrics(m, keep_history):
         if key == "non_private" and isinstance(value, dict):  # dpft.metrics/2
             np = {}
             for k, x in value.items():
-                if k == "diagnostics" or (k == "history" and keep_history):
+                if k in ("diagnostics", "denoise_diagnostics") or (k == "history" and keep_history):
                     np[k] = x
+                elif k == "history" and isinstance(x, list) and denoise_trace(x):
+                    np[k] = denoise_trace(x)
                 elif k == "timing" and isinstance(x, dict):
                     np[k] = {t: y for t, y in x.items() if t in METRICS_KEEP["timing"]}
             out[key] = np
