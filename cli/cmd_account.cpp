@@ -86,9 +86,6 @@ int account_spec(const AccountOpts& o) {
           flag));
   require_range("--eps", o.eps, o.eps && *o.eps > 0, "(0, inf]");
   Spec spec = load_spec(o.spec, o.sets);
-  privacy::LedgerOptions lo = privacy::ledger_options(spec.privacy);
-  if (o.eps) lo.target_epsilon = *o.eps;  // the budget to check the spec's spend against
-  privacy::PrivacyLedger ledger(lo);
   int64_t n = 0;
   std::string n_source = "--dataset-size";
   if (o.dataset_size) {
@@ -106,6 +103,12 @@ int account_spec(const AccountOpts& o) {
     }
     n_source = "tokenised data";
   }
+  const double delta_before = spec.privacy.delta;
+  spec = resolved_delta(spec, n);
+  const bool delta_auto = spec.privacy.delta != delta_before;
+  privacy::LedgerOptions lo = privacy::ledger_options(spec.privacy);
+  if (o.eps) lo.target_epsilon = *o.eps;  // the budget to check the spec's spend against
+  privacy::PrivacyLedger ledger(lo);
   auto plan = planned_releases(spec, n);
   for (const auto& r : plan) ledger.record(r);
   nlohmann::json j = ledger.to_json();
@@ -114,6 +117,7 @@ int account_spec(const AccountOpts& o) {
     j["dataset_size"] = n;
     j["dataset_size_source"] = n_source;
   }
+  if (delta_auto) j["delta_source"] = "auto: 1 / (N ln N)";
   bool any_private = false;
   for (const auto& r : plan) any_private |= r.noise_multiplier > 0;
   if (plan.empty())

@@ -14,7 +14,6 @@
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
 #include "core/util/npy.hpp"
-#include "core/util/progress.hpp"
 #include "data/table.hpp"
 
 namespace dpft {
@@ -52,22 +51,10 @@ void register_embed(CLI::App& app, CliContext& ctx) {
       DPFT_CHECK_AS(ConfigError, ext == ".npy" || ext == ".jsonl",
                     "--out {}: use a .npy or .jsonl file name", o->out);
       eval::Embedder em = eval::load_embedder(o->model, o->device, "dpft embed");
-      const data::Table t = data::read_table(o->input, o->format);
-      const size_t col =
-          t.column(t.columns.size() == 1 && o->column == "text" ? t.columns[0] : o->column);
-      std::vector<std::string> texts;
-      texts.reserve(t.rows.size());
-      for (const auto& r : t.rows) texts.push_back(r[col]);
-      Progress bar("embed", static_cast<long>(texts.size()));
-      eval::EmbedOptions eo;
-      eo.batch = o->batch;
-      eo.max_length = o->max_length;
-      eo.on_batch = [&](int64_t done, int64_t) { bar.update(static_cast<long>(done)); };
-      const auto t0 = std::chrono::steady_clock::now();
-      torch::Tensor e = eval::embed_texts(*em.model, em.tok, texts, eo);
-      const double secs =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      bar.finish();
+      const std::vector<std::string> texts = data::column_texts(o->input, o->column, o->format);
+      double secs = 0;
+      torch::Tensor e =
+          eval::embed_with_progress(em, texts, o->batch, o->max_length, "embed", &secs);
       if (ext == ".npy") {
         write_npy(out, e);
       } else {

@@ -39,31 +39,6 @@ size_t word_count(const std::string& s) {
   return n;
 }
 
-// The `column` texts of `path` (a one-column table's only column when column is "text").
-std::vector<std::string> read_texts(const std::string& path, const std::string& column,
-                                    const std::string& format) {
-  const data::Table t = data::read_table(path, format);
-  const size_t col = t.column(t.columns.size() == 1 && column == "text" ? t.columns[0] : column);
-  std::vector<std::string> texts;
-  texts.reserve(t.rows.size());
-  for (const auto& r : t.rows) texts.push_back(r[col]);
-  return texts;
-}
-
-torch::Tensor embed_all(eval::Embedder& em, const std::vector<std::string>& texts, int64_t batch,
-                        size_t max_length, double& secs) {
-  Progress bar("embed", static_cast<long>(texts.size()));
-  eval::EmbedOptions eo;
-  eo.batch = batch;
-  eo.max_length = max_length;
-  eo.on_batch = [&](int64_t done, int64_t) { bar.update(static_cast<long>(done)); };
-  const auto t0 = Clock::now();
-  torch::Tensor e = eval::embed_texts(*em.model, em.tok, texts, eo);
-  secs = seconds_since(t0);
-  bar.finish();
-  return e;
-}
-
 std::string rate(size_t n, double secs) {
   return fmt::format("{:.0f} documents/s", secs > 0 ? static_cast<double>(n) / secs : 0.0);
 }
@@ -139,7 +114,7 @@ void register_topics(CLI::App& app, CliContext& ctx) {
       nlohmann::json sources = nlohmann::json::array();
       for (size_t i = 0; i < b->corpus.size(); ++i) {
         const std::string& col = b->column[b->column.size() == 1 ? 0 : i];
-        const auto texts = read_texts(b->corpus[i], col, b->format);
+        const auto texts = data::column_texts(b->corpus[i], col, b->format);
         size_t kept = 0;
         for (const auto& t : texts)
           if (word_count(t) >= std::max<size_t>(b->min_words, 1)) {
@@ -154,7 +129,8 @@ void register_topics(CLI::App& app, CliContext& ctx) {
                     b->min_words);
       eval::Embedder em = eval::load_embedder(b->model, b->device, "dpft topics build");
       double embed_s = 0;
-      const torch::Tensor x = embed_all(em, docs, b->batch, b->max_length, embed_s);
+      const torch::Tensor x =
+          eval::embed_with_progress(em, docs, b->batch, b->max_length, "embed", &embed_s);
       const auto t0 = Clock::now();
       topics::TopicModel m;
       m.centroids = topics::kmeans(x, {b->k, b->iterations, b->redo, b->seed});
@@ -165,6 +141,7 @@ void register_topics(CLI::App& app, CliContext& ctx) {
       for (int64_t t : topic) ++m.sizes[static_cast<size_t>(t)];
       m.keywords = topics::ctfidf_keywords(docs, topic, b->k, b->keywords);
       m.embedder = em.identity(b->max_length);
+      m.embedder["abs_path"] = std::filesystem::absolute(b->model).lexically_normal().string();
       m.build = {{"corpus", sources},
                  {"documents", docs.size()},
                  {"min_words", b->min_words},
@@ -225,19 +202,14 @@ void register_topics(CLI::App& app, CliContext& ctx) {
       DPFT_CHECK_AS(ConfigError, ext == ".jsonl" || ext == ".csv",
                     "--out {}: use a .jsonl or .csv file name", a->out);
       const topics::TopicModel m = topics::load(a->topics);
-      const std::string path =
-          a->model.empty() ? m.embedder.value("path", std::string()) : a->model;
       const size_t max_length = m.embedder.value("max_length", size_t{0});
-      eval::Embedder em = eval::load_embedder(path, a->device, "dpft topics assign");
-      const std::string want = m.embedder.value("params_sha256", std::string()),
-                        got = em.identity(max_length).value("params_sha256", std::string());
-      DPFT_CHECK_AS(InputError, want == got,
-                    "topics assign: the encoder at {} is not the one {} was built with (weights "
-                    "sha256 {} vs {}); pass --model with that encoder",
-                    path, a->topics, got.substr(0, 12), want.substr(0, 12));
-      const auto texts = read_texts(a->input, a->column, a->format);
+      eval::Embedder em = eval::load_embedder_matching(m.embedder, a->model, a->device,
+                                                       "topics assign: topic model " + a->topics,
+                                                       "pass --model with that encoder");
+      const auto texts = data::column_texts(a->input, a->column, a->format);
       double secs = 0;
-      const torch::Tensor x = embed_all(em, texts, a->batch, max_length, secs);
+      const torch::Tensor x =
+          eval::embed_with_progress(em, texts, a->batch, max_length, "embed", &secs);
       const auto [idx, sim] = topics::nearest(x, m.centroids);
       std::string lines = ext == ".csv" ? "index,topic,similarity\n" : "";
       std::vector<int64_t> hist(static_cast<size_t>(m.num_topics()), 0);

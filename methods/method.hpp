@@ -51,6 +51,9 @@ class Method {
   virtual bool trains_encoders() const { return false; }
   // Whether the method trains an encoder-decoder on data.task seq2seq, and only that (ctcl).
   virtual bool needs_seq2seq() const { return false; }
+  // Whether a spec that sets no privacy.delta gets 1 / (N ln N) (privacy.delta: auto) rather
+  // than the global default 1e-5: ctcl, as its paper and reference code.
+  virtual bool delta_auto_by_default() const { return false; }
   // Whether this method (as configured) reads data.public; other methods refuse it.
   virtual bool reads_public_data() const { return false; }
   // The DP releases a run on a private set of `dataset_size` examples makes (for the ledger's

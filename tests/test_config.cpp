@@ -1,6 +1,8 @@
 // Spec parsing: every error class with its message, override precedence, round trip.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include "core/config/fields.hpp"
 #include "core/config/spec.hpp"
 #include "core/util/error.hpp"
@@ -333,4 +335,27 @@ TEST_CASE("data keys: errors name the key and what is allowed", "[config]") {
              Contains("data.train_extra[0]: expected a mapping"));
   CHECK_THAT(config_error("data:\n  packing: sometimes\n"),
              Contains("data.packing: expected true or false"));
+}
+
+TEST_CASE("privacy.delta: auto is 1 / (N ln N), resolved once N is known", "[config]") {
+  Spec s = parse("privacy:\n  delta: auto\n");
+  CHECK(s.privacy.delta_auto);
+  CHECK(s.privacy.delta_set);
+  CHECK(spec_to_yaml(s)["privacy"]["delta"].as<std::string>() == "auto");
+  CHECK_FALSE(parse("").privacy.delta_set);
+  CHECK(parse("", {"privacy.delta=auto"}).privacy.delta_auto);
+  resolve_auto_delta(s, 75316);  // CTCL's PubMed: 1 / (75316 x 11.22945) = 1.18237e-6
+  CHECK_FALSE(s.privacy.delta_auto);
+  CHECK(s.privacy.delta == Approx(1.0 / (75316 * std::log(75316.0))).epsilon(1e-14));
+  CHECK(s.privacy.delta == Approx(1.18237e-6).epsilon(1e-5));
+  // The resolved spec holds the number: a resume re-reads it, never auto again.
+  const Spec again = parse(YAML::Dump(spec_to_yaml(s)));
+  CHECK_FALSE(again.privacy.delta_auto);
+  CHECK(again.privacy.delta == s.privacy.delta);
+  Spec tiny = parse("privacy:\n  delta: auto\n");
+  CHECK_THROWS_AS(resolve_auto_delta(tiny, 20), ConfigError);  // 1 / (20 ln 20) = 0.017
+  Spec fixed = parse("privacy:\n  delta: 1.0e-6\n");
+  resolve_auto_delta(fixed, 75316);
+  CHECK(fixed.privacy.delta == 1e-6);
+  CHECK_THAT(config_error("privacy:\n  delta: often\n"), Contains("or auto"));
 }

@@ -7,6 +7,8 @@
 #include <numeric>
 #include <random>
 
+#include <yaml-cpp/yaml.h>
+
 #include "core/privacy/accountant.hpp"
 #include "core/privacy/histogram.hpp"
 #include "core/topics/topic_model.hpp"
@@ -175,7 +177,7 @@ TEST_CASE(
   const std::string text = "name: ctcl-test\nseed: 2\nmodel: {path: " + bart +
                            "}\ndata:\n  task: seq2seq\n  train: {path: " + data.string() +
                            ", text_column: text}\n  max_length: 32\n"
-                           "privacy: {epsilon: 4, delta: 1.0e-4, clip_norm: 1.0}\n"
+                           "privacy: {epsilon: 4, clip_norm: 1.0}\n"
                            "train: {steps: 4, batch_size: 10, lr: 0.001}\n"
                            "method:\n  name: ctcl\n  topic_model: " +
                            topics +
@@ -193,6 +195,18 @@ TEST_CASE(
   // within the budget and close to it (the steps' sigma was calibrated with the histogram in).
   const auto& rel = m["privacy"]["releases"];
   REQUIRE(rel.size() == 2);
+  // No privacy.delta: ctcl's default 1 / (N ln N), N = 40, fixed in config.resolved.yaml; the
+  // plan of `dpft account --spec` is the run's ledger.
+  const double auto_delta = 1.0 / (40 * std::log(40.0));
+  CHECK(m["privacy"]["delta"].get<double>() == Approx(auto_delta).epsilon(1e-12));
+  CHECK(YAML::LoadFile((run / "config.resolved.yaml").string())["privacy"]["delta"].as<double>() ==
+        Approx(auto_delta).epsilon(1e-12));
+  std::string planned;
+  REQUIRE(test::cli({"account", "--spec", spec, "--json"}, &planned) == 0);
+  const auto plan = nlohmann::json::parse(planned);
+  CHECK(plan["delta"] == m["privacy"]["delta"]);
+  CHECK(plan["delta_source"] == "auto: 1 / (N ln N)");
+  CHECK(plan["epsilon"] == m["privacy"]["epsilon"]);
   CHECK(rel[0]["label"] == "topic_histogram");
   CHECK(rel[0]["noise_multiplier"] == 10.0);
   CHECK(rel[0]["sampling_rate"] == 1.0);
@@ -232,6 +246,14 @@ TEST_CASE(
   CHECK(read_file(part / "synthetic" / "synthetic.jsonl") ==
         read_file(run / "synthetic" / "synthetic.jsonl"));
   CHECK(r["eval"] == m["eval"]);
+
+  // A released histogram that cannot be read back is not released again: resume exits 3.
+  REQUIRE(test::cli({"run", spec, "--out", out, "--stop-after", "1"}, &printed) == 0);
+  const fs::path broken = test::last_line(printed);
+  write_file_atomic(broken / "topic_histogram.json", "{\"counts\": [1, 2");
+  CHECK(test::cli({"run", "--resume", broken.string()}) == 3);
+  write_file_atomic(broken / "topic_histogram.json", "{\"counts\": \"many\"}");
+  CHECK(test::cli({"run", "--resume", broken.string()}) == 3);
 
   // keywords: false (Table 5's vanilla generator): no topics, no histogram, the whole budget to
   // the steps.

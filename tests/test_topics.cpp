@@ -202,4 +202,25 @@ TEST_CASE("dpft topics build and assign: sizes equal the assignment of the build
                    docs.string(), "--out", assigned}) == 3);
   CHECK(test::cli({"topics", "build", "--corpus", cf.string(), "--model", model, "--topics", "400",
                    "--out", out}) == 2);
+
+  // Built with a relative encoder path: the model records it and its absolute form, so assign
+  // works from any directory; an encoder that moved is refused by name, and --model finds it.
+  fs::copy(model, tmp.path / "enc");
+  const fs::path cwd = fs::current_path();
+  fs::current_path(tmp.path);
+  const int built = test::cli({"topics", "build", "--corpus", "corpus.csv", "--model", "enc",
+                               "--topics", "4", "--min-words", "3", "--seed", "1", "--out", "tm2"});
+  fs::current_path(cwd);
+  REQUIRE(built == 0);
+  const topics::TopicModel rel = topics::load(tmp.path / "tm2");
+  CHECK(rel.embedder["path"] == "enc");
+  CHECK(fs::equivalent(rel.embedder["abs_path"].get<std::string>(), tmp.path / "enc"));
+  const std::string tm2 = (tmp.path / "tm2").string();
+  CHECK(test::cli({"topics", "assign", "--topics", tm2, "--input", docs.string(), "--out",
+                   assigned}) == 0);
+  fs::rename(tmp.path / "enc", tmp.path / "enc_moved");
+  CHECK(test::cli({"topics", "assign", "--topics", tm2, "--input", docs.string(), "--out",
+                   assigned}) == 3);
+  CHECK(test::cli({"topics", "assign", "--topics", tm2, "--input", docs.string(), "--out", assigned,
+                   "--model", (tmp.path / "enc_moved").string()}) == 0);
 }

@@ -415,7 +415,15 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
     PrivacySpec& pr = s.privacy;
     bool eps_given = p.has("epsilon");
     p.get("epsilon", pr.epsilon, Range{0, std::numeric_limits<double>::infinity(), true, false});
-    p.get("delta", pr.delta, Range::open(0, 1));
+    pr.delta_set = p.has("delta");
+    if (p.has("delta") && p.raw("delta").IsScalar() && p.raw("delta").Scalar() == "auto")
+      pr.delta_auto = true;
+    else
+      try {
+        p.get("delta", pr.delta, Range::open(0, 1));
+      } catch (const ConfigError& e) {
+        throw ConfigError(std::string(e.what()) + " (or auto: 1 / (N ln N) for N examples)");
+      }
     // (epsilon, delta)-DP with a large delta permits publishing some examples in the clear
     // (with probability delta each); the guarantee is meaningful only for delta well below 1/N.
     if (pr.delta > 0.01)
@@ -567,7 +575,7 @@ YAML::Node spec_to_yaml(const Spec& s) {
   n["data"]["chat_format"] = s.data.chat_format;
   YAML::Node p;
   p["epsilon"] = opt(s.privacy.epsilon);
-  p["delta"] = num(s.privacy.delta);
+  p["delta"] = s.privacy.delta_auto ? YAML::Node("auto") : num(s.privacy.delta);
   p["accountant"] = s.privacy.accountant;
   p["eps_error"] = num(s.privacy.eps_error);
   p["noise_multiplier"] = opt(s.privacy.noise_multiplier);
@@ -642,6 +650,21 @@ std::string config_hash(const Spec& s) {
     h *= 1099511628211ull;
   }
   return fmt::format("{:016x}", h);
+}
+
+void resolve_auto_delta(Spec& spec, int64_t n) {
+  if (!spec.privacy.delta_auto) return;
+  DPFT_CHECK_AS(ConfigError, n >= 2,
+                "privacy.delta: auto is 1 / (N ln N) for the N private training examples; this "
+                "run has {}: set privacy.delta to a number",
+                n);
+  const double nd = static_cast<double>(n), delta = 1.0 / (nd * std::log(nd));
+  DPFT_CHECK_AS(ConfigError, delta <= 0.01,
+                "privacy.delta: auto gives 1 / (N ln N) = {:.4g} for N = {}, too large for a "
+                "privacy guarantee; set privacy.delta (e.g. 1e-5)",
+                delta, n);
+  spec.privacy.delta = delta;
+  spec.privacy.delta_auto = false;
 }
 
 }  // namespace dpft

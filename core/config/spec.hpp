@@ -96,6 +96,11 @@ struct PrivacySpec {
   // noise_multiplier given (train::resolve_dp refuses neither). Null with noise_multiplier.
   std::optional<double> epsilon;
   double delta = 1e-5;                     // target delta, (0, 1)
+  // privacy.delta: auto: delta = 1 / (N ln N) for the N private examples (CTCL's and its
+  // reference code's choice), set by resolve_auto_delta once N is counted, before anything is
+  // planned or released; the run's config.resolved.yaml then holds the number.
+  bool delta_auto = false;
+  bool delta_set = false;  // privacy.delta given (a number or auto) in the spec or by --set
   std::string accountant = "prv";          // prv | rdp | gaussian
   double eps_error = 0.01;                 // PRV accountant's epsilon discretisation error
   std::optional<double> noise_multiplier;  // sigma; when set, epsilon is computed, not targeted
@@ -211,6 +216,11 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& override
 // The fully resolved spec, every field present.
 YAML::Node spec_to_yaml(const Spec& spec);
 std::string spec_to_yaml_string(const Spec& spec);
+
+// privacy.delta: auto -> 1 / (N ln N) for N private examples (delta_auto cleared). ConfigError
+// when that is above 0.01 (N < 40: too few examples for a meaningful delta; set one). A spec
+// without delta: auto is left alone.
+void resolve_auto_delta(Spec& spec, int64_t n);
 
 // FNV-1a 64 (hex) of the resolved spec without name, seed and output: equal for runs of one
 // configuration that differ only in seed, so reports can group them.

@@ -1,11 +1,14 @@
 #include "core/eval/embed.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <filesystem>
 #include <numeric>
 
 #include "core/model/checkpoint.hpp"
 #include "core/project/subspace.hpp"
 #include "core/util/error.hpp"
+#include "core/util/progress.hpp"
 #include "core/util/system.hpp"
 
 namespace dpft::eval {
@@ -22,6 +25,31 @@ Embedder load_embedder(const std::string& path, const std::string& device,
                 what, path, m->config().model_type);
   enc->to(torch::Device(device));
   return Embedder{enc, tok::EncoderTokenizer::load(path), path};
+}
+
+Embedder load_embedder_matching(const nlohmann::json& identity, const std::string& path,
+                                const std::string& device, const std::string& what,
+                                const std::string& hint) {
+  std::string use = path;
+  if (use.empty()) {
+    const std::string given = identity.value("path", std::string()),
+                      abs = identity.value("abs_path", std::string());
+    use = !given.empty() && std::filesystem::exists(given) ? given
+          : !abs.empty() && std::filesystem::exists(abs)   ? abs
+                                                           : "";
+    DPFT_CHECK_AS(InputError, !use.empty(),
+                  "{}: the encoder it was built with is not at '{}'{} (from {}); {}", what, given,
+                  abs.empty() || abs == given ? "" : " nor at '" + abs + "'",
+                  std::filesystem::current_path().string(), hint);
+  }
+  Embedder em = load_embedder(use, device, what);
+  const std::string want = identity.value("params_sha256", std::string()),
+                    got = em.identity(0).value("params_sha256", std::string());
+  DPFT_CHECK_AS(InputError, want == got,
+                "{}: the encoder at {} is not the one it was built with (weights sha256 {} vs "
+                "{}); {}",
+                what, use, got.substr(0, 12), want.substr(0, 12), hint);
+  return em;
 }
 
 nlohmann::json Embedder::identity(size_t max_length) const {
@@ -82,6 +110,22 @@ torch::Tensor embed_texts(model::EncoderImpl& model, const tok::EncoderTokenizer
   }
   if (was_training) model.train();
   return out;
+}
+
+torch::Tensor embed_with_progress(Embedder& em, const std::vector<std::string>& texts,
+                                  int64_t batch, size_t max_length, const std::string& label,
+                                  double* seconds) {
+  Progress bar(label, static_cast<long>(texts.size()));
+  EmbedOptions eo;
+  eo.batch = batch;
+  eo.max_length = max_length;
+  eo.on_batch = [&](int64_t done, int64_t) { bar.update(static_cast<long>(done)); };
+  const auto t0 = std::chrono::steady_clock::now();
+  torch::Tensor e = embed_texts(*em.model, em.tok, texts, eo);
+  if (seconds)
+    *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  bar.finish();
+  return e;
 }
 
 }  // namespace dpft::eval

@@ -41,4 +41,18 @@ Embedder load_embedder(const std::string& path, const std::string& device, const
 torch::Tensor embed_texts(model::EncoderImpl& model, const tok::EncoderTokenizer& tok,
                           const std::vector<std::string>& texts, const EmbedOptions& opts = {});
 
+// The encoder a file recorded by identity() (a topic model's): `path` when not empty, else the
+// recorded path as given, else its recorded absolute form ("abs_path"). InputError when none is
+// found (naming what was tried and `hint`: how to pass another path) or when its weights'
+// sha256 differs from the recorded one.
+Embedder load_embedder_matching(const nlohmann::json& identity, const std::string& path,
+                                const std::string& device, const std::string& what,
+                                const std::string& hint);
+
+// embed_texts(em's model and tokenizer) with a progress bar named `label` on stderr; `seconds`
+// (if given) receives the wall time. Returns [N, d].
+torch::Tensor embed_with_progress(Embedder& em, const std::vector<std::string>& texts,
+                                  int64_t batch, size_t max_length, const std::string& label,
+                                  double* seconds = nullptr);
+
 }  // namespace dpft::eval

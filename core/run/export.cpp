@@ -41,6 +41,10 @@ const std::map<std::string, Entry>& run_entries() {
        {true, "post-processing",
         "synthetic sets generated from the DP-trained model (and pe-sgd's released noisy "
         "coefficients), or from the base model and prompts alone"}},
+      {"topic_histogram.json",
+       {true, "dp",
+        "ctcl's topic histogram: true counts + N(0, sigma^2), rounded and clamped, one Gaussian "
+        "release in the ledger"}},
       {"subspace.safetensors",
        {true, "post-processing",
         "dp-sft's subspace P: the SVD of the stage-1 trajectory of DP updates (or a given file), "

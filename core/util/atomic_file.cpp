@@ -199,4 +199,13 @@ std::vector<nlohmann::json> read_jsonl(const fs::path& path) {
   return out;
 }
 
+nlohmann::json read_json(const fs::path& path) {
+  const std::string text = read_file(path);
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(fmt::format("{}: malformed JSON: {}", path.string(), e.what()));
+  }
+}
+
 }  // namespace dpft

@@ -76,5 +76,7 @@ class JsonlWriter {
 // Parse a JSONL file; a trailing incomplete line (crash mid-write) is skipped, any other
 // malformed line is an InputError naming the file and line number.
 std::vector<nlohmann::json> read_jsonl(const fs::path& path);
+// A whole JSON file; InputError naming the file when it is missing or malformed.
+nlohmann::json read_json(const fs::path& path);
 
 }  // namespace dpft

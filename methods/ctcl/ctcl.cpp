@@ -56,10 +56,12 @@ class CtclMethod : public Method {
   std::string name() const override { return "ctcl"; }
   std::string label() const override { return keywords_ ? "CTCL" : "DP fine-tuned generator"; }
   bool needs_seq2seq() const override { return true; }
+  bool delta_auto_by_default() const override { return true; }  // 1 / (N ln N), Appendix E
 
   void configure(Fields& f) override {
     f.get("keywords", keywords_);
     f.get("topic_model", topic_model_);
+    f.get("topic_encoder", topic_encoder_);
     f.get("doc_type", doc_type_);
     f.get("hist_sigma", hist_sigma_, Range::above(0));
     f.get("max_source_length", max_source_length_, Range::at_least(3));
@@ -85,6 +87,7 @@ class CtclMethod : public Method {
     YAML::Node n;
     n["keywords"] = keywords_;        // false: no topics / histogram (Table 5's vanilla)
     n["topic_model"] = topic_model_;  // dpft topics build --out DIR
+    n["topic_encoder"] = topic_encoder_;  // "": the encoder the topic model records
     n["doc_type"] = doc_type_;        // "Document Type: <doc_type>" in every condition
     n["hist_sigma"] = hist_sigma_;    // noise multiplier of the topic histogram
     n["max_source_length"] = max_source_length_;  // condition tokens, <s> </s> included
@@ -139,7 +142,7 @@ class CtclMethod : public Method {
                             const std::vector<int64_t>& seats) const;
 
   bool keywords_ = true;
-  std::string topic_model_, doc_type_;
+  std::string topic_model_, topic_encoder_, doc_type_;
   double hist_sigma_ = 10;
   int64_t max_source_length_ = 128, embed_batch_ = 32, max_repeat_ = 20;
   int64_t max_word_length_ = 25;
@@ -156,21 +159,12 @@ std::vector<int64_t> CtclMethod::assign_topics(const Spec& spec, const train::Tr
   std::vector<std::string> texts;
   texts.reserve(in.train.items.size());
   for (const auto& it : in.train.items) texts.push_back(text_of.at(it.index));
-  const std::string path = tm.embedder.value("path", std::string());
-  eval::Embedder em = eval::load_embedder(path, spec.device, "method ctcl");
+  eval::Embedder em = eval::load_embedder_matching(
+      tm.embedder, topic_encoder_, spec.device, "method ctcl: topic model " + topic_model_,
+      "set method.topic_encoder to that encoder's directory");
   const size_t max_length = tm.embedder.value("max_length", size_t{0});
-  DPFT_CHECK_AS(InputError,
-                em.identity(max_length).value("params_sha256", "") ==
-                    tm.embedder.value("params_sha256", std::string()),
-                "method ctcl: the encoder at {} is not the one topic model {} was built with", path,
-                topic_model_);
-  Progress bar("ctcl topics", static_cast<long>(texts.size()));
-  eval::EmbedOptions eo;
-  eo.batch = embed_batch_;
-  eo.max_length = max_length;
-  eo.on_batch = [&](int64_t done, int64_t) { bar.update(static_cast<long>(done)); };
-  const torch::Tensor x = eval::embed_texts(*em.model, em.tok, texts, eo);
-  bar.finish();
+  const torch::Tensor x =
+      eval::embed_with_progress(em, texts, embed_batch_, max_length, "ctcl topics");
   const torch::Tensor idx = topics::nearest(x, tm.centroids).first;
   return std::vector<int64_t>(idx.data_ptr<int64_t>(), idx.data_ptr<int64_t>() + idx.numel());
 }
@@ -182,8 +176,16 @@ std::vector<int64_t> CtclMethod::histogram(RunContext& ctx, const std::vector<in
   if (ctx.resume && fs::exists(file)) {
     // Released before: reuse it. The ledger holds it when a checkpoint restored the ledger;
     // without a checkpoint (killed before step 1) the fresh ledger needs it again.
-    const nlohmann::json j = nlohmann::json::parse(read_file(file));
-    auto counts = j.at("counts").get<std::vector<int64_t>>();
+    const nlohmann::json j = read_json(file);
+    std::vector<int64_t> counts;
+    try {
+      counts = j.at("counts").get<std::vector<int64_t>>();
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(fmt::format(
+          "{}: no list of integer 'counts' ({}). The histogram was released when the run "
+          "started and must not be released again: restore the file, or start a new run",
+          file.string(), e.what()));
+    }
     DPFT_CHECK_AS(InputError, static_cast<int64_t>(counts.size()) == K,
                   "{}: {} topics, the topic model has {}", file.string(), counts.size(), K);
     if (!fs::exists(ctx.dir.file("checkpoint"))) ctx.ledger.record(rel);
