@@ -359,4 +359,14 @@ std::vector<Example> subsample(const std::vector<Example>& all, int64_t k, uint6
   return out;
 }
 
+std::vector<std::string> column_texts(const std::filesystem::path& path, const std::string& column,
+                                      const std::string& format) {
+  const Table t = read_table(path, format);
+  const size_t col = t.column(t.columns.size() == 1 && column == "text" ? t.columns[0] : column);
+  std::vector<std::string> texts;
+  texts.reserve(t.rows.size());
+  for (const auto& r : t.rows) texts.push_back(r[col]);
+  return texts;
+}
+
 }  // namespace dpft::data

@@ -39,6 +39,11 @@ Table read_table(const std::filesystem::path& path, const std::string& format = 
 
 using lm::Example;
 
+// The `column` cells of a table file, in order; a one-column table's only column when column is
+// "text" (`dpft embed`, `dpft topics`). InputError as read_table, or naming the columns.
+std::vector<std::string> column_texts(const std::filesystem::path& path, const std::string& column,
+                                      const std::string& format = "auto");
+
 // The text (and optional label, prompt and second-sentence) columns of a table; empty texts are
 // kept (callers decide).
 std::vector<Example> examples(const Table& t, const std::string& text_column,
