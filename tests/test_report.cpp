@@ -656,6 +656,18 @@ TEST_CASE("report denoise-glue: steps to 90 / 95 % and the speedup over the same
   CHECK(row(t.blocks[4], "DP-SGD+Denoise").cells[0]->mean == Approx(0.5));
   CHECK(row(t.blocks[4], "DP-SGD+Denoise").cells[0]->n == 1);
   CHECK_THAT(t.caption, Contains("0.8"));
+  CHECK(t.blocks[1].digits == 0);  // steps print as integers
+  CHECK(t.blocks[0].digits == 4);
+  // A pair whose runs reach 90 % at step 0 has no speedup there (0 / 0): left out, not nan.
+  run("DP-SGD", 3, 0.7, 0, 300);
+  run("DP-SGD+Denoise", 3, 0.7, 0, 150);
+  auto t3 = build_report_table("denoise-glue", report::load_runs({d.path}).runs);
+  CHECK(row(t3.blocks[3], "DP-SGD+Denoise").cells[0]->n == 2);
+  CHECK(row(t3.blocks[3], "DP-SGD+Denoise").cells[0]->mean == Approx(0.625));
+  CHECK(row(t3.blocks[4], "DP-SGD+Denoise").cells[0]->mean == Approx(0.75));  // 0.5 and 1
+  const std::string md = report::render(t3, "md");
+  CHECK(md.find("nan") == std::string::npos);
+  CHECK(md.find("| 100 ± 100 |") != std::string::npos);  // DP-SGD's steps to 90 %: 200, 100, 0
   test::TempDir empty;
   write_run(empty.path / "plain", dp("DP-SGD", 6.7, 2, 2.0));
   CHECK_THROWS_AS(build_report_table("denoise-glue", report::load_runs({empty.path}).runs),

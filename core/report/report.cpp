@@ -172,6 +172,7 @@ Table assemble(const std::string& caption, const std::vector<Collected>& blocks,
     Block out;
     out.key = b.key;
     out.title = b.title;
+    out.digits = b.digits;
     if (!b.base_by_dataset.empty()) {
       Row base{kBaseLabel, {}, true};
       for (const auto& c : t.columns) {
@@ -427,11 +428,12 @@ std::string format_eps(double eps, const std::string& format) {
 namespace {
 
 // "2.1197 ± 0.0004"; one run: "2.1197 (n=1)"; the base row: the mean alone.
-std::string cell_text(const std::optional<Stat>& s, bool mean_only, const std::string& pm) {
+std::string cell_text(const std::optional<Stat>& s, bool mean_only, const std::string& pm,
+                      int digits) {
   if (!s) return "-";
-  if (mean_only) return fmt::format("{:.4f}", s->mean);
-  if (s->n == 1) return fmt::format("{:.4f} (n=1)", s->mean);
-  return fmt::format("{:.4f}{}{:.4f}", s->mean, pm, s->std);
+  if (mean_only) return fmt::format("{:.{}f}", s->mean, digits);
+  if (s->n == 1) return fmt::format("{:.{}f} (n=1)", s->mean, digits);
+  return fmt::format("{:.{}f}{}{:.{}f}", s->mean, digits, pm, s->std, digits);
 }
 
 // True when the data cells (not the base row) do not all have the same number of runs.
@@ -475,15 +477,15 @@ std::string csv_field(const std::string& s) {
   return out + "\"";
 }
 
-using CellFn = std::string (*)(const std::optional<Stat>&, bool);
+using CellFn = std::string (*)(const std::optional<Stat>&, bool, int);
 
-std::string md_cell(const std::optional<Stat>& s, bool mean_only) {
-  return cell_text(s, mean_only, " ± ");
+std::string md_cell(const std::optional<Stat>& s, bool mean_only, int digits) {
+  return cell_text(s, mean_only, " ± ", digits);
 }
-std::string latex_cell(const std::optional<Stat>& s, bool mean_only) {
-  return cell_text(s, mean_only, " $\\pm$ ");
+std::string latex_cell(const std::optional<Stat>& s, bool mean_only, int digits) {
+  return cell_text(s, mean_only, " $\\pm$ ", digits);
 }
-std::string count_cell(const std::optional<Stat>& s, bool) {
+std::string count_cell(const std::optional<Stat>& s, bool, int) {
   return s ? std::to_string(s->n) : "-";
 }
 
@@ -501,7 +503,7 @@ void render_md_body(std::ostringstream& o, const Table& t, CellFn cell, bool ski
     for (const auto& r : b.rows) {
       if (skip_base && r.mean_only) continue;
       o << "| " << md_escape(r.label) << " |";
-      for (const auto& c : r.cells) o << " " << cell(c, r.mean_only) << " |";
+      for (const auto& c : r.cells) o << " " << cell(c, r.mean_only, b.digits) << " |";
       o << "\n";
     }
   }
@@ -568,7 +570,7 @@ void render_latex_body(std::ostringstream& o, const Table& t, CellFn cell, bool 
         size_t j = i + 1;
         if (r.mean_only)  // one value per dataset: span its eps columns, as the paper does
           while (j < r.cells.size() && t.columns[j].dataset == t.columns[i].dataset) ++j;
-        std::string text = cell(r.cells[i], r.mean_only);
+        std::string text = cell(r.cells[i], r.mean_only, b.digits);
         if (j - i > 1)
           o << " & \\multicolumn{" << (j - i) << "}{c}{" << text << "}";
         else

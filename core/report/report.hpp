@@ -83,6 +83,7 @@ struct Block {
   std::string key;    // short metric name (the csv `metric` column): loss, accuracy, ...
   std::string title;  // as in the paper, with the better direction: "... Loss (↓)"
   std::vector<Row> rows;
+  int digits = 4;  // decimals of the cells (0 for counts such as steps)
 };
 struct Table {
   std::string caption;
@@ -129,6 +130,7 @@ struct Collected {
   std::string key, title;
   std::map<std::string, std::map<ColKey, std::vector<double>>> by_label;
   std::map<std::string, std::vector<double>> base_by_dataset;  // a "Base Model" row (mean only)
+  int digits = 4;                                              // decimals of its cells
 };
 
 // Columns: every (dataset, eps) of the blocks, datasets alphabetically, eps ascending (inf

@@ -34,8 +34,8 @@ std::optional<double> steps_to(const nlohmann::json& m, const char* share) {
 Table glue(const std::vector<RunRecord>& runs, const TableDef& def) {
   check_groups(runs);
   Collected acc{"accuracy", "Final accuracy after T steps (↑)", {}, {}};
-  Collected s90{"steps_90", "Steps to 90 % of the reference (↓)", {}, {}};
-  Collected s95{"steps_95", "Steps to 95 % of the reference (↓)", {}, {}};
+  Collected s90{"steps_90", "Steps to 90 % of the reference (↓)", {}, {}, 0};
+  Collected s95{"steps_95", "Steps to 95 % of the reference (↓)", {}, {}, 0};
   Collected up90{"speedup_90", "Speedup to 90 %: baseline steps / steps - 1 (↑)", {}, {}};
   Collected up95{"speedup_95", "Speedup to 95 % (↑)", {}, {}};
   std::set<double> references;
@@ -67,10 +67,12 @@ Table glue(const std::vector<RunRecord>& runs, const TableDef& def) {
     if (t95) s95.by_label[r.label][k].push_back(*t95);
     if (r.label != kBaseline) {
       auto it = baseline.find({r.dataset, r.eps, r.seed});
+      // Undefined where the run reaches the threshold at step 0 (the base model already
+      // does): such pairs are left out, and a cell with none is empty.
       if (it != baseline.end()) {
-        if (t90 && it->second.first)
+        if (t90 && *t90 > 0 && it->second.first)
           up90.by_label[r.label][k].push_back(*it->second.first / *t90 - 1);
-        if (t95 && it->second.second)
+        if (t95 && *t95 > 0 && it->second.second)
           up95.by_label[r.label][k].push_back(*it->second.second / *t95 - 1);
       }
     }
@@ -78,11 +80,14 @@ Table glue(const std::vector<RunRecord>& runs, const TableDef& def) {
   if (used == 0) throw InputError(no_runs_error("denoise-glue", "steps-to-accuracy results"));
   std::string refs;
   for (double x : references) refs += (refs.empty() ? "" : ", ") + fmt::format("{:g}", x);
-  return assemble(fmt::format("Final accuracy and steps to 90 % / 95 % of the reference accuracy "
-                              "({}); speedups pair each run with the DP-SGD run of the same "
-                              "seed; an empty cell: never reached (mean ± std over seeds)",
-                              refs),
-                  {acc, s90, s95, up90, up95}, def.row_order);
+  return assemble(
+      fmt::format(
+          "Final accuracy and steps to 90 % / 95 % of the reference accuracy "
+          "({}); speedups pair each run with the DP-SGD run of the same "
+          "seed (undefined, so left out, where a run reaches the threshold at step 0); an empty "
+          "cell: never reached (mean ± std over seeds)",
+          refs),
+      {acc, s90, s95, up90, up95}, def.row_order);
 }
 
 Table nlg(const std::vector<RunRecord>& runs, const TableDef& def) {
