@@ -86,7 +86,7 @@ METRICS_KEEP = {
     "diagnostics": None,
     "timing": ("total_s", "train_s", "generation_s"),
 }
-DENOISE_TRACE_EVERY = 5
+DENOISE_TRACE_EVERY = 10
 DENOISE_STEP_KEEP = ("fraction_denoised", "max_top_over_edge")
 DENOISE_DIAG_KEEP = ("improvement", "cosine_before", "cosine_after")
 MANIFEST_KEEP = ("git_commit", "host", "threads", "device", "libtorch_version", "start_time",

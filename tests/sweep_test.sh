@@ -112,23 +112,23 @@ e = json.load(open(sys.argv[1]))["eval"]
 sys.exit(list(e) != ["base", "final", "history", "steps_to_accuracy", "nlg"] or e["final"]["loss"] != 1.25)' \
   "$T/cmp/x/eps1/s0/x/20260101-000000-s0/metrics.json"
 
-# A denoise run keeps a slim trace: every 5th step and the last, with only the plotted fields.
+# A denoise run keeps a slim trace: every 10th step and the last, with only the plotted fields.
 mkdir -p "$T/cmp2/x/eps1/s0/x/20260101-000000-s0"
 python3 -c '
 import json, sys
 h = [{"step": s, "loss": 0.5, "denoise": {"blocks": 4, "fraction_denoised": s / 10, "sigma_e": 1,
       "diagnostics": {"improvement": s / 100, "cosine_before": 0.1, "cosine_after": 0.2,
-                      "layers": [{"name": "w", "improvement": 0}]}}} for s in range(1, 8)]
+                      "layers": [{"name": "w", "improvement": 0}]}}} for s in range(1, 13)]
 m = {"schema": "dpft.metrics/2", "status": "ok",
      "non_private": {"history": h, "denoise_diagnostics": {"improvement_mean": 0.04}, "big": [1]}}
 open(sys.argv[1], "w").write(json.dumps(m))' "$T/cmp2/x/eps1/s0/x/20260101-000000-s0/metrics.json"
 python3 "$SRC/experiments/compact_results.py" "$T/cmp2" > /dev/null
-check "compaction keeps a denoise trace (steps 5 and 7, plotted fields) and the summary" python3 -c '
+check "compaction keeps a denoise trace (steps 10 and 12, plotted fields) and the summary" python3 -c '
 import json, sys
 n = json.load(open(sys.argv[1]))["non_private"]
 h = n.get("history", [])
-ok = [x["step"] for x in h] == [5, 7] and h[1]["denoise"] == {"fraction_denoised": 0.7,
-     "diagnostics": {"improvement": 0.07, "cosine_before": 0.1, "cosine_after": 0.2}}
+ok = [x["step"] for x in h] == [10, 12] and h[1]["denoise"] == {"fraction_denoised": 1.2,
+     "diagnostics": {"improvement": 0.12, "cosine_before": 0.1, "cosine_after": 0.2}}
 sys.exit(not (ok and n.get("denoise_diagnostics") == {"improvement_mean": 0.04} and "big" not in n))' \
   "$T/cmp2/x/eps1/s0/x/20260101-000000-s0/metrics.json"
 
