@@ -3,7 +3,9 @@
 // loss) and a DP-SGD step (per-sample gradients, clipping, the clipped sum, noise), interleaved
 // over --reps repetitions (medians reported, so machine noise hits both alike). Peak memory of
 // each kind is measured in a child process of its own (`--only np|dp`), since peak RSS is per
-// process. --denoise adds method denoise's post-processing of each DP step's gradient (paper
+// process. An encoder-decoder (--arch bart) trains on pairs of random sources and targets of --seq
+// tokens each (the model FLOPs count a source and a target token as one token's worth of the whole
+// model). --denoise adds method denoise's post-processing of each DP step's gradient (paper
 // 003); --dp-sft K a DP-SFT stage-2 step (paper 002, Alg. 2: per-sample P^T g_i, clipping in
 // R^k, noise, P g~^s) on a random orthonormal P of k columns, interleaved with the other two,
 // and what building P costs (one trajectory row written, the Gram-route SVD of k rows).
@@ -45,7 +47,7 @@ using Clock = std::chrono::steady_clock;
 
 struct TrainBench {
   std::string arch = "gpt2", preset = "small", peft = "lora", grad_mode = "auto", only;
-  std::string dtype = "float32", device = "cpu", dp_sft_storage = "float32";
+  std::string dtype = "float32", device = "cpu", dp_sft_storage = "float32", noise_draw = "auto";
   std::vector<std::string> targets;
   int64_t vocab = 50257, batch = 32, seq = 128, micro = 0, r = 8, dp_sft_k = 0;
   int reps = 5;
@@ -108,16 +110,25 @@ int bench_train(const TrainBench& b) {
   const int64_t seq = std::min(b.seq, c.usable_positions()),
                 micro = b.micro > 0 ? b.micro : b.batch;
   // One fixed batch: random tokens, all scored (encoders: random classes).
+  // Encoder-decoders (BART): a random source of seq tokens and a target of seq tokens each.
+  const bool seq2seq = c.is_seq2seq();
   lm::LmDataset ds;
   if (encoder) ds.objective = lm::Objective::kClassification;
+  if (seq2seq) ds.objective = lm::Objective::kSeq2Seq;
   torch::manual_seed(0);
-  torch::Tensor ids = torch::randint(c.vocab_size, {b.batch, seq}, torch::kInt64);
+  torch::Tensor ids = torch::randint(c.vocab_size, {b.batch, seq}, torch::kInt64),
+                src = torch::randint(c.vocab_size, {b.batch, seq}, torch::kInt64);
+  auto to_ids = [](const torch::Tensor& row) {  // (seq) int64 -> token ids
+    std::vector<int32_t> v;
+    auto acc = row.accessor<int64_t, 1>();
+    for (int64_t t = 0; t < row.size(0); ++t) v.push_back(static_cast<int32_t>(acc[t]));
+    return v;
+  };
   for (int64_t i = 0; i < b.batch; ++i) {
     lm::TokenizedExample e;
     e.index = i;
-    torch::Tensor row = ids[i].contiguous();
-    auto acc = row.accessor<int64_t, 1>();
-    for (int64_t t = 0; t < seq; ++t) e.ids.push_back(static_cast<int32_t>(acc[t]));
+    e.ids = to_ids(ids[i].contiguous());
+    if (seq2seq) e.src_ids = to_ids(src[i].contiguous());
     e.scored.assign(static_cast<size_t>(seq), encoder ? 0 : 1);
     e.class_id = i % 2;
     ds.items.push_back(std::move(e));
@@ -145,8 +156,9 @@ int bench_train(const TrainBench& b) {
   dp.sigma = 1;
   dp.q = 0.01;
   dp.dataset_size = b.batch * 100;
-  privacy::NoiseSource noise(0, false);
-  double psg_share = 0;
+  privacy::NoiseSource noise(0, false,
+                             enum_value(b.noise_draw, privacy::kNoiseDrawNames, "--noise-draw"));
+  double psg_share = 0, noise_share = 0;
   std::vector<torch::Tensor> last_grad;  // the last DP step's noisy gradient (--denoise)
   auto dp_step = [&] {
     auto t0 = Clock::now();
@@ -157,6 +169,7 @@ int bench_train(const TrainBench& b) {
     sync();
     double s = std::chrono::duration<double>(Clock::now() - t0).count();
     psg_share = st.grad_seconds / s;
+    noise_share = st.noise_seconds / s;  // without the device sync: a lower bound on a GPU
     return s;
   };
   // --dp-sft K: P (d, K) random orthonormal over the trainable parameters, on the model's
@@ -269,9 +282,10 @@ int bench_train(const TrainBench& b) {
   double gemm = sgemm_gflops(dev);
   std::string common = fmt::format(
       "bench train --arch {} --preset {} --vocab {} --batch {} --seq {} --micro {} "
-      "--peft {} --r {} --grad-mode {} --reps {} --threads {} --dtype {} --device {} --quiet",
+      "--peft {} --r {} --grad-mode {} --reps {} --threads {} --dtype {} --device {} "
+      "--noise-draw {} --quiet",
       b.arch, b.preset, b.vocab, b.batch, seq, micro, b.peft, b.r, b.grad_mode,
-      std::max(1, b.reps / 2), torch_threads(), b.dtype, b.device);
+      std::max(1, b.reps / 2), torch_threads(), b.dtype, b.device, b.noise_draw);
   for (auto& t : b.targets) common += " --targets " + t;
   nlohmann::json mem_np = run_child(common + " --only np"),
                  mem_dp = run_child(common + " --only dp");
@@ -286,10 +300,12 @@ int bench_train(const TrainBench& b) {
       {"dtype", b.dtype},
       {"device", b.device},
       {"grad_mode", b.grad_mode},
+      {"noise_draw", noise.draws_on(dev) ? "device" : "host"},
       {"nonprivate_step_s", n},
       {"dp_step_s", d_step},
       {"time_ratio", d_step / n},
       {"per_sample_grad_share_of_dp_step", psg_share},
+      {"noise_share_of_dp_step", noise_share},
       {"nonprivate_gflops", np_flops / n / 1e9},
       {"sgemm_gflops", gemm},
       {"nonprivate_peak_rss_mb", mem_np["peak_rss_mb"]},
@@ -386,9 +402,9 @@ int bench_train(const TrainBench& b) {
   std::cout
       << fmt::format(
              "train step, {} {} (vocab {}), {} fine-tuning ({} trainable), batch {} x {} tokens, "
-             "micro-batch {}, {} threads, {} on {}\n",
+             "micro-batch {}, {} threads, {} on {}, noise drawn on the {}\n",
              b.arch, b.preset, c.vocab_size, b.peft, model::count_parameters(m, true), b.batch, seq,
-             micro, torch_threads(), b.dtype, b.device)
+             micro, torch_threads(), b.dtype, b.device, noise.draws_on(dev) ? "device" : "host")
       << fmt::format(
              "  non-private: {:8.3f} s/step  ({:.1f} GFLOP/s model FLOPs; sgemm {:.1f} GFLOP/s -> "
              "{:.0f}%)\n",
@@ -437,8 +453,8 @@ void register_bench_train(CLI::App* bench, CliContext& ctx) {
   CLI::App* s = bench->add_subcommand(
       "train", "DP-SGD step time and memory vs a non-private step (one process)");
   s->add_option("--arch", o->arch,
-                "gpt2 | llama | qwen2 | bert | roberta (encoders: a 2-class classifier; LoRA "
-                "trains the head too)")
+                "gpt2 | llama | qwen2 | bert | roberta | bart (encoders: a 2-class classifier, "
+                "LoRA trains the head too; bart: --seq source and --seq target tokens)")
       ->capture_default_str();
   s->add_option("--preset", o->preset, "model preset (docs/models.md)")->capture_default_str();
   s->add_option("--vocab", o->vocab, "vocabulary size")->capture_default_str();
@@ -458,6 +474,11 @@ void register_bench_train(CLI::App* bench, CliContext& ctx) {
       ->check(CLI::IsMember({"float32", "bfloat16", "float16"}))
       ->capture_default_str();
   s->add_option("--device", o->device, "cpu | cuda | cuda:N (peak RSS is host memory only)")
+      ->capture_default_str();
+  s->add_option("--noise-draw", o->noise_draw,
+                "where the noise is drawn, as privacy.noise_draw: auto (the GPU for cuda) | host "
+                "| device")
+      ->check(CLI::IsMember({"auto", "host", "device"}))
       ->capture_default_str();
   s->add_option("--only", o->only, "internal: run one kind (np | dp) and print its peak RSS");
   s->add_flag("--json", o->json, "print JSON");

@@ -7,10 +7,12 @@
 
 #include <cstdlib>
 #include <functional>
+#include <stdexcept>
 #include <string>
 
 #include "core/model/config.hpp"
 #include "core/model/peft.hpp"
+#include "core/model/seq2seq.hpp"
 #include "core/model/transformer.hpp"
 #include "data/lm_dataset.hpp"
 
@@ -150,6 +152,57 @@ inline lm::LmDataset encoder_grad_set(bool types = true) {
     if (i == 0) t.type_ids = {0, 0, 0, 0, second, second, second};
     if (i == 3) t.type_ids = {0, 0, 0, 0, second, second};
     t.class_id = cls[i];
+    ds.items.push_back(t);
+  }
+  return ds;
+}
+
+// HF config.json of a tiny random BART (48 wide, 6 heads, 2 + 2 layers, vocabulary 83).
+inline nlohmann::json bart_json() {
+  return {{"model_type", "bart"},
+          {"architectures", {"BartForConditionalGeneration"}},
+          {"vocab_size", 83},
+          {"d_model", 48},
+          {"encoder_layers", 2},
+          {"decoder_layers", 2},
+          {"encoder_attention_heads", 6},
+          {"decoder_attention_heads", 6},
+          {"encoder_ffn_dim", 72},
+          {"decoder_ffn_dim", 72},
+          {"max_position_embeddings", 40},
+          {"activation_function", "gelu"},
+          {"pad_token_id", 1},
+          {"bos_token_id", 0},
+          {"eos_token_id", 2},
+          {"decoder_start_token_id", 2}};
+}
+
+// A random BART, norms, biases and final_logits_bias moved away from 1 / 0 so they are tested.
+inline model::Seq2Seq random_bart(const nlohmann::json& j, uint64_t seed) {
+  model::CausalLM m = model::make_causal_lm(model::parse_model_config(j, "test config"), seed);
+  torch::NoGradGuard ng;
+  for (auto& p : m->named_parameters(true))
+    if (p.key().find("norm") != std::string::npos || p.key().find("bias") != std::string::npos)
+      p.value().add_(torch::randn_like(p.value()) * 0.1);
+  m->named_buffers(true)["final_logits_bias"].normal_(0, 0.5);
+  model::Seq2Seq s = model::as_seq2seq(m);
+  if (!s) throw std::logic_error("random_bart: the config did not make a BART");
+  return s;
+}
+
+// Three (source, target) pairs of different lengths (right padding in the batch).
+inline lm::LmDataset bart_grad_set() {
+  lm::LmDataset ds;
+  ds.objective = lm::Objective::kSeq2Seq;
+  const std::vector<std::vector<int32_t>> src = {{0, 17, 5, 42, 8, 2}, {0, 11, 2}, {0, 9, 8, 7, 2}};
+  const std::vector<std::vector<int32_t>> tgt = {
+      {0, 33, 34, 2}, {0, 60, 61, 62, 63, 64, 2}, {0, 7, 2}};
+  for (size_t i = 0; i < src.size(); ++i) {
+    lm::TokenizedExample t;
+    t.index = static_cast<int64_t>(i);
+    t.ids = tgt[i];
+    t.scored.assign(tgt[i].size(), 1);
+    t.src_ids = src[i];
     ds.items.push_back(t);
   }
   return ds;

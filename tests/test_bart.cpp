@@ -25,39 +25,6 @@ using namespace dpft::model;
 
 namespace {
 
-// HF config.json of a tiny random BART (48 wide, 6 heads, 2 + 2 layers, vocabulary 83).
-nlohmann::json bart_json() {
-  return {{"model_type", "bart"},
-          {"architectures", {"BartForConditionalGeneration"}},
-          {"vocab_size", 83},
-          {"d_model", 48},
-          {"encoder_layers", 2},
-          {"decoder_layers", 2},
-          {"encoder_attention_heads", 6},
-          {"decoder_attention_heads", 6},
-          {"encoder_ffn_dim", 72},
-          {"decoder_ffn_dim", 72},
-          {"max_position_embeddings", 40},
-          {"activation_function", "gelu"},
-          {"pad_token_id", 1},
-          {"bos_token_id", 0},
-          {"eos_token_id", 2},
-          {"decoder_start_token_id", 2}};
-}
-
-// A random BART, norms, biases and final_logits_bias moved away from 1 / 0 so they are tested.
-Seq2Seq random_bart(nlohmann::json j, uint64_t seed) {
-  CausalLM m = make_causal_lm(parse_model_config(j, "test config"), seed);
-  torch::NoGradGuard ng;
-  for (auto& p : m->named_parameters(true))
-    if (p.key().find("norm") != std::string::npos || p.key().find("bias") != std::string::npos)
-      p.value().add_(torch::randn_like(p.value()) * 0.1);
-  m->named_buffers(true)["final_logits_bias"].normal_(0, 0.5);
-  Seq2Seq s = as_seq2seq(m);
-  REQUIRE(s);
-  return s;
-}
-
 torch::Tensor bart_ids(const std::vector<std::vector<int64_t>>& v) {
   std::vector<int64_t> f;
   for (const auto& r : v) f.insert(f.end(), r.begin(), r.end());
@@ -86,10 +53,10 @@ TEST_CASE("bart matches the independent Python reference, with source and target
   const fs::path script = fs::path(DPFT_SOURCE_DIR) / "tests" / "reference" / "ref_forward.py";
   auto scale = GENERATE(false, true);
   CAPTURE(scale);
-  nlohmann::json j = bart_json();
+  nlohmann::json j = test::bart_json();
   j["scale_embedding"] = scale;
   test::TempDir d;
-  Seq2Seq m = random_bart(j, 43);
+  Seq2Seq m = test::random_bart(j, 43);
   CausalLM base = m;
   save_checkpoint(base, d.path / "ckpt");
   std::ofstream(d.path / "in.json") << nlohmann::json({{"input_ids", kSrc},
@@ -122,7 +89,7 @@ TEST_CASE("bart matches the independent Python reference, with source and target
 }
 
 TEST_CASE("bart: cached decoding equals recomputation, also after dropping rows", "[model][bart]") {
-  Seq2Seq m = random_bart(bart_json(), 7);
+  Seq2Seq m = test::random_bart(test::bart_json(), 7);
   torch::NoGradGuard ng;
   const torch::Tensor S = bart_ids(kSrc), SM = bart_ids(kSrcMask);
   const torch::Tensor T =
@@ -150,7 +117,7 @@ TEST_CASE("bart: cached decoding equals recomputation, also after dropping rows"
 
 TEST_CASE("bart parameters carry Hugging Face's names; tied aliases load; errors are named",
           "[model][bart]") {
-  Seq2Seq m = random_bart(bart_json(), 3);
+  Seq2Seq m = test::random_bart(test::bart_json(), 3);
   CausalLM base = m;
   const std::vector<std::string> names = base->checkpoint_names();
   const std::set<std::string> have(names.begin(), names.end());
@@ -202,7 +169,7 @@ TEST_CASE("bart parameters carry Hugging Face's names; tied aliases load; errors
 
   // Config errors name the field.
   auto bad = [](const char* key, const nlohmann::json& v) {
-    nlohmann::json j = bart_json();
+    nlohmann::json j = test::bart_json();
     j[key] = v;
     try {
       parse_model_config(j, "cfg");
@@ -260,7 +227,7 @@ TEST_CASE("dpft model init --arch bart writes a loadable BART with the tokenizer
 
 TEST_CASE("bart generation: the cached decoder equals recomputation, greedy and sampled",
           "[generate][bart]") {
-  Seq2Seq m = random_bart(bart_json(), 19);
+  Seq2Seq m = test::random_bart(test::bart_json(), 19);
   CausalLM base = m;
   const std::vector<std::vector<int64_t>> src = {
       {0, 17, 5, 42, 2}, {0, 11, 2}, {0, 9, 8, 7, 6, 5, 2}};
@@ -305,24 +272,6 @@ TEST_CASE("bart generation: the cached decoder equals recomputation, greedy and 
 }
 
 namespace {
-// Three (source, target) pairs of different lengths (right padding in the batch).
-lm::LmDataset bart_grad_set() {
-  lm::LmDataset ds;
-  ds.objective = lm::Objective::kSeq2Seq;
-  const std::vector<std::vector<int32_t>> src = {{0, 17, 5, 42, 8, 2}, {0, 11, 2}, {0, 9, 8, 7, 2}};
-  const std::vector<std::vector<int32_t>> tgt = {
-      {0, 33, 34, 2}, {0, 60, 61, 62, 63, 64, 2}, {0, 7, 2}};
-  for (size_t i = 0; i < src.size(); ++i) {
-    lm::TokenizedExample t;
-    t.index = static_cast<int64_t>(i);
-    t.ids = tgt[i];
-    t.scored.assign(tgt[i].size(), 1);
-    t.src_ids = src[i];
-    ds.items.push_back(t);
-  }
-  return ds;
-}
-
 double bart_rows_rel_err(const torch::Tensor& a, const torch::Tensor& b) {
   return ((a - b).norm(2, 1) / b.norm(2, 1).clamp_min(1e-12)).max().item<double>();
 }
@@ -332,7 +281,7 @@ TEST_CASE("per-sample gradients of BART equal the one-sample reference", "[bart]
   for (std::string peft : {"lora", "full"}) {
     for (auto mode : {grad::GradMode::kMaterialize, grad::GradMode::kGhost}) {
       INFO(peft << " mode " << static_cast<int>(mode));
-      Seq2Seq s = random_bart(bart_json(), 23);
+      Seq2Seq s = test::random_bart(test::bart_json(), 23);
       CausalLM m = s;
       PeftOptions o;
       o.kind = peft;
@@ -346,7 +295,7 @@ TEST_CASE("per-sample gradients of BART equal the one-sample reference", "[bart]
         for (auto& [n, p] : trainable_parameters(m))
           if (n.find("lora_B") != std::string::npos) p.normal_(0, 0.1);
       }
-      const lm::LmDataset ds = bart_grad_set();
+      const lm::LmDataset ds = test::bart_grad_set();
       lm::LmBatch b = lm::collate(ds, {0, 1, 2}, 1);
       REQUIRE(b.src_ids.defined());
       grad::GradOptions go;
@@ -376,12 +325,12 @@ TEST_CASE("per-sample gradients of BART equal the one-sample reference", "[bart]
 
 TEST_CASE("seq2seq batches: sources right-padded, the loss scores every target token",
           "[bart][data]") {
-  const lm::LmDataset ds = bart_grad_set();
+  const lm::LmDataset ds = test::bart_grad_set();
   lm::LmBatch b = lm::collate(ds, {0, 1}, 1);
   CHECK(b.src_ids.sizes() == torch::IntArrayRef({2, 6}));
   CHECK(torch::equal(b.src_mask[1], torch::tensor(std::vector<int64_t>{1, 1, 1, 0, 0, 0})));
   CHECK(b.src_ids[1][4].item<int64_t>() == 1);
-  Seq2Seq s = random_bart(bart_json(), 5);
+  Seq2Seq s = test::random_bart(test::bart_json(), 5);
   CausalLM m = s;
   torch::NoGradGuard ng;
   lm::MaskedLmScores sc = lm::seq2seq_scores(*m, b);

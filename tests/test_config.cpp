@@ -169,6 +169,26 @@ TEST_CASE("resolved spec round-trips through YAML", "[config]") {
   CHECK(std::isinf(*parse_spec(YAML::Load(spec_to_yaml_string(inf))).privacy.epsilon));
 }
 
+TEST_CASE("privacy.noise_draw: auto by default, host or device; device refused with secure noise",
+          "[config]") {
+  CHECK(parse("").privacy.noise_draw == privacy::NoiseDraw::kAuto);
+  for (auto [text, want] : {std::pair{"host", privacy::NoiseDraw::kHost},
+                            std::pair{"device", privacy::NoiseDraw::kDevice}}) {
+    Spec s = parse(std::string("privacy:\n  noise_draw: ") + text + "\n");
+    CHECK(s.privacy.noise_draw == want);
+    Spec again = parse_spec(YAML::Load(spec_to_yaml_string(s)));  // round trip
+    CHECK(again.privacy.noise_draw == want);
+    CHECK(config_hash(again) != config_hash(parse("")));
+  }
+  // The default is left out of the resolved YAML: older runs' configs and hashes are unchanged.
+  CHECK(spec_to_yaml_string(parse("")).find("noise_draw") == std::string::npos);
+  CHECK_THAT(config_error("privacy:\n  noise_draw: gpu\n"),
+             Contains("use one of: auto, host, device"));
+  CHECK_THAT(config_error("privacy:\n  secure_noise: true\n  noise_draw: device\n"),
+             Contains("host's CSPRNG"));
+  CHECK(parse("privacy:\n  secure_noise: true\n  noise_draw: host\n").privacy.secure_noise);
+}
+
 TEST_CASE("config hash ignores seed/name/output but not the configuration", "[config]") {
   CHECK(config_hash(parse("seed: 1\nname: a")) ==
         config_hash(parse("seed: 2\nname: b\noutput:\n  dir: x")));

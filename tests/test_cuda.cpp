@@ -1,15 +1,18 @@
-// The [cuda] subset (issue 21): the device paths against the CPU, for a GPU machine. Hidden
+// The [cuda] subset (issues 21, 23-25): the device paths against the CPU, for a GPU machine. Hidden
 // ([.]): ctest never lists them and CI has no GPU; run them where one is, after
 // scripts/build_cuda.sh:  build-cuda/tests/dpft_tests "[cuda]". Each requires a usable CUDA
 // device and fails without one (running them on purpose elsewhere is a mistake, not a pass).
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
 
 #include "core/denoise/rmt.hpp"
+#include "core/generate/generate.hpp"
 #include "core/grad/per_sample.hpp"
 #include "core/model/peft.hpp"
 #include "core/privacy/noise.hpp"
 #include "core/project/subspace.hpp"
 #include "core/train/privatize.hpp"
+#include "core/util/atomic_file.hpp"
 #include "core/util/system.hpp"
 #include "model_test_util.hpp"
 #include "run_fixture.hpp"
@@ -20,6 +23,13 @@ using torch::Tensor;
 namespace {
 
 const torch::Device kCuda(torch::kCUDA, 0);
+
+// metrics.json's privacy block without the noise_draw setting, which a GPU run that asks for
+// host draws names differently from the CPU run (auto) while spending the same.
+nlohmann::json ledger_of(nlohmann::json privacy) {
+  privacy.erase("noise_draw");
+  return privacy;
+}
 
 double max_rel(const Tensor& a, const Tensor& ref) {
   const Tensor x = a.to(torch::kCPU, torch::kFloat64), r = ref.to(torch::kCPU, torch::kFloat64);
@@ -145,7 +155,7 @@ TEST_CASE("CUDA: noise is the CPU draw, added in float32 on the device", "[.][cu
   dp.dataset_size = 100000;
   std::vector<Tensor> g = {torch::zeros({1000, 1000}, torch::TensorOptions().device(kCuda))},
                       c = {torch::zeros({1000, 1000})};
-  privacy::NoiseSource ng(7, false), nc(7, false);
+  privacy::NoiseSource ng(7, false, privacy::NoiseDraw::kHost), nc(7, false);
   train::noise_and_scale(g, dp, ng, 0, nullptr);
   train::noise_and_scale(c, dp, nc, 0, nullptr);
   CHECK(g[0].device() == kCuda);
@@ -155,6 +165,23 @@ TEST_CASE("CUDA: noise is the CPU draw, added in float32 on the device", "[.][cu
   const double want = 1.3 * 0.5 / 1000.0;  // sigma C / (q N)
   CHECK(g[0].std().item<double>() == Approx(want).epsilon(0.01));
   CHECK(std::abs(g[0].mean().item<double>()) < 5 * want / 1000.0);
+  // Drawn on the GPU (auto): N(0, std^2) from a key of the host stream, reproducible per seed,
+  // not the host's numbers, and the default CUDA generator (dropout's) untouched.
+  privacy::NoiseSource d1(7, false, privacy::NoiseDraw::kAuto),
+      d2(7, false, privacy::NoiseDraw::kAuto);
+  REQUIRE(d1.draws_on(kCuda));
+  torch::manual_seed(123);
+  const Tensor r1 = torch::randn({8}, torch::TensorOptions().device(kCuda));
+  torch::manual_seed(123);
+  const Tensor z = d1.normal_on({1000, 1000}, 0.5, kCuda);
+  CHECK(torch::equal(r1, torch::randn({8}, torch::TensorOptions().device(kCuda))));
+  CHECK(z.device() == kCuda);
+  CHECK(z.scalar_type() == torch::kFloat32);
+  CHECK(z.std().item<double>() == Approx(0.5).epsilon(0.01));
+  CHECK(std::abs(z.mean().item<double>()) < 5 * 0.5 / 1000.0);
+  CHECK(torch::equal(z, d2.normal_on({1000, 1000}, 0.5, kCuda)));
+  CHECK(max_rel(z, privacy::NoiseSource(7, false).normal({1000, 1000}, 0.5)) > 0.1);
+  CHECK_FALSE(torch::equal(z, d1.normal_on({1000, 1000}, 0.5, kCuda)));  // the key advanced
   std::vector<Tensor> bf = {
       torch::zeros({4}, torch::TensorOptions().device(kCuda).dtype(torch::kBFloat16))};
   CHECK_THROWS(train::noise_and_scale(bf, dp, ng, 0, nullptr));  // never noise a bf16 sum
@@ -180,12 +207,14 @@ TEST_CASE("CUDA: dp-sgd and pe-sgd runs on the GPU spend what the CPU runs spend
     std::vector<std::string> base = method;
     base.insert(base.end(), {"--set", "privacy.epsilon=2"});
     std::vector<std::string> gpu = base, g16 = base;
-    gpu.insert(gpu.end(), {"--set", "device=cuda"});
-    g16.insert(g16.end(), {"--set", "device=cuda", "--set", "model.dtype=bfloat16"});
+    // Host-drawn noise: the CPU run's numbers (the default, auto, draws on the GPU; below).
+    gpu.insert(gpu.end(), {"--set", "device=cuda", "--set", "privacy.noise_draw=host"});
+    g16.insert(g16.end(), {"--set", "device=cuda", "--set", "model.dtype=bfloat16", "--set",
+                           "privacy.noise_draw=host"});
     auto c = test::run_metrics(f, out, base), g = test::run_metrics(f, out, gpu),
          h = test::run_metrics(f, out, g16);
-    CHECK(g["privacy"] == c["privacy"]);
-    CHECK(h["privacy"] == c["privacy"]);
+    CHECK(ledger_of(g["privacy"]) == ledger_of(c["privacy"]));
+    CHECK(ledger_of(h["privacy"]) == ledger_of(c["privacy"]));
     const double lc = c["eval"]["final"]["loss"].get<double>();
     CHECK(g["eval"]["final"]["loss"].get<double>() == Approx(lc).epsilon(1e-4));
     CHECK(h["eval"]["final"]["loss"].get<double>() == Approx(lc).epsilon(0.05));
@@ -205,4 +234,144 @@ TEST_CASE("CUDA: dp-sgd and pe-sgd runs on the GPU spend what the CPU runs spend
   auto resumed = nlohmann::json::parse(read_file(fs::path(dir) / "metrics.json"));
   CHECK(resumed["eval"]["final"]["loss"].get<double>() ==
         Approx(full["eval"]["final"]["loss"].get<double>()).epsilon(1e-6));
+  // That run drew its noise on the GPU (noise_draw auto): the ledger of a host-drawn run, other
+  // numbers.
+  std::vector<std::string> ah = a;
+  ah.insert(ah.end(), {"--set", "privacy.noise_draw=host"});
+  auto host = test::run_metrics(f, out, ah);
+  CHECK(full["privacy"]["releases"] == host["privacy"]["releases"]);
+  CHECK(full["eval"]["final"]["loss"] != host["eval"]["final"]["loss"]);
+}
+
+TEST_CASE("CUDA: BART's per-sample gradients, cached generation and beam search equal the CPU's",
+          "[.][cuda]") {
+  REQUIRE(cuda_available());
+  for (std::string peft : {"lora", "full"}) {
+    for (auto mode : {grad::GradMode::kMaterialize, grad::GradMode::kGhost}) {
+      CAPTURE(peft, static_cast<int>(mode));
+      auto make = [&] {  // the same model twice: every random draw seeded
+        torch::manual_seed(5);
+        model::CausalLM m = test::random_bart(test::bart_json(), 23);
+        model::PeftOptions o;
+        o.kind = peft;
+        o.r = 4;
+        o.targets = peft == "full" ? std::vector<std::string>{"all"}
+                                   : std::vector<std::string>{"q_proj", "v_proj", "fc1", "fc2"};
+        model::apply_peft(m, o, 3);
+        torch::NoGradGuard ng;
+        torch::manual_seed(6);
+        for (auto& [n, p] : model::trainable_parameters(m))
+          if (n.find("lora_B") != std::string::npos) p.normal_(0, 0.1);
+        return m;
+      };
+      model::CausalLM cpu = make(), gpu = make();
+      gpu->to(kCuda);
+      lm::LmBatch b = lm::collate(test::bart_grad_set(), {0, 1, 2}, 1);
+      grad::GradOptions go;
+      go.mode = mode;
+      grad::PerSampleGrads pc(cpu, go), pg(gpu, go);
+      const Tensor lc = pc.compute(b), lg = pg.compute(b);
+      CHECK(lg.device() == kCuda);
+      CHECK(max_rel(lg, lc) < 1e-5);
+      CHECK(max_rel(pg.sq_norms(), pc.sq_norms()) < 1e-4);
+      CHECK(max_rel(pg.matrix(), pc.matrix()) < 1e-4);
+    }
+  }
+  // Generation (CTCL's settings: top-p 0.95, repetition penalty 1.5): the decoder's KV cache and
+  // the encoder output computed once live on the GPU; the draw is the host's, so a seed gives the
+  // CPU's tokens.
+  torch::manual_seed(5);
+  model::CausalLM cpu = test::random_bart(test::bart_json(), 19);
+  torch::manual_seed(5);
+  model::CausalLM gpu = test::random_bart(test::bart_json(), 19);
+  gpu->to(kCuda);
+  cpu->eval(), gpu->eval();
+  const std::vector<std::vector<int64_t>> src = {
+      {0, 17, 5, 42, 2}, {0, 11, 2}, {0, 9, 8, 7, 6, 5, 2}};
+  for (bool sample : {false, true}) {
+    CAPTURE(sample);
+    generate::GenerationOptions o;
+    o.max_new_tokens = 12;
+    o.do_sample = sample;
+    o.top_p = 0.95;
+    o.repetition_penalty = 1.5;
+    o.seed = 4;
+    o.pad_id = 1;
+    o.stop_ids = {2};
+    auto c = generate::generate(*cpu, src, o), g = generate::generate(*gpu, src, o);
+    REQUIRE(g.size() == c.size());
+    for (size_t i = 0; i < c.size(); ++i) CHECK(g[i].tokens == c[i].tokens);
+  }
+  // Beam search (the NLG evaluation's decoder) on a decoder-only model.
+  model::CausalLM lc = test::tiny_lora_gpt2(3), lg = test::tiny_lora_gpt2(3);
+  lg->to(kCuda);
+  lc->eval(), lg->eval();
+  generate::BeamOptions bo;
+  bo.num_beams = 5;
+  bo.no_repeat_ngram_size = 3;
+  bo.max_new_tokens = 10;
+  bo.stop_ids = {0};
+  const std::vector<std::vector<int64_t>> prompts = {{5, 6, 7}, {9}, {11, 12, 13, 14, 15}};
+  auto bc = generate::beam_search(*lc, prompts, bo), bg = generate::beam_search(*lg, prompts, bo);
+  REQUIRE(bg.size() == bc.size());
+  for (size_t i = 0; i < bc.size(); ++i) {
+    CHECK(bg[i].tokens == bc[i].tokens);
+    CHECK(bg[i].score == Approx(bc[i].score).epsilon(1e-4));
+  }
+}
+
+TEST_CASE("CUDA: a BART dp-sgd run on the GPU spends what the CPU run spends, same losses",
+          "[.][cuda]") {
+  REQUIRE(cuda_available());
+  // A tiny BART with the RoBERTa tokenizer shipped in models/tiny-roberta (BART's BPE), and
+  // made-up (meaning representation -> sentence) pairs: everything from the repository.
+  test::TempDir tmp;
+  const fs::path src(DPFT_SOURCE_DIR);
+  const std::string model = (tmp.path / "bart").string();
+  REQUIRE(test::cli({"model", "init", "--arch", "bart", "--preset", "tiny", "--tokenizer",
+                     (src / "models" / "tiny-roberta").string(), "--out", model, "--seed", "1"}) ==
+          0);
+  const char* names[] = {"The Eagle", "Aromi", "Blue Spice", "Cotto", "Zizzi", "The Mill"};
+  const char* foods[] = {"French", "Italian", "Indian", "English", "Japanese"};
+  std::string csv[2] = {"mr,ref\n", "mr,ref\n"};  // 36 training pairs, 12 held out
+  for (int i = 0; i < 48; ++i) {
+    const char* n = names[i % 6];
+    const char* f = foods[i % 5];
+    const int held = i < 36 ? 0 : 1;  // held-out pairs name a place: no text in both sets
+    csv[held] += fmt::format(
+        "\"name[{}], food[{}], rating[{}]{}\",\"{} serves {} food{} and is rated {} of 5.\"\n", n,
+        f, 1 + i % 5, held ? ", area[riverside]" : "", n, f, held ? " by the river" : "",
+        1 + i % 5);
+  }
+  const std::string data = (tmp.path / "pairs.csv").string(),
+                    held = (tmp.path / "held.csv").string();
+  write_file_atomic(data, csv[0]);
+  write_file_atomic(held, csv[1]);
+  const std::string spec = (tmp.path / "spec.yaml").string();
+  write_file_atomic(spec, "name: bart-cuda\nseed: 3\nmodel: {path: " + model +
+                              ", peft: {kind: lora, r: 4, targets: [q_proj, v_proj, fc1, fc2]}}\n"
+                              "data:\n  task: seq2seq\n"
+                              "  train: {path: " +
+                              data +
+                              ", prompt_column: mr, text_column: ref}\n"
+                              "  eval: {path: " +
+                              held +
+                              ", prompt_column: mr, text_column: ref}\n"
+                              "  max_length: 40\n"
+                              "privacy: {epsilon: 4, delta: 1.0e-5}\n"
+                              "train: {steps: 6, batch_size: 12, micro_batch_size: 6, lr: 0.01}\n"
+                              "method: {name: dp-sgd}\n");
+  const std::string out = (tmp.path / "runs").string();
+  auto metrics = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = {"run", spec, "--out", out};
+    a.insert(a.end(), extra.begin(), extra.end());
+    std::string printed;
+    REQUIRE(test::cli(a, &printed) == 0);
+    return nlohmann::json::parse(read_file(fs::path(test::last_line(printed)) / "metrics.json"));
+  };
+  auto c = metrics({}), g = metrics({"--set", "device=cuda", "--set", "privacy.noise_draw=host"});
+  CHECK(g["status"] == "ok");
+  CHECK(ledger_of(g["privacy"]) == ledger_of(c["privacy"]));
+  CHECK(g["eval"]["final"]["loss"].get<double>() ==
+        Approx(c["eval"]["final"]["loss"].get<double>()).epsilon(1e-4));
 }

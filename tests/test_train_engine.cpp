@@ -302,6 +302,37 @@ TEST_CASE("with secure_noise the seed predicts neither the Poisson batches nor t
   CHECK(a["privacy"]["epsilon"].get<double>() <= 1.0);
 }
 
+TEST_CASE("noise_draw device: the same ledger and batches, other noise, an exact resume",
+          "[train-engine]") {
+  // On the CPU `device` runs the GPU's code path (a key from the host stream seeds a copy of
+  // the device's generator); tests/test_cuda.cpp runs it on a GPU.
+  Fixture f;
+  make_fixture(f);
+  std::string out = (f.tmp.path / "runs").string();
+  const std::vector<std::string> host = {"--set", "method.name=dp-sgd",
+                                         "--set", "privacy.epsilon=1",
+                                         "--set", "output.checkpoint_every=2"};
+  std::vector<std::string> dev = host;
+  dev.insert(dev.end(), {"--set", "privacy.noise_draw=device"});
+  auto h = run_metrics(f, out, host), d = run_metrics(f, out, dev);
+  CHECK(h["privacy"]["noise_draw"] == "auto");
+  CHECK(d["privacy"]["noise_draw"] == "device");
+  CHECK(d["privacy"]["releases"] == h["privacy"]["releases"]);
+  CHECK(d["privacy"]["epsilon"] == h["privacy"]["epsilon"]);
+  for (size_t s = 0; s < 6; ++s)  // the sampler is untouched
+    CHECK(d["non_private"]["history"][s]["batch_size"] ==
+          h["non_private"]["history"][s]["batch_size"]);
+  CHECK(d["eval"]["final"]["loss"] != h["eval"]["final"]["loss"]);  // other noise
+  std::string dir;
+  std::vector<std::string> stop = dev;
+  stop.insert(stop.end(), {"--stop-after", "3"});
+  REQUIRE(run_metrics(f, out, stop, &dir)["status"] == "stopped");
+  REQUIRE(test::cli({"run", "--resume", dir}) == 0);
+  auto resumed = nlohmann::json::parse(read_file(fs::path(dir) / "metrics.json"));
+  CHECK(resumed["eval"] == d["eval"]);
+  CHECK(resumed["non_private"]["history"] == d["non_private"]["history"]);
+}
+
 TEST_CASE("a run stopped after step k and resumed ends with the numbers of an uninterrupted run",
           "[train-engine]") {
   Fixture f;

@@ -441,6 +441,12 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
     p.get_enum("clipping", pr.clipping, privacy::kClippingNames);
     p.get_enum("noise_divisor", pr.noise_divisor, privacy::kNoiseDivisorNames);
     p.get("secure_noise", pr.secure_noise);
+    p.get_enum("noise_draw", pr.noise_draw, privacy::kNoiseDrawNames);
+    if (pr.secure_noise && pr.noise_draw == privacy::NoiseDraw::kDevice)
+      throw ConfigError(
+          "privacy.noise_draw: device draws seeded noise with the GPU's generator, but "
+          "privacy.secure_noise: true draws it from the host's CSPRNG; use noise_draw: auto "
+          "(the host, for secure noise) or host");
     if (pr.noise_multiplier) {
       if (eps_given)
         throw ConfigError(
@@ -583,6 +589,10 @@ YAML::Node spec_to_yaml(const Spec& s) {
   p["clip_norm"] = num(s.privacy.clip_norm);
   p["clipping"] = privacy::name_of(s.privacy.clipping);
   p["noise_divisor"] = privacy::name_of(s.privacy.noise_divisor);
+  // Written only when not the default, so that the configs (and config hashes) of the runs
+  // from before the key existed stay what they were.
+  if (s.privacy.noise_draw != privacy::NoiseDraw::kAuto)
+    p["noise_draw"] = privacy::name_of(s.privacy.noise_draw);
   p["secure_noise"] = s.privacy.secure_noise;
   n["privacy"] = p;
   YAML::Node t;

@@ -110,6 +110,8 @@ struct PrivacySpec {
   privacy::NoiseDivisor noise_divisor =
       privacy::NoiseDivisor::kExpected;  // expected (q*N) | realized (actual batch size)
   bool secure_noise = false;             // draw noise from the OS CSPRNG (getrandom)
+  // where seeded noise for a GPU's tensors is drawn (core/privacy/noise.hpp): auto = the device
+  privacy::NoiseDraw noise_draw = privacy::NoiseDraw::kAuto;
   bool is_private() const {
     return noise_multiplier ? *noise_multiplier > 0 : epsilon && std::isfinite(*epsilon);
   }

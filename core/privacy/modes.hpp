@@ -13,6 +13,12 @@
 //     kCoefficients  "coefficients":     on the summed coefficients z (R^N), the paper's method
 //     kInnerProduct  "inner_product":    on G^T H before the solve (R^N)
 //     kPrivateGradient "private_gradient": on the summed private gradients (R^p)
+//   NoiseDraw        where seeded Gaussian noise for a tensor on a device is drawn:
+//     kAuto          "auto":   on the device when it is a GPU and the noise is seeded, else host
+//     kHost          "host":   on the host (MT19937), copied over: a GPU run draws the CPU's
+//     numbers kDevice        "device": with the device's own generator (Philox on CUDA) seeded from
+//     the
+//                              host stream: no host draw or copy; secure noise stays on the host
 // The two normalisations differ: kAutoClip keeps ||.|| < C with a stabiliser and scales by C;
 // kUnitNorm maps every column to norm exactly 1.
 #pragma once
@@ -26,6 +32,7 @@ enum class Clipping { kClip, kAutoClip };
 enum class NoiseDivisor { kExpected, kRealized };
 enum class ColumnScaling { kUnitNorm, kClip };
 enum class NoisePlacement { kCoefficients, kInnerProduct, kPrivateGradient };
+enum class NoiseDraw { kAuto, kHost, kDevice };
 
 inline constexpr std::array<EnumName<Clipping>, 2> kClippingNames = {
     {{Clipping::kClip, "clip"}, {Clipping::kAutoClip, "normalize"}}};
@@ -37,6 +44,8 @@ inline constexpr std::array<EnumName<NoisePlacement>, 3> kNoisePlacementNames = 
     {{NoisePlacement::kCoefficients, "coefficients"},
      {NoisePlacement::kInnerProduct, "inner_product"},
      {NoisePlacement::kPrivateGradient, "private_gradient"}}};
+inline constexpr std::array<EnumName<NoiseDraw>, 3> kNoiseDrawNames = {
+    {{NoiseDraw::kAuto, "auto"}, {NoiseDraw::kHost, "host"}, {NoiseDraw::kDevice, "device"}}};
 
 inline const char* name_of(Clipping v) {
   return enum_name(v, kClippingNames);
@@ -49,6 +58,9 @@ inline const char* name_of(ColumnScaling v) {
 }
 inline const char* name_of(NoisePlacement v) {
   return enum_name(v, kNoisePlacementNames);
+}
+inline const char* name_of(NoiseDraw v) {
+  return enum_name(v, kNoiseDrawNames);
 }
 
 // Stabiliser gamma of automatic clipping (Bu et al. 2023): C / (||g|| + gamma).

@@ -83,7 +83,11 @@ void NoiseSource::os_random(void* out, size_t bytes) {
   privacy::os_random(out, bytes);
 }
 
-NoiseSource::NoiseSource(uint64_t seed, bool secure) : secure_(secure) {
+NoiseSource::NoiseSource(uint64_t seed, bool secure, NoiseDraw draw)
+    : secure_(secure), draw_(draw) {
+  DPFT_CHECK_AS(ConfigError, !(secure_ && draw_ == NoiseDraw::kDevice),
+                "privacy.noise_draw: device draws seeded noise with the device's generator, but "
+                "privacy.secure_noise draws from the host's CSPRNG; use noise_draw auto or host");
   if (secure_) {
     uint64_t probe;
     os_random(&probe, sizeof probe);  // fail at construction, not at the first release
@@ -111,6 +115,34 @@ torch::Tensor NoiseSource::normal(at::IntArrayRef shape, double std, torch::Dtyp
   torch::Tensor t = torch::empty(shape, opts.dtype(torch::kFloat64));
   secure_fill(t.data_ptr<double>(), t.numel(), std);
   return dtype == torch::kFloat64 ? t : t.to(dtype);
+}
+
+bool NoiseSource::draws_on(const torch::Device& device) const {
+  return !secure_ &&
+         (draw_ == NoiseDraw::kDevice || (draw_ == NoiseDraw::kAuto && device.is_cuda()));
+}
+
+torch::Tensor NoiseSource::normal_on(at::IntArrayRef shape, double std,
+                                     const torch::Device& device) {
+  if (!draws_on(device)) return normal(shape, std, torch::kFloat32).to(device);
+  DPFT_CHECK(std::isfinite(std) && std >= 0, "noise std {} must be finite and >= 0", std);
+  auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(device);
+  if (std == 0) return torch::zeros(shape, opts);
+  uint64_t key = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> glock(gen_.mutex());
+    key = gen_.get<at::CPUGeneratorImpl>()->random64();  // one host draw per tensor
+  }
+  // A private copy of the device's generator type, seeded with the key (CUDA: the Philox seed,
+  // offset 0): the default generator (dropout's) is neither read nor advanced.
+  at::Generator g = at::globalContext().defaultGenerator(device).clone();
+  {
+    std::lock_guard<std::mutex> glock(g.mutex());
+    g.set_current_seed(key);
+  }
+  torch::NoGradGuard no_grad;
+  return torch::empty(shape, opts).normal_(0.0, std, g);
 }
 
 std::string NoiseSource::state() const {

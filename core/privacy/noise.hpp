@@ -11,6 +11,15 @@
 // 2^32 so that seeds differing only in their high half still give different streams.
 // state() is the generator's get_state() bytes in hex; set_state() continues exactly.
 //
+// Device draws (normal_on, NoiseDraw in core/privacy/modes.hpp): a seeded source asked for noise
+// on a GPU (draw auto or device) takes one 64-bit key from its host generator per tensor and
+// draws the tensor with a copy of the device's generator (CUDA: Philox4x32-10 and torch's
+// Box-Muller) seeded with that key, on the device: no 4-bytes-per-value host draw and copy.
+// Still reproducible for a seed (on the same GPU model and LibTorch), and the host state still
+// determines everything, so checkpoints are unchanged; but a GPU run then draws other numbers
+// than the CPU run (draw host keeps them equal). Device draws are seeded-mode only: a secure
+// source refuses kDevice at construction and draws on the host under kAuto.
+//
 // Secure mode (privacy.secure_noise true): not reproducible, nothing to checkpoint.
 //  * Randomness: every bit comes from the kernel CSPRNG through getrandom(2) (flags 0: blocks
 //    only until the pool is first initialised; EINTR and short reads are retried); no
@@ -34,6 +43,8 @@
 #pragma once
 #include <torch/torch.h>
 
+#include "core/privacy/modes.hpp"
+
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -42,12 +53,18 @@ namespace dpft::privacy {
 
 class NoiseSource {
  public:
-  NoiseSource(uint64_t seed, bool secure);
+  // ConfigError for secure with NoiseDraw::kDevice (the CSPRNG is the host's).
+  NoiseSource(uint64_t seed, bool secure, NoiseDraw draw = NoiseDraw::kHost);
 
   // i.i.d. N(0, std^2) CPU tensor of `shape` (any rank; numel may be 0) and floating `dtype`.
   // std must be finite and >= 0 (0 gives zeros and draws nothing). Thread-safe.
   torch::Tensor normal(at::IntArrayRef shape, double std, torch::Dtype dtype = torch::kFloat32);
+  // The same distribution as a float32 tensor on `device`, drawn where draws_on(device) says.
+  torch::Tensor normal_on(at::IntArrayRef shape, double std, const torch::Device& device);
+  // Whether normal_on(.., device) draws on the device (see the header comment).
+  bool draws_on(const torch::Device& device) const;
   bool secure() const { return secure_; }
+  NoiseDraw draw() const { return draw_; }
 
   // Seeded mode: the generator state as lowercase hex; secure mode: "" (nothing to restore).
   std::string state() const;
@@ -60,6 +77,7 @@ class NoiseSource {
 
  private:
   bool secure_;
+  NoiseDraw draw_;
   mutable at::Generator gen_;  // seeded mode only (mutable: locking its mutex in state())
   mutable std::mutex mutex_;   // serialises state()/set_state() against normal()
 };

@@ -207,7 +207,8 @@ double noise_and_scale(std::vector<torch::Tensor>& grads, const DpSettings& dp,
       DPFT_CHECK(g.scalar_type() == torch::kFloat32,
                  "noise_and_scale: the clipped sum is {}, not float32",
                  c10::toString(g.scalar_type()));
-      torch::Tensor z = noise.normal(g.sizes(), std, torch::kFloat32).to(g.device());  // host draw
+      // On the host and copied, or on a GPU from a host-drawn key (NoiseSource::normal_on).
+      torch::Tensor z = noise.normal_on(g.sizes(), std, g.device());
       if (noise_norm) sq += z.to(torch::kFloat64).pow(2).sum().item<double>();
       g.add_(z);
       if (signal_norm) drawn.push_back(z);

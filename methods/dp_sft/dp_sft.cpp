@@ -305,7 +305,7 @@ nlohmann::json DpSftMethod::run(RunContext& ctx, train::TrainInputs& in) {
   }
 
   privacy::NoiseSource noise(derive_seed(static_cast<uint64_t>(spec.seed), "noise"),
-                             spec.privacy.secure_noise);
+                             spec.privacy.secure_noise, spec.privacy.noise_draw);
   grad::PerSampleGrads psg(in.model, grad_);
   train::LoopOptions lo;
   lo.sampling = "poisson";
@@ -463,6 +463,7 @@ nlohmann::json DpSftMethod::run(RunContext& ctx, train::TrainInputs& in) {
                                        {"steps", T1},
                                        {"batch_size", tr.batch_size}};
   out["privacy"]["secure_noise"] = spec.privacy.secure_noise;
+  out["privacy"]["noise_draw"] = privacy::name_of(spec.privacy.noise_draw);
   if (!blocks.empty()) {
     nlohmann::json sv = nlohmann::json::array();
     if (sub.singular_values.defined())

@@ -28,7 +28,7 @@ nlohmann::json run_dp_sgd(RunContext& ctx, train::TrainInputs& in, const train::
                dp.sigma, dp.sigma_source, dp.q, dp.steps, dp.clip_norm,
                privacy::name_of(dp.clipping), privacy::name_of(dp.divisor), dp.expected_batch());
   privacy::NoiseSource noise(derive_seed(static_cast<uint64_t>(spec.seed), "noise"),
-                             spec.privacy.secure_noise);
+                             spec.privacy.secure_noise, spec.privacy.noise_draw);
   grad::PerSampleGrads psg(in.model, o.grad);
   train::LoopOptions lo;
   lo.sampling = "poisson";  // line 4: Poisson lots at rate q
@@ -77,6 +77,7 @@ nlohmann::json run_dp_sgd(RunContext& ctx, train::TrainInputs& in, const train::
     out[kNonPrivate]["diagnostics"] = eval::summarize_history(out[kNonPrivate]["history"]);
   out["privacy"] = dp.to_json();
   out["privacy"]["secure_noise"] = spec.privacy.secure_noise;
+  out["privacy"]["noise_draw"] = privacy::name_of(spec.privacy.noise_draw);
   if (o.prepare) out[o.prepare_key] = prepared;
   return out;
 }

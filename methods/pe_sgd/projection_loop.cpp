@@ -34,7 +34,7 @@ class ProjectionLoop {
         so_(so),
         project_(project),
         noise_(derive_seed(static_cast<uint64_t>(ctx.spec.seed), "noise"),
-               ctx.spec.privacy.secure_noise),
+               ctx.spec.privacy.secure_noise, ctx.spec.privacy.noise_draw),
         psg_(in.model, so.grad),
         diag_(so.diagnostics_k) {
     spdlog::info("{}: sigma {:.4f} ({}), q {:.5f}, T {}, p {}, N {}, L {}",
@@ -59,6 +59,7 @@ class ProjectionLoop {
         [this](const std::vector<int64_t>& rows, train::BatchStats& st) { return step(rows, st); });
     out["privacy"] = dp_.to_json();
     out["privacy"]["secure_noise"] = spec_.privacy.secure_noise;
+    out["privacy"]["noise_draw"] = privacy::name_of(spec_.privacy.noise_draw);
     for (auto& [k, v] : privacy_extra.items()) out["privacy"][k] = v;
     out["synthetic"] = {
         {"size", D_.size()},
