@@ -144,13 +144,15 @@ torch::Tensor kmeans(const torch::Tensor& x, const KMeansOptions& o) {
   faiss::ClusteringParameters cp;
   cp.niter = static_cast<int>(o.iterations);
   cp.nredo = static_cast<int>(o.redo);
-  cp.spherical = true;
+  cp.spherical = o.spherical;
   cp.seed = static_cast<int>(o.seed % static_cast<uint64_t>(INT_MAX));
   cp.min_points_per_centroid = 1;        // no warning for small corpora
   cp.max_points_per_centroid = INT_MAX;  // every document takes part (no subsample)
   cp.verbose = false;
   faiss::Clustering clus(static_cast<int>(d), static_cast<size_t>(o.k), cp);
-  faiss::IndexFlatIP index(d);
+  faiss::IndexFlatIP ip(d);
+  faiss::IndexFlatL2 l2(d);
+  faiss::Index& index = o.spherical ? static_cast<faiss::Index&>(ip) : l2;
   const torch::Tensor xc = x.contiguous();
   try {
     clus.train(N, xc.data_ptr<float>(), index);

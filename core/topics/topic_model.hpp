@@ -45,9 +45,13 @@ struct KMeansOptions {
   int64_t iterations = 25;  // Lloyd iterations per run
   int64_t redo = 1;         // runs from different seeds; the best objective is kept
   uint64_t seed = 0;
+  // true: spherical (inner products, centroids renormalised: the topic model's); false: plain
+  // Euclidean k-means (MAUVE's quantisation, core/eval/distribution.hpp)
+  bool spherical = true;
 };
 
-// Spherical k-means of unit rows x (N, d) float32 (N >= k): centroids (k, d) float32, unit rows.
+// k-means of the rows of x (N, d) float32 (N >= k; unit rows when spherical): centroids (k, d)
+// float32 (unit rows when spherical).
 // ConfigError when this dpft was built without faiss (DPFT_HAVE_FAISS) or N < k.
 torch::Tensor kmeans(const torch::Tensor& x, const KMeansOptions& opts);
 bool have_faiss();
