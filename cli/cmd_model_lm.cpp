@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "cli/app.hpp"
+#include "cli/model_init.hpp"
 #include "core/model/checkpoint.hpp"
 #include "core/model/config.hpp"
 #include "core/model/presets.hpp"
@@ -75,13 +76,55 @@ void set_encoder_head(model::ModelConfig& cfg, const std::string& head,
   cfg.validate("dpft model init");
 }
 
+}  // namespace
+
+ModelInitResult init_model(const ModelInitOptions& o) {
+  const bool encoder = o.arch == "bert" || o.arch == "roberta";
+  DPFT_CHECK_AS(ConfigError, encoder || (o.head == "none" && o.labels.empty()),
+                "--head and --labels are for encoders (--arch bert or roberta)");
+  model::ModelConfig cfg;
+  std::string tok_format = "wordpiece";
+  tok::LoadOptions lo;
+  lo.tiktoken_family = o.family;
+  if (auto wp = tok::find_wordpiece(o.tokenizer)) {  // BERT's vocab.txt
+    tok::WordPiece w = tok::WordPiece::load(*wp);
+    cfg = model::preset_config(o.arch, o.preset, w.vocab_size());
+    if (w.pad_id()) cfg.pad_token_id = *w.pad_id();
+  } else {
+    tok::Tokenizer tk = tok::load_tokenizer(o.tokenizer, lo);
+    tok_format = tk.format();
+    cfg = model::preset_config(o.arch, o.preset, tk.vocab_size());
+    if (tk.bos_id()) cfg.bos_token_id = *tk.bos_id();
+    if (tk.eos_id()) cfg.eos_token_id = *tk.eos_id();
+    if (tk.pad_id()) cfg.pad_token_id = *tk.pad_id();
+    if (cfg.is_seq2seq() && tk.eos_id()) cfg.decoder_start_token_id = *tk.eos_id();  // BART
+  }
+  if (encoder) set_encoder_head(cfg, o.head, o.labels);
+  model::CausalLM m = model::make_causal_lm(cfg, o.seed);
+  model::save_checkpoint(m, o.out, false, parse_dtype(o.dtype));
+  int copied = model::copy_tokenizer_files(o.tokenizer, o.out);
+  if (!o.family.empty() && tok_format == "tiktoken") {
+    // Record the family the user chose so that loading the checkpoint's tokenizer (which
+    // detects it from tokenizer_config.json) gives the same tokenizer.
+    fs::path cfg_path = fs::path(o.out) / "tokenizer_config.json";
+    nlohmann::json tc = fs::exists(cfg_path) ? nlohmann::json::parse(read_file(cfg_path))
+                                             : nlohmann::json::object();
+    tc.erase("auto_map");
+    tc["tokenizer_class"] = o.family == "qwen2"   ? "Qwen2Tokenizer"
+                            : o.family == "qwen1" ? "QWenTokenizer"
+                                                  : "PreTrainedTokenizerFast";
+    if (o.family == "llama3") tc["bos_token"] = "<|begin_of_text|>";
+    if (fs::exists(cfg_path))
+      fs::permissions(cfg_path, fs::perms::owner_write, fs::perm_options::add);
+    write_file_atomic(cfg_path, tc.dump(2) + "\n");
+  }
+  return {model::count_parameters(m, false), cfg.vocab_size, copied};
+}
+
+namespace {
+
 void register_init(CLI::App* model, CliContext& ctx) {
-  struct Opts {
-    std::string arch, preset, tokenizer, out, dtype = "float32", family, head = "none";
-    std::vector<std::string> labels;
-    uint64_t seed = 0;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<ModelInitOptions>();
   CLI::App* sub = model->add_subcommand("init", "write a random-init HF-format checkpoint (config, weights, tokenizer)");
   sub->add_option("--arch", o->arch, "gpt2 | llama | qwen2 | bert | roberta | bart")->required();
   sub->add_option("--preset", o->preset,
@@ -100,46 +143,10 @@ void register_init(CLI::App* model, CliContext& ctx) {
   sub->add_option("--tiktoken-family", o->family, "llama3 | qwen2 | qwen1 (tiktoken rank files)");
   sub->callback([o, &ctx] {
     ctx.action = [o] {
-      const bool encoder = o->arch == "bert" || o->arch == "roberta";
-      DPFT_CHECK_AS(ConfigError, encoder || (o->head == "none" && o->labels.empty()),
-                    "--head and --labels are for encoders (--arch bert or roberta)");
-      model::ModelConfig cfg;
-      std::string tok_format = "wordpiece";
-      tok::LoadOptions lo;
-      lo.tiktoken_family = o->family;
-      if (auto wp = tok::find_wordpiece(o->tokenizer)) {  // BERT's vocab.txt
-        tok::WordPiece w = tok::WordPiece::load(*wp);
-        cfg = model::preset_config(o->arch, o->preset, w.vocab_size());
-        if (w.pad_id()) cfg.pad_token_id = *w.pad_id();
-      } else {
-        tok::Tokenizer tk = tok::load_tokenizer(o->tokenizer, lo);
-        tok_format = tk.format();
-        cfg = model::preset_config(o->arch, o->preset, tk.vocab_size());
-        if (tk.bos_id()) cfg.bos_token_id = *tk.bos_id();
-        if (tk.eos_id()) cfg.eos_token_id = *tk.eos_id();
-        if (tk.pad_id()) cfg.pad_token_id = *tk.pad_id();
-        if (cfg.is_seq2seq() && tk.eos_id()) cfg.decoder_start_token_id = *tk.eos_id();  // BART
-      }
-      if (encoder) set_encoder_head(cfg, o->head, o->labels);
-      model::CausalLM m = model::make_causal_lm(cfg, o->seed);
-      model::save_checkpoint(m, o->out, false, parse_dtype(o->dtype));
-      int copied = model::copy_tokenizer_files(o->tokenizer, o->out);
-      if (!o->family.empty() && tok_format == "tiktoken") {
-        // Record the family the user chose so that loading the checkpoint's tokenizer (which
-        // detects it from tokenizer_config.json) gives the same tokenizer.
-        fs::path cfg_path = fs::path(o->out) / "tokenizer_config.json";
-        nlohmann::json tc = fs::exists(cfg_path) ? nlohmann::json::parse(read_file(cfg_path)) : nlohmann::json::object();
-        tc.erase("auto_map");
-        tc["tokenizer_class"] = o->family == "qwen2" ? "Qwen2Tokenizer"
-                                : o->family == "qwen1" ? "QWenTokenizer"
-                                                       : "PreTrainedTokenizerFast";
-        if (o->family == "llama3") tc["bos_token"] = "<|begin_of_text|>";
-        if (fs::exists(cfg_path))
-          fs::permissions(cfg_path, fs::perms::owner_write, fs::perm_options::add);
-        write_file_atomic(cfg_path, tc.dump(2) + "\n");
-      }
-      std::cout << fmt::format("wrote {} ({} {}, {} parameters, vocab {}, {} tokenizer files)\n", o->out, o->arch,
-                               o->preset, model::count_parameters(m, false), cfg.vocab_size, copied);
+      const ModelInitResult r = init_model(*o);
+      std::cout << fmt::format("wrote {} ({} {}, {} parameters, vocab {}, {} tokenizer files)\n",
+                               o->out, o->arch, o->preset, r.parameters, r.vocab_size,
+                               r.tokenizer_files);
       return 0;
     };
   });

@@ -162,3 +162,67 @@ TEST_CASE("dpft eval-synthetic: same-domain texts score close, other texts far; 
                    other_csv.string(), "--embedder", (src / "models/tiny-roberta").string()}) ==
         3);
 }
+
+TEST_CASE(
+    "dpft eval-synthetic --lm: a causal LM trained on in-domain texts predicts the real ones "
+    "better",
+    "[eval][distribution][cli]") {
+  SHARED_DATA_OR_SKIP(vocab, "bert_base_uncased_vocab");
+  if (!topics::have_faiss()) {
+    WARN("skipped: MAUVE's k-means needs faiss (libfaiss-dev)");
+    return;
+  }
+  const fs::path src(DPFT_SOURCE_DIR), pub = src / "experiments/data/pubmed_sample";
+  test::TempDir d;
+  std::string other = "text\n";
+  for (int i = 0; i < 40; ++i)
+    other += fmt::format("The Eagle {} is a cheap pub near the river with a rating of {}.\n", i,
+                         1 + i % 5);
+  const fs::path other_csv = d.write("other.csv", other);
+  auto lm = [&](const std::string& synth, const std::string& name) {
+    const std::string out = (d.path / name).string();
+    REQUIRE(test::cli({"eval-synthetic",
+                       "--real",
+                       (pub / "eval.csv").string(),
+                       "--synthetic",
+                       synth,
+                       "--embedder",
+                       (src / "models/tiny-roberta").string(),
+                       "--max-real",
+                       "40",
+                       "--max-synthetic",
+                       "40",
+                       "--max-length",
+                       "32",
+                       "--lm",
+                       "--lm-tokenizer",
+                       vocab.string(),
+                       "--lm-preset",
+                       "tiny",
+                       "--lm-steps",
+                       "12",
+                       "--lm-batch",
+                       "8",
+                       "--lm-lr",
+                       "0.002",
+                       "--lm-max-length",
+                       "32",
+                       "--out",
+                       out}) == 0);
+    return nlohmann::json::parse(read_file(out))["downstream_lm"];
+  };
+  const auto in = lm((pub / "train.csv").string(), "in.json"),
+             off = lm(other_csv.string(), "off.json");
+  CHECK(in["steps"] == 12);
+  CHECK(fs::exists(fs::path(in["run_dir"].get<std::string>()) / "metrics.json"));
+  CHECK(fs::exists(d.path / "in.json.work" / "lm-init" / "config.json"));
+  CHECK(in["eval_tokens"].get<int64_t>() > 40 * 10);  // every real token of the 40 texts
+  CHECK(in["eval_tokens"] == off["eval_tokens"]);
+  CHECK(in["perplexity"].get<double>() < off["perplexity"].get<double>());
+  CHECK(in["next_token_accuracy"].get<double>() > 0);
+  // --lm without a tokenizer is a config error (exit 2).
+  CHECK(test::cli({"eval-synthetic", "--real", (pub / "eval.csv").string(), "--synthetic",
+                   other_csv.string(), "--embedder", (src / "models/tiny-roberta").string(),
+                   "--max-real", "20", "--max-synthetic", "20", "--k", "3", "--lm", "--out",
+                   (d.path / "x.json").string()}) == 2);
+}

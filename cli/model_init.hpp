@@ -1,0 +1,25 @@
+// `dpft model init` as a function (cli/cmd_model_lm.cpp), for commands that make a model to
+// train (dpft eval-synthetic's downstream language model).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dpft {
+
+struct ModelInitOptions {
+  std::string arch, preset, tokenizer, out, dtype = "float32", family, head = "none";
+  std::vector<std::string> labels;
+  uint64_t seed = 0;
+};
+
+struct ModelInitResult {
+  int64_t parameters = 0, vocab_size = 0;
+  int tokenizer_files = 0;
+};
+
+// Writes a random-init HF-format checkpoint (config, weights, the tokenizer's files) to o.out.
+// ConfigError / InputError as `dpft model init` reports them.
+ModelInitResult init_model(const ModelInitOptions& o);
+
+}  // namespace dpft
