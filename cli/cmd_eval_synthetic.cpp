@@ -29,9 +29,18 @@ namespace {
 
 struct LmOptions {  // --lm: the downstream language model
   bool on = false;
-  std::string tokenizer, preset = "mini", work;
+  std::string tokenizer, preset = "mini";
   int64_t steps = 200, batch = 64, micro = 16, max_length = 128;
   double lr = 3e-4;
+  uint64_t seed = 0;
+};
+
+struct ClassifierOptions {  // --classify: the downstream classifier
+  bool on = false;
+  std::string from, label_column = "label", peft = "full";
+  std::vector<std::string> labels;
+  int64_t steps = 100, batch = 32, micro = 16, max_length = 128;
+  double lr = 5e-4;
   uint64_t seed = 0;
 };
 
@@ -42,16 +51,20 @@ struct EvalSyntheticOptions {
   size_t max_length = 0;
   eval::MauveOptions mauve;
   LmOptions lm;
+  ClassifierOptions clf;
+  std::string work;  // --lm / --classify: where their models and runs go
   bool json = false;
 };
 
-// A data block of the spec: the file's text column, its first `max` rows when max > 0.
+// A data block of the spec: the file's text (and label) column, its first `max` rows when
+// max > 0.
 YAML::Node dataset_node(const std::string& path, const std::string& column,
-                        const std::string& format, int64_t max) {
+                        const std::string& format, int64_t max, const std::string& label = "") {
   YAML::Node d;
   d["path"] = path;
   d["format"] = format;
   d["text_column"] = column;
+  if (!label.empty()) d["label_column"] = label;
   if (max > 0) {
     d["rows"].push_back(0);
     d["rows"].push_back(max);
@@ -59,14 +72,32 @@ YAML::Node dataset_node(const std::string& path, const std::string& column,
   return d;
 }
 
+struct FinalEval {
+  nlohmann::json final;  // metrics.json's eval.final (or non_private's, see below)
+  int64_t overlap = 0;   // real texts that are also synthetic ones
+  std::string run_dir;
+};
+
+// A non-private `dpft run` of the spec in `spec`, its final evaluation on the real texts.
+FinalEval train_and_evaluate(const YAML::Node& spec, const fs::path& out, const char* what) {
+  RunOptions ro;
+  ro.out_dir = out.string();
+  const RunResult r = run_method(parse_spec(spec), ro);
+  const auto m = nlohmann::json::parse(read_file(fs::path(r.run_dir) / "metrics.json"));
+  // Real texts that are also synthetic ones move the evaluation to the non-private block
+  // (docs/outputs.md); either way it is the real texts' score.
+  const bool moved = m.contains("non_private") && m["non_private"].contains("eval");
+  const nlohmann::json& ev = moved ? m["non_private"]["eval"] : m["eval"];
+  DPFT_CHECK(ev.contains("final"), "eval-synthetic {}: the run {} recorded no final evaluation",
+             what, r.run_dir);
+  return {ev["final"], moved ? ev.value("overlap_with_train", int64_t{0}) : 0, r.run_dir};
+}
+
 // Trains the causal LM on the synthetic texts and evaluates it on the real ones; the run's
 // directory stays under `work` (its metrics.json holds the whole history).
 nlohmann::json downstream_lm(const EvalSyntheticOptions& o) {
   const LmOptions& l = o.lm;
-  DPFT_CHECK_AS(ConfigError, !l.tokenizer.empty(),
-                "--lm needs --lm-tokenizer: a BERT WordPiece vocabulary (a directory with "
-                "vocab.txt, e.g. ../shared/data/bert_base_uncased_vocab)");
-  const fs::path work(l.work), model_dir = work / "lm-init";
+  const fs::path work(o.work), model_dir = work / "lm-init";
   fs::create_directories(work);
   ModelInitOptions mi;
   mi.arch = "bert";
@@ -93,18 +124,8 @@ nlohmann::json downstream_lm(const EvalSyntheticOptions& o) {
   n["train"]["schedule"] = "linear";  // run_clm's default: linear to 0, no warmup
   n["method"]["name"] = "sgd";
   n["device"] = o.device;
-  const Spec spec = parse_spec(n);
-  RunOptions ro;
-  ro.out_dir = (work / "runs").string();
-  const RunResult r = run_method(spec, ro);
-  const auto m = nlohmann::json::parse(read_file(fs::path(r.run_dir) / "metrics.json"));
-  // The real texts that are also synthetic ones move the evaluation to the non-private block
-  // (docs/outputs.md); either way it is the real texts' score.
-  const bool overlap = m.contains("non_private") && m["non_private"].contains("eval");
-  const nlohmann::json& ev = overlap ? m["non_private"]["eval"] : m["eval"];
-  DPFT_CHECK(ev.contains("final"), "eval-synthetic --lm: the run {} recorded no final evaluation",
-             r.run_dir);
-  const auto& fin = ev["final"];
+  const FinalEval fe = train_and_evaluate(n, work / "lm-runs", "--lm");
+  const nlohmann::json& fin = fe.final;
   return {{"model", fmt::format("bert {} causal LM ({} parameters, vocab {})", l.preset,
                                 init.parameters, init.vocab_size)},
           {"tokenizer", l.tokenizer},
@@ -116,8 +137,59 @@ nlohmann::json downstream_lm(const EvalSyntheticOptions& o) {
           {"perplexity", fin.value("perplexity", 0.0)},
           {"loss", fin.value("loss", 0.0)},
           {"eval_tokens", fin.value("tokens", int64_t{0})},
-          {"real_texts_among_synthetic", overlap ? ev.value("overlap_with_train", int64_t{0}) : 0},
-          {"run_dir", r.run_dir}};
+          {"real_texts_among_synthetic", fe.overlap},
+          {"run_dir", fe.run_dir}};
+}
+
+// Trains the reheaded encoder on the labelled synthetic texts, evaluates it on the real ones.
+nlohmann::json downstream_classifier(const EvalSyntheticOptions& o) {
+  const ClassifierOptions& c = o.clf;
+  const fs::path work(o.work), model_dir = work / "classifier-init";
+  fs::create_directories(work);
+  ReheadOptions ro;
+  ro.from = c.from;
+  ro.out = model_dir.string();
+  ro.head = "classification";
+  ro.labels = c.labels;
+  ro.seed = c.seed;
+  rehead_model(ro);
+  YAML::Node n;
+  n["name"] = "eval-synthetic-classifier";
+  n["seed"] = c.seed;
+  n["model"]["path"] = model_dir.string();
+  n["model"]["peft"]["kind"] = c.peft;
+  n["model"]["peft"]["targets"].push_back(c.peft == "full" ? "all" : "query");
+  if (c.peft != "full") n["model"]["peft"]["targets"].push_back("value");
+  n["data"]["task"] = "classification";
+  for (const auto& l : c.labels) n["data"]["labels"].push_back(l);
+  n["data"]["train"] =
+      dataset_node(o.synthetic, o.synthetic_column, o.format, o.max_synthetic, c.label_column);
+  n["data"]["eval"] = dataset_node(o.real, o.real_column, o.format, o.max_real, c.label_column);
+  n["data"]["max_length"] = c.max_length;
+  n["privacy"]["epsilon"] = ".inf";
+  n["train"]["steps"] = c.steps;
+  n["train"]["batch_size"] = c.batch;
+  n["train"]["micro_batch_size"] = std::min(c.micro, c.batch);
+  n["train"]["lr"] = c.lr;
+  n["train"]["schedule"] = "linear";
+  n["method"]["name"] = "sgd";
+  n["device"] = o.device;
+  const FinalEval fe = train_and_evaluate(n, work / "classifier-runs", "--classify");
+  const nlohmann::json& fin = fe.final;
+  nlohmann::json out = {{"from", c.from},
+                        {"labels", c.labels},
+                        {"peft", c.peft},
+                        {"steps", c.steps},
+                        {"batch", c.batch},
+                        {"lr", c.lr},
+                        {"max_length", c.max_length},
+                        {"accuracy", fin.value("accuracy", 0.0)},
+                        {"real_texts_among_synthetic", fe.overlap},
+                        {"run_dir", fe.run_dir}};
+  if (fin.contains("classification"))  // macro-F1, MCC, the confusion matrix
+    for (const char* k : {"macro_f1", "mcc", "confusion"})
+      if (fin["classification"].contains(k)) out[k] = fin["classification"][k];
+  return out;
 }
 
 }  // namespace
@@ -171,15 +243,44 @@ void register_eval_synthetic(CLI::App& app, CliContext& ctx) {
       ->capture_default_str();
   sub->add_option("--lm-seed", o->lm.seed, "--lm: initialisation and data-order seed")
       ->capture_default_str();
-  sub->add_option("--work", o->lm.work,
-                  "--lm: directory for the language model and its run (default: --out's path "
-                  "with .work appended, or eval-synthetic.work)");
+  sub->add_flag("--classify", o->clf.on,
+                "also fine-tune a classifier on the labelled synthetic texts and report its "
+                "accuracy on the labelled real ones");
+  sub->add_option("--classifier-from", o->clf.from,
+                  "--classify: pretrained encoder checkpoint (bert / roberta) given a new "
+                  "classification head");
+  sub->add_option("--label-column", o->clf.label_column, "--classify: label column of both files")
+      ->capture_default_str();
+  sub->add_option("--labels", o->clf.labels,
+                  "--classify: the label values in class-id order (never read from the files)")
+      ->delimiter(',');
+  sub->add_option("--clf-peft", o->clf.peft, "--classify: full | lora (query, value + the head)")
+      ->check(CLI::IsMember({"full", "lora"}))
+      ->capture_default_str();
+  sub->add_option("--clf-steps", o->clf.steps, "--classify: optimizer steps")
+      ->capture_default_str();
+  sub->add_option("--clf-batch", o->clf.batch, "--classify: batch size")->capture_default_str();
+  sub->add_option("--clf-micro", o->clf.micro, "--classify: micro-batch (memory)")
+      ->capture_default_str();
+  sub->add_option("--clf-lr", o->clf.lr, "--classify: peak learning rate (linear decay to 0)")
+      ->capture_default_str();
+  sub->add_option("--clf-max-length", o->clf.max_length, "--classify: tokens per text")
+      ->capture_default_str();
+  sub->add_option("--clf-seed", o->clf.seed, "--classify: head initialisation and data seed")
+      ->capture_default_str();
+  sub->add_option("--work", o->work,
+                  "--lm / --classify: directory for their models and runs (default: --out's "
+                  "path with .work appended, or eval-synthetic.work)");
   sub->add_flag("--json", o->json, "print JSON");
   sub->callback([o, &ctx] {
     ctx.action = [o] {
       DPFT_CHECK_AS(ConfigError, !o->lm.on || !o->lm.tokenizer.empty(),
                     "--lm needs --lm-tokenizer: a BERT WordPiece vocabulary (a directory with "
                     "vocab.txt, e.g. ../shared/data/bert_base_uncased_vocab)");
+      DPFT_CHECK_AS(ConfigError, !o->clf.on || (!o->clf.from.empty() && o->clf.labels.size() >= 2),
+                    "--classify needs --classifier-from (an encoder checkpoint, e.g. "
+                    "models/tiny-roberta) and --labels with at least two values, in class-id "
+                    "order");
       auto read = [&](const std::string& path, const std::string& column, int64_t max) {
         std::vector<std::string> t = data::column_texts(path, column, o->format);
         if (max > 0 && static_cast<int64_t>(t.size()) > max) t.resize(static_cast<size_t>(max));
@@ -200,12 +301,10 @@ void register_eval_synthetic(CLI::App& app, CliContext& ctx) {
       const eval::MauveResult m = eval::mauve(er, es, o->mauve);
       const eval::PrecisionRecall pr = eval::precision_recall(er, es, o->k);
       const double f = eval::fid(er, es);
-      nlohmann::json lm;
-      if (o->lm.on) {
-        if (o->lm.work.empty())
-          o->lm.work = o->out.empty() ? "eval-synthetic.work" : o->out + ".work";
-        lm = downstream_lm(*o);
-      }
+      if (o->work.empty()) o->work = o->out.empty() ? "eval-synthetic.work" : o->out + ".work";
+      nlohmann::json lm, clf;
+      if (o->lm.on) lm = downstream_lm(*o);
+      if (o->clf.on) clf = downstream_classifier(*o);
       nlohmann::json out = {
           {"real", {{"path", o->real}, {"texts", real.size()}}},
           {"synthetic", {{"path", o->synthetic}, {"texts", synth.size()}}},
@@ -221,6 +320,7 @@ void register_eval_synthetic(CLI::App& app, CliContext& ctx) {
           {"note",
            "an evaluation against the real texts as given, not a DP release (docs/outputs.md)"}};
       if (!lm.is_null()) out["downstream_lm"] = lm;
+      if (!clf.is_null()) out["downstream_classifier"] = clf;
       if (!o->out.empty()) write_file_atomic(o->out, out.dump(2) + "\n");
       if (o->json) {
         std::cout << out.dump(2) << "\n";
@@ -238,6 +338,10 @@ void register_eval_synthetic(CLI::App& app, CliContext& ctx) {
             "the real texts\n",
             lm["model"].get<std::string>(), o->lm.steps, lm["next_token_accuracy"].get<double>(),
             lm["perplexity"].get<double>());
+      if (!clf.is_null())
+        std::cout << fmt::format(
+            "  downstream classifier ({}, {} steps): accuracy {:.4f} on the real texts\n",
+            o->clf.from, o->clf.steps, clf["accuracy"].get<double>());
       return 0;
     };
   });

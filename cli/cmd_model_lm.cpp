@@ -154,13 +154,27 @@ void register_init(CLI::App* model, CliContext& ctx) {
 
 // dpft model rehead: a pretrained encoder with a new head (e.g. models/tiny-roberta's masked-LM
 // checkpoint as a sequence classifier): the body is copied, the new head is seeded-random.
+}  // namespace
+
+ReheadResult rehead_model(const ReheadOptions& o) {
+  model::ModelConfig cfg = model::load_model_config(o.from);
+  DPFT_CHECK_AS(ConfigError, cfg.is_encoder(),
+                "--from {}: a {} model; rehead is for encoders (bert, roberta)", o.from,
+                cfg.model_type);
+  DPFT_CHECK_AS(ConfigError, fs::absolute(o.from) != fs::absolute(o.out),
+                "--out must differ from --from (the source checkpoint is kept)");
+  set_encoder_head(cfg, o.head, o.labels);
+  model::CausalLM src = model::load_checkpoint(o.from);
+  model::CausalLM m = model::make_causal_lm(cfg, o.seed);
+  model::ReheadReport r = model::copy_shared_parameters(m, src);
+  model::save_checkpoint(m, o.out, false, parse_dtype(o.dtype));
+  return {r.copied, r.fresh, r.dropped, model::copy_tokenizer_files(o.from, o.out)};
+}
+
+namespace {
+
 void register_rehead(CLI::App* model, CliContext& ctx) {
-  struct Opts {
-    std::string from, out, head, dtype = "float32";
-    std::vector<std::string> labels;
-    uint64_t seed = 0;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<ReheadOptions>();
   CLI::App* sub = model->add_subcommand(
       "rehead",
       "an encoder checkpoint with another head: body copied, new head randomly initialised "
@@ -175,23 +189,12 @@ void register_rehead(CLI::App* model, CliContext& ctx) {
       ->capture_default_str();
   sub->callback([o, &ctx] {
     ctx.action = [o] {
-      model::ModelConfig cfg = model::load_model_config(o->from);
-      DPFT_CHECK_AS(ConfigError, cfg.is_encoder(),
-                    "--from {}: a {} model; rehead is for encoders (bert, roberta)", o->from,
-                    cfg.model_type);
-      DPFT_CHECK_AS(ConfigError, fs::absolute(o->from) != fs::absolute(o->out),
-                    "--out must differ from --from (the source checkpoint is kept)");
-      set_encoder_head(cfg, o->head, o->labels);
-      model::CausalLM src = model::load_checkpoint(o->from);
-      model::CausalLM m = model::make_causal_lm(cfg, o->seed);
-      model::ReheadReport r = model::copy_shared_parameters(m, src);
-      model::save_checkpoint(m, o->out, false, parse_dtype(o->dtype));
-      int copied = model::copy_tokenizer_files(o->from, o->out);
+      const ReheadResult r = rehead_model(*o);
       std::cout << fmt::format(
           "wrote {}: {} parameters copied from {}; new (seeded init): {}; left out: {}; {} "
           "tokenizer files\n",
           o->out, r.copied, o->from, r.fresh.empty() ? "none" : join(r.fresh, ", "),
-          r.dropped.empty() ? "none" : join(r.dropped, ", "), copied);
+          r.dropped.empty() ? "none" : join(r.dropped, ", "), r.tokenizer_files);
       return 0;
     };
   });

@@ -226,3 +226,74 @@ TEST_CASE(
                    "--max-real", "20", "--max-synthetic", "20", "--k", "3", "--lm", "--out",
                    (d.path / "x.json").string()}) == 2);
 }
+
+TEST_CASE(
+    "dpft eval-synthetic --classify: a classifier learns the synthetic labels and is scored "
+    "on the real ones",
+    "[eval][distribution][cli]") {
+  if (!topics::have_faiss()) {
+    WARN("skipped: MAUVE's k-means needs faiss (libfaiss-dev)");
+    return;
+  }
+  // Polarity words in templates: learnable in a few steps. Trained on flipped labels the
+  // classifier must be wrong on the real texts, so the score follows the synthetic labels.
+  const std::vector<std::string> pos = {"great", "wonderful", "excellent", "lovely", "superb"},
+                                 neg = {"terrible", "awful", "bad", "dreadful", "horrible"},
+                                 fill = {"the film was", "this movie is", "a story that is",
+                                         "acting that was", "an ending so"};
+  auto rows = [&](int n, int offset, bool flip) {
+    std::string s = "text,label\n";
+    for (int i = 0; i < n; ++i) {
+      const int l = i % 2, j = (i * 7 + offset) % 5, f = (i * 3 + offset) % 5;
+      s += fmt::format("{} {},{}\n", fill[static_cast<size_t>(f)],
+                       (l ? pos : neg)[static_cast<size_t>(j)], flip ? 1 - l : l);
+    }
+    return s;
+  };
+  test::TempDir d;
+  const fs::path src(DPFT_SOURCE_DIR), real = d.write("real.csv", rows(24, 1, false));
+  auto accuracy = [&](bool flip, const std::string& name) {
+    const fs::path syn = d.write(name + ".csv", rows(64, 0, flip));
+    const std::string out = (d.path / (name + ".json")).string();
+    REQUIRE(test::cli({"eval-synthetic",
+                       "--real",
+                       real.string(),
+                       "--synthetic",
+                       syn.string(),
+                       "--embedder",
+                       (src / "models/tiny-roberta").string(),
+                       "--k",
+                       "3",
+                       "--classify",
+                       "--classifier-from",
+                       (src / "models/tiny-roberta").string(),
+                       "--labels",
+                       "0,1",
+                       "--clf-steps",
+                       "20",
+                       "--clf-batch",
+                       "16",
+                       "--clf-lr",
+                       "0.001",
+                       "--clf-max-length",
+                       "16",
+                       "--out",
+                       out}) == 0);
+    const auto j = nlohmann::json::parse(read_file(out))["downstream_classifier"];
+    CHECK(j["labels"] == std::vector<std::string>{"0", "1"});
+    CHECK(j.contains("macro_f1"));
+    return j["accuracy"].get<double>();
+  };
+  const double right = accuracy(false, "right"), flipped = accuracy(true, "flipped");
+  CHECK(right > 0.7);
+  CHECK(flipped < 0.3);
+  // --classify without --labels is a config error (exit 2); a label outside --labels an input
+  // error (exit 3).
+  CHECK(test::cli({"eval-synthetic", "--real", real.string(), "--synthetic", real.string(),
+                   "--embedder", (src / "models/tiny-roberta").string(), "--k", "3", "--classify",
+                   "--classifier-from", (src / "models/tiny-roberta").string()}) == 2);
+  CHECK(test::cli({"eval-synthetic", "--real", real.string(), "--synthetic", real.string(),
+                   "--embedder", (src / "models/tiny-roberta").string(), "--k", "3", "--classify",
+                   "--classifier-from", (src / "models/tiny-roberta").string(), "--labels",
+                   "neg,pos", "--clf-steps", "2", "--out", (d.path / "bad.json").string()}) == 3);
+}
