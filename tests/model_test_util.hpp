@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/generate/generate.hpp"
 #include "core/model/config.hpp"
 #include "core/model/peft.hpp"
 #include "core/model/seq2seq.hpp"
@@ -188,6 +189,25 @@ inline model::Seq2Seq random_bart(const nlohmann::json& j, uint64_t seed) {
   model::Seq2Seq s = model::as_seq2seq(m);
   if (!s) throw std::logic_error("random_bart: the config did not make a BART");
   return s;
+}
+
+// Three BART sources of different lengths, and CTCL's sampling settings (top-p 0.95, repetition
+// penalty 1.5; greedy when !sample), 12 new tokens, stop at </s>.
+inline const std::vector<std::vector<int64_t>>& bart_sources() {
+  static const std::vector<std::vector<int64_t>> src = {
+      {0, 17, 5, 42, 2}, {0, 11, 2}, {0, 9, 8, 7, 6, 5, 2}};
+  return src;
+}
+inline generate::GenerationOptions bart_generation(bool sample) {
+  generate::GenerationOptions o;
+  o.max_new_tokens = 12;
+  o.do_sample = sample;
+  o.top_p = 0.95;
+  o.repetition_penalty = 1.5;
+  o.seed = 4;
+  o.pad_id = 1;
+  o.stop_ids = {2};
+  return o;
 }
 
 // Three (source, target) pairs of different lengths (right padding in the batch).

@@ -286,18 +286,10 @@ TEST_CASE("CUDA: BART's per-sample gradients, cached generation and beam search 
   model::CausalLM gpu = test::random_bart(test::bart_json(), 19);
   gpu->to(kCuda);
   cpu->eval(), gpu->eval();
-  const std::vector<std::vector<int64_t>> src = {
-      {0, 17, 5, 42, 2}, {0, 11, 2}, {0, 9, 8, 7, 6, 5, 2}};
+  const std::vector<std::vector<int64_t>>& src = test::bart_sources();
   for (bool sample : {false, true}) {
     CAPTURE(sample);
-    generate::GenerationOptions o;
-    o.max_new_tokens = 12;
-    o.do_sample = sample;
-    o.top_p = 0.95;
-    o.repetition_penalty = 1.5;
-    o.seed = 4;
-    o.pad_id = 1;
-    o.stop_ids = {2};
+    generate::GenerationOptions o = test::bart_generation(sample);
     auto c = generate::generate(*cpu, src, o), g = generate::generate(*gpu, src, o);
     REQUIRE(g.size() == c.size());
     for (size_t i = 0; i < c.size(); ++i) CHECK(g[i].tokens == c[i].tokens);
