@@ -13,12 +13,11 @@
 //     kCoefficients  "coefficients":     on the summed coefficients z (R^N), the paper's method
 //     kInnerProduct  "inner_product":    on G^T H before the solve (R^N)
 //     kPrivateGradient "private_gradient": on the summed private gradients (R^p)
-//   NoiseDraw        where seeded Gaussian noise for a tensor on a device is drawn:
-//     kAuto          "auto":   on the device when it is a GPU and the noise is seeded, else host
-//     kHost          "host":   on the host (MT19937), copied over: a GPU run draws the CPU's
-//     numbers kDevice        "device": with the device's own generator (Philox on CUDA) seeded from
-//     the
-//                              host stream: no host draw or copy; secure noise stays on the host
+//   NoiseDraw        where seeded Gaussian noise for a GPU's tensor is drawn:
+//     kAuto          "auto":   on the GPU when the noise is seeded, else on the host
+//     kHost          "host":   on the host (MT19937), copied over (the CPU run's numbers)
+//     kDevice        "device": as auto, but refused with secure noise (the host's CSPRNG)
+//   (CPU tensors are drawn on the host in every mode: core/privacy/noise.hpp says why.)
 // The two normalisations differ: kAutoClip keeps ||.|| < C with a stabiliser and scales by C;
 // kUnitNorm maps every column to norm exactly 1.
 #pragma once

@@ -118,8 +118,9 @@ torch::Tensor NoiseSource::normal(at::IntArrayRef shape, double std, torch::Dtyp
 }
 
 bool NoiseSource::draws_on(const torch::Device& device) const {
-  return !secure_ &&
-         (draw_ == NoiseDraw::kDevice || (draw_ == NoiseDraw::kAuto && device.is_cuda()));
+  // Never on the CPU: its generator keeps 32 bits of a seed, so per-tensor keys would repeat
+  // (and repeat noise) after ~2^16 tensors; CUDA's Philox takes all 64.
+  return !secure_ && draw_ != NoiseDraw::kHost && device.is_cuda();
 }
 
 torch::Tensor NoiseSource::normal_on(at::IntArrayRef shape, double std,

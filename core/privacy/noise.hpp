@@ -17,8 +17,10 @@
 // Box-Muller) seeded with that key, on the device: no 4-bytes-per-value host draw and copy.
 // Still reproducible for a seed (on the same GPU model and LibTorch), and the host state still
 // determines everything, so checkpoints are unchanged; but a GPU run then draws other numbers
-// than the CPU run (draw host keeps them equal). Device draws are seeded-mode only: a secure
-// source refuses kDevice at construction and draws on the host under kAuto.
+// than the CPU run (draw host keeps them equal). Device draws are seeded-mode and GPU only: a
+// secure source refuses kDevice at construction and draws on the host under kAuto, and CPU
+// tensors are always drawn by normal() (a CPU generator keeps 32 bits of its seed, so per-tensor
+// keys would collide, repeating noise, after ~2^16 tensors; Philox's seed has 64).
 //
 // Secure mode (privacy.secure_noise true): not reproducible, nothing to checkpoint.
 //  * Randomness: every bit comes from the kernel CSPRNG through getrandom(2) (flags 0: blocks
