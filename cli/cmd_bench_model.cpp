@@ -103,7 +103,7 @@ struct GenerateBench {
   std::string arch = "bart", preset = "tiny", device = "cpu";
   int64_t vocab = 50265, batch = 16, prompt = 32, new_tokens = 32;
   int reps = 3;
-  bool json = false;
+  bool json = false, greedy = false;
 };
 
 int bench_generate(const GenerateBench& b) {
@@ -133,9 +133,9 @@ int bench_generate(const GenerateBench& b) {
                                            row.data_ptr<int64_t>() + b.prompt);
   }
   generate::GenerationOptions o;
-  o.do_sample = true;
-  o.top_p = 0.95;
-  o.repetition_penalty = 1.5;
+  o.do_sample = !b.greedy;  // --greedy: argmax, no filtering or penalty (the draw's cost apart)
+  o.top_p = b.greedy ? 1.0 : 0.95;
+  o.repetition_penalty = b.greedy ? 1.0 : 1.5;
   o.max_new_tokens = b.new_tokens;  // no stop id: every row runs to the end
   o.pad_id = c.pad_token_id.value_or(0);
   auto timed = [&](bool cached, int64_t new_tokens) {
@@ -163,6 +163,7 @@ int bench_generate(const GenerateBench& b) {
                         {"batch", b.batch},
                         {"prompt_tokens", b.prompt},
                         {"new_tokens", b.new_tokens},
+                        {"decoding", b.greedy ? "greedy" : "top-p 0.95, repetition penalty 1.5"},
                         {"cached_tokens_per_s", tc},
                         {"recomputed_tokens_per_s", tr},
                         {"cache_speedup", tc / tr}};
@@ -172,9 +173,10 @@ int bench_generate(const GenerateBench& b) {
   }
   std::cout << fmt::format(
                    "generate {} {} (vocab {}) on {}, {} threads: batch {}, {} {} tokens, {} new "
-                   "(top-p 0.95, repetition penalty 1.5), median of {}\n",
+                   "({}), median of {}\n",
                    b.arch, b.preset, c.vocab_size, b.device, torch_threads(), b.batch, b.prompt,
-                   seq2seq ? "source" : "prompt", b.new_tokens, b.reps)
+                   seq2seq ? "source" : "prompt", b.new_tokens,
+                   b.greedy ? "greedy" : "top-p 0.95, repetition penalty 1.5", b.reps)
             << fmt::format("  KV cache:    {:10.1f} tokens/s\n", tc)
             << fmt::format("  recomputing: {:10.1f} tokens/s   (speed-up of the cache: {:.2f}x)\n",
                            tr, tc / tr);
@@ -254,6 +256,9 @@ void register_bench_model(CLI::App* bench, CliContext& ctx) {
   gen->add_option("--new", g->new_tokens, "tokens generated per row")->capture_default_str();
   gen->add_option("--reps", g->reps, "timed repetitions (medians reported)")->capture_default_str();
   gen->add_option("--device", g->device, "cpu | cuda | cuda:N")->capture_default_str();
+  gen->add_flag(
+      "--greedy", g->greedy,
+      "argmax decoding instead of sampling (no top-p, no penalty): the draw's cost apart");
   gen->add_flag("--json", g->json, "print JSON");
   gen->callback([g, &ctx] { ctx.action = [g] { return bench_generate(*g); }; });
   fwd->callback([o, &ctx] {
