@@ -19,6 +19,8 @@ std::unique_ptr<Method> make_inpro_method();       // methods/pe_sgd/inpro.cpp
 std::unique_ptr<Method> make_sft_dp_sgd_method();  // methods/pe_sgd/sft_dp_sgd.cpp
 std::unique_ptr<Method> make_dp_sft_method();      // methods/dp_sft/dp_sft.cpp
 std::unique_ptr<Method> make_ctcl_method();        // methods/ctcl/ctcl.cpp
+std::unique_ptr<Method> make_pe_method();          // methods/ctcl/private_evolution.cpp
+std::unique_ptr<Method> make_aug_pe_method();      // methods/ctcl/private_evolution.cpp
 
 const std::vector<MethodInfo>& method_registry() {
   static const std::vector<MethodInfo> registry = {
@@ -56,6 +58,14 @@ const std::vector<MethodInfo>& method_registry() {
        "CTCL: DP topic histogram + DP fine-tuned conditional generator (BART) -> DP synthetic "
        "documents (paper 004)",
        make_ctcl_method},
+      {"pe",
+       "Private Evolution: DP synthetic text from a frozen generator's RANDOM / VARIATION APIs "
+       "and DP nearest-neighbour votes of the private texts (Lin et al. 2024)",
+       make_pe_method},
+      {"aug-pe",
+       "Aug-PE: Private Evolution for text with variations before the vote and rank selection "
+       "(Xie et al. 2024; a CTCL baseline)",
+       make_aug_pe_method},
   };
   return registry;
 }

@@ -40,7 +40,8 @@ const std::map<std::string, Entry>& run_entries() {
       {"synthetic",
        {true, "post-processing",
         "synthetic sets generated from the DP-trained model (and pe-sgd's released noisy "
-        "coefficients), or from the base model and prompts alone"}},
+        "coefficients), or from the base model and prompts alone, or selected by pe / aug-pe's "
+        "DP nearest-neighbour histograms (with their noisy counts)"}},
       {"topic_histogram.json",
        {true, "dp",
         "ctcl's topic histogram: true counts + N(0, sigma^2), rounded and clamped, one Gaussian "
@@ -75,6 +76,10 @@ const std::map<std::string, Entry>& run_entries() {
         "holds the private files' SHA-256, a fingerprint that confirms a guessed data set"}},
       {"checkpoint",
        {false, "non-private", "training state, including the noise generator's state"}},
+      {"pe_state.json",
+       {false, "non-private",
+        "pe / aug-pe's checkpoint: populations, ledger and the noise generator's state (which "
+        "with the released counts gives the exact votes)"}},
       {".lock", {false, "internal", "the run directory's lock file"}},
   };
   return m;

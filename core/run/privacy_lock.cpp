@@ -5,6 +5,7 @@
 #include <map>
 
 #include "core/privacy/os_random.hpp"
+#include "core/util/error.hpp"
 #include "core/util/sha256.hpp"
 
 namespace dpft {
@@ -79,6 +80,37 @@ std::vector<std::string> lock_differences(const nlohmann::json& started, const n
 std::string checkpoint_integrity(const nlohmann::json& lock, const nlohmann::json& ledger,
                                  int64_t step) {
   return sha256_hex(fmt::format("dpft.checkpoint/1\n{}\n{}\n{}", lock.dump(), ledger.dump(), step));
+}
+
+int64_t verify_checkpoint_lock(const nlohmann::json& j, const nlohmann::json& lock_now,
+                               const std::string& where) {
+  auto refuse = [&](const std::string& why) {
+    throw InputError(fmt::format(
+        "--resume: refused: checkpoint {} {}; resuming from it could misstate what the run "
+        "spent. Start a new run (dpft run SPEC)",
+        where, why));
+  };
+  if (!j.is_object() || !j.contains("privacy_lock") || !j.contains("integrity") ||
+      !j.contains("ledger") || !j.contains("step") || !j["step"].is_number_integer())
+    refuse(
+        "has no privacy lock, integrity hash, ledger or step (written by an older dpft, or "
+        "edited)");
+  const nlohmann::json& lock = j["privacy_lock"];
+  if (lock.value("run_nonce", std::string()) != lock_now.value("run_nonce", std::string()))
+    refuse(
+        "belongs to another run (its run nonce differs from this run's privacy_lock.json; "
+        "copied from a run with another seed or spec?)");
+  std::vector<std::string> diffs = lock_differences(lock.value("settings", nlohmann::json()),
+                                                    lock_now.value("settings", nlohmann::json()));
+  if (!diffs.empty()) {
+    std::string all;
+    for (const auto& d : diffs) all += (all.empty() ? "" : "; ") + d;
+    refuse("was written under other privacy settings: " + all);
+  }
+  const int64_t step = j["step"].get<int64_t>();
+  if (j["integrity"] != checkpoint_integrity(lock, j["ledger"], step))
+    refuse("fails its integrity check (its ledger, step or lock was modified)");
+  return step;
 }
 
 std::string new_run_nonce() {

@@ -43,6 +43,13 @@ std::vector<std::string> lock_differences(const nlohmann::json& started, const n
 std::string checkpoint_integrity(const nlohmann::json& lock, const nlohmann::json& ledger,
                                  int64_t step);
 
+// Refuses, with an InputError naming `where` (the checkpoint) and the fix, a checkpoint
+// {"privacy_lock", "integrity", "ledger", "step", ...} that lacks its lock or hash, belongs to
+// another run (run nonce), was written under other privacy settings than `lock_now` (the run's
+// lock), or whose ledger, step or lock was edited (integrity). Returns its step.
+int64_t verify_checkpoint_lock(const nlohmann::json& ckpt, const nlohmann::json& lock_now,
+                               const std::string& where);
+
 // 128 bits from the OS CSPRNG, as hex: names one run (a checkpoint of another run has another).
 std::string new_run_nonce();
 

@@ -92,6 +92,17 @@ std::string variation_prompt(const PromptSet& p, const std::string& sample,
   return s;
 }
 
+PromptSet with_label(const PromptSet& p, const std::string& label, const std::string& file) {
+  DPFT_CHECK_AS(ConfigError, p.zero_shot.find("<label>") != std::string::npos,
+                "prompt file {}: zero_shot has no <label>, so the generated texts would not "
+                "depend on their class; put <label> where the class description goes",
+                file);
+  PromptSet out = p;
+  replace_all(out.zero_shot, "<label>", label);
+  replace_all(out.one_shot, "<label>", label);
+  return out;
+}
+
 SyntheticGenerator::SyntheticGenerator(model::CausalLM model, const tok::Tokenizer& tok,
                                        PromptSet prompts, GeneratorOptions opts)
     : model_(std::move(model)), tok_(tok), prompts_(std::move(prompts)), opts_(std::move(opts)) {

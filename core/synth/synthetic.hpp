@@ -41,6 +41,12 @@ PromptSet load_prompts(const std::string& path);
 std::string variation_prompt(const PromptSet& p, const std::string& sample,
                              const std::string& tone);
 
+// The prompts of one class of a labelled private set (Aug-PE's conditional generation, e.g.
+// Yelp's "Business Category: ...\nReview Stars: ..."): every "<label>" in zero_shot and one_shot
+// replaced by `label` (before any sample is put in). ConfigError naming `file` when zero_shot has
+// no <label>: the class would condition nothing.
+PromptSet with_label(const PromptSet& p, const std::string& label, const std::string& file);
+
 struct GeneratorOptions {
   std::string style = "plain";  // plain | chat
   // style chat: the chat format of the prompts; nullopt = the tokenizer's own (a frozen

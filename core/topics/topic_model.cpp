@@ -205,6 +205,51 @@ std::pair<torch::Tensor, torch::Tensor> nearest(const torch::Tensor& x,
 #endif
 }
 
+namespace {
+void check_knn(const torch::Tensor& q, const torch::Tensor& b, int64_t k) {
+  check_rows(q, "queries");
+  check_rows(b, "base");
+  DPFT_CHECK_AS(InputError, q.size(1) == b.size(1),
+                "nearest neighbours: queries have {} dims, the base {}", q.size(1), b.size(1));
+  DPFT_CHECK_AS(ConfigError, k >= 1 && k <= b.size(0),
+                "nearest neighbours: k = {} must be in [1, {}] (the base's rows)", k, b.size(0));
+}
+}  // namespace
+
+std::pair<torch::Tensor, torch::Tensor> knn_reference(const torch::Tensor& queries,
+                                                      const torch::Tensor& base, int64_t k) {
+  check_knn(queries, base, k);
+  if (queries.size(0) == 0)
+    return {torch::empty({0, k}, torch::kInt64), torch::empty({0, k}, torch::kFloat32)};
+  // (N, M) squared distances in float64, then a stable sort of each row.
+  const torch::Tensor q = queries.to(torch::kFloat64), b = base.to(torch::kFloat64);
+  const torch::Tensor d2 = (q.unsqueeze(1) - b.unsqueeze(0)).pow(2).sum(2);
+  auto [sorted, order] = d2.sort(/*stable=*/true, /*dim=*/1, /*descending=*/false);
+  return {order.slice(1, 0, k).contiguous(), sorted.slice(1, 0, k).to(torch::kFloat32)};
+}
+
+std::pair<torch::Tensor, torch::Tensor> knn(const torch::Tensor& queries, const torch::Tensor& base,
+                                            int64_t k) {
+#ifdef DPFT_HAVE_FAISS
+  check_knn(queries, base, k);
+  const int64_t N = queries.size(0), d = queries.size(1);
+  faiss::IndexFlatL2 index(d);
+  const torch::Tensor b = base.contiguous(), q = queries.contiguous();
+  torch::Tensor idx = torch::empty({N, k}, torch::kInt64);
+  torch::Tensor dist = torch::empty({N, k}, torch::kFloat32);
+  try {
+    index.add(b.size(0), b.data_ptr<float>());
+    if (N > 0)
+      index.search(N, q.data_ptr<float>(), k, dist.data_ptr<float>(), idx.data_ptr<int64_t>());
+  } catch (const faiss::FaissException& e) {
+    throw RuntimeError(fmt::format("nearest neighbours: faiss search failed: {}", e.what()));
+  }
+  return {idx, dist};
+#else
+  return knn_reference(queries, base, k);
+#endif
+}
+
 std::string TopicModel::keyword_line(int64_t topic) const {
   DPFT_CHECK_AS(RuntimeError, topic >= 0 && topic < static_cast<int64_t>(keywords.size()),
                 "topics: no topic {} (the model has {})", topic, keywords.size());

@@ -65,6 +65,18 @@ std::pair<torch::Tensor, torch::Tensor> nearest(const torch::Tensor& x,
 std::pair<torch::Tensor, torch::Tensor> nearest_reference(const torch::Tensor& x,
                                                           const torch::Tensor& centroids);
 
+// The k nearest rows of `base` (M, d) to each row of `queries` (N, d), both float32, by
+// Euclidean distance (for the unit rows of eval::embed_texts the same order as cosine):
+// (index (N, k) int64, squared distance (N, k) float32), nearest first; 1 <= k <= M.
+// faiss::IndexFlatL2 (exact search) when built with faiss, else knn_reference. Private
+// Evolution's nearest-neighbour histogram (core/privacy/histogram.hpp) votes with it.
+std::pair<torch::Tensor, torch::Tensor> knn(const torch::Tensor& queries, const torch::Tensor& base,
+                                            int64_t k);
+// The obvious reference: the full (N, M) squared-distance matrix, sorted per row (stable: ties
+// keep the lower index).
+std::pair<torch::Tensor, torch::Tensor> knn_reference(const torch::Tensor& queries,
+                                                      const torch::Tensor& base, int64_t k);
+
 struct TopicModel {
   torch::Tensor centroids;                     // (K, d) float32, unit rows
   std::vector<std::vector<Keyword>> keywords;  // K lists (up to `keywords` words each)

@@ -421,25 +421,13 @@ void Trainer::check_finite(const BatchStats& st, int64_t step) const {
 
 void Trainer::verify_checkpoint(const nlohmann::json& j, const fs::path& dir) const {
   const State& s = *s_;
+  const int64_t step = verify_checkpoint_lock(j, s.ctx.privacy_lock, dir.string());
   auto refuse = [&](const std::string& why) {
     throw InputError(fmt::format(
         "--resume: refused: checkpoint {} {}; resuming from it could misstate what the run "
         "spent. Start a new run (dpft run SPEC)",
         dir.string(), why));
   };
-  if (!j.contains("privacy_lock") || !j.contains("integrity"))
-    refuse("has no privacy lock or integrity hash (written by an older dpft, or edited)");
-  const nlohmann::json& lock = j["privacy_lock"];
-  if (lock.value("run_nonce", std::string()) != s.ctx.privacy_lock.value("run_nonce", std::string()))
-    refuse("belongs to another run (its run nonce differs from this run's privacy_lock.json; "
-           "copied from a run with another seed or spec?)");
-  std::vector<std::string> diffs =
-      lock_differences(lock.value("settings", nlohmann::json()),
-                       s.ctx.privacy_lock.value("settings", nlohmann::json()));
-  if (!diffs.empty()) refuse("was written under other privacy settings: " + join(diffs, "; "));
-  const int64_t step = j.at("step").get<int64_t>();
-  if (j["integrity"] != checkpoint_integrity(lock, j.at("ledger"), step))
-    refuse("fails its integrity check (its ledger, step or lock was modified)");
   // One release per step: the ledger must have recorded exactly one per step of each phase.
   for (size_t p = 0; p < s.phases.size(); ++p) {
     const auto& rel = s.phases[p].release;

@@ -1,0 +1,693 @@
+// Methods `pe` and `aug-pe`: DP synthetic text by Private Evolution, the API-only baselines of
+// the CTCL paper (paper 004, Tables 3-4: "Aug-PE", "PE"). The private data are never trained on:
+// they only vote, through one DP nearest-neighbour histogram per iteration, for which of the
+// generator's candidates survive.
+//
+// Aug-PE (Xie et al. 2024, Alg. 1) and PE (Lin et al. 2024, Alg. 1), as the DPSDA library
+// runs them (PE runner + PE population), for each class l of the private set (one class when
+// unlabelled) with n_l = its share of N_syn:
+//   0      P_0 = RANDOM_API(n_l), plus `initial_variations` VARIATION_API copies of each
+//   t = 1..T
+//     1    embed the candidates P_{t-1} (the private texts are embedded once)
+//     2    each private text of class l votes 1/sqrt(k) for its k nearest candidates of class l
+//          (core/topics knn: faiss exact L2 search on unit embeddings)
+//     3    one Gaussian release of all classes' votes together, sigma: L2 sensitivity 1
+//          (core/privacy/histogram.hpp release_votes), in the ledger
+//     4    h <- max(h - threshold, 0); select n_l: rank (Aug-PE) or sample ∝ h (PE)
+//     5    P_t = `variations` VARIATION_API copies of each selected (+ the selected with
+//          keep_selected): skipped after the last iteration with output: selected
+//   out    S_T: the last selection (output: selected, Aug-PE's default) or P_T (PE's)
+// sigma: privacy.noise_multiplier, or calibrated by the run's accountant so the T releases (q 1)
+// and, with labels: dp, the class histogram compose to privacy.epsilon. (DPSDA calibrates with
+// the closed form of T composed Gaussians, mu = sqrt(T) / sigma (Dong et al. 2019); the tests
+// check the PRV accountant against it.)
+// Class shares: uniform over the classes the spec lists (public), or by a DP class histogram
+// (labels: dp, one Gaussian release of sensitivity 1, as CTCL's topic histogram). DPSDA's
+// default takes the private class frequencies as public; dpft does not.
+// Not implemented: Aug-PE's lookahead embeddings (the mean embedding of d variations; 0 in the
+// library's default) and its adaptive text length.
+//
+// A checkpoint (<run>/pe_state.json: populations, the ledger, the noise stream, with the run's
+// privacy lock and an integrity hash) is written after every iteration; --resume continues from
+// it and repeats an uninterrupted run.
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include "core/config/fields.hpp"
+#include "core/config/spec.hpp"
+#include "core/dist/world.hpp"
+#include "core/eval/embed.hpp"
+#include "core/privacy/calibrate.hpp"
+#include "core/privacy/histogram.hpp"
+#include "core/privacy/ledger_options.hpp"
+#include "core/run/privacy_lock.hpp"
+#include "core/synth/synthetic.hpp"
+#include "core/tokenizer/chat.hpp"
+#include "core/topics/topic_model.hpp"
+#include "core/util/atomic_file.hpp"
+#include "core/util/error.hpp"
+#include "core/util/progress.hpp"
+#include "core/util/seed.hpp"
+#include "core/util/signals.hpp"
+#include "core/util/strings.hpp"
+#include "data/lm_dataset.hpp"
+#include "data/table.hpp"
+#include "methods/ctcl/pe_population.hpp"
+#include "methods/ctcl/synthesis.hpp"
+#include "methods/method.hpp"
+
+namespace dpft {
+
+namespace {
+
+constexpr auto kReplaceInvalid = nlohmann::json::error_handler_t::replace;
+constexpr const char* kStateSchema = "dpft.pe_state/1";
+constexpr const char* kVotesLabel = "pe_histogram";
+constexpr const char* kClassLabel = "class_histogram";
+
+enum class ClassShares { kUniform, kDp };
+constexpr std::array<EnumName<ClassShares>, 2> kClassShareNames = {
+    {{ClassShares::kUniform, "uniform"}, {ClassShares::kDp, "dp"}}};
+enum class PeOutput { kSelected, kPopulation };
+constexpr std::array<EnumName<PeOutput>, 2> kPeOutputNames = {
+    {{PeOutput::kSelected, "selected"}, {PeOutput::kPopulation, "population"}}};
+
+struct PeGeneration {
+  std::string style = "auto";  // auto (chat when data.chat_format is not none) | plain | chat
+  int64_t max_new_tokens = 128, min_new_tokens = 0, top_k = 0, batch = 32;
+  double temperature = 1.0, top_p = 1.0, repetition_penalty = 1.0;
+};
+
+class PrivateEvolution : public Method {
+ public:
+  explicit PrivateEvolution(bool augmented) : aug_(augmented) {
+    if (aug_) {  // Aug-PE: variations before the vote, rank selection, the selected kept
+      variations_ = 3;
+      initial_variations_ = 3;
+      keep_selected_ = true;
+      selection_ = pe::Selection::kRank;
+      output_ = PeOutput::kSelected;
+    }
+  }
+  std::string name() const override { return aug_ ? "aug-pe" : "pe"; }
+  std::string label() const override { return aug_ ? "Aug-PE" : "PE"; }
+
+  void configure(Fields& f) override {
+    f.get("embedder", embedder_);
+    f.get("embed_batch", embed_batch_, Range::at_least(1));
+    f.get("embed_max_length", embed_max_length_, Range::at_least(0));
+    f.get("prompts", prompts_);
+    f.get("iterations", iterations_, Range::at_least(1));
+    f.get("num_synthetic", num_synthetic_, Range::at_least(1));
+    f.get("variations", variations_, Range::at_least(0));
+    f.get("initial_variations", initial_variations_, Range::at_least(0));
+    f.get("keep_selected", keep_selected_);
+    f.get_enum("selection", selection_, pe::kSelectionNames);
+    f.get("threshold", threshold_, Range::at_least(0));
+    f.get("nearest_neighbors", k_, Range::at_least(1));
+    f.get_enum("output", output_, kPeOutputNames);
+    f.get("label_columns", label_columns_);
+    if (f.has("label_values")) {
+      const YAML::Node n = f.raw("label_values");
+      DPFT_CHECK_AS(ConfigError, n.IsSequence(),
+                    "{}: a list with one list of values per label column",
+                    f.key_path("label_values"));
+      label_values_.clear();
+      for (const auto& col : n) {
+        DPFT_CHECK_AS(ConfigError, col.IsSequence() && col.size() > 0,
+                      "{}: each entry must be a non-empty list of the column's values",
+                      f.key_path("label_values"));
+        std::vector<std::string> v;
+        for (const auto& x : col) v.push_back(x.as<std::string>());
+        label_values_.push_back(v);
+      }
+    }
+    f.get_enum("class_shares", shares_, kClassShareNames);
+    f.get("class_hist_sigma", class_hist_sigma_, Range::above(0));
+    f.get("save_iterations", save_iterations_);
+    Fields g = f.child("generation");
+    g.get_choice("style", gen_.style, {"auto", "plain", "chat"});
+    g.get("max_new_tokens", gen_.max_new_tokens, Range::at_least(1));
+    g.get("min_new_tokens", gen_.min_new_tokens, Range::at_least(0));
+    g.get("temperature", gen_.temperature, Range::above(0));
+    g.get("top_p", gen_.top_p, Range{0, 1, true, false});
+    g.get("top_k", gen_.top_k, Range::at_least(0));
+    g.get("repetition_penalty", gen_.repetition_penalty, Range::at_least(1));
+    g.get("batch", gen_.batch, Range::at_least(1));
+    g.finish();
+    const std::string m = "method " + name();
+    DPFT_CHECK_AS(ConfigError, !embedder_.empty(),
+                  "{}: method.embedder is required (an encoder checkpoint for the sentence "
+                  "embeddings the private texts vote with, e.g. models/tiny-roberta)",
+                  m);
+    DPFT_CHECK_AS(ConfigError, !prompts_.empty(),
+                  "{}: method.prompts is required (a prompt file: experiments/prompts/*.yaml)", m);
+    DPFT_CHECK_AS(ConfigError, variations_ > 0 || keep_selected_,
+                  "{}: variations 0 without keep_selected leaves the next population empty", m);
+    // Every class with seats holds >= n_l * min(1 + initial_variations, variations +
+    // keep_selected) >= that many candidates: enough for k neighbours.
+    const int64_t smallest =
+        std::min<int64_t>(1 + initial_variations_, variations_ + (keep_selected_ ? 1 : 0));
+    DPFT_CHECK_AS(ConfigError, k_ <= smallest,
+                  "{}: nearest_neighbors {} exceeds the {} candidates a class of one seat may "
+                  "hold; lower it or raise variations / initial_variations",
+                  m, k_, smallest);
+    DPFT_CHECK_AS(ConfigError, label_columns_.size() == label_values_.size(),
+                  "{}: label_columns names {} columns but label_values gives {} lists; give the "
+                  "public list of values of each column (the classes are their combinations)",
+                  m, label_columns_.size(), label_values_.size());
+  }
+
+  YAML::Node options_yaml() const override {
+    YAML::Node n;
+    n["embedder"] = embedder_;                      // encoder for the sentence embeddings
+    n["embed_batch"] = embed_batch_;                // texts per encoder forward
+    n["embed_max_length"] = embed_max_length_;      // tokens per text (0: the encoder's positions)
+    n["prompts"] = prompts_;                        // RANDOM_API / VARIATION_API prompt file
+    n["iterations"] = iterations_;                  // T: DP histograms
+    n["num_synthetic"] = num_synthetic_;            // N_syn: selected per iteration
+    n["variations"] = variations_;                  // VARIATION_API copies of each selected
+    n["initial_variations"] = initial_variations_;  // ... of each initial sample
+    n["keep_selected"] = keep_selected_;            // the selected stay in the next population
+    n["selection"] = enum_name(selection_, pe::kSelectionNames);
+    n["threshold"] = threshold_;  // H: subtracted from the noisy counts, clamped at 0
+    n["nearest_neighbors"] = k_;  // k: candidates each private text votes for
+    n["output"] = enum_name(output_, kPeOutputNames);
+    n["label_columns"] = label_columns_;  // [] = unlabelled
+    YAML::Node lv(YAML::NodeType::Sequence);
+    for (const auto& v : label_values_) lv.push_back(v);
+    n["label_values"] = lv;  // the public values of each label column
+    n["class_shares"] = enum_name(shares_, kClassShareNames);
+    n["class_hist_sigma"] = class_hist_sigma_;  // class_shares dp: its noise multiplier
+    n["save_iterations"] = save_iterations_;    // synthetic/iter_XXXX.jsonl per iteration
+    YAML::Node g;
+    g["style"] = gen_.style;
+    g["max_new_tokens"] = gen_.max_new_tokens;
+    g["min_new_tokens"] = gen_.min_new_tokens;
+    g["temperature"] = gen_.temperature;
+    g["top_p"] = gen_.top_p;
+    g["top_k"] = gen_.top_k;
+    g["repetition_penalty"] = gen_.repetition_penalty;
+    g["batch"] = gen_.batch;
+    n["generation"] = g;
+    return n;
+  }
+
+  // T vote releases at sigma (q 1) and, with class_shares dp over several classes, the class
+  // histogram; sigma calibrated with the latter composed in.
+  std::vector<privacy::Release> plan(const Spec& spec, int64_t n) override {
+    const PrivacySpec& p = spec.privacy;
+    DPFT_CHECK_AS(ConfigError, n >= 1, "method {}: the private set is empty", name());
+    const bool non_private = p.epsilon && std::isinf(*p.epsilon) && !p.noise_multiplier;
+    class_sigma_ = class_release() && !non_private ? class_hist_sigma_ : 0.0;
+    std::vector<privacy::GaussianBlock> fixed;
+    if (class_sigma_ > 0) fixed.push_back({class_sigma_, 1.0, 1});
+    if (p.noise_multiplier) {
+      sigma_ = *p.noise_multiplier;
+      sigma_source_ = sigma_ > 0 ? "given" : "non-private";
+    } else if (p.epsilon && std::isfinite(*p.epsilon)) {
+      auto acc =
+          privacy::make_accountant(p.accountant, privacy::ledger_options(p).accountant_options);
+      sigma_ =
+          privacy::calibrate_sigma(*acc, 1.0, iterations_, *p.epsilon, p.delta, 1e-3, fixed).sigma;
+      sigma_source_ = "calibrated";
+    } else if (p.epsilon) {
+      sigma_ = 0;
+      sigma_source_ = "non-private";
+    } else {
+      throw ConfigError(fmt::format(
+          "privacy: method {} releases DP histograms but neither privacy.epsilon (sigma is "
+          "calibrated to it) nor privacy.noise_multiplier is set; give one (epsilon: .inf for a "
+          "deliberately non-private run)",
+          name()));
+    }
+    std::vector<privacy::Release> out;
+    if (class_release()) out.push_back({kClassLabel, class_sigma_, 1.0, 1});
+    out.push_back({kVotesLabel, sigma_, 1.0, iterations_});
+    return out;
+  }
+
+  nlohmann::json plan_settings() const override {
+    nlohmann::json j = {{"sigma", sigma_},
+                        {"sigma_source", sigma_source_},
+                        {"iterations", iterations_},
+                        {"sensitivity", 1.0}};
+    if (class_release()) j["class_histogram_sigma"] = class_sigma_;
+    return j;
+  }
+
+  nlohmann::json run(RunContext& ctx, train::TrainInputs& in) override;
+
+ private:
+  struct Class {
+    std::string label;                // "" when unlabelled; the values joined by "\n"
+    std::vector<std::string> values;  // one per label column
+    std::vector<int64_t> members;     // private rows (indices into the embedded texts)
+    int64_t seats = 0;                // n_l
+  };
+  struct State {
+    int64_t iteration = 0;                                       // histograms released so far
+    bool initialised = false;                                    // P_0 generated
+    std::vector<std::vector<std::string>> population, selected;  // per class
+    std::vector<std::vector<double>> selected_counts;            // noisy counts of the selected
+    nlohmann::json history = nlohmann::json::array();
+  };
+
+  bool class_release() const {
+    return shares_ == ClassShares::kDp && !label_columns_.empty() && num_classes() > 1;
+  }
+  int64_t num_classes() const {
+    int64_t c = 1;
+    for (const auto& v : label_values_) c *= static_cast<int64_t>(v.size());
+    return c;
+  }
+  std::vector<Class> make_classes(const Spec& spec, const train::TrainInputs& in,
+                                  std::vector<std::string>& texts) const;
+  void save_state(RunContext& ctx, const State& st, privacy::NoiseSource& noise,
+                  const std::vector<Class>& classes) const;
+  bool load_state(RunContext& ctx, State& st, privacy::NoiseSource& noise,
+                  std::vector<Class>& classes) const;
+  void write_output(RunContext& ctx, const State& st, const std::vector<Class>& classes,
+                    const std::string& file, bool with_counts) const;
+
+  bool aug_;
+  std::string embedder_, prompts_;
+  int64_t embed_batch_ = 32, embed_max_length_ = 0;
+  int64_t iterations_ = 10, num_synthetic_ = 100;
+  int64_t variations_ = 1, initial_variations_ = 0;
+  bool keep_selected_ = false;
+  pe::Selection selection_ = pe::Selection::kSample;
+  double threshold_ = 0;
+  int64_t k_ = 1;
+  PeOutput output_ = PeOutput::kPopulation;
+  std::vector<std::string> label_columns_;
+  std::vector<std::vector<std::string>> label_values_;
+  ClassShares shares_ = ClassShares::kUniform;
+  double class_hist_sigma_ = 10;
+  bool save_iterations_ = true;
+  PeGeneration gen_;
+  double sigma_ = 0, class_sigma_ = 0;
+  std::string sigma_source_;
+};
+
+std::vector<PrivateEvolution::Class> PrivateEvolution::make_classes(
+    const Spec& spec, const train::TrainInputs& in, std::vector<std::string>& texts) const {
+  std::unordered_map<int64_t, std::string> text_of;
+  for (auto& e : data::read_examples(spec.data.train, "data.train"))
+    text_of.emplace(e.index, std::move(e.text));
+  std::vector<int64_t> rows;
+  for (const auto& it : in.train.items) {
+    rows.push_back(it.index);
+    texts.push_back(text_of.at(it.index));
+  }
+  std::vector<Class> classes;
+  if (label_columns_.empty()) {
+    Class c;
+    for (size_t i = 0; i < rows.size(); ++i) c.members.push_back(static_cast<int64_t>(i));
+    classes.push_back(std::move(c));
+    return classes;
+  }
+  // The classes: every combination of the public values, first column slowest.
+  const int64_t C = num_classes();
+  for (int64_t c = 0; c < C; ++c) {
+    Class k;
+    int64_t rest = c;
+    std::vector<std::string> v(label_values_.size());
+    for (size_t j = label_values_.size(); j-- > 0;) {
+      const int64_t m = static_cast<int64_t>(label_values_[j].size());
+      v[j] = label_values_[j][static_cast<size_t>(rest % m)];
+      rest /= m;
+    }
+    k.values = v;
+    k.label = join(v, "\n");
+    classes.push_back(std::move(k));
+  }
+  std::map<std::string, int64_t> class_of;
+  for (int64_t c = 0; c < C; ++c) class_of.emplace(classes[static_cast<size_t>(c)].label, c);
+  // The label cells of the private rows (Example::index is the row number in the file).
+  const data::Table t = data::read_table(spec.data.train.path, spec.data.train.format);
+  std::vector<size_t> col;
+  for (const auto& name : label_columns_) col.push_back(t.column(name));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    DPFT_CHECK_AS(InputError, rows[i] >= 0 && rows[i] < static_cast<int64_t>(t.rows.size()),
+                  "method {}: private row {} is not in {}", name(), rows[i], t.source);
+    std::vector<std::string> v;
+    for (size_t c : col) v.push_back(t.rows[static_cast<size_t>(rows[i])][c]);
+    const auto it = class_of.find(join(v, "\n"));
+    DPFT_CHECK_AS(InputError, it != class_of.end(),
+                  "method {}: {} line {}: the labels ({}) are not among method.label_values; "
+                  "add the values to the public lists (or fix the row)",
+                  name(), t.source, t.line[static_cast<size_t>(rows[i])], join(v, ", "));
+    classes[static_cast<size_t>(it->second)].members.push_back(static_cast<int64_t>(i));
+  }
+  return classes;
+}
+
+void PrivateEvolution::save_state(RunContext& ctx, const State& st, privacy::NoiseSource& noise,
+                                  const std::vector<Class>& classes) const {
+  const nlohmann::json ledger = ctx.ledger.to_json();
+  std::vector<int64_t> seats;
+  for (const auto& c : classes) seats.push_back(c.seats);
+  nlohmann::json j = {{"schema", kStateSchema},
+                      {"step", st.iteration},
+                      {"initialised", st.initialised},
+                      {"seats", seats},
+                      {"population", st.population},
+                      {"selected", st.selected},
+                      {"selected_counts", st.selected_counts},
+                      {"history", st.history},
+                      {"noise", noise.state()},
+                      {"ledger", ledger},
+                      {"privacy_lock", ctx.privacy_lock},
+                      {"integrity", checkpoint_integrity(ctx.privacy_lock, ledger, st.iteration)}};
+  write_file_atomic(ctx.dir.file("pe_state.json"), j.dump(-1, ' ', false, kReplaceInvalid));
+}
+
+bool PrivateEvolution::load_state(RunContext& ctx, State& st, privacy::NoiseSource& noise,
+                                  std::vector<Class>& classes) const {
+  const fs::path file = ctx.dir.file("pe_state.json");
+  if (!ctx.resume || !fs::exists(file)) return false;
+  nlohmann::json j;
+  try {
+    j = read_json(file);
+  } catch (const std::exception& e) {
+    throw InputError(fmt::format(
+        "{} is damaged ({}); the run cannot be resumed from it (starting over would spend the "
+        "budget twice): start a new run",
+        file.string(), e.what()));
+  }
+  const int64_t step = verify_checkpoint_lock(j, ctx.privacy_lock, file.string());
+  try {
+    int64_t recorded = 0;
+    for (const auto& r : j.at("ledger").at("releases"))
+      if (r.value("label", "") == kVotesLabel) recorded += r.value("count", int64_t{0});
+    DPFT_CHECK_AS(InputError, recorded == step,
+                  "--resume: refused: checkpoint {} records {} '{}' releases for {} iterations; "
+                  "start a new run",
+                  file.string(), recorded, kVotesLabel, step);
+    const auto seats = j.at("seats").get<std::vector<int64_t>>();
+    DPFT_CHECK_AS(InputError, seats.size() == classes.size(),
+                  "--resume: checkpoint {} has {} classes, the spec {}", file.string(),
+                  seats.size(), classes.size());
+    for (size_t c = 0; c < classes.size(); ++c) classes[c].seats = seats[c];
+    st.iteration = step;
+    st.initialised = j.at("initialised").get<bool>();
+    st.population = j.at("population").get<std::vector<std::vector<std::string>>>();
+    st.selected = j.at("selected").get<std::vector<std::vector<std::string>>>();
+    st.selected_counts = j.at("selected_counts").get<std::vector<std::vector<double>>>();
+    st.history = j.at("history");
+    noise.set_state(j.at("noise").get<std::string>());
+    ctx.ledger = privacy::PrivacyLedger::from_json(j.at("ledger"));
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(fmt::format("{} is damaged ({}); start a new run", file.string(), e.what()));
+  }
+  spdlog::info("{}: resumed from {} after iteration {} of {}", name(), file.string(), st.iteration,
+               iterations_);
+  ctx.dir.event("resume", {{"step", st.iteration}});
+  return true;
+}
+
+void PrivateEvolution::write_output(RunContext& ctx, const State& st,
+                                    const std::vector<Class>& classes, const std::string& file,
+                                    bool with_counts) const {
+  std::string lines;
+  const bool selected = with_counts || output_ == PeOutput::kSelected;
+  for (size_t c = 0; c < classes.size(); ++c) {
+    const auto& texts = selected ? st.selected[c] : st.population[c];
+    for (size_t i = 0; i < texts.size(); ++i) {
+      nlohmann::json row = {{"text", texts[i]}};
+      if (!label_columns_.empty()) {
+        row["label"] = classes[c].label;
+        for (size_t j = 0; j < label_columns_.size(); ++j)
+          row[label_columns_[j]] = classes[c].values[j];
+      }
+      if (with_counts) row["count"] = st.selected_counts[c][i];
+      lines += row.dump(-1, ' ', false, kReplaceInvalid) + "\n";
+    }
+  }
+  fs::create_directories(ctx.dir.file("synthetic"));
+  write_file_atomic(ctx.dir.file("synthetic") / file, lines);
+}
+
+nlohmann::json PrivateEvolution::run(RunContext& ctx, train::TrainInputs& in) {
+  const Spec& spec = ctx.spec;
+  const std::string m = "method " + name();
+  DPFT_CHECK_AS(ConfigError, !dist::active(), "{} runs in one process; run it without --nproc", m);
+  DPFT_CHECK_AS(ConfigError, spec.data.train_extra.empty(),
+                "{}: data.train_extra is not supported (one private corpus)", m);
+  DPFT_CHECK_AS(ConfigError, in.tok != nullptr,
+                "{}: the generator (model.path) must be a decoder language model", m);
+  const auto t_start = std::chrono::steady_clock::now();
+
+  // The private texts, their classes and embeddings (no release).
+  std::vector<std::string> priv_texts;
+  std::vector<Class> classes = make_classes(spec, in, priv_texts);
+  eval::Embedder em = eval::load_embedder(embedder_, spec.device, m);
+  const auto max_len = static_cast<size_t>(embed_max_length_);
+  const torch::Tensor priv_emb =
+      eval::embed_with_progress(em, priv_texts, embed_batch_, max_len, name() + " private");
+
+  // The generator: one prompt set per class.
+  const synth::PromptSet prompts = synth::load_prompts(prompts_);
+  synth::GeneratorOptions go;
+  go.style =
+      gen_.style == "auto" ? (spec.data.chat_format == "none" ? "plain" : "chat") : gen_.style;
+  if (spec.data.chat_format != "none" && spec.data.chat_format != "auto")
+    go.chat_format = tok::parse_chat_format(spec.data.chat_format);
+  go.gen.do_sample = true;
+  go.gen.max_new_tokens = gen_.max_new_tokens;
+  go.gen.min_new_tokens = gen_.min_new_tokens;
+  go.gen.temperature = gen_.temperature;
+  go.gen.top_p = gen_.top_p;
+  go.gen.top_k = gen_.top_k;
+  go.gen.repetition_penalty = gen_.repetition_penalty;
+  go.batch_size = gen_.batch;
+  std::vector<std::unique_ptr<synth::SyntheticGenerator>> gens;
+  for (const auto& c : classes)
+    gens.push_back(std::make_unique<synth::SyntheticGenerator>(
+        in.model, *in.tok,
+        label_columns_.empty() ? prompts : synth::with_label(prompts, c.label, prompts_), go));
+  {
+    torch::NoGradGuard ng;
+    in.model->eval();
+  }
+
+  privacy::NoiseSource noise(derive_seed(static_cast<uint64_t>(spec.seed), "pe-histogram"),
+                             spec.privacy.secure_noise);
+  const uint64_t seed = static_cast<uint64_t>(spec.seed);
+  State st;
+  const bool resumed = load_state(ctx, st, noise, classes);
+  if (!resumed) {
+    // Class shares: public (uniform) or a DP class histogram.
+    std::vector<int64_t> weights(classes.size(), 1);
+    if (class_release()) {
+      std::vector<int64_t> class_of(priv_texts.size());
+      for (size_t c = 0; c < classes.size(); ++c)
+        for (int64_t i : classes[c].members)
+          class_of[static_cast<size_t>(i)] = static_cast<int64_t>(c);
+      if (class_sigma_ > 0) {
+        privacy::NoiseSource hn(derive_seed(seed, "pe-class-histogram"), spec.privacy.secure_noise);
+        weights = privacy::release_histogram(class_of, static_cast<int64_t>(classes.size()),
+                                             class_sigma_, hn, ctx.ledger, kClassLabel)
+                      .counts;
+      } else {  // privacy.epsilon inf: the true counts, recorded as a non-private release
+        ctx.ledger.record({kClassLabel, 0.0, 1.0, 1});
+        std::fill(weights.begin(), weights.end(), 0);
+        for (int64_t c : class_of) ++weights[static_cast<size_t>(c)];
+      }
+    }
+    bool uniform = false;
+    const std::vector<int64_t> seats = ctcl::apportion(weights, num_synthetic_, &uniform);
+    if (uniform && class_release())
+      spdlog::warn("{}: the released class histogram is all zero; seats spread evenly", m);
+    for (size_t c = 0; c < classes.size(); ++c) classes[c].seats = seats[c];
+    st.population.assign(classes.size(), {});
+    st.selected.assign(classes.size(), {});
+    st.selected_counts.assign(classes.size(), {});
+    save_state(ctx, st, noise, classes);  // the class histogram is never drawn twice
+  }
+
+  auto vary = [&](size_t c, const std::vector<std::string>& from, int64_t copies,
+                  const std::string& stream) {
+    if (copies == 0 || from.empty()) return std::vector<std::string>{};
+    return gens[c]->variational_api(from, copies, derive_seed(seed, stream));
+  };
+  int64_t done_here = 0;
+  // Step 0: the initial populations.
+  if (!st.initialised) {
+    for (size_t c = 0; c < classes.size() && !interrupted(); ++c) {
+      if (classes[c].seats == 0) continue;
+      std::vector<std::string> p =
+          gens[c]->random_api(classes[c].seats, derive_seed(seed, fmt::format("pe-random-{}", c)));
+      std::vector<std::string> v = vary(c, p, initial_variations_, fmt::format("pe-vary-0-{}", c));
+      p.insert(p.end(), v.begin(), v.end());
+      st.population[c] = std::move(p);
+    }
+    if (interrupted()) return {{"pe", {{"iterations_done", st.iteration}}}};
+    st.initialised = true;
+    save_state(ctx, st, noise, classes);
+  }
+
+  // Iterations 1..T.
+  Progress bar(name(), static_cast<long>(iterations_));
+  bar.start_at(static_cast<long>(st.iteration));
+  while (st.iteration < iterations_ && !interrupted()) {
+    if (ctx.stop_after > 0 && done_here >= ctx.stop_after) {
+      ctx.stopped = true;
+      break;
+    }
+    const int64_t t = st.iteration + 1;
+    const auto t0 = std::chrono::steady_clock::now();
+    // 1-2: embed the candidates of every class, the votes over all of them.
+    std::vector<std::string> all;
+    std::vector<int64_t> offset;
+    for (const auto& p : st.population) {
+      offset.push_back(static_cast<int64_t>(all.size()));
+      all.insert(all.end(), p.begin(), p.end());
+    }
+    const int64_t M = static_cast<int64_t>(all.size());
+    const torch::Tensor cand = eval::embed_with_progress(em, all, embed_batch_, max_len,
+                                                         fmt::format("{} iteration {}", name(), t));
+    std::vector<double> votes(static_cast<size_t>(M), 0.0);
+    for (size_t c = 0; c < classes.size(); ++c) {
+      const auto& mem = classes[c].members;
+      if (classes[c].seats == 0 || mem.empty()) continue;
+      const int64_t len = static_cast<int64_t>(st.population[c].size());
+      const torch::Tensor q = priv_emb.index_select(0, torch::tensor(mem, torch::kInt64));
+      const torch::Tensor b = cand.slice(0, offset[c], offset[c] + len);
+      const std::vector<double> v = privacy::nn_votes(topics::knn(q, b, k_).first, len);
+      for (int64_t j = 0; j < len; ++j)
+        votes[static_cast<size_t>(offset[c] + j)] = v[static_cast<size_t>(j)];
+    }
+    // 3: the release.
+    std::vector<double> noisy;
+    if (sigma_ > 0) {
+      noisy = privacy::release_votes(votes, sigma_, noise, ctx.ledger, kVotesLabel);
+    } else {
+      ctx.ledger.record({kVotesLabel, 0.0, 1.0, 1});
+      noisy = votes;
+    }
+    // 4-5: threshold, selection, the next population.
+    const bool last = t == iterations_;
+    int64_t positive = 0, uniform_classes = 0;
+    double top = 0;
+    for (size_t c = 0; c < classes.size(); ++c) {
+      const int64_t len = static_cast<int64_t>(st.population[c].size());
+      if (classes[c].seats == 0) continue;
+      const std::vector<double> h = pe::threshold(
+          std::vector<double>(noisy.begin() + offset[c], noisy.begin() + offset[c] + len),
+          threshold_);
+      for (double x : h) {
+        positive += x > 0;
+        top = std::max(top, x);
+      }
+      bool uniform = false;
+      const std::vector<int64_t> pick =
+          pe::select(h, classes[c].seats, selection_,
+                     derive_seed(seed, fmt::format("pe-select-{}-{}", t, c)), &uniform);
+      uniform_classes += uniform;
+      std::vector<std::string> sel;
+      std::vector<double> cnt;
+      for (int64_t j : pick) {
+        sel.push_back(st.population[c][static_cast<size_t>(j)]);
+        cnt.push_back(h[static_cast<size_t>(j)]);
+      }
+      st.selected[c] = sel;
+      st.selected_counts[c] = cnt;
+      if (!last || output_ == PeOutput::kPopulation) {
+        std::vector<std::string> next =
+            vary(c, sel, variations_, fmt::format("pe-vary-{}-{}", t, c));
+        if (keep_selected_) next.insert(next.end(), sel.begin(), sel.end());
+        st.population[c] = std::move(next);
+      }
+      if (interrupted()) break;
+    }
+    if (interrupted()) break;  // the iteration is not kept: resumed from the last checkpoint
+    st.iteration = t;
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const nlohmann::json row = {{"iteration", t},
+                                {"candidates", M},
+                                {"positive_counts", positive},
+                                {"max_count", top},
+                                {"uniform_fallback_classes", uniform_classes},
+                                {"seconds", secs}};
+    st.history.push_back(row);
+    ctx.dir.event("pe_iteration", row);
+    if (save_iterations_) write_output(ctx, st, classes, fmt::format("iter_{:04d}.jsonl", t), true);
+    save_state(ctx, st, noise, classes);
+    ++done_here;
+    bar.update(static_cast<long>(t), fmt::format("{} of {} candidates voted for", positive, M));
+  }
+  bar.finish();
+
+  int64_t random_samples = 0, random_tokens = 0, var_samples = 0, var_tokens = 0;
+  double gen_seconds = 0;
+  for (const auto& g : gens) {
+    random_samples += g->random_stats.samples;
+    random_tokens += g->random_stats.tokens;
+    var_samples += g->variational_stats.samples;
+    var_tokens += g->variational_stats.tokens;
+    gen_seconds += g->random_stats.seconds + g->variational_stats.seconds;
+  }
+  std::vector<int64_t> seats;
+  for (const auto& c : classes) seats.push_back(c.seats);
+  nlohmann::json info = {{"variant", label()},
+                         {"iterations", iterations_},
+                         {"iterations_done", st.iteration},
+                         {"num_synthetic", num_synthetic_},
+                         {"sigma", sigma_},
+                         {"sigma_source", sigma_source_},
+                         {"selection", enum_name(selection_, pe::kSelectionNames)},
+                         {"variations", variations_},
+                         {"initial_variations", initial_variations_},
+                         {"keep_selected", keep_selected_},
+                         {"threshold", threshold_},
+                         {"nearest_neighbors", k_},
+                         {"classes", classes.size()},
+                         {"seats", seats},
+                         {"history", st.history},
+                         {"embedder", em.identity(max_len)},
+                         {"generation",
+                          {{"style", go.style},
+                           {"random_api", {{"samples", random_samples}, {"tokens", random_tokens}}},
+                           {"variation_api", {{"samples", var_samples}, {"tokens", var_tokens}}},
+                           {"seconds_this_invocation", gen_seconds}}}};
+  if (class_release()) info["class_histogram_sigma"] = class_sigma_;
+  nlohmann::json out = {{"pe", info}};
+  if (st.iteration < iterations_) return out;  // stopped or interrupted: resume from pe_state.json
+
+  write_output(ctx, st, classes, "synthetic.jsonl", false);
+  int64_t count = 0;
+  for (size_t c = 0; c < classes.size(); ++c)
+    count += static_cast<int64_t>(output_ == PeOutput::kSelected ? st.selected[c].size()
+                                                                 : st.population[c].size());
+  out["synthetic"] = {{"file", (ctx.dir.file("synthetic") / "synthetic.jsonl").string()},
+                      {"count", count},
+                      {"output", enum_name(output_, kPeOutputNames)}};
+  out["timing"] = {
+      {"seconds_this_invocation",
+       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count()}};
+  // pe_state.json stays (iteration T): a resume after a crash here writes the output again
+  // rather than starting over.
+  ctx.finished = true;
+  spdlog::info("{}: {} synthetic texts -> {}", name(), count,
+               (ctx.dir.file("synthetic") / "synthetic.jsonl").string());
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<Method> make_pe_method() {
+  return std::make_unique<PrivateEvolution>(false);
+}
+std::unique_ptr<Method> make_aug_pe_method() {
+  return std::make_unique<PrivateEvolution>(true);
+}
+
+}  // namespace dpft

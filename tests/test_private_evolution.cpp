@@ -1,0 +1,327 @@
+// Private Evolution (methods pe / aug-pe, CTCL's baselines): exact nearest neighbours against
+// the obvious search, the vote vector's sensitivity, the vote release and its ledger entry, the
+// noise calibration against the closed form of composed Gaussians (Dong et al. 2019, as the DPSDA
+// library computes it), threshold and selection, and end-to-end runs (ledger, output sizes,
+// classes, resume == uninterrupted, refusals).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "core/privacy/accountant.hpp"
+#include "core/privacy/calibrate.hpp"
+#include "core/privacy/histogram.hpp"
+#include "core/topics/topic_model.hpp"
+#include "core/util/atomic_file.hpp"
+#include "core/util/error.hpp"
+#include "methods/ctcl/pe_population.hpp"
+#include "test_util.hpp"
+
+using namespace dpft;
+namespace fs = std::filesystem;
+
+namespace {
+// delta(eps) of mu-GDP (Dong, Roth, Su 2019, Cor. 2.13), written out here as the DPSDA library
+// computes it: Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2).
+double gdp_delta(double eps, double mu) {
+  auto Phi = [](double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); };
+  return Phi(-eps / mu + mu / 2) - std::exp(eps) * Phi(-eps / mu - mu / 2);
+}
+// The sigma at which T composed Gaussian releases (sensitivity 1) are exactly (eps, delta)-DP:
+// mu = sqrt(T) / sigma, bisection on sigma (delta falls as sigma grows).
+double gdp_sigma(double eps, double delta, int64_t T) {
+  double lo = 0.05, hi = 500;
+  for (int i = 0; i < 200; ++i) {
+    const double mid = std::sqrt(lo * hi);
+    (gdp_delta(eps, std::sqrt(static_cast<double>(T)) / mid) > delta ? lo : hi) = mid;
+  }
+  return hi;
+}
+}  // namespace
+
+TEST_CASE("knn: faiss exact search equals the full distance matrix sorted", "[pe]") {
+  torch::manual_seed(3);
+  const torch::Tensor q = torch::randn({57, 16}), b = torch::randn({41, 16});
+  for (int64_t k : {1, 3, 41}) {
+    auto [idx, d2] = topics::knn(q, b, k);
+    auto [ridx, rd2] = topics::knn_reference(q, b, k);
+    REQUIRE(idx.sizes() == torch::IntArrayRef({57, k}));
+    CHECK(torch::equal(idx, ridx));
+    CHECK(torch::allclose(d2, rd2, 1e-4, 1e-4));
+  }
+  // The reference by hand: row 0's nearest is the argmin of its distances.
+  const torch::Tensor dist0 = (b - q[0]).pow(2).sum(1);
+  CHECK(topics::knn_reference(q, b, 1).first[0][0].item<int64_t>() ==
+        dist0.argmin().item<int64_t>());
+  CHECK_THROWS_AS(topics::knn(q, b, 0), ConfigError);
+  CHECK_THROWS_AS(topics::knn(q, b, 42), ConfigError);
+  CHECK_THROWS_AS(topics::knn(q, torch::randn({5, 8}), 1), InputError);
+}
+
+TEST_CASE("nn votes: 1/sqrt(k) per neighbour, one record changes the vector by exactly 1",
+          "[pe][privacy]") {
+  // Hand case, k = 2: records vote {0, 2}, {2, 1}, {2, 3}.
+  const torch::Tensor idx = torch::tensor({0, 2, 2, 1, 2, 3}, torch::kInt64).view({3, 2});
+  const auto v = privacy::nn_votes(idx, 5);
+  const double w = 1 / std::sqrt(2.0);
+  CHECK(v == std::vector<double>{w, w, 3 * w, w, 0});
+  // Sensitivity: dropping any one record (its neighbours in a fixed candidate set do not move
+  // the others') changes the votes by an L2 norm of exactly 1, for every k.
+  torch::manual_seed(5);
+  const torch::Tensor priv = torch::randn({30, 8}), cand = torch::randn({12, 8});
+  for (int64_t k : {1, 2, 5}) {
+    const auto all = privacy::nn_votes(topics::knn(priv, cand, k).first, 12);
+    for (int64_t drop : {0, 17, 29}) {
+      const torch::Tensor keep = torch::cat({priv.slice(0, 0, drop), priv.slice(0, drop + 1)});
+      const auto less = privacy::nn_votes(topics::knn(keep, cand, k).first, 12);
+      double d2 = 0;
+      for (size_t j = 0; j < 12; ++j) d2 += (all[j] - less[j]) * (all[j] - less[j]);
+      CHECK(std::sqrt(d2) == Approx(1.0).epsilon(1e-12));
+    }
+  }
+  CHECK_THROWS_AS(privacy::nn_votes(torch::tensor({0, 5}, torch::kInt64).view({1, 2}), 5),
+                  RuntimeError);
+  CHECK_THROWS_AS(privacy::nn_votes(torch::tensor({1, 1}, torch::kInt64).view({1, 2}), 5),
+                  RuntimeError);
+}
+
+TEST_CASE("vote release: votes + N(0, sigma^2), one q = 1 release in the ledger first",
+          "[pe][privacy]") {
+  privacy::LedgerOptions lo;
+  lo.accountant = "gaussian";
+  lo.delta = 1e-5;
+  privacy::PrivacyLedger ledger(lo);
+  privacy::NoiseSource noise(21, false);
+  const int64_t M = 40000;
+  std::vector<double> votes(M, 0.0);
+  for (int64_t j = 0; j < M; j += 2) votes[static_cast<size_t>(j)] = 3.5;
+  const auto out = privacy::release_votes(votes, 2.0, noise, ledger, "pe_histogram");
+  privacy::NoiseSource again(21, false);
+  const torch::Tensor z = again.normal({M}, 2.0, torch::kFloat64);
+  double s = 0, s2 = 0;
+  for (int64_t j = 0; j < M; ++j) {
+    const double e = out[static_cast<size_t>(j)] - votes[static_cast<size_t>(j)];
+    if (j % 4999 == 0)
+      CHECK(out[static_cast<size_t>(j)] == votes[static_cast<size_t>(j)] + z[j].item<double>());
+    s += e;
+    s2 += e * e;
+  }
+  const double mean = s / M, sd = std::sqrt(s2 / M - mean * mean);
+  CHECK(std::fabs(mean) < 0.05);  // 5 standard errors of 2 / sqrt(40000)
+  CHECK(sd == Approx(2.0).epsilon(0.02));
+  const auto j = ledger.to_json();
+  REQUIRE(j["releases"].size() == 1);
+  CHECK(j["releases"][0]["label"] == "pe_histogram");
+  CHECK(j["releases"][0]["noise_multiplier"] == 2.0);
+  CHECK(j["releases"][0]["sampling_rate"] == 1.0);
+  CHECK(j["releases"][0]["count"] == 1);
+  CHECK_THROWS_AS(privacy::release_votes(votes, 0.0, noise, ledger), ConfigError);
+  CHECK(ledger.to_json()["releases"].size() == 1);
+}
+
+TEST_CASE("PE noise: the PRV calibration of T q = 1 releases matches the GDP closed form",
+          "[pe][privacy]") {
+  privacy::AccountantOptions ao;
+  auto prv = privacy::make_accountant("prv", ao);
+  for (int64_t T : {1, 5, 20})
+    for (double eps : {1.0, 4.0}) {
+      const double s = privacy::calibrate_sigma(*prv, 1.0, T, eps, 1e-5).sigma;
+      const double exact = gdp_sigma(eps, 1e-5, T);
+      INFO("T " << T << " eps " << eps << ": prv " << s << ", closed form " << exact);
+      CHECK(s == Approx(exact).epsilon(0.01));
+      CHECK(s >= exact * 0.999);  // certified: never less noise than the exact answer, to rounding
+    }
+}
+
+TEST_CASE("PE selection: threshold, rank (ties to the lower index), sampling proportional",
+          "[pe]") {
+  CHECK(pe::threshold({3.0, 0.5, -1.0, 2.0}, 1.0) == std::vector<double>{2.0, 0.0, 0.0, 1.0});
+  CHECK_THROWS_AS(pe::threshold({1.0}, -1.0), ConfigError);
+  const std::vector<double> h = {1.0, 4.0, 0.0, 4.0, 2.0};
+  CHECK(pe::select(h, 3, pe::Selection::kRank, 0) == std::vector<int64_t>{1, 3, 4});
+  CHECK(pe::select(h, 5, pe::Selection::kRank, 0) == std::vector<int64_t>{1, 3, 4, 0, 2});
+  CHECK_THROWS_AS(pe::select(h, 6, pe::Selection::kRank, 0), ConfigError);
+  CHECK_THROWS_AS(pe::select({1.0, -0.5}, 1, pe::Selection::kRank, 0), RuntimeError);
+  // Sampling: 110,000 draws follow h / sum h (sd of a frequency < 0.0015), never a zero count.
+  bool uniform = true;
+  const auto d = pe::select(h, 110000, pe::Selection::kSample, 9, &uniform);
+  CHECK_FALSE(uniform);
+  std::map<int64_t, int64_t> n;
+  for (int64_t j : d) ++n[j];
+  CHECK(n.count(2) == 0);
+  for (int64_t j : {0, 1, 3, 4})
+    CHECK(static_cast<double>(n[j]) / 110000 ==
+          Approx(h[static_cast<size_t>(j)] / 11).margin(0.006));
+  CHECK(pe::select(h, 50, pe::Selection::kSample, 9) ==
+        pe::select(h, 50, pe::Selection::kSample, 9));
+  CHECK(pe::select(h, 50, pe::Selection::kSample, 9) !=
+        pe::select(h, 50, pe::Selection::kSample, 10));
+  // Nothing left after the threshold: uniform draws, flagged.
+  const auto u = pe::select({0.0, 0.0, 0.0}, 3000, pe::Selection::kSample, 1, &uniform);
+  CHECK(uniform);
+  std::set<int64_t> seen(u.begin(), u.end());
+  CHECK(seen.size() == 3);
+}
+
+namespace {
+// A private corpus of `n` short documents on four themes; with stars, a label column.
+std::string pe_corpus(int n, bool stars) {
+  const char* themes[] = {"the tumour cells grew in mice treated with the new drug",
+                          "patients with diabetes had lower glucose after the trial",
+                          "the river flooded the valley after days of heavy rain",
+                          "the court ruled on the appeal of the contract dispute"};
+  std::string s = stars ? "text,stars\n" : "text\n";
+  for (int i = 0; i < n; ++i)
+    s += fmt::format("\"{} (case {})\"{}\n", themes[i % 4], i,
+                     stars ? fmt::format(",Stars: {}", 1 + i % 2) : "");
+  return s;
+}
+
+std::string pe_spec(const fs::path& data, const fs::path& prompts, const std::string& method,
+                    const std::string& extra) {
+  const fs::path root(DPFT_SOURCE_DIR);
+  return "name: " + method +
+         "-test\nseed: 4\nmodel: {path: " + (root / "models/tiny-gpt2").string() +
+         ", peft: {kind: none}}\ndata:\n  train: {path: " + data.string() +
+         ", text_column: text}\n  max_length: 64\nprivacy: {epsilon: 2, delta: 1.0e-5}\n"
+         "method:\n  name: " +
+         method + "\n  embedder: " + (root / "models/tiny-roberta").string() +
+         "\n  prompts: " + prompts.string() +
+         "\n  iterations: 3\n  num_synthetic: 6\n"
+         "  generation: {max_new_tokens: 8, min_new_tokens: 2, batch: 8}\n" +
+         extra;
+}
+}  // namespace
+
+TEST_CASE("dpft run aug-pe / pe: T releases, N_syn outputs, classes, resume, refusals",
+          "[pe][run]") {
+  SHARED_DATA_OR_SKIP(roberta, "roberta_tokenizer");
+  test::TempDir tmp;
+  const fs::path data = tmp.write("private.csv", pe_corpus(24, true));
+  const fs::path prompts =
+      tmp.write("prompts.yaml",
+                "zero_shot: \"<label>\\nWrite a short note: \"\n"
+                "one_shot: \"<label>\\n<sample>\\nRewrite the note above <tone>: \"\n"
+                "tones: [briefly, plainly]\n");
+  const std::string out = (tmp.path / "runs").string();
+  const std::string spec = tmp.write("aug.yaml", pe_spec(data, prompts, "aug-pe", "")).string();
+  if (!topics::have_faiss()) WARN("built without faiss: knn falls back to the reference search");
+  std::string printed;
+  // The prompts hold <label> but the run is unlabelled: <label> stays literal (allowed), and
+  // the one-class run spends T releases at the calibrated sigma.
+  REQUIRE(test::cli({"run", spec, "--out", out}, &printed) == 0);
+  const fs::path run = test::last_line(printed);
+  const auto m = nlohmann::json::parse(read_file(run / "metrics.json"));
+  REQUIRE(m["status"] == "ok");
+  const auto& rel = m["privacy"]["releases"];
+  REQUIRE(rel.size() == 1);
+  CHECK(rel[0]["label"] == "pe_histogram");
+  CHECK(rel[0]["count"] == 3);
+  CHECK(rel[0]["sampling_rate"] == 1.0);
+  const double sigma = rel[0]["noise_multiplier"].get<double>();
+  CHECK(sigma == Approx(gdp_sigma(2.0, 1e-5, 3)).epsilon(0.01));
+  CHECK(m["privacy"]["epsilon"].get<double>() <= 2.0);
+  CHECK(m["pe"]["sigma"] == sigma);
+  // Aug-PE: 6 seeds x (1 + 3 variations) candidates voted on each iteration, 6 selected.
+  const auto syn = read_jsonl(run / "synthetic" / "synthetic.jsonl");
+  CHECK(syn.size() == 6);
+  CHECK(m["synthetic"]["count"] == 6);
+  REQUIRE(m["pe"]["history"].size() == 3);
+  for (const auto& h : m["pe"]["history"]) CHECK(h["candidates"] == 24);
+  // The last selection is what synthetic.jsonl holds, with the noisy counts in iter_0003.
+  const auto last = read_jsonl(run / "synthetic" / "iter_0003.jsonl");
+  REQUIRE(last.size() == 6);
+  for (size_t i = 0; i < 6; ++i) CHECK(last[i]["text"] == syn[i]["text"]);
+  for (size_t i = 1; i < 6; ++i) CHECK(last[i - 1]["count"] >= last[i]["count"]);  // rank order
+
+  // `dpft export` shares the synthetic texts and leaves the checkpoint (noise state) out.
+  const fs::path ex = tmp.path / "export";
+  REQUIRE(test::cli({"export", run.string(), "--out", ex.string()}) == 0);
+  CHECK(fs::exists(ex / "synthetic" / "synthetic.jsonl"));
+  CHECK(fs::exists(ex / "synthetic" / "iter_0001.jsonl"));
+  CHECK(fs::exists(run / "pe_state.json"));
+  CHECK_FALSE(fs::exists(ex / "pe_state.json"));
+
+  // Stopped after one iteration, resumed: the same outputs and ledger as without the stop.
+  REQUIRE(test::cli({"run", spec, "--out", out, "--stop-after", "1"}, &printed) == 0);
+  const fs::path part = test::last_line(printed);
+  CHECK(nlohmann::json::parse(read_file(part / "metrics.json"))["status"] == "stopped");
+  CHECK_FALSE(fs::exists(part / "synthetic" / "synthetic.jsonl"));
+  const std::string state = read_file(part / "pe_state.json");
+  // An edited ledger in the checkpoint is refused (exit 3) and leaves the checkpoint as it was.
+  auto edited = nlohmann::json::parse(state);
+  edited["ledger"]["releases"][0]["noise_multiplier"] = 100.0;
+  write_file_atomic(part / "pe_state.json", edited.dump());
+  CHECK(test::cli({"run", "--resume", part.string()}) == 3);
+  write_file_atomic(part / "pe_state.json", state);
+  REQUIRE(test::cli({"run", "--resume", part.string()}) == 0);
+  const auto r = nlohmann::json::parse(read_file(part / "metrics.json"));
+  CHECK(r["status"] == "ok");
+  CHECK(r["privacy"]["releases"] == rel);
+  CHECK(r["privacy"]["epsilon"] == m["privacy"]["epsilon"]);
+  CHECK(read_file(part / "synthetic" / "synthetic.jsonl") ==
+        read_file(run / "synthetic" / "synthetic.jsonl"));
+
+  // Plain PE: probability sampling, output = the last population (6 variations of the draw).
+  REQUIRE(test::cli({"run", tmp.write("pe.yaml", pe_spec(data, prompts, "pe", "")).string(),
+                     "--out", out},
+                    &printed) == 0);
+  const fs::path pe_run = test::last_line(printed);
+  const auto pm = nlohmann::json::parse(read_file(pe_run / "metrics.json"));
+  CHECK(pm["pe"]["selection"] == "sample");
+  CHECK(pm["pe"]["variant"] == "PE");
+  for (const auto& h : pm["pe"]["history"]) CHECK(h["candidates"] == 6);
+  CHECK(read_jsonl(pe_run / "synthetic" / "synthetic.jsonl").size() == 6);
+
+  // Two classes from the label column, shares by a DP class histogram: two ledger entries,
+  // every output row carries its class, and the seats follow the released counts.
+  const std::string cls =
+      tmp.write("cls.yaml", pe_spec(data, prompts, "aug-pe",
+                                    "  label_columns: [stars]\n"
+                                    "  label_values: [[\"Stars: 1\", \"Stars: 2\"]]\n"
+                                    "  class_shares: dp\n"))
+          .string();
+  REQUIRE(test::cli({"run", cls, "--out", out}, &printed) == 0);
+  const fs::path cls_run = test::last_line(printed);
+  const auto cm = nlohmann::json::parse(read_file(cls_run / "metrics.json"));
+  const auto& crel = cm["privacy"]["releases"];
+  REQUIRE(crel.size() == 2);
+  CHECK(crel[0]["label"] == "class_histogram");
+  CHECK(crel[0]["noise_multiplier"] == 10.0);
+  CHECK(crel[1]["count"] == 3);
+  CHECK(crel[1]["noise_multiplier"].get<double>() > sigma);  // less budget left for the votes
+  CHECK(cm["privacy"]["epsilon"].get<double>() <= 2.0);
+  const auto seats = cm["pe"]["seats"].get<std::vector<int64_t>>();
+  REQUIRE(seats.size() == 2);
+  CHECK(seats[0] + seats[1] == 6);
+  std::map<std::string, int64_t> per_class;
+  for (const auto& row : read_jsonl(cls_run / "synthetic" / "synthetic.jsonl")) {
+    CHECK(row["stars"] == row["label"]);
+    ++per_class[row["label"].get<std::string>()];
+  }
+  CHECK(per_class["Stars: 1"] == seats[0]);
+  CHECK(per_class["Stars: 2"] == seats[1]);
+
+  // Refusals: a label the public lists lack (exit 3), prompts without <label> for classes,
+  // k above what a one-seat class holds, an empty next population, no embedder (exit 2).
+  CHECK(test::cli({"run",
+                   tmp.write("bad1.yaml", pe_spec(data, prompts, "aug-pe",
+                                                  "  label_columns: [stars]\n"
+                                                  "  label_values: [[\"Stars: 1\"]]\n"))
+                       .string(),
+                   "--out", out}) == 3);
+  const fs::path plain =
+      tmp.write("plain.yaml", "zero_shot: \"Write: \"\none_shot: \"<sample> again: \"\n");
+  CHECK(
+      test::cli({"run",
+                 tmp.write("bad2.yaml", pe_spec(data, plain, "aug-pe",
+                                                "  label_columns: [stars]\n"
+                                                "  label_values: [[\"Stars: 1\", \"Stars: 2\"]]\n"))
+                     .string(),
+                 "--out", out}) == 2);
+  CHECK(test::cli({"run", spec, "--out", out, "--set", "method.nearest_neighbors=5"}) == 2);
+  CHECK(test::cli({"run", spec, "--out", out, "--set", "method.variations=0", "--set",
+                   "method.keep_selected=false"}) == 2);
+  CHECK(test::cli({"run", spec, "--out", out, "--set", "method.label_columns=[stars]"}) == 2);
+}
