@@ -4,6 +4,9 @@
 //          k-means into --topics topics (faiss), 10 c-TF-IDF keywords per topic.
 //   assign --topics DIR --input F --out F.jsonl|.csv: each document's nearest topic, with the
 //          encoder the model was built with (its weights' hash is checked).
+//   pairs  --topics DIR --corpus F... --doc-type T... --out F.csv: CTCL-Generator's pretraining
+//          pairs (Section 3.2) from public documents: condition "Document Type: T\nKeywords:
+//          ..." (the document's own top TF-IDF words, then its topic's keywords) -> document.
 // Neither is a DP release: build reads public text; assign labels its input as given, and
 // its output is as private as the input (methods/ctcl makes the DP histogram of it).
 #include <fmt/format.h>
@@ -21,7 +24,9 @@
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
 #include "core/util/progress.hpp"
+#include "core/util/strings.hpp"
 #include "data/table.hpp"
+#include "methods/ctcl/synthesis.hpp"
 
 namespace dpft {
 
@@ -169,6 +174,101 @@ void register_topics(CLI::App& app, CliContext& ctx) {
         std::cout << fmt::format("  topic {} ({} docs): {}\n", c, m.sizes[static_cast<size_t>(c)],
                                  m.keyword_line(c));
       if (b->k > 10) std::cout << fmt::format("  ... all topics in {}/topics.jsonl\n", b->out);
+      return 0;
+    };
+  });
+
+  struct Pairs {
+    std::string topics, out, model, format = "auto", device = "cpu";
+    std::vector<std::string> corpus, column = {"text"}, doc_type;
+    int64_t own = 5, keywords = 10, batch = 32, min_words = 8;
+  };
+  auto p = std::make_shared<Pairs>();
+  CLI::App* pairs = topics->add_subcommand(
+      "pairs",
+      "CTCL-Generator pretraining pairs from public documents: (Document Type + Keywords) -> "
+      "document, as a CSV with columns condition, text");
+  pairs->add_option("--topics", p->topics, "topic model directory (dpft topics build --out)")
+      ->required();
+  pairs->add_option("--corpus", p->corpus, "public document files (.txt one per line, .csv, .tsv, .jsonl)")
+      ->required();
+  pairs->add_option("--column", p->column, "text column: one for all corpora, or one per corpus")
+      ->capture_default_str();
+  pairs->add_option("--doc-type", p->doc_type,
+                    "the document type of each corpus (one per corpus), e.g. \"Movie review\"")
+      ->required();
+  pairs->add_option("--out", p->out, "output .csv (condition, text)")->required();
+  pairs->add_option("--own-keywords", p->own,
+                    "the document's own top TF-IDF words first (then its topic's)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  pairs->add_option("--keywords", p->keywords, "keywords per condition")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  pairs->add_option("--min-words", p->min_words, "documents with fewer words are left out")
+      ->capture_default_str();
+  pairs->add_option("--format", p->format, "input format: auto | csv | tsv | jsonl | text")
+      ->capture_default_str();
+  pairs->add_option("--model", p->model,
+                    "the encoder, if not at the path the topic model recorded (its weights "
+                    "must be the same)");
+  pairs->add_option("--batch", p->batch, "documents per encoder forward")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  pairs->add_option("--device", p->device, "cpu | cuda | cuda:N")->capture_default_str();
+  pairs->callback([p, &ctx] {
+    ctx.action = [p] {
+      DPFT_CHECK_AS(ConfigError, p->column.size() == 1 || p->column.size() == p->corpus.size(),
+                    "topics pairs: {} --column values for {} --corpus files: give one for all, "
+                    "or one per corpus",
+                    p->column.size(), p->corpus.size());
+      DPFT_CHECK_AS(ConfigError, p->doc_type.size() == p->corpus.size(),
+                    "topics pairs: {} --doc-type values for {} --corpus files: give one per corpus",
+                    p->doc_type.size(), p->corpus.size());
+      DPFT_CHECK_AS(ConfigError, std::filesystem::path(p->out).extension() == ".csv",
+                    "--out {}: use a .csv file name", p->out);
+      DPFT_CHECK_AS(ConfigError, p->own <= p->keywords,
+                    "--own-keywords {} exceeds --keywords {}", p->own, p->keywords);
+      const topics::TopicModel m = topics::load(p->topics);
+      std::vector<std::string> docs;
+      std::vector<size_t> type_of;
+      for (size_t i = 0; i < p->corpus.size(); ++i) {
+        const std::string& col = p->column[p->column.size() == 1 ? 0 : i];
+        for (auto& t : data::column_texts(p->corpus[i], col, p->format))
+          if (static_cast<int64_t>(word_count(t)) >= std::max<int64_t>(p->min_words, 1)) {
+            docs.push_back(std::move(t));
+            type_of.push_back(i);
+          }
+      }
+      DPFT_CHECK_AS(InputError, !docs.empty(),
+                    "topics pairs: no document has {} or more words in the corpus files",
+                    p->min_words);
+      const size_t max_length = m.embedder.value("max_length", size_t{0});
+      eval::Embedder em = eval::load_embedder_matching(m.embedder, p->model, p->device,
+                                                       "topics pairs: topic model " + p->topics,
+                                                       "pass --model with that encoder");
+      const torch::Tensor x = eval::embed_with_progress(em, docs, p->batch, max_length, "embed");
+      const torch::Tensor idx = topics::nearest(x, m.centroids).first;
+      // Each document its own class: c-TF-IDF over single documents is TF-IDF.
+      std::vector<int64_t> self(docs.size());
+      for (size_t i = 0; i < docs.size(); ++i) self[i] = static_cast<int64_t>(i);
+      const auto own = p->own > 0 ? topics::ctfidf_keywords(docs, self,
+                                                             static_cast<int64_t>(docs.size()), p->own)
+                                  : std::vector<std::vector<topics::Keyword>>(docs.size());
+      std::string csv = "condition,text\n";
+      for (size_t i = 0; i < docs.size(); ++i) {
+        std::vector<std::string> words;
+        for (const auto& k : own[i]) words.push_back(k.word);
+        for (const auto& k : m.keywords[static_cast<size_t>(idx[static_cast<int64_t>(i)].item<int64_t>())]) {
+          if (static_cast<int64_t>(words.size()) >= p->keywords) break;
+          if (std::find(words.begin(), words.end(), k.word) == words.end()) words.push_back(k.word);
+        }
+        csv += csv_quote(ctcl::condition(p->doc_type[type_of[i]], join(words, ", "))) + "," +
+               csv_quote(docs[i]) + "\n";
+      }
+      write_file_atomic(p->out, csv);
+      std::cout << fmt::format("wrote {}: {} (condition, document) pairs from {} corpora\n", p->out,
+                               docs.size(), p->corpus.size());
       return 0;
     };
   });

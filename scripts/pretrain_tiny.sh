@@ -6,6 +6,11 @@
 #   MODEL=roberta         models/tiny-roberta: a random-init RoBERTa `mini` with a masked-LM
 #                         head (RoBERTa BPE tokenizer), masked-LM pretraining
 #                         (experiments/pretrain/tiny_roberta.yaml)
+#   MODEL=bart            models/tiny-bart, CTCL's generator: a random-init BART `mini`
+#                         (RoBERTa BPE tokenizer) trained on (condition -> document) pairs
+#                         (experiments/pretrain/tiny_bart.yaml) that `dpft topics pairs` makes
+#                         with the public topic model models/ctcl-topics (built here with
+#                         `dpft topics build` on the same public text when it is missing)
 # Both train with method sgd on public text from ../shared/data that no experiment on the model
 # uses as private or evaluation data, and are exported in fp16 with their tokenizer and a
 # PROVENANCE.md (steps, time, held-out curve). Run it with a copy of the binary (DPFT=/tmp/dpft)
@@ -31,8 +36,17 @@ case "$MODEL" in
         init_dir="$OUT/init" ;;
   roberta) init=(--arch roberta --preset mini --head mlm --tokenizer ../shared/data/roberta_tokenizer)
            init_dir="$OUT/roberta-init" ;;
-  *) echo "pretrain_tiny: MODEL=$MODEL: use gpt2 or roberta" >&2; exit 2 ;;
+  bart) init=(--arch bart --preset mini --tokenizer ../shared/data/roberta_tokenizer)
+        init_dir="$OUT/bart-init" ;;
+  *) echo "pretrain_tiny: MODEL=$MODEL: use gpt2, roberta or bart" >&2; exit 2 ;;
 esac
+# CTCL's generator: its public corpora, each with its document type (the condition's first line).
+bart_corpora=(../shared/data/lm_text_misc/wikitext-2_valid.txt ../shared/data/imdb_subset/imdb_2499_clean.csv
+              ../shared/data/glue_samples/qnli/train.json ../shared/data/glue_samples/mnli/train.json
+              ../shared/data/glue_rte/train.tsv ../shared/data/e2e/devset.csv)
+bart_columns=(text review text_b text_a sentence1 ref)
+bart_types=("Wikipedia article" "Movie review" "Encyclopedia sentence" "Passage" "News"
+            "Restaurant description")
 spec=experiments/pretrain/tiny_$MODEL.yaml
 dest=models/tiny-$MODEL
 [ -d ../shared/data/lm_text_misc ] || { echo "pretrain_tiny: ../shared/data is missing" >&2; exit 3; }
@@ -43,7 +57,11 @@ if [ -n "${FROM:-}" ]; then
   # A stage may only continue a model that saw nothing but this spec's public text: every stage
   # in $FROM's PROVENANCE.md must list its training files ("Training text ..."), each one the
   # spec reads (a model that saw an experiment's private data must not become a base model).
-  allowed=$("$DPFT" config dump "$spec" | grep -o 'path: [^,}]*' | sed 's/path: //' | sort -u)
+  if [ "$MODEL" = bart ]; then  # the spec reads the pairs; they are made from these files
+    allowed=$(printf '%s\n' "${bart_corpora[@]}" | sort -u)
+  else
+    allowed=$("$DPFT" config dump "$spec" | grep -o 'path: [^,}]*' | sed 's/path: //' | sort -u)
+  fi
   stages=$(grep -c '^\(#* *\)\?Made by' "$FROM/PROVENANCE.md" || true)
   listed=$(grep -c '^Training text' "$FROM/PROVENANCE.md" || true)
   [ "$stages" -ge 1 ] && [ "$stages" = "$listed" ] || {
@@ -59,48 +77,84 @@ if [ -n "${FROM:-}" ]; then
   earlier=$(mktemp -d)
   cp -r "$FROM/." "$earlier"   # $FROM may be $dest, replaced below
 fi
+if [ "$MODEL" = bart ] && [ -z "${RESUME:-}" ]; then
+  # The public topic model (shipped in models/ctcl-topics; k-means over the corpora's
+  # tiny-roberta embeddings) and the pairs the spec trains on.
+  if [ ! -f models/ctcl-topics/topic_model.safetensors ]; then
+    rm -rf "$OUT/ctcl-topics"
+    "$DPFT" topics build --corpus "${bart_corpora[@]}" --column "${bart_columns[@]}" \
+      --min-words 12 --max-length 128 --model models/tiny-roberta --topics 100 --redo 2 \
+      --out "$OUT/ctcl-topics"
+    rm -rf models/ctcl-topics && cp -r "$OUT/ctcl-topics" models/ctcl-topics
+    {
+      echo "# models/ctcl-topics: how it was made"
+      echo
+      echo "CTCL's universal topic model (docs/ctcl.md), built by \`MODEL=bart bash scripts/pretrain_tiny.sh\`:"
+      echo "\`dpft topics build --min-words 12 --max-length 128 --model models/tiny-roberta --topics 100 --redo 2\`"
+      echo "over public text only (PubMed, Yelp and Chatbot Arena, CTCL's private and evaluation sets, stay out)."
+      echo
+      echo "Training text: $(printf '`%s`, ' "${bart_corpora[@]}" | sed 's/, $//')"
+    } > models/ctcl-topics/PROVENANCE.md
+  fi
+  "$DPFT" topics pairs --topics models/ctcl-topics --corpus "${bart_corpora[@]}" \
+    --column "${bart_columns[@]}" --doc-type "${bart_types[@]}" --min-words 12 \
+    --out "$OUT/bart-pairs.csv"
+fi
+pairs_set=()
+[ "$MODEL" != bart ] || pairs_set=(--set "data.train.path=$OUT/bart-pairs.csv" --set "data.eval.path=$OUT/bart-pairs.csv")
 if [ -n "${RESUME:-}" ]; then
   run=$("$DPFT" run --resume "$RESUME" "$@" | tail -n 1)
 elif [ -n "$earlier" ]; then
-  run=$("$DPFT" run "$spec" --set model.path="$earlier" --out "$OUT/runs" "$@" | tail -n 1)
+  run=$("$DPFT" run "$spec" --set model.path="$earlier" "${pairs_set[@]}" --out "$OUT/runs" "$@" | tail -n 1)
 else
   rm -rf "$init_dir"
   "$DPFT" model init "${init[@]}" --out "$init_dir" --seed 0
-  run=$("$DPFT" run "$spec" --set model.path="$init_dir" --out "$OUT/runs" "$@" | tail -n 1)
+  run=$("$DPFT" run "$spec" --set model.path="$init_dir" "${pairs_set[@]}" --out "$OUT/runs" "$@" | tail -n 1)
 fi
 [ -f "$run/model/model.safetensors" ] || { echo "pretrain_tiny: no model in $run" >&2; exit 4; }
 rm -rf "$dest"
 mkdir -p models
 cp -r "$run/model" "$dest"
-python3 - "$run" "$MODEL" "$spec" "$earlier" "$*" > "$dest/PROVENANCE.md" <<'PY'
+python3 - "$run" "$MODEL" "$spec" "$earlier" "$*" "${bart_corpora[*]}" > "$dest/PROVENANCE.md" <<'PY'
 import json, os, sys
-run, model, spec, earlier, extra = sys.argv[1:6]
+run, model, spec, earlier, extra, corpora = sys.argv[1:7]
 m = json.load(open(run + "/metrics.json"))
 e = m.get("eval") or m["non_private"]["eval"]
 t = m.get("non_private", m)["timing"]
 cfg = json.load(open(run + "/model/config.json"))
 data = json.load(open(run + "/privacy_lock.json"))["settings"]["data"]
 files = list(dict.fromkeys([data["train"]["path"]] + [x["path"] for x in data.get("train_extra") or []]))
+if model == "bart":  # the spec reads the pairs `dpft topics pairs` made of these files
+    files = corpora.split()
 print(f"# models/tiny-{model}: how it was made\n")
-what = ("next-token pretraining" if model == "gpt2" else
-        "masked-LM pretraining (15 % of text ids; 80 % <mask>, 10 % random, 10 % kept)")
+what = {"gpt2": "next-token pretraining",
+        "roberta": "masked-LM pretraining (15 % of text ids; 80 % <mask>, 10 % random, 10 % kept)",
+        "bart": "(condition -> document) pretraining (teacher-forced cross-entropy of the "
+                "document given \"Document Type: ...\\nKeywords: ...\"; `dpft topics pairs` with "
+                "models/ctcl-topics)"}[model]
 start = ("the exported model of the earlier stages below (`FROM=... bash "
          "scripts/pretrain_tiny.sh`; a fresh optimizer and schedule)" if earlier else
          f"random init (`dpft model init --arch {model} --preset mini`, seed 0)")
 print(f"Made by `MODEL={model} bash scripts/pretrain_tiny.sh`: {start}, "
-      f"{cfg.get('hidden_size', cfg.get('n_embd'))} wide, {cfg.get('num_hidden_layers', cfg.get('n_layer'))} layers, "
+      f"{cfg.get('hidden_size', cfg.get('n_embd', cfg.get('d_model')))} wide, "
+      f"{cfg.get('num_hidden_layers', cfg.get('n_layer', cfg.get('encoder_layers')))} layers"
+      f"{' + ' + str(cfg['decoder_layers']) + ' decoder layers' if 'decoder_layers' in cfg else ''}, "
       f"then `dpft run {spec}{' ' + extra if extra else ''}`: {what}, method sgd, AdamW "
       f"(lr {m['train'].get('lr')}), full "
-      "training on packed 128-token blocks of public text; weights stored in float16.\n")
+      + ("training on packed 128-token blocks of public text" if model != "bart" else
+         "training on (condition, document) pairs of public text, documents cut to 128 tokens")
+      + "; weights stored in float16.\n")
 if files:
     print("Training text (nothing an experiment on this model uses as private or evaluation data; "
           "docs/models.md): " + ", ".join(f"`{f}`" for f in files) + "\n")
-print(f"- steps {m['train']['steps_done']}, training blocks {m['train']['dataset_size']}, "
+print(f"- steps {m['train']['steps_done']}, training {'pairs' if model == 'bart' else 'blocks'} {m['train']['dataset_size']}, "
       f"train time {t['train_s']:.0f} s, median step {t['median_step_s']:.2f} s, "
       f"run id {m['run']['run_id']}")
-unit = "perplexity" if model == "gpt2" else "masked-token accuracy"
-key = "perplexity" if model == "gpt2" else "accuracy"
-print(f"- held-out wikitext-2 test ({'next-token' if model == 'gpt2' else 'fixed masks'}): "
+unit = "masked-token accuracy" if model == "roberta" else "perplexity"
+key = "accuracy" if model == "roberta" else "perplexity"
+held = {"gpt2": "held-out wikitext-2 test (next-token)", "roberta": "held-out wikitext-2 test (fixed masks)",
+        "bart": "held-out 2 % of the pairs (document given condition)"}[model]
+print(f"- {held}: "
       f"{unit} {e['base'][key]:.4g} before, {e['final'][key]:.4g} after "
       f"(loss {e['base']['loss']:.3f} -> {e['final']['loss']:.3f})")
 hist = e.get("history") or []

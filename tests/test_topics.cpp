@@ -6,11 +6,13 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "core/model/safetensors.hpp"
 #include "core/topics/topic_model.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
+#include "data/table.hpp"
 #include "test_util.hpp"
 
 using namespace dpft;
@@ -181,6 +183,37 @@ TEST_CASE("dpft topics build and assign: sizes equal the assignment of the build
   REQUIRE(rows.size() == 40);
   for (const auto& r : rows) ++hist[r.at("topic").get<size_t>()];
   CHECK(hist == m.sizes);
+
+  // Pretraining pairs: one row per document of >= --min-words words, condition = the corpus's
+  // document type + the document's own top words first, then its topic's keywords (no repeats),
+  // --keywords in all.
+  const std::string pairs = (tmp.path / "pairs.csv").string();
+  REQUIRE(test::cli({"topics", "pairs", "--topics", out, "--corpus", cf.string(), "--doc-type",
+                     "Note", "--own-keywords", "2", "--keywords", "5", "--min-words", "3",
+                     "--out", pairs}) == 0);
+  const data::Table pt = data::read_table(pairs);
+  REQUIRE(pt.columns == std::vector<std::string>{"condition", "text"});
+  REQUIRE(pt.rows.size() == 40);
+  const auto assigned_rows = read_jsonl(assigned);
+  for (size_t i = 0; i < 40; i += 7) {
+    const std::string& cond = pt.rows[i][0];
+    REQUIRE(cond.rfind("Document Type: Note\nKeywords: ", 0) == 0);
+    std::vector<std::string> words;
+    std::stringstream ss(cond.substr(cond.find("Keywords: ") + 10));
+    for (std::string w; std::getline(ss, w, ',');) words.push_back(w[0] == ' ' ? w.substr(1) : w);
+    CHECK(words.size() == 5);
+    CHECK(std::set<std::string>(words.begin(), words.end()).size() == words.size());
+    // The own words are words of the document; the rest come from its topic's keywords.
+    for (size_t j = 0; j < 2; ++j) CHECK(pt.rows[i][1].find(words[j]) != std::string::npos);
+    std::set<std::string> topic_words;
+    for (const auto& k : m.keywords[assigned_rows[i].at("topic").get<size_t>()])
+      topic_words.insert(k.word);
+    for (size_t j = 2; j < words.size(); ++j) CHECK(topic_words.count(words[j]) == 1);
+  }
+  CHECK(test::cli({"topics", "pairs", "--topics", out, "--corpus", cf.string(), "--doc-type", "A",
+                   "--doc-type", "B", "--out", pairs}) == 2);
+  CHECK(test::cli({"topics", "pairs", "--topics", out, "--corpus", cf.string(), "--doc-type", "A",
+                   "--own-keywords", "11", "--out", pairs}) == 2);
 
   // An encoder with other weights is refused (exit 3), as is a bad --out or a missing model.
   const fs::path other = tmp.path / "other";

@@ -65,4 +65,10 @@ std::string last_component(const std::string& dotted) {
   return dot == std::string::npos ? dotted : dotted.substr(dot + 1);
 }
 
+std::string csv_quote(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return o + "\"";
+}
+
 }  // namespace dpft

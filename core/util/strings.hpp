@@ -14,6 +14,8 @@ std::optional<std::string> closest_match(const std::string& word,
                                          const std::vector<std::string>& candidates);
 
 std::string join(const std::vector<std::string>& parts, const std::string& sep);
+// One CSV field (RFC 4180): in double quotes, inner quotes doubled.
+std::string csv_quote(const std::string& s);
 
 // ASCII lower case.
 std::string to_lower(std::string s);

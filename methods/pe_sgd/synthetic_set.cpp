@@ -16,22 +16,13 @@
 #include "core/util/clock.hpp"
 #include "core/util/error.hpp"
 #include "core/util/seed.hpp"
+#include "core/util/strings.hpp"
 #include "data/lm_dataset.hpp"
 
 namespace dpft::pe_sgd {
 
 namespace fs = std::filesystem;
 using torch::Tensor;
-
-namespace {
-
-std::string csv_quote(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return o + "\"";
-}
-
-}  // namespace
 
 nlohmann::json gen_stats_json(const synth::GenerationStats& s) {
   return {{"samples", s.samples},
