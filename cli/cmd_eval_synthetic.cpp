@@ -53,6 +53,8 @@ struct EvalSyntheticOptions {
   LmOptions lm;
   ClassifierOptions clf;
   std::string work;  // --lm / --classify: where their models and runs go
+  std::string run, name = "main";  // --run: a finished run's synthetic set, result into it
+  bool keep_work = false;
   bool json = false;
 };
 
@@ -201,8 +203,17 @@ void register_eval_synthetic(CLI::App& app, CliContext& ctx) {
       "eval-synthetic",
       "MAUVE, FID and precision / recall of synthetic texts against real ones (embeddings)");
   sub->add_option("--real", o->real, "the real texts: .txt, .csv, .tsv or .jsonl")->required();
-  sub->add_option("--synthetic", o->synthetic, "the synthetic texts (e.g. a run's synthetic/*.jsonl)")
-      ->required();
+  auto* syn_opt = sub->add_option("--synthetic", o->synthetic,
+                                  "the synthetic texts (e.g. a run's synthetic/*.jsonl)");
+  sub->add_option("--run", o->run,
+                  "a finished run directory: evaluate its synthetic/synthetic.jsonl and record "
+                  "the result in its metrics.json (`synthetic_eval.<--name>`), where "
+                  "`dpft report --table ctcl-*` reads it")
+      ->excludes(syn_opt);
+  sub->add_option("--name", o->name, "--run: the key under metrics.json's synthetic_eval")
+      ->capture_default_str();
+  sub->add_flag("--keep-work", o->keep_work,
+                "--run: keep the downstream models and runs (default: removed once read)");
   sub->add_option("--embedder", o->embedder, "encoder checkpoint (BERT / RoBERTa) for both")
       ->required();
   sub->add_option("--real-column", o->real_column, "text column of --real")->capture_default_str();
@@ -274,6 +285,27 @@ void register_eval_synthetic(CLI::App& app, CliContext& ctx) {
   sub->add_flag("--json", o->json, "print JSON");
   sub->callback([o, &ctx] {
     ctx.action = [o] {
+      DPFT_CHECK_AS(ConfigError, !o->synthetic.empty() || !o->run.empty(),
+                    "eval-synthetic: give --synthetic FILE, or --run RUN_DIR (a finished run with "
+                    "synthetic/synthetic.jsonl)");
+      fs::path metrics_file;
+      nlohmann::json run_metrics;
+      if (!o->run.empty()) {
+        metrics_file = fs::path(o->run) / "metrics.json";
+        DPFT_CHECK_AS(InputError, fs::exists(metrics_file),
+                      "--run {}: no metrics.json (not a run directory)", o->run);
+        run_metrics = read_json(metrics_file);
+        DPFT_CHECK_AS(ConfigError, run_metrics.value("status", "") == "ok",
+                      "--run {}: the run's status is '{}', not ok: finish it first (dpft run "
+                      "--resume)",
+                      o->run, run_metrics.value("status", ""));
+        o->synthetic = (fs::path(o->run) / "synthetic" / "synthetic.jsonl").string();
+        DPFT_CHECK_AS(InputError, fs::exists(o->synthetic),
+                      "--run {}: no synthetic/synthetic.jsonl (a method that writes synthetic "
+                      "texts: ctcl, pe, aug-pe; or dpft generate --out into it)",
+                      o->run);
+        if (o->work.empty()) o->work = (fs::path(o->run) / "eval_synthetic.work").string();
+      }
       DPFT_CHECK_AS(ConfigError, !o->lm.on || !o->lm.tokenizer.empty(),
                     "--lm needs --lm-tokenizer: a BERT WordPiece vocabulary (a directory with "
                     "vocab.txt, e.g. ../shared/data/bert_base_uncased_vocab)");
@@ -322,6 +354,17 @@ void register_eval_synthetic(CLI::App& app, CliContext& ctx) {
       if (!lm.is_null()) out["downstream_lm"] = lm;
       if (!clf.is_null()) out["downstream_classifier"] = clf;
       if (!o->out.empty()) write_file_atomic(o->out, out.dump(2) + "\n");
+      if (!o->run.empty()) {
+        if (!o->keep_work) {
+          std::error_code ec;
+          fs::remove_all(o->work, ec);
+          for (const char* k : {"downstream_lm", "downstream_classifier"})
+            if (out.contains(k)) out[k].erase("run_dir");
+        }
+        run_metrics = read_json(metrics_file);  // as it is now
+        run_metrics["synthetic_eval"][o->name] = out;
+        write_json_atomic(metrics_file, run_metrics);
+      }
       if (o->json) {
         std::cout << out.dump(2) << "\n";
         return 0;

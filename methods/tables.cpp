@@ -5,6 +5,7 @@
 #include "core/util/error.hpp"
 #include "core/util/strings.hpp"
 
+#include "methods/ctcl/report_tables.hpp"
 #include "methods/denoise/report_tables.hpp"
 #include "methods/dp_sft/report_tables.hpp"
 #include "methods/pe_sgd/report_tables.hpp"
@@ -19,6 +20,7 @@ const std::vector<report::TableDef>& report_tables() {
                  pe_sgd::row_order(), report::lr_select});
     for (auto& d : dp_sft::report_tables()) t.push_back(d);
     for (auto& d : denoise::report_tables()) t.push_back(d);
+    for (auto& d : ctcl::report_tables()) t.push_back(d);
     return t;
   }();
   return tables;

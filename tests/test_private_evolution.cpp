@@ -243,6 +243,22 @@ TEST_CASE("dpft run aug-pe / pe: T releases, N_syn outputs, classes, resume, ref
   CHECK(fs::exists(run / "pe_state.json"));
   CHECK_FALSE(fs::exists(ex / "pe_state.json"));
 
+  // eval-synthetic --run scores the run's synthetic set and records it in its metrics.json.
+  const std::string enc = (fs::path(DPFT_SOURCE_DIR) / "models/tiny-roberta").string();
+  REQUIRE(test::cli({"eval-synthetic", "--run", run.string(), "--real", data.string(), "--embedder",
+                     enc, "--k", "2", "--buckets", "2"}) == 0);
+  const auto scored = nlohmann::json::parse(read_file(run / "metrics.json"));
+  REQUIRE(scored.contains("synthetic_eval"));
+  const auto& se = scored["synthetic_eval"]["main"];
+  CHECK(se["synthetic"]["texts"] == 6);
+  CHECK(se["real"]["texts"] == 24);
+  CHECK(se["mauve"]["mauve"].get<double>() > 0);
+  CHECK(se["mauve"]["mauve"].get<double>() <= 1);
+  CHECK(se.contains("fid"));
+  CHECK(scored["privacy"] == m["privacy"]);  // the rest as it was
+  CHECK(test::cli({"eval-synthetic", "--run", run.string(), "--synthetic", data.string(), "--real",
+                   data.string(), "--embedder", enc}) != 0);
+
   // Stopped after one iteration, resumed: the same outputs and ledger as without the stop.
   REQUIRE(test::cli({"run", spec, "--out", out, "--stop-after", "1"}, &printed) == 0);
   const fs::path part = test::last_line(printed);
@@ -255,6 +271,8 @@ TEST_CASE("dpft run aug-pe / pe: T releases, N_syn outputs, classes, resume, ref
   write_file_atomic(part / "pe_state.json", edited.dump());
   CHECK(test::cli({"run", "--resume", part.string()}) == 3);
   write_file_atomic(part / "pe_state.json", state);
+  CHECK(test::cli({"eval-synthetic", "--run", part.string(), "--real", data.string(), "--embedder",
+                   enc, "--k", "2"}) == 2);  // a stopped run: finish it first
   REQUIRE(test::cli({"run", "--resume", part.string()}) == 0);
   const auto r = nlohmann::json::parse(read_file(part / "metrics.json"));
   CHECK(r["status"] == "ok");

@@ -765,3 +765,86 @@ TEST_CASE("report --plot draws eval curves and Improvement(t) with gnuplot", "[r
   CHECK(test::cli({"report", d.path.string()}) == 2);  // neither --table nor --plot
   CHECK(test::cli({"report", d.path.string(), "--plot", svg.string(), "--plot-kind", "pie"}) == 2);
 }
+
+TEST_CASE(
+    "report ctcl-generative / -classification / -ablation: synthetic_eval and Downstream "
+    "DPFT",
+    "[report][ctcl]") {
+  test::TempDir d;
+  // A synthetic-data run scored by eval-synthetic --run (synthetic_eval.<name>), on PubMed or
+  // Yelp; values chosen so that means and stds are worked by hand below.
+  auto syn = [](const fs::path& root, const std::string& label, json eps, int seed,
+                const std::string& data, const json& evals) {
+    FakeRun r = dp(label, eps, seed, 0.7);
+    r.dataset = data;
+    const fs::path dir = root / fmt::format("{}-{}-{}-{}", label, data.size(), eps.dump(), seed);
+    write_run(dir, r);
+    json m = json::parse(read_file(dir / "metrics.json"));
+    m["synthetic_eval"] = evals;
+    write_json_atomic(dir / "metrics.json", m);
+    return dir;
+  };
+  const std::string pubmed = "../shared/data/pe_sgd_text/pubmed/dev.csv",
+                    yelp = "../shared/data/yelp_augpe/dev.csv";
+  auto lm = [](double acc, double ppl, double mauve) {
+    return json{{"main",
+                 {{"downstream_lm", {{"next_token_accuracy", acc}, {"perplexity", ppl}}},
+                  {"mauve", {{"mauve", mauve}}},
+                  {"fid", 1.5}}}};
+  };
+  syn(d.path, "Aug-PE", 4.0, 0, pubmed, lm(0.20, 300, 0.5));
+  syn(d.path, "Aug-PE", 4.0, 1, pubmed, lm(0.24, 200, 0.7));
+  syn(d.path, "CTCL", 4.0, 0, pubmed, lm(0.30, 100, 0.9));
+  syn(d.path, "DP fine-tuned generator", 4.0, 0, pubmed, lm(0.25, 150, 0.8));
+  // Downstream DPFT: the downstream LM DP fine-tuned directly; its eval.final is the score.
+  FakeRun ds = dp("Downstream DPFT", 4.0, 0, 3.0);
+  ds.final_acc = 0.28;
+  write_run(d.path / "downstream", ds);
+  write_run(d.path / "plain", dp("DP-SGD", 4.0, 0, 2.0));  // neither: skipped
+
+  auto t = build_report_table("ctcl-generative", report::load_runs({d.path}).runs);
+  REQUIRE(t.columns.size() == 1);
+  CHECK(t.columns[0].dataset == "PubMed");
+  REQUIRE(t.blocks.size() == 4);
+  CHECK(t.blocks[0].rows[0].label == "Downstream DPFT");  // the paper's order
+  CHECK(row(t.blocks[0], "Downstream DPFT").cells[0]->mean == Approx(0.28));
+  const auto& aug = row(t.blocks[0], "Aug-PE");
+  CHECK(aug.cells[0]->mean == Approx(0.22));
+  CHECK(aug.cells[0]->std == Approx(std::sqrt(0.0008)));  // (0.02^2 + 0.02^2) / 1
+  CHECK(row(t.blocks[1], "Aug-PE").cells[0]->mean == Approx(250));
+  CHECK(row(t.blocks[2], "CTCL").cells[0]->mean == Approx(0.9));
+  for (const auto& r : t.blocks[0].rows) CHECK(r.label != "DP-SGD");
+  CHECK(t.blocks[0].rows.back().label == "CTCL");
+
+  auto a = build_report_table("ctcl-ablation", report::load_runs({d.path}).runs);
+  REQUIRE(a.blocks.size() == 1);
+  CHECK(a.blocks[0].rows[0].label == "DP fine-tuned generator");
+  CHECK(row(a.blocks[0], "CTCL").cells[0]->mean == Approx(100));
+
+  // Classification: one column per Yelp label column, from the evaluations' names and from a
+  // Downstream DPFT classifier's run.label_column.
+  test::TempDir c;
+  auto clf = [](double acc) { return json{{"downstream_classifier", {{"accuracy", acc}}}}; };
+  syn(c.path, "Aug-PE", 4.0, 0, yelp, {{"label1", clf(0.6)}, {"label2", clf(0.4)}});
+  syn(c.path, "Aug-PE", 4.0, 1, yelp, {{"label1", clf(0.7)}, {"label2", clf(0.5)}});
+  FakeRun dc = dp("Downstream DPFT", 4.0, 0, 1.0);
+  dc.dataset = yelp;
+  write_run(c.path / "dc", dc);
+  json m = json::parse(read_file(c.path / "dc" / "metrics.json"));
+  m["run"]["label_column"] = "label2";
+  m["eval"]["final"]["classification"] = {{"accuracy", 0.55}};
+  write_json_atomic(c.path / "dc" / "metrics.json", m);
+  auto k = build_report_table("ctcl-classification", report::load_runs({c.path}).runs);
+  REQUIRE(k.columns.size() == 2);
+  CHECK(k.columns[0].dataset == "Yelp category");
+  CHECK(k.columns[1].dataset == "Yelp stars");
+  const auto& augc = row(k.blocks[0], "Aug-PE");
+  CHECK(augc.cells[0]->mean == Approx(0.65));
+  CHECK(augc.cells[1]->mean == Approx(0.45));
+  const auto& dsc = row(k.blocks[0], "Downstream DPFT");
+  CHECK_FALSE(dsc.cells[0]);
+  CHECK(dsc.cells[1]->mean == Approx(0.55));
+  // The PubMed runs hold no classifier: the table has nothing to show.
+  CHECK_THROWS_AS(build_report_table("ctcl-classification", report::load_runs({d.path}).runs),
+                  InputError);
+}

@@ -42,16 +42,19 @@ nlohmann::json base_manifest(const Spec& spec, const std::string& command_line) 
 namespace {
 
 nlohmann::json identity(const Spec& spec, const RunDir& dir) {
-  return {{"name", spec.name},
-          {"run_id", dir.run_id()},
-          {"method", spec.method.name},
-          {"label", !spec.label.empty()          ? spec.label
-                    : !spec.method.label.empty() ? spec.method.label
-                                                 : spec.method.name},
-          {"dataset", spec.data.train.path},
-          {"model", spec.model.path.empty() ? "embedded-default" : spec.model.path},
-          {"seed", spec.seed},
-          {"config_hash", config_hash(spec)}};
+  nlohmann::json id = {{"name", spec.name},
+                       {"run_id", dir.run_id()},
+                       {"method", spec.method.name},
+                       {"label", !spec.label.empty()          ? spec.label
+                                 : !spec.method.label.empty() ? spec.method.label
+                                                              : spec.method.name},
+                       {"dataset", spec.data.train.path},
+                       {"model", spec.model.path.empty() ? "embedded-default" : spec.model.path},
+                       {"seed", spec.seed},
+                       {"config_hash", config_hash(spec)}};
+  // A labelled private set's label column (which task a classifier's run is, for reports).
+  if (!spec.data.train.label_column.empty()) id["label_column"] = spec.data.train.label_column;
+  return id;
 }
 
 // The lock a resumed run started with; InputError when it is missing or unreadable (its budget
