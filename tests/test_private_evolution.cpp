@@ -124,6 +124,7 @@ TEST_CASE("PE noise: the PRV calibration of T q = 1 releases matches the GDP clo
           "[pe][privacy]") {
   privacy::AccountantOptions ao;
   auto prv = privacy::make_accountant("prv", ao);
+  auto gauss = privacy::make_accountant("gaussian", ao);
   for (int64_t T : {1, 5, 20})
     for (double eps : {1.0, 4.0}) {
       const double s = privacy::calibrate_sigma(*prv, 1.0, T, eps, 1e-5).sigma;
@@ -131,6 +132,9 @@ TEST_CASE("PE noise: the PRV calibration of T q = 1 releases matches the GDP clo
       INFO("T " << T << " eps " << eps << ": prv " << s << ", closed form " << exact);
       CHECK(s == Approx(exact).epsilon(0.01));
       CHECK(s >= exact * 0.999);  // certified: never less noise than the exact answer, to rounding
+      // privacy.accountant: gaussian is the closed form itself (up to the calibration's 1e-3).
+      CHECK(privacy::calibrate_sigma(*gauss, 1.0, T, eps, 1e-5).sigma ==
+            Approx(exact).epsilon(2e-3));
     }
 }
 
