@@ -182,6 +182,7 @@ void register_topics(CLI::App& app, CliContext& ctx) {
     std::string topics, out, model, format = "auto", device = "cpu";
     std::vector<std::string> corpus, column = {"text"}, doc_type;
     int64_t own = 5, keywords = 10, batch = 32, min_words = 8;
+    bool empty_condition = false;
   };
   auto p = std::make_shared<Pairs>();
   CLI::App* pairs = topics->add_subcommand(
@@ -195,8 +196,10 @@ void register_topics(CLI::App& app, CliContext& ctx) {
   pairs->add_option("--column", p->column, "text column: one for all corpora, or one per corpus")
       ->capture_default_str();
   pairs->add_option("--doc-type", p->doc_type,
-                    "the document type of each corpus (one per corpus), e.g. \"Movie review\"")
-      ->required();
+                    "the document type of each corpus (one per corpus), e.g. \"Movie review\"");
+  pairs->add_flag("--empty-condition", p->empty_condition,
+                  "every condition empty: the same documents for an unconditional twin of the "
+                  "generator (CTCL Table 5's generator without condition pretraining)");
   pairs->add_option("--out", p->out, "output .csv (condition, text)")->required();
   pairs->add_option("--own-keywords", p->own,
                     "the document's own top TF-IDF words first (then its topic's)")
@@ -222,7 +225,7 @@ void register_topics(CLI::App& app, CliContext& ctx) {
                     "topics pairs: {} --column values for {} --corpus files: give one for all, "
                     "or one per corpus",
                     p->column.size(), p->corpus.size());
-      DPFT_CHECK_AS(ConfigError, p->doc_type.size() == p->corpus.size(),
+      DPFT_CHECK_AS(ConfigError, p->empty_condition || p->doc_type.size() == p->corpus.size(),
                     "topics pairs: {} --doc-type values for {} --corpus files: give one per corpus",
                     p->doc_type.size(), p->corpus.size());
       DPFT_CHECK_AS(ConfigError, std::filesystem::path(p->out).extension() == ".csv",
@@ -263,8 +266,9 @@ void register_topics(CLI::App& app, CliContext& ctx) {
           if (static_cast<int64_t>(words.size()) >= p->keywords) break;
           if (std::find(words.begin(), words.end(), k.word) == words.end()) words.push_back(k.word);
         }
-        csv += csv_quote(ctcl::condition(p->doc_type[type_of[i]], join(words, ", "))) + "," +
-               csv_quote(docs[i]) + "\n";
+        const std::string cond =
+            p->empty_condition ? "" : ctcl::condition(p->doc_type[type_of[i]], join(words, ", "));
+        csv += csv_quote(cond) + "," + csv_quote(docs[i]) + "\n";
       }
       write_file_atomic(p->out, csv);
       std::cout << fmt::format("wrote {}: {} (condition, document) pairs from {} corpora\n", p->out,

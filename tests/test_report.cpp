@@ -795,7 +795,7 @@ TEST_CASE(
   syn(d.path, "Aug-PE", 4.0, 0, pubmed, lm(0.20, 300, 0.5));
   syn(d.path, "Aug-PE", 4.0, 1, pubmed, lm(0.24, 200, 0.7));
   syn(d.path, "CTCL", 4.0, 0, pubmed, lm(0.30, 100, 0.9));
-  syn(d.path, "DP fine-tuned generator", 4.0, 0, pubmed, lm(0.25, 150, 0.8));
+  syn(d.path, "BART vanilla", 4.0, 0, pubmed, lm(0.25, 150, 0.8));
   // Downstream DPFT: the downstream LM DP fine-tuned directly; its eval.final is the score.
   FakeRun ds = dp("Downstream DPFT", 4.0, 0, 3.0);
   ds.final_acc = 0.28;
@@ -818,7 +818,7 @@ TEST_CASE(
 
   auto a = build_report_table("ctcl-ablation", report::load_runs({d.path}).runs);
   REQUIRE(a.blocks.size() == 1);
-  CHECK(a.blocks[0].rows[0].label == "DP fine-tuned generator");
+  CHECK(a.blocks[0].rows[0].label == "BART vanilla");
   CHECK(row(a.blocks[0], "CTCL").cells[0]->mean == Approx(100));
 
   // Classification: one column per Yelp label column, from the evaluations' names and from a

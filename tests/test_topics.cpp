@@ -210,6 +210,15 @@ TEST_CASE("dpft topics build and assign: sizes equal the assignment of the build
       topic_words.insert(k.word);
     for (size_t j = 2; j < words.size(); ++j) CHECK(topic_words.count(words[j]) == 1);
   }
+  // The unconditional twin: the same documents, every condition empty (no --doc-type needed).
+  REQUIRE(test::cli({"topics", "pairs", "--topics", out, "--corpus", cf.string(),
+                     "--empty-condition", "--min-words", "3", "--out", pairs}) == 0);
+  const data::Table ut = data::read_table(pairs);
+  REQUIRE(ut.rows.size() == 40);
+  for (size_t i = 0; i < 40; ++i) {
+    CHECK(ut.rows[i][0].empty());
+    CHECK(ut.rows[i][1] == pt.rows[i][1]);
+  }
   CHECK(test::cli({"topics", "pairs", "--topics", out, "--corpus", cf.string(), "--doc-type", "A",
                    "--doc-type", "B", "--out", pairs}) == 2);
   CHECK(test::cli({"topics", "pairs", "--topics", out, "--corpus", cf.string(), "--doc-type", "A",

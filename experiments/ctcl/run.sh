@@ -2,7 +2,10 @@
 # CTCL (paper 004) at small scale: Table 3 (PubMed, generative) rows, each a spec of
 # experiments/ctcl/small/pubmed-ROW.yaml, swept over epsilons and seeds by scripts/sweep.sh
 # (finished runs are skipped: rerun the same command to resume), then scored:
-#   ctcl, bart_vanilla, aug_pe, pe   write RUN/synthetic/synthetic.jsonl themselves
+#   ctcl, bart_vanilla, bart_keywords, aug_pe, pe
+#                                    write RUN/synthetic/synthetic.jsonl themselves (the BART
+#                                    rows without condition pretraining need
+#                                    models/tiny-bart-uncond: MODEL=bart-uncond pretrain_tiny.sh)
 #   gpt2_vanilla                     a dp-sgd run of models/tiny-gpt2 with save_model; this script
 #                                    samples --num documents from RUN/model with the spec's prompt
 #                                    (dpft generate, top-p 0.95) into RUN/synthetic/synthetic.jsonl
@@ -14,14 +17,14 @@
 # embeddings, and --lm (a causal BERT `mini` trained from scratch on it, next-token accuracy and
 # perplexity on the real texts). Then:
 #   dpft report OUT --table ctcl-generative     (Table 3)
-#   dpft report OUT --table ctcl-ablation       (Table 5: ctcl vs bart_vanilla)
+#   dpft report OUT --table ctcl-ablation       (Table 5: bart_vanilla, bart_keywords, ctcl)
 #
-# Usage: experiments/ctcl/run.sh [--rows "ctcl bart_vanilla gpt2_vanilla downstream_dpft aug_pe pe"]
+# Usage: experiments/ctcl/run.sh [--rows "ctcl bart_vanilla bart_keywords gpt2_vanilla downstream_dpft aug_pe pe"]
 #          [--eps "inf 4 2 1"] [--seeds "0 1 2"] [--out runs/ctcl] [--dpft build/dpft]
 #          [--num 200] [--max-real 1000] [--lm-steps 200] [--dry-run]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-rows="ctcl bart_vanilla gpt2_vanilla downstream_dpft aug_pe pe" eps="inf 4 2 1" seeds="0 1 2"
+rows="ctcl bart_vanilla bart_keywords gpt2_vanilla downstream_dpft aug_pe pe" eps="inf 4 2 1" seeds="0 1 2"
 out=runs/ctcl dpft=build/dpft num=200 max_real=1000 lm_steps=200 dry=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -37,7 +40,7 @@ real=../shared/data/pe_sgd_text/pubmed/test.csv
 vocab=../shared/data/bert_base_uncased_vocab
 for r in $rows; do
   [ -f "experiments/ctcl/small/pubmed-$r.yaml" ] ||
-    { echo "ctcl: no spec experiments/ctcl/small/pubmed-$r.yaml (rows: ctcl bart_vanilla gpt2_vanilla downstream_dpft aug_pe pe)" >&2; exit 2; }
+    { echo "ctcl: no spec experiments/ctcl/small/pubmed-$r.yaml (rows: ctcl bart_vanilla bart_keywords gpt2_vanilla downstream_dpft aug_pe pe)" >&2; exit 2; }
 done
 [ -f "$real" ] || { echo "ctcl: $real is missing (../shared/data)" >&2; exit 3; }
 run() { if [ "$dry" = 1 ]; then echo "would run: $*"; else "$@"; fi; }
