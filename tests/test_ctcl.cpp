@@ -134,6 +134,10 @@ TEST_CASE("the generator's condition", "[ctcl]") {
   CHECK(ctcl::condition("medical paper abstract", "cell, tumor") ==
         "Document Type: medical paper abstract\nKeywords: cell, tumor");
   CHECK(ctcl::condition("", "cell") == "Keywords: cell");
+  CHECK(ctcl::condition("review", "food, staff", {"Review Stars: 5.0"}) ==
+        "Document Type: review\nReview Stars: 5.0\nKeywords: food, staff");
+  CHECK(ctcl::condition("review", "", {"Review Stars: 1.0"}) ==
+        "Document Type: review\nReview Stars: 1.0");
 }
 
 namespace {
@@ -273,4 +277,48 @@ TEST_CASE(
   write_file_atomic(no_topics, text.substr(0, text.find("  topic_model:")) +
                                    text.substr(text.find("  doc_type:")));
   CHECK(test::cli({"run", no_topics, "--out", out}) == 2);
+
+  // A labelled set: the class goes into each condition and the histogram counts (topic, class)
+  // bins (4 topics x 2 classes); every synthetic row carries its class's label column.
+  std::string labelled = "text,stars\n";
+  for (int i = 0; i < 40; ++i)
+    labelled += fmt::format("\"{} (case {})\",Stars: {}\n", themes[i % 4], i, 1 + i % 2);
+  const fs::path ldata = tmp.write("labelled.csv", labelled);
+  std::string ltext = text;
+  ltext.replace(ltext.find(data.string()), data.string().size(), ldata.string());
+  ltext += "";
+  const std::string lspec = (tmp.path / "ctcl-labelled.yaml").string();
+  write_file_atomic(lspec, ltext.substr(0, ltext.find("  doc_type:")) +
+                               "  label_columns: [stars]\n"
+                               "  label_values: [[\"Stars: 1\", \"Stars: 2\"]]\n" +
+                               ltext.substr(ltext.find("  doc_type:")));
+  REQUIRE(test::cli({"run", lspec, "--out", out}, &printed) == 0);
+  const fs::path lrun = test::last_line(printed);
+  const auto lm = nlohmann::json::parse(read_file(lrun / "metrics.json"));
+  REQUIRE(lm["privacy"]["releases"].size() == 2);
+  CHECK(lm["privacy"]["releases"][0]["label"] == "topic_histogram");
+  const auto lcounts = nlohmann::json::parse(read_file(lrun / "topic_histogram.json"))["counts"]
+                           .get<std::vector<int64_t>>();
+  REQUIRE(lcounts.size() == 8);
+  const auto lseats = ctcl::apportion(lcounts, 11);
+  std::map<int64_t, int64_t> per_bin;
+  for (const auto& f : fs::directory_iterator(lrun / "synthetic"))
+    if (f.path().filename().string().rfind("topic-", 0) == 0)
+      for (const auto& row : read_jsonl(f.path())) {
+        const int64_t c = row.at("stars") == "Stars: 1" ? 0 : 1;
+        CHECK((row.at("stars") == "Stars: 1" || row.at("stars") == "Stars: 2"));
+        ++per_bin[row.at("topic").get<int64_t>() * 2 + c];
+      }
+  for (int64_t b = 0; b < 8; ++b) {
+    auto it = per_bin.find(b);
+    CHECK((it == per_bin.end() ? 0 : it->second) == lseats[static_cast<size_t>(b)]);
+  }
+  for (const auto& row : read_jsonl(lrun / "synthetic" / "synthetic.jsonl"))
+    CHECK(row.contains("stars"));
+  // A label outside the public values is refused (exit 3).
+  const std::string lbad = (tmp.path / "ctcl-bad.yaml").string();
+  std::string bad_text = read_file(lspec);
+  bad_text.replace(bad_text.find("\"Stars: 2\""), 10, "\"Stars: 9\"");
+  write_file_atomic(lbad, bad_text);
+  CHECK(test::cli({"run", lbad, "--out", out}) == 3);
 }

@@ -13,6 +13,11 @@
 //        (methods/ctcl/synthesis.hpp), written to synthetic/synthetic.jsonl -- post-processing
 // `keywords: false` is Table 5's "vanilla" generator: no topics, no histogram (the whole budget
 // to fine-tuning), sources "Document Type: <doc_type>" only.
+// A labelled private set (`label_columns` with their public `label_values`, e.g. Yelp's stars)
+// puts each document's class into its condition ("Review Stars: 5.0" lines between the document
+// type and the keywords), and the histogram counts (topic, class) bins (class bins without
+// keywords): still one release of sensitivity 1, each document in one bin. The synthetic
+// documents carry their class's label columns, for a downstream classifier.
 #include <spdlog/spdlog.h>
 
 #include <cmath>
@@ -66,6 +71,7 @@ class CtclMethod : public Method {
     f.get("hist_sigma", hist_sigma_, Range::above(0));
     f.get("max_source_length", max_source_length_, Range::at_least(3));
     f.get("embed_batch", embed_batch_, Range::at_least(1));
+    labels_.read(f, name());
     Fields g = f.child("generation");
     g.get("num_synthetic", gen_.num_synthetic, Range::at_least(1));
     g.get("max_new_tokens", gen_.max_new_tokens, Range::at_least(1));
@@ -92,6 +98,7 @@ class CtclMethod : public Method {
     n["hist_sigma"] = hist_sigma_;    // noise multiplier of the topic histogram
     n["max_source_length"] = max_source_length_;  // condition tokens, <s> </s> included
     n["embed_batch"] = embed_batch_;  // documents per encoder forward (topic assignment)
+    labels_.write(n);
     YAML::Node g;
     g["num_synthetic"] = gen_.num_synthetic;
     g["max_new_tokens"] = gen_.max_new_tokens;
@@ -112,19 +119,19 @@ class CtclMethod : public Method {
   std::vector<privacy::Release> plan(const Spec& spec, int64_t n) override {
     const bool non_private =
         spec.privacy.epsilon && std::isinf(*spec.privacy.epsilon) && !spec.privacy.noise_multiplier;
-    hist_release_sigma_ = keywords_ && !non_private ? hist_sigma_ : 0.0;
+    hist_release_sigma_ = histogram_released() && !non_private ? hist_sigma_ : 0.0;
     std::vector<privacy::GaussianBlock> fixed;
-    if (keywords_ && hist_release_sigma_ > 0) fixed.push_back({hist_release_sigma_, 1.0, 1});
+    if (hist_release_sigma_ > 0) fixed.push_back({hist_release_sigma_, 1.0, 1});
     dp_ = train::resolve_dp(spec, n, fixed);
     std::vector<privacy::Release> out;
-    if (keywords_) out.push_back({"topic_histogram", hist_release_sigma_, 1.0, 1});
+    if (histogram_released()) out.push_back({"topic_histogram", hist_release_sigma_, 1.0, 1});
     out.push_back(dp_->release(dp_->steps));
     return out;
   }
 
   nlohmann::json plan_settings() const override {
     nlohmann::json j = dp_->to_json();
-    if (keywords_) j["topic_histogram_sigma"] = hist_release_sigma_;
+    if (histogram_released()) j["topic_histogram_sigma"] = hist_release_sigma_;
     return j;
   }
 
@@ -139,9 +146,15 @@ class CtclMethod : public Method {
                                  int64_t K) const;
   nlohmann::json synthesize(RunContext& ctx, train::TrainInputs& in,
                             const std::vector<std::vector<int32_t>>& sources,
-                            const std::vector<int64_t>& seats) const;
+                            const std::vector<int64_t>& seats,
+                            const std::vector<nlohmann::json>& bin_fields) const;
+
+  // The histogram is released with keywords (topic or (topic, class) bins) or with classes
+  // (class bins): N_syn is apportioned by it.
+  bool histogram_released() const { return keywords_ || labels_.on(); }
 
   bool keywords_ = true;
+  ctcl::LabelOptions labels_;
   std::string topic_model_, topic_encoder_, doc_type_;
   double hist_sigma_ = 10;
   int64_t max_source_length_ = 128, embed_batch_ = 32, max_repeat_ = 20;
@@ -214,7 +227,8 @@ std::vector<int64_t> CtclMethod::histogram(RunContext& ctx, const std::vector<in
 
 nlohmann::json CtclMethod::synthesize(RunContext& ctx, train::TrainInputs& in,
                                       const std::vector<std::vector<int32_t>>& sources,
-                                      const std::vector<int64_t>& seats) const {
+                                      const std::vector<int64_t>& seats,
+                                      const std::vector<nlohmann::json>& bin_fields) const {
   torch::NoGradGuard ng;
   in.model->eval();
   const fs::path dir = ctx.dir.file("synthetic");
@@ -239,7 +253,8 @@ nlohmann::json CtclMethod::synthesize(RunContext& ctx, train::TrainInputs& in,
   std::string all;
   for (size_t k = 0; k < seats.size(); ++k) {
     if (seats[k] == 0) continue;
-    // One file per topic, written whole: a resumed generation skips the topics already done.
+    // One file per bin (topic, or topic x class), written whole: a resumed generation skips the
+    // bins already done.
     const fs::path part = dir / fmt::format("topic-{:05d}.jsonl", k);
     std::string lines;
     if (fs::exists(part)) {
@@ -254,7 +269,8 @@ nlohmann::json CtclMethod::synthesize(RunContext& ctx, train::TrainInputs& in,
         for (const auto& g : generate::generate(*in.model, prompts, go, decode)) {
           const std::string why =
               ctcl::filter_reason(g.text, static_cast<size_t>(max_word_length_), max_repeat_);
-          nlohmann::json row = {{"topic", static_cast<int64_t>(k)}, {"text", g.text}};
+          nlohmann::json row = bin_fields[k];  // topic (and the class's label columns)
+          row["text"] = g.text;
           if (!why.empty()) row["dropped"] = why;
           lines += row.dump(-1, ' ', false, kReplace) + "\n";
         }
@@ -275,7 +291,9 @@ nlohmann::json CtclMethod::synthesize(RunContext& ctx, train::TrainInputs& in,
         continue;
       }
       ++kept;
-      all += nlohmann::json{{"topic", row["topic"]}, {"text", row["text"]}}.dump() + "\n";
+      nlohmann::json kept_row = row;
+      kept_row.erase("dropped");
+      all += kept_row.dump(-1, ' ', false, kReplace) + "\n";
     }
   }
   bar.finish();
@@ -299,25 +317,65 @@ nlohmann::json CtclMethod::run(RunContext& ctx, train::TrainInputs& in) {
                 "method ctcl runs in one process; run it without --nproc");
   DPFT_CHECK_AS(InputError, in.tok && in.tok->eos_id(),
                 "method ctcl: the generator's tokenizer has no eos");
-  // B.1 + B.2 (or one source for all without keywords).
+  // B.1 + B.2 (or one source for all without keywords). A document's bin: its topic, or
+  // (topic, class) = topic * C + class with classes, or its class alone without keywords.
   std::vector<std::string> conditions;
-  std::vector<int64_t> topic_of(in.train.items.size(), 0), hist;
+  std::vector<nlohmann::json> bin_fields;  // what each synthetic row of a bin carries
+  std::vector<int64_t> bin_of(in.train.items.size(), 0), hist;
   nlohmann::json info = {{"keywords", keywords_}, {"doc_type", doc_type_}};
+  ctcl::Classes classes;
+  std::vector<int64_t> class_of(in.train.items.size(), 0);
+  if (labels_.on()) {
+    classes = ctcl::class_combinations(labels_.values);
+    std::vector<int64_t> rows;
+    for (const auto& it : in.train.items) rows.push_back(it.index);
+    class_of = ctcl::classes_of_rows(spec.data.train.path, spec.data.train.format, rows,
+                                     labels_.columns, classes, "method ctcl");
+    info["classes"] = classes.size();
+  }
+  const int64_t C = labels_.on() ? classes.size() : 1;
+  auto fields_of = [&](int64_t topic, int64_t c) {
+    nlohmann::json f = {{"topic", topic}};
+    if (labels_.on())
+      for (size_t j = 0; j < labels_.columns.size(); ++j)
+        f[labels_.columns[j]] = classes.values[static_cast<size_t>(c)][j];
+    return f;
+  };
+  const std::vector<std::string> none;
+  auto class_lines = [&](int64_t c) -> const std::vector<std::string>& {
+    return labels_.on() ? classes.values[static_cast<size_t>(c)] : none;
+  };
   if (keywords_) {
     const topics::TopicModel tm = topics::load(topic_model_);
-    topic_of = assign_topics(spec, in, tm);
-    hist = histogram(ctx, topic_of, tm.num_topics());
+    const std::vector<int64_t> topic_of = assign_topics(spec, in, tm);
+    for (size_t i = 0; i < bin_of.size(); ++i) bin_of[i] = topic_of[i] * C + class_of[i];
+    hist = histogram(ctx, bin_of, tm.num_topics() * C);
     for (int64_t k = 0; k < tm.num_topics(); ++k)
-      conditions.push_back(ctcl::condition(doc_type_, tm.keyword_line(k)));
+      for (int64_t c = 0; c < C; ++c) {
+        conditions.push_back(ctcl::condition(doc_type_, tm.keyword_line(k), class_lines(c)));
+        bin_fields.push_back(fields_of(k, c));
+      }
     int64_t used = 0;
     for (int64_t c : hist) used += c > 0;
     info["topic_model"] = topic_model_;
     info["topics"] = tm.num_topics();
     info["histogram"] = {{"noise_multiplier", hist_release_sigma_},
+                         {"bins", tm.num_topics() * C},
                          {"topics_nonzero", used},
+                         {"file", ctx.dir.file("topic_histogram.json").string()}};
+  } else if (labels_.on()) {  // the vanilla generator on a labelled set: class bins only
+    bin_of = class_of;
+    hist = histogram(ctx, bin_of, C);
+    for (int64_t c = 0; c < C; ++c) {
+      conditions.push_back(ctcl::condition(doc_type_, "", class_lines(c)));
+      bin_fields.push_back(fields_of(0, c));
+    }
+    info["histogram"] = {{"noise_multiplier", hist_release_sigma_},
+                         {"bins", C},
                          {"file", ctx.dir.file("topic_histogram.json").string()}};
   } else {
     conditions.push_back(doc_type_.empty() ? "" : "Document Type: " + doc_type_);
+    bin_fields.push_back(fields_of(0, 0));
     hist = {1};
   }
   // B.3: the sources, then DP fine-tuning; C as post-processing once training is done.
@@ -325,7 +383,7 @@ nlohmann::json CtclMethod::run(RunContext& ctx, train::TrainInputs& in) {
   for (const auto& c : conditions)
     sources.push_back(data::seq2seq_ids(c, *in.tok, max_source_length_));
   for (size_t i = 0; i < in.train.items.size(); ++i)
-    in.train.items[i].src_ids = sources[static_cast<size_t>(topic_of[i])];
+    in.train.items[i].src_ids = sources[static_cast<size_t>(bin_of[i])];
   bool uniform = false;
   const std::vector<int64_t> seats = ctcl::apportion(hist, gen_.num_synthetic, &uniform);
   if (uniform)
@@ -337,7 +395,7 @@ nlohmann::json CtclMethod::run(RunContext& ctx, train::TrainInputs& in) {
   dp_sgd::DpSgdOptions o;
   o.method_info = info;
   o.after_training_key = "synthetic";
-  o.after_training = [&] { return synthesize(ctx, in, sources, seats); };
+  o.after_training = [&] { return synthesize(ctx, in, sources, seats, bin_fields); };
   nlohmann::json out = dp_sgd::run_dp_sgd(ctx, in, *dp_, o);
   out["ctcl"] = info;
   return out;

@@ -111,22 +111,6 @@ class PrivateEvolution : public Method {
     f.get("threshold", threshold_, Range::at_least(0));
     f.get("nearest_neighbors", k_, Range::at_least(1));
     f.get_enum("output", output_, kPeOutputNames);
-    f.get("label_columns", label_columns_);
-    if (f.has("label_values")) {
-      const YAML::Node n = f.raw("label_values");
-      DPFT_CHECK_AS(ConfigError, n.IsSequence(),
-                    "{}: a list with one list of values per label column",
-                    f.key_path("label_values"));
-      label_values_.clear();
-      for (const auto& col : n) {
-        DPFT_CHECK_AS(ConfigError, col.IsSequence() && col.size() > 0,
-                      "{}: each entry must be a non-empty list of the column's values",
-                      f.key_path("label_values"));
-        std::vector<std::string> v;
-        for (const auto& x : col) v.push_back(x.as<std::string>());
-        label_values_.push_back(v);
-      }
-    }
     f.get_enum("class_shares", shares_, kClassShareNames);
     f.get("class_hist_sigma", class_hist_sigma_, Range::above(0));
     f.get("save_iterations", save_iterations_);
@@ -157,10 +141,7 @@ class PrivateEvolution : public Method {
                   "{}: nearest_neighbors {} exceeds the {} candidates a class of one seat may "
                   "hold; lower it or raise variations / initial_variations",
                   m, k_, smallest);
-    DPFT_CHECK_AS(ConfigError, label_columns_.size() == label_values_.size(),
-                  "{}: label_columns names {} columns but label_values gives {} lists; give the "
-                  "public list of values of each column (the classes are their combinations)",
-                  m, label_columns_.size(), label_values_.size());
+    labels_.read(f, name());
   }
 
   YAML::Node options_yaml() const override {
@@ -178,10 +159,7 @@ class PrivateEvolution : public Method {
     n["threshold"] = threshold_;  // H: subtracted from the noisy counts, clamped at 0
     n["nearest_neighbors"] = k_;  // k: candidates each private text votes for
     n["output"] = enum_name(output_, kPeOutputNames);
-    n["label_columns"] = label_columns_;  // [] = unlabelled
-    YAML::Node lv(YAML::NodeType::Sequence);
-    for (const auto& v : label_values_) lv.push_back(v);
-    n["label_values"] = lv;  // the public values of each label column
+    labels_.write(n);
     n["class_shares"] = enum_name(shares_, kClassShareNames);
     n["class_hist_sigma"] = class_hist_sigma_;  // class_shares dp: its noise multiplier
     n["save_iterations"] = save_iterations_;    // synthetic/iter_XXXX.jsonl per iteration
@@ -259,11 +237,11 @@ class PrivateEvolution : public Method {
   };
 
   bool class_release() const {
-    return shares_ == ClassShares::kDp && !label_columns_.empty() && num_classes() > 1;
+    return shares_ == ClassShares::kDp && !labels_.columns.empty() && num_classes() > 1;
   }
   int64_t num_classes() const {
     int64_t c = 1;
-    for (const auto& v : label_values_) c *= static_cast<int64_t>(v.size());
+    for (const auto& v : labels_.values) c *= static_cast<int64_t>(v.size());
     return c;
   }
   std::vector<Class> make_classes(const Spec& spec, const train::TrainInputs& in,
@@ -285,8 +263,7 @@ class PrivateEvolution : public Method {
   double threshold_ = 0;
   int64_t k_ = 1;
   PeOutput output_ = PeOutput::kPopulation;
-  std::vector<std::string> label_columns_;
-  std::vector<std::vector<std::string>> label_values_;
+  ctcl::LabelOptions labels_;
   ClassShares shares_ = ClassShares::kUniform;
   double class_hist_sigma_ = 10;
   bool save_iterations_ = true;
@@ -306,45 +283,24 @@ std::vector<PrivateEvolution::Class> PrivateEvolution::make_classes(
     texts.push_back(text_of.at(it.index));
   }
   std::vector<Class> classes;
-  if (label_columns_.empty()) {
+  if (labels_.columns.empty()) {
     Class c;
     for (size_t i = 0; i < rows.size(); ++i) c.members.push_back(static_cast<int64_t>(i));
     classes.push_back(std::move(c));
     return classes;
   }
-  // The classes: every combination of the public values, first column slowest.
-  const int64_t C = num_classes();
-  for (int64_t c = 0; c < C; ++c) {
+  // The classes: every combination of the public values (methods/ctcl/synthesis.hpp).
+  const ctcl::Classes cl = ctcl::class_combinations(labels_.values);
+  for (int64_t c = 0; c < cl.size(); ++c) {
     Class k;
-    int64_t rest = c;
-    std::vector<std::string> v(label_values_.size());
-    for (size_t j = label_values_.size(); j-- > 0;) {
-      const int64_t m = static_cast<int64_t>(label_values_[j].size());
-      v[j] = label_values_[j][static_cast<size_t>(rest % m)];
-      rest /= m;
-    }
-    k.values = v;
-    k.label = join(v, "\n");
+    k.values = cl.values[static_cast<size_t>(c)];
+    k.label = cl.label[static_cast<size_t>(c)];
     classes.push_back(std::move(k));
   }
-  std::map<std::string, int64_t> class_of;
-  for (int64_t c = 0; c < C; ++c) class_of.emplace(classes[static_cast<size_t>(c)].label, c);
-  // The label cells of the private rows (Example::index is the row number in the file).
-  const data::Table t = data::read_table(spec.data.train.path, spec.data.train.format);
-  std::vector<size_t> col;
-  for (const auto& name : label_columns_) col.push_back(t.column(name));
-  for (size_t i = 0; i < rows.size(); ++i) {
-    DPFT_CHECK_AS(InputError, rows[i] >= 0 && rows[i] < static_cast<int64_t>(t.rows.size()),
-                  "method {}: private row {} is not in {}", name(), rows[i], t.source);
-    std::vector<std::string> v;
-    for (size_t c : col) v.push_back(t.rows[static_cast<size_t>(rows[i])][c]);
-    const auto it = class_of.find(join(v, "\n"));
-    DPFT_CHECK_AS(InputError, it != class_of.end(),
-                  "method {}: {} line {}: the labels ({}) are not among method.label_values; "
-                  "add the values to the public lists (or fix the row)",
-                  name(), t.source, t.line[static_cast<size_t>(rows[i])], join(v, ", "));
-    classes[static_cast<size_t>(it->second)].members.push_back(static_cast<int64_t>(i));
-  }
+  const std::vector<int64_t> class_of = ctcl::classes_of_rows(
+      spec.data.train.path, spec.data.train.format, rows, labels_.columns, cl, "method " + name());
+  for (size_t i = 0; i < rows.size(); ++i)
+    classes[static_cast<size_t>(class_of[i])].members.push_back(static_cast<int64_t>(i));
   return classes;
 }
 
@@ -421,10 +377,10 @@ void PrivateEvolution::write_output(RunContext& ctx, const State& st,
     const auto& texts = selected ? st.selected[c] : st.population[c];
     for (size_t i = 0; i < texts.size(); ++i) {
       nlohmann::json row = {{"text", texts[i]}};
-      if (!label_columns_.empty()) {
+      if (!labels_.columns.empty()) {
         row["label"] = classes[c].label;
-        for (size_t j = 0; j < label_columns_.size(); ++j)
-          row[label_columns_[j]] = classes[c].values[j];
+        for (size_t j = 0; j < labels_.columns.size(); ++j)
+          row[labels_.columns[j]] = classes[c].values[j];
       }
       if (with_counts) row["count"] = st.selected_counts[c][i];
       lines += row.dump(-1, ' ', false, kReplaceInvalid) + "\n";
@@ -471,7 +427,7 @@ nlohmann::json PrivateEvolution::run(RunContext& ctx, train::TrainInputs& in) {
   for (const auto& c : classes)
     gens.push_back(std::make_unique<synth::SyntheticGenerator>(
         in.model, *in.tok,
-        label_columns_.empty() ? prompts : synth::with_label(prompts, c.label, prompts_), go));
+        labels_.columns.empty() ? prompts : synth::with_label(prompts, c.label, prompts_), go));
   {
     torch::NoGradGuard ng;
     in.model->eval();

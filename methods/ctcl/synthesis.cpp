@@ -6,7 +6,10 @@
 #include <map>
 #include <numeric>
 
+#include "core/config/fields.hpp"
 #include "core/util/error.hpp"
+#include "core/util/strings.hpp"
+#include "data/table.hpp"
 
 namespace dpft::ctcl {
 
@@ -137,9 +140,90 @@ std::string filter_reason(std::string_view text, size_t max_word_len, int64_t ma
   return "";
 }
 
-std::string condition(const std::string& doc_type, const std::string& keyword_line) {
-  return (doc_type.empty() ? std::string() : "Document Type: " + doc_type + "\n") +
-         "Keywords: " + keyword_line;
+std::string condition(const std::string& doc_type, const std::string& keyword_line,
+                      const std::vector<std::string>& class_lines) {
+  std::string c = doc_type.empty() ? std::string() : "Document Type: " + doc_type + "\n";
+  for (const auto& l : class_lines) c += l + "\n";
+  if (!keyword_line.empty()) c += "Keywords: " + keyword_line;
+  if (!c.empty() && c.back() == '\n') c.pop_back();
+  return c;
+}
+
+void LabelOptions::read(Fields& f, const std::string& method) {
+  f.get("label_columns", columns);
+  if (f.has("label_values")) {
+    const YAML::Node n = f.raw("label_values");
+    DPFT_CHECK_AS(ConfigError, n.IsSequence(),
+                  "{}: a list with one list of values per label column",
+                  f.key_path("label_values"));
+    values.clear();
+    for (const auto& col : n) {
+      DPFT_CHECK_AS(ConfigError, col.IsSequence() && col.size() > 0,
+                    "{}: each entry must be a non-empty list of the column's values",
+                    f.key_path("label_values"));
+      std::vector<std::string> v;
+      for (const auto& x : col) v.push_back(x.as<std::string>());
+      values.push_back(v);
+    }
+  }
+  DPFT_CHECK_AS(ConfigError, columns.size() == values.size(),
+                "method {}: label_columns names {} columns but label_values gives {} lists; give "
+                "the public list of values of each column (the classes are their combinations)",
+                method, columns.size(), values.size());
+}
+
+void LabelOptions::write(YAML::Node& n) const {
+  n["label_columns"] = columns;  // [] = unlabelled
+  YAML::Node lv(YAML::NodeType::Sequence);
+  for (const auto& v : values) lv.push_back(v);
+  n["label_values"] = lv;  // the public values of each label column
+}
+
+Classes class_combinations(const std::vector<std::vector<std::string>>& label_values) {
+  Classes out;
+  int64_t n = 1;
+  for (const auto& v : label_values) {
+    DPFT_CHECK_AS(ConfigError, !v.empty(), "label_values: a label column with no values");
+    n *= static_cast<int64_t>(v.size());
+  }
+  for (int64_t c = 0; c < n; ++c) {
+    std::vector<std::string> v(label_values.size());
+    int64_t rest = c;
+    for (size_t j = label_values.size(); j-- > 0;) {
+      const int64_t m = static_cast<int64_t>(label_values[j].size());
+      v[j] = label_values[j][static_cast<size_t>(rest % m)];
+      rest /= m;
+    }
+    out.label.push_back(join(v, "\n"));
+    out.values.push_back(std::move(v));
+  }
+  return out;
+}
+
+std::vector<int64_t> classes_of_rows(const std::string& path, const std::string& format,
+                                     const std::vector<int64_t>& rows,
+                                     const std::vector<std::string>& columns, const Classes& c,
+                                     const std::string& who) {
+  std::map<std::string, int64_t> class_of;
+  for (int64_t k = 0; k < c.size(); ++k) class_of.emplace(c.label[static_cast<size_t>(k)], k);
+  const data::Table t = data::read_table(path, format);
+  std::vector<size_t> col;
+  for (const auto& name : columns) col.push_back(t.column(name));
+  std::vector<int64_t> out;
+  out.reserve(rows.size());
+  for (int64_t r : rows) {
+    DPFT_CHECK_AS(InputError, r >= 0 && r < static_cast<int64_t>(t.rows.size()),
+                  "{}: private row {} is not in {}", who, r, t.source);
+    std::vector<std::string> v;
+    for (size_t j : col) v.push_back(t.rows[static_cast<size_t>(r)][j]);
+    const auto it = class_of.find(join(v, "\n"));
+    DPFT_CHECK_AS(InputError, it != class_of.end(),
+                  "{}: {} line {}: the labels ({}) are not among method.label_values; add the "
+                  "values to the public lists (or fix the row)",
+                  who, t.source, t.line[static_cast<size_t>(r)], join(v, ", "));
+    out.push_back(it->second);
+  }
+  return out;
 }
 
 }  // namespace dpft::ctcl

@@ -2,10 +2,16 @@
 // post-filter of generated documents. Both are post-processing of DP outputs (the released
 // histogram, the DP-trained generator): no privacy cost.
 #pragma once
+#include <yaml-cpp/yaml.h>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
+
+namespace dpft {
+class Fields;
+}
 
 namespace dpft::ctcl {
 
@@ -27,8 +33,40 @@ std::vector<int64_t> apportion(const std::vector<int64_t>& weights, int64_t tota
 // of those other words occurs more than `max_repeat` (20) times; "" keeps it.
 std::string filter_reason(std::string_view text, size_t max_word_len = 25, int64_t max_repeat = 20);
 
-// The condition the generator is given: "Document Type: <type>\nKeywords: k1, k2, ..."
-// (the first line only when doc_type is not empty).
-std::string condition(const std::string& doc_type, const std::string& keyword_line);
+// The condition the generator is given: "Document Type: <type>\n<class line>\n...Keywords: k1,
+// k2, ..." (the first line only when doc_type is not empty; one line per label of the
+// document's class, e.g. "Review Stars: 5.0"; the keyword line only when keyword_line is not
+// empty).
+std::string condition(const std::string& doc_type, const std::string& keyword_line,
+                      const std::vector<std::string>& class_lines = {});
+
+// The classes of a labelled private set (Yelp's category and stars): every combination of the
+// public values of its label columns, the first column's varying slowest. `label` is the
+// values joined by "\n" (a condition's class lines, a PE prompt's <label>).
+struct Classes {
+  std::vector<std::vector<std::string>> values;  // per class, one value per label column
+  std::vector<std::string> label;
+  int64_t size() const { return static_cast<int64_t>(label.size()); }
+};
+Classes class_combinations(const std::vector<std::vector<std::string>>& label_values);
+
+// The method-block keys of a labelled private set: `label_columns` (data.train's columns) and
+// `label_values` (one list of public values per column). read: ConfigError naming the key when
+// the lists do not pair up; write: into a method's options_yaml.
+struct LabelOptions {
+  std::vector<std::string> columns;
+  std::vector<std::vector<std::string>> values;
+  bool on() const { return !columns.empty(); }
+  void read(Fields& f, const std::string& method);
+  void write(YAML::Node& n) const;
+};
+
+// The class of each of the private rows `rows` (row numbers of data.train's file, as
+// lm::Example::index) from its `columns`. InputError naming the file and line for a row whose
+// labels are not among the public values (`who`: the method, for the message).
+std::vector<int64_t> classes_of_rows(const std::string& path, const std::string& format,
+                                     const std::vector<int64_t>& rows,
+                                     const std::vector<std::string>& columns, const Classes& c,
+                                     const std::string& who);
 
 }  // namespace dpft::ctcl
