@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# CTCL (paper 004) at small scale: Table 3 (PubMed, generative) rows, each a spec of
-# experiments/ctcl/small/pubmed-ROW.yaml, swept over epsilons and seeds by scripts/sweep.sh
-# (finished runs are skipped: rerun the same command to resume), then scored:
+# CTCL (paper 004) at small scale: Table 3 (PubMed, generative; --dataset pubmed, the default)
+# or Table 4 (Yelp, 5-way star rating; --dataset yelp: rows ctcl aug_pe pe downstream_dpft) rows,
+# each a spec of experiments/ctcl/small/DATASET-ROW.yaml, swept over epsilons and seeds by
+# scripts/sweep.sh (finished runs are skipped: rerun the same command to resume), then scored:
 #   ctcl, bart_vanilla, bart_keywords, aug_pe, pe
 #                                    write RUN/synthetic/synthetic.jsonl themselves (the BART
 #                                    rows without condition pretraining need
@@ -9,59 +10,80 @@
 #   gpt2_vanilla                     a dp-sgd run of models/tiny-gpt2 with save_model; this script
 #                                    samples --num documents from RUN/model with the spec's prompt
 #                                    (dpft generate, top-p 0.95) into RUN/synthetic/synthetic.jsonl
-#   downstream_dpft                  the downstream causal BERT DP fine-tuned on the private
-#                                    texts (made here: dpft model init --head causal), scored by
-#                                    its own eval on the real test texts
+#   downstream_dpft                  the downstream model DP fine-tuned on the private texts
+#                                    (made here: a causal BERT `mini` for PubMed, tiny-roberta
+#                                    reheaded for the 5 star ratings for Yelp), scored by its own
+#                                    eval on the real test texts
 # Every synthetic set is scored by `dpft eval-synthetic --run RUN` against the first --max-real
-# texts of the PubMed test split: MAUVE / FID / precision-recall on models/tiny-roberta
-# embeddings, and --lm (a causal BERT `mini` trained from scratch on it, next-token accuracy and
-# perplexity on the real texts). Then:
+# texts of the test split: MAUVE / FID / precision-recall on models/tiny-roberta embeddings, and
+# PubMed: --lm (a causal BERT `mini` trained from scratch on it, next-token accuracy and
+# perplexity on the real texts); Yelp: --classify (tiny-roberta with a 5-way head fine-tuned on
+# the synthetic reviews' label2, accuracy on the real ones; recorded as synthetic_eval.label2).
+# Then:
 #   dpft report OUT --table ctcl-generative     (Table 3)
+#   dpft report OUT --table ctcl-classification (Table 4)
 #   dpft report OUT --table ctcl-ablation       (Table 5: bart_vanilla, bart_keywords, ctcl)
 #
-# Usage: experiments/ctcl/run.sh [--rows "ctcl bart_vanilla bart_keywords gpt2_vanilla downstream_dpft aug_pe pe"]
+# Usage: experiments/ctcl/run.sh [--dataset pubmed|yelp]
+#          [--rows "ctcl bart_vanilla bart_keywords gpt2_vanilla downstream_dpft aug_pe pe"]
 #          [--eps "inf 4 2 1"] [--seeds "0 1 2"] [--out runs/ctcl] [--dpft build/dpft]
 #          [--num 200] [--max-real 1000] [--lm-steps 200] [--dry-run]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-rows="ctcl bart_vanilla bart_keywords gpt2_vanilla downstream_dpft aug_pe pe" eps="inf 4 2 1" seeds="0 1 2"
+rows="" dataset=pubmed eps="inf 4 2 1" seeds="0 1 2"
 out=runs/ctcl dpft=build/dpft num=200 max_real=1000 lm_steps=200 dry=0
 while [ $# -gt 0 ]; do
   case "$1" in
-    --rows | --eps | --seeds | --out | --dpft | --num | --max-real | --lm-steps)
+    --dataset | --rows | --eps | --seeds | --out | --dpft | --num | --max-real | --lm-steps)
       [ $# -ge 2 ] || { echo "ctcl: $1 needs a value" >&2; exit 2; }
       v=${1#--}; v=${v//-/_}; printf -v "$v" '%s' "$2"; shift 2 ;;
     --dry-run) dry=1; shift ;;
-    -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "ctcl: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-real=../shared/data/pe_sgd_text/pubmed/test.csv
 vocab=../shared/data/bert_base_uncased_vocab
+stars="Review Stars: 1.0,Review Stars: 2.0,Review Stars: 3.0,Review Stars: 4.0,Review Stars: 5.0"
+case "$dataset" in
+  pubmed) real=../shared/data/pe_sgd_text/pubmed/test.csv
+          rows=${rows:-"ctcl bart_vanilla bart_keywords gpt2_vanilla downstream_dpft aug_pe pe"}
+          score=(--lm --lm-tokenizer "$vocab" --lm-steps "$lm_steps") ;;
+  yelp) real=../shared/data/yelp_augpe/test.csv
+        rows=${rows:-"ctcl downstream_dpft aug_pe pe"}
+        score=(--classify --classifier-from models/tiny-roberta --labels "$stars"
+               --label-column label2 --name label2) ;;
+  *) echo "ctcl: --dataset $dataset: use pubmed or yelp" >&2; exit 2 ;;
+esac
 for r in $rows; do
-  [ -f "experiments/ctcl/small/pubmed-$r.yaml" ] ||
-    { echo "ctcl: no spec experiments/ctcl/small/pubmed-$r.yaml (rows: ctcl bart_vanilla bart_keywords gpt2_vanilla downstream_dpft aug_pe pe)" >&2; exit 2; }
+  [ -f "experiments/ctcl/small/$dataset-$r.yaml" ] ||
+    { echo "ctcl: no spec experiments/ctcl/small/$dataset-$r.yaml" >&2; exit 2; }
 done
 [ -f "$real" ] || { echo "ctcl: $real is missing (../shared/data)" >&2; exit 3; }
 run() { if [ "$dry" = 1 ]; then echo "would run: $*"; else "$@"; fi; }
 
-# The downstream model of the Downstream DPFT row (the shape eval-synthetic --lm trains).
-if [[ " $rows " == *" downstream_dpft "* ]] && [ ! -f build/ctcl/models/causal-bert-mini/config.json ]; then
-  run "$dpft" model init --arch bert --preset mini --head causal --tokenizer "$vocab" \
-    --out build/ctcl/models/causal-bert-mini --seed 0
+# The downstream model of the Downstream DPFT row (the model eval-synthetic trains).
+if [[ " $rows " == *" downstream_dpft "* ]]; then
+  if [ "$dataset" = pubmed ] && [ ! -f build/ctcl/models/causal-bert-mini/config.json ]; then
+    run "$dpft" model init --arch bert --preset mini --head causal --tokenizer "$vocab" \
+      --out build/ctcl/models/causal-bert-mini --seed 0
+  elif [ "$dataset" = yelp ] && [ ! -f build/ctcl/models/yelp-stars-classifier/config.json ]; then
+    run "$dpft" model rehead --from models/tiny-roberta --head classification --labels "$stars" \
+      --out build/ctcl/models/yelp-stars-classifier --seed 0
+  fi
 fi
 status=0
 for r in $rows; do
-  spec=experiments/ctcl/small/pubmed-$r.yaml
+  spec=experiments/ctcl/small/$dataset-$r.yaml
   sweep=(bash scripts/sweep.sh --dpft "$dpft" --specs "$spec" --seeds "$seeds" --eps "$eps" --out "$out")
   [ "$dry" = 1 ] && sweep+=(--dry-run)
   "${sweep[@]}" || status=1
   [ "$r" = downstream_dpft ] && continue
   # Score every finished run of this row that has not been scored.
-  for m in "$out"/pubmed-"$r"/eps*/s*/*/*/metrics.json; do
+  for m in "$out"/"$dataset"-"$r"/eps*/s*/*/*/metrics.json; do
     [ -f "$m" ] || continue
     d=$(dirname "$m")
-    python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); sys.exit(m.get("status") != "ok" or "main" in m.get("synthetic_eval", {}))' "$m" || continue
+    key=main; [ "$dataset" = yelp ] && key=label2
+    python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); sys.exit(m.get("status") != "ok" or sys.argv[2] in m.get("synthetic_eval", {}))' "$m" "$key" || continue
     if [ "$r" = gpt2_vanilla ] && [ ! -f "$d/synthetic/synthetic.jsonl" ]; then
       prompt=$(sed -n 's/.*[{ ]prompt: "\([^"]*\)".*/\1/p' "$spec" | head -n 1)
       seed=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["run"]["seed"])' "$m")
@@ -71,8 +93,7 @@ for r in $rows; do
         --top-p 0.95 --max-new-tokens 128 --seed "$seed" --out "$d/synthetic/synthetic.jsonl" || { status=1; continue; }
     fi
     run "$dpft" eval-synthetic --run "$d" --real "$real" --max-real "$max_real" \
-      --embedder models/tiny-roberta --max-length 128 --lm --lm-tokenizer "$vocab" \
-      --lm-steps "$lm_steps" || status=1
+      --embedder models/tiny-roberta --max-length 128 "${score[@]}" || status=1
   done
 done
 exit $status
