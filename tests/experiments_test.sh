@@ -180,4 +180,24 @@ else
   echo "SKIP pretrain FROM checks: ../shared/data is missing"
 fi
 
+# experiments/ctcl/run.sh: the rows of each table, swept and scored (dry run: nothing runs).
+CT="$SRC/experiments/ctcl/run.sh"
+if [ -d "$SRC/../shared/data/yelp_augpe" ]; then
+  out=$(cd "$SRC" && bash "$CT" --dry-run --seeds 0 --eps 4 --out "$T/ctcl" --dpft "$DPFT" 2>&1); rc=$?
+  check "ctcl pubmed dry run exits 0 (rc $rc)" [ "$rc" = 0 ]
+  check "ctcl pubmed: 7 rows" [ "$(count "$out" "would run: $DPFT run experiments/ctcl/small/pubmed-")" = 7 ]
+  check "ctcl pubmed: the downstream LM is made" has "$out" "model init --arch bert --preset mini --head causal"
+  out=$(cd "$SRC" && bash "$CT" --dataset yelp --dry-run --seeds "0 1" --eps "inf 1" --out "$T/ctcl" --dpft "$DPFT" 2>&1); rc=$?
+  check "ctcl yelp dry run exits 0 (rc $rc)" [ "$rc" = 0 ]
+  check "ctcl yelp: 4 rows x 2 eps x 2 seeds" [ "$(count "$out" "would run: $DPFT run experiments/ctcl/small/yelp-")" = 16 ]
+  check "ctcl yelp: the 5-way classifier is made" has "$out" "model rehead --from models/tiny-roberta --head classification"
+  check "ctcl dry run writes nothing" [ ! -e "$T/ctcl" ]
+  out=$(cd "$SRC" && bash "$CT" --dataset imdb --dry-run 2>&1); rc=$?
+  check "ctcl unknown dataset exits 2 (rc $rc)" [ "$rc" = 2 ]
+  out=$(cd "$SRC" && bash "$CT" --rows "ctcl nope" --dry-run 2>&1); rc=$?
+  check "ctcl unknown row exits 2 (rc $rc)" [ "$rc" = 2 ]
+else
+  echo "SKIP ctcl run.sh checks: ../shared/data is missing"
+fi
+
 finish "experiments scripts"
