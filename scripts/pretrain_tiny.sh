@@ -11,6 +11,9 @@
 #                         (experiments/pretrain/tiny_bart.yaml) that `dpft topics pairs` makes
 #                         with the public topic model models/ctcl-topics (built here with
 #                         `dpft topics build` on the same public text when it is missing)
+#   MODEL=bart-uncond     models/tiny-bart-uncond: the same BART trained on the same documents
+#                         with every condition empty (`topics pairs --empty-condition`): CTCL
+#                         Table 5's generator without condition pretraining
 # Both train with method sgd on public text from ../shared/data that no experiment on the model
 # uses as private or evaluation data, and are exported in fp16 with their tokenizer and a
 # PROVENANCE.md (steps, time, held-out curve). Run it with a copy of the binary (DPFT=/tmp/dpft)
@@ -36,9 +39,9 @@ case "$MODEL" in
         init_dir="$OUT/init" ;;
   roberta) init=(--arch roberta --preset mini --head mlm --tokenizer ../shared/data/roberta_tokenizer)
            init_dir="$OUT/roberta-init" ;;
-  bart) init=(--arch bart --preset mini --tokenizer ../shared/data/roberta_tokenizer)
-        init_dir="$OUT/bart-init" ;;
-  *) echo "pretrain_tiny: MODEL=$MODEL: use gpt2, roberta or bart" >&2; exit 2 ;;
+  bart | bart-uncond) init=(--arch bart --preset mini --tokenizer ../shared/data/roberta_tokenizer)
+        init_dir="$OUT/$MODEL-init" ;;
+  *) echo "pretrain_tiny: MODEL=$MODEL: use gpt2, roberta, bart or bart-uncond" >&2; exit 2 ;;
 esac
 # CTCL's generator: its public corpora, each with its document type (the condition's first line).
 bart_corpora=(../shared/data/lm_text_misc/wikitext-2_valid.txt ../shared/data/imdb_subset/imdb_2499_clean.csv
@@ -47,8 +50,9 @@ bart_corpora=(../shared/data/lm_text_misc/wikitext-2_valid.txt ../shared/data/im
 bart_columns=(text review text_b text_a sentence1 ref)
 bart_types=("Wikipedia article" "Movie review" "Encyclopedia sentence" "Passage" "News"
             "Restaurant description")
-spec=experiments/pretrain/tiny_$MODEL.yaml
+spec=experiments/pretrain/tiny_${MODEL%-uncond}.yaml   # bart-uncond trains with bart's spec
 dest=models/tiny-$MODEL
+bart=0; [[ "$MODEL" == bart* ]] && bart=1
 [ -d ../shared/data/lm_text_misc ] || { echo "pretrain_tiny: ../shared/data is missing" >&2; exit 3; }
 earlier=""
 if [ -n "${FROM:-}" ]; then
@@ -57,7 +61,7 @@ if [ -n "${FROM:-}" ]; then
   # A stage may only continue a model that saw nothing but this spec's public text: every stage
   # in $FROM's PROVENANCE.md must list its training files ("Training text ..."), each one the
   # spec reads (a model that saw an experiment's private data must not become a base model).
-  if [ "$MODEL" = bart ]; then  # the spec reads the pairs; they are made from these files
+  if [ "$bart" = 1 ]; then  # the spec reads the pairs; they are made from these files
     allowed=$(printf '%s\n' "${bart_corpora[@]}" | sort -u)
   else
     allowed=$("$DPFT" config dump "$spec" | grep -o 'path: [^,}]*' | sed 's/path: //' | sort -u)
@@ -77,7 +81,7 @@ if [ -n "${FROM:-}" ]; then
   earlier=$(mktemp -d)
   cp -r "$FROM/." "$earlier"   # $FROM may be $dest, replaced below
 fi
-if [ "$MODEL" = bart ] && [ -z "${RESUME:-}" ]; then
+if [ "$bart" = 1 ] && [ -z "${RESUME:-}" ]; then
   # The public topic model (shipped in models/ctcl-topics; k-means over the corpora's
   # tiny-roberta embeddings) and the pairs the spec trains on.
   if [ ! -f models/ctcl-topics/topic_model.safetensors ]; then
@@ -96,12 +100,12 @@ if [ "$MODEL" = bart ] && [ -z "${RESUME:-}" ]; then
       echo "Training text: $(printf '`%s`, ' "${bart_corpora[@]}" | sed 's/, $//')"
     } > models/ctcl-topics/PROVENANCE.md
   fi
+  cond=(--doc-type "${bart_types[@]}"); [ "$MODEL" = bart ] || cond=(--empty-condition)
   "$DPFT" topics pairs --topics models/ctcl-topics --corpus "${bart_corpora[@]}" \
-    --column "${bart_columns[@]}" --doc-type "${bart_types[@]}" --min-words 12 \
-    --out "$OUT/bart-pairs.csv"
+    --column "${bart_columns[@]}" "${cond[@]}" --min-words 12 --out "$OUT/$MODEL-pairs.csv"
 fi
 pairs_set=()
-[ "$MODEL" != bart ] || pairs_set=(--set "data.train.path=$OUT/bart-pairs.csv" --set "data.eval.path=$OUT/bart-pairs.csv")
+[ "$bart" = 0 ] || pairs_set=(--set "data.train.path=$OUT/$MODEL-pairs.csv" --set "data.eval.path=$OUT/$MODEL-pairs.csv")
 if [ -n "${RESUME:-}" ]; then
   run=$("$DPFT" run --resume "$RESUME" "$@" | tail -n 1)
 elif [ -n "$earlier" ]; then
@@ -124,36 +128,40 @@ t = m.get("non_private", m)["timing"]
 cfg = json.load(open(run + "/model/config.json"))
 data = json.load(open(run + "/privacy_lock.json"))["settings"]["data"]
 files = list(dict.fromkeys([data["train"]["path"]] + [x["path"] for x in data.get("train_extra") or []]))
-if model == "bart":  # the spec reads the pairs `dpft topics pairs` made of these files
+if model.startswith("bart"):  # the spec reads the pairs `dpft topics pairs` made of these files
     files = corpora.split()
 print(f"# models/tiny-{model}: how it was made\n")
 what = {"gpt2": "next-token pretraining",
         "roberta": "masked-LM pretraining (15 % of text ids; 80 % <mask>, 10 % random, 10 % kept)",
         "bart": "(condition -> document) pretraining (teacher-forced cross-entropy of the "
                 "document given \"Document Type: ...\\nKeywords: ...\"; `dpft topics pairs` with "
-                "models/ctcl-topics)"}[model]
+                "models/ctcl-topics)",
+        "bart-uncond": "unconditional pretraining (the cross-entropy of each document from an empty "
+                       "source; `dpft topics pairs --empty-condition`: the documents of models/tiny-bart's "
+                       "pairs)"}[model]
 start = ("the exported model of the earlier stages below (`FROM=... bash "
          "scripts/pretrain_tiny.sh`; a fresh optimizer and schedule)" if earlier else
-         f"random init (`dpft model init --arch {model} --preset mini`, seed 0)")
+         f"random init (`dpft model init --arch {model.split('-')[0]} --preset mini`, seed 0)")
 print(f"Made by `MODEL={model} bash scripts/pretrain_tiny.sh`: {start}, "
       f"{cfg.get('hidden_size', cfg.get('n_embd', cfg.get('d_model')))} wide, "
       f"{cfg.get('num_hidden_layers', cfg.get('n_layer', cfg.get('encoder_layers')))} layers"
       f"{' + ' + str(cfg['decoder_layers']) + ' decoder layers' if 'decoder_layers' in cfg else ''}, "
       f"then `dpft run {spec}{' ' + extra if extra else ''}`: {what}, method sgd, AdamW "
       f"(lr {m['train'].get('lr')}), full "
-      + ("training on packed 128-token blocks of public text" if model != "bart" else
+      + ("training on packed 128-token blocks of public text" if not model.startswith("bart") else
          "training on (condition, document) pairs of public text, documents cut to 128 tokens")
       + "; weights stored in float16.\n")
 if files:
     print("Training text (nothing an experiment on this model uses as private or evaluation data; "
           "docs/models.md): " + ", ".join(f"`{f}`" for f in files) + "\n")
-print(f"- steps {m['train']['steps_done']}, training {'pairs' if model == 'bart' else 'blocks'} {m['train']['dataset_size']}, "
+print(f"- steps {m['train']['steps_done']}, training {'pairs' if model.startswith('bart') else 'blocks'} {m['train']['dataset_size']}, "
       f"train time {t['train_s']:.0f} s, median step {t['median_step_s']:.2f} s, "
       f"run id {m['run']['run_id']}")
 unit = "masked-token accuracy" if model == "roberta" else "perplexity"
 key = "accuracy" if model == "roberta" else "perplexity"
 held = {"gpt2": "held-out wikitext-2 test (next-token)", "roberta": "held-out wikitext-2 test (fixed masks)",
-        "bart": "held-out 2 % of the pairs (document given condition)"}[model]
+        "bart": "held-out 2 % of the pairs (document given condition)",
+        "bart-uncond": "held-out 2 % of the documents (from an empty source)"}[model]
 print(f"- {held}: "
       f"{unit} {e['base'][key]:.4g} before, {e['final'][key]:.4g} after "
       f"(loss {e['base']['loss']:.3f} -> {e['final']['loss']:.3f})")
