@@ -246,30 +246,36 @@ void register_topics(CLI::App& app, CliContext& ctx) {
       DPFT_CHECK_AS(InputError, !docs.empty(),
                     "topics pairs: no document has {} or more words in the corpus files",
                     p->min_words);
-      const size_t max_length = m.embedder.value("max_length", size_t{0});
-      eval::Embedder em = eval::load_embedder_matching(m.embedder, p->model, p->device,
-                                                       "topics pairs: topic model " + p->topics,
-                                                       "pass --model with that encoder");
-      const torch::Tensor x = eval::embed_with_progress(em, docs, p->batch, max_length, "embed");
-      const torch::Tensor idx = topics::nearest(x, m.centroids).first;
-      // Each document its own class: c-TF-IDF over single documents is TF-IDF.
-      std::vector<int64_t> self(docs.size());
-      for (size_t i = 0; i < docs.size(); ++i) self[i] = static_cast<int64_t>(i);
-      const auto own = p->own > 0 ? topics::ctfidf_keywords(docs, self,
-                                                             static_cast<int64_t>(docs.size()), p->own)
-                                  : std::vector<std::vector<topics::Keyword>>(docs.size());
-      std::string csv = "condition,text\n";
-      for (size_t i = 0; i < docs.size(); ++i) {
-        std::vector<std::string> words;
-        for (const auto& k : own[i]) words.push_back(k.word);
-        for (const auto& k : m.keywords[static_cast<size_t>(idx[static_cast<int64_t>(i)].item<int64_t>())]) {
-          if (static_cast<int64_t>(words.size()) >= p->keywords) break;
-          if (std::find(words.begin(), words.end(), k.word) == words.end()) words.push_back(k.word);
+      // The conditions (none to make with --empty-condition: nothing embedded or counted).
+      std::vector<std::string> cond(docs.size());
+      if (!p->empty_condition) {
+        const size_t max_length = m.embedder.value("max_length", size_t{0});
+        eval::Embedder em = eval::load_embedder_matching(m.embedder, p->model, p->device,
+                                                         "topics pairs: topic model " + p->topics,
+                                                         "pass --model with that encoder");
+        const torch::Tensor x = eval::embed_with_progress(em, docs, p->batch, max_length, "embed");
+        const torch::Tensor idx = topics::nearest(x, m.centroids).first;
+        // Each document its own class: c-TF-IDF over single documents is TF-IDF.
+        std::vector<int64_t> self(docs.size());
+        for (size_t i = 0; i < docs.size(); ++i) self[i] = static_cast<int64_t>(i);
+        const auto own = p->own > 0 ? topics::ctfidf_keywords(
+                                          docs, self, static_cast<int64_t>(docs.size()), p->own)
+                                    : std::vector<std::vector<topics::Keyword>>(docs.size());
+        for (size_t i = 0; i < docs.size(); ++i) {
+          std::vector<std::string> words;
+          for (const auto& k : own[i]) words.push_back(k.word);
+          const int64_t topic = idx[static_cast<int64_t>(i)].item<int64_t>();
+          for (const auto& k : m.keywords[static_cast<size_t>(topic)]) {
+            if (static_cast<int64_t>(words.size()) >= p->keywords) break;
+            if (std::find(words.begin(), words.end(), k.word) == words.end())
+              words.push_back(k.word);
+          }
+          cond[i] = ctcl::condition(p->doc_type[type_of[i]], join(words, ", "));
         }
-        const std::string cond =
-            p->empty_condition ? "" : ctcl::condition(p->doc_type[type_of[i]], join(words, ", "));
-        csv += csv_quote(cond) + "," + csv_quote(docs[i]) + "\n";
       }
+      std::string csv = "condition,text\n";
+      for (size_t i = 0; i < docs.size(); ++i)
+        csv += csv_quote(cond[i]) + "," + csv_quote(docs[i]) + "\n";
       write_file_atomic(p->out, csv);
       std::cout << fmt::format("wrote {}: {} (condition, document) pairs from {} corpora\n", p->out,
                                docs.size(), p->corpus.size());
