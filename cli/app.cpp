@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <set>
 
 #include "core/util/error.hpp"
 #include "core/util/log.hpp"
@@ -66,6 +67,11 @@ int run_cli(int argc, const char* const* argv) {
     if (ctx.global.threads > 0) set_torch_threads(ctx.global.threads);
     else if (!std::getenv("OMP_NUM_THREADS")) set_torch_threads(default_thread_count());
     warn_if_slow_blas();
+    // Long compute only: a busy machine is worth a warning where minutes are at stake.
+    static const std::set<std::string> kHeavy = {"run",    "bench",    "generate",       "embed",
+                                                 "topics", "eval-nlg", "eval-synthetic", "audit"};
+    for (const CLI::App* sub : app.get_subcommands())
+      if (kHeavy.count(sub->get_name())) warn_if_busy(torch_threads());
     if (!ctx.action) throw ConfigError("no subcommand given; see dpft --help");
     return ctx.action();
   } catch (const Error& e) {

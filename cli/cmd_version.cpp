@@ -27,6 +27,7 @@ void register_version(CLI::App& app, CliContext& ctx) {
                           {"build_type", build::kBuildType},
                           {"libtorch", torch_version()},
                           {"threads", torch_threads()},
+                          {"blas_threads", blas_threads()},
                           {"cuda_devices", cuda_device_count()},
                           {"devices", devices},
                           {"blas", b.library},
@@ -39,7 +40,8 @@ void register_version(CLI::App& app, CliContext& ctx) {
       std::cout << "dpft " << build::kVersion << " (commit " << build::git_commit() << ", "
                 << build::kBuildType << ")\n"
                 << "LibTorch " << torch_version() << ", " << torch_threads()
-                << " intra-op threads, " << cuda_device_count() << " CUDA device(s)\n"
+                << " intra-op threads (OpenBLAS " << blas_threads() << "), " << cuda_device_count()
+                << " CUDA device(s)\n"
                 << "devices: " << join(devices, ", ") << "\n"
                 << "BLAS " << (b.library.empty() ? "unknown" : b.library)
                 << (b.openblas ? " (OpenBLAS" + (b.config.empty() ? "" : ": " + b.config) + ")"

@@ -53,6 +53,42 @@ TEST_CASE("version prints LibTorch version, BLAS and threads", "[cli]") {
   CHECK_THAT(out, Contains("BLAS"));
 }
 
+TEST_CASE("--threads caps OpenBLAS's pool as well as LibTorch's", "[cli]") {
+  const int saved = torch_threads();
+  std::string out;
+  const int n = saved == 1 ? 2 : 1;
+  REQUIRE(cli({"--threads", std::to_string(n), "version", "--json"}, &out) == 0);
+  auto j = nlohmann::json::parse(out);
+  set_torch_threads(saved);
+  CHECK(j["threads"].get<int>() == n);
+  if (!j["openblas"].get<bool>()) {
+    WARN("skipped: the loaded BLAS is not OpenBLAS");
+    return;
+  }
+  CHECK(j["blas_threads"].get<int>() == n);  // was 2 on a 2-core VM with --threads 1
+  CHECK(blas_threads() == saved);
+}
+
+TEST_CASE("load_average reads /proc/loadavg", "[cli]") {
+  if (!std::filesystem::exists("/proc/loadavg")) {
+    WARN("skipped: no /proc/loadavg on this system");
+    return;
+  }
+  const double load = load_average();
+  CHECK(load >= 0.0);
+  CHECK(load < 1e6);
+}
+
+TEST_CASE("a busy machine is told apart from an idle one", "[cli]") {
+  CHECK(cores_taken(2, 2.0, 2));  // two jobs on two cores, this run wants both
+  CHECK(cores_taken(2, 1.0, 2));  // one core taken
+  CHECK_FALSE(cores_taken(2, 0.3, 2));
+  CHECK_FALSE(cores_taken(1, 5.0, 2));   // one thread cannot wait on itself
+  CHECK_FALSE(cores_taken(8, 7.0, 16));  // enough idle cores
+  CHECK(cores_taken(16, 3.0, 16));
+  CHECK_FALSE(cores_taken(2, -1.0, 2));  // load unknown
+}
+
 TEST_CASE("usage errors exit 2", "[cli]") {
   CHECK(cli({}) == 2);              // no subcommand
   CHECK(cli({"frobnicate"}) == 2);  // unknown subcommand

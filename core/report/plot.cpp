@@ -122,7 +122,8 @@ std::string gnuplot_script(const Plot& p, const std::filesystem::path& out,
   s += "set title " + quoted(p.title) + " noenhanced\n";
   s += "set xlabel " + quoted(p.xlabel) + " noenhanced\n";
   s += "set ylabel " + quoted(p.ylabel) + " noenhanced\n";
-  s += "set grid\nset key outside right top noenhanced\nset style fill transparent solid 0.2 "
+  s += "set grid\nset key outside below left Left reverse noenhanced\nset style fill transparent "
+       "solid 0.2 "
        "noborder\n";
   std::string plots;
   for (size_t i = 0; i < p.series.size(); ++i) {

@@ -23,7 +23,13 @@ namespace dpft {
 
 std::string torch_version() { return TORCH_VERSION; }
 int torch_threads() { return at::get_num_threads(); }
-void set_torch_threads(int n) { at::set_num_threads(n); }
+// OpenBLAS keeps its own pool, sized at load time from OPENBLAS_NUM_THREADS or OMP_NUM_THREADS,
+// else every core; at::set_num_threads does not touch it. Beside a busy core its spinning threads
+// made a 64 x 50,257 x 64 product ~40x slower (docs/BENCHMARKS.md), so --threads caps both.
+void set_torch_threads(int n) {
+  at::set_num_threads(n);
+  set_blas_threads(n);
+}
 int default_thread_count() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
@@ -72,6 +78,30 @@ void warn_if_slow_blas() {
                  "Install libopenblas0-pthread (scripts/setup.sh does) and select it with "
                  "`update-alternatives --config libblas.so.3-x86_64-linux-gnu`.",
                  b.library.empty() ? "unknown" : b.library);
+}
+
+double load_average() {
+  std::ifstream in("/proc/loadavg");
+  double one = -1;
+  if (!(in >> one)) return -1;
+  return one;
+}
+
+bool cores_taken(int threads, double load, int cores) {
+  // The one-minute load counts the runnable processes; this one has not started its work yet.
+  return threads > 1 && load >= 0 && load > cores - threads + 0.5;
+}
+
+void warn_if_busy(int threads) {
+  const int cores = default_thread_count();
+  const double load = load_average();
+  if (!cores_taken(threads, load, cores)) return;
+  spdlog::warn(
+      "the machine is busy (load average {:.1f} on {} cores) and this process runs {} threads: "
+      "spinning OpenMP and OpenBLAS threads then wait on preempted ones, and small matrix "
+      "products slow down many times (docs/BENCHMARKS.md, 'The BART generator's DP step'). "
+      "Pass --threads with the number of idle cores.",
+      load, cores, threads);
 }
 
 int blas_threads() {

@@ -7,7 +7,7 @@ namespace dpft {
 
 std::string torch_version();          // e.g. "1.13.0"
 int torch_threads();                  // intra-op threads LibTorch uses
-void set_torch_threads(int n);        // --threads
+void set_torch_threads(int n);        // --threads: LibTorch's intra-op threads and OpenBLAS's pool
 int default_thread_count();           // hardware threads available to this process
 bool cuda_available();
 int cuda_device_count();
@@ -20,6 +20,12 @@ struct BlasInfo {
 BlasInfo blas_info();
 // Logs a loud warning when LibTorch's BLAS is not OpenBLAS (reference BLAS is ~20x slower).
 void warn_if_slow_blas();
+// /proc/loadavg's one-minute figure, -1 when unreadable.
+double load_average();
+// Whether a load average says other processes already hold cores that `threads` threads need.
+bool cores_taken(int threads, double load, int cores);
+// Logs a warning when cores_taken(threads, load_average(), the cores of this process).
+void warn_if_busy(int threads);
 
 // OpenBLAS's own thread pool (separate from LibTorch's OpenMP threads). Small matrix products
 // (KV-cached decoding) run several times slower when both pools compete for the cores, so
