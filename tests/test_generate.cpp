@@ -93,6 +93,51 @@ TEST_CASE("choose_next: top-p keeps the nucleus, top-k the k best, penalty as de
   CHECK(choose_next(pos, torch::tensor({{true, false}}), p, gen).item<int64_t>() == 1);
 }
 
+namespace {
+// The slow, obvious nucleus: sort descending, keep a token while the mass strictly above its
+// probability (float64) is < top_p. Returns the smallest kept probability.
+float nucleus_floor_by_sort(std::vector<float> p, double top_p) {
+  std::sort(p.begin(), p.end(), std::greater<float>());
+  double above = 0;  // mass of the values strictly greater than the current group's
+  float floor = p[0];
+  for (size_t i = 0; i < p.size();) {
+    size_t j = i;
+    double group = 0;
+    while (j < p.size() && p[j] == p[i]) group += p[j++];
+    if (above >= top_p) break;
+    floor = p[i];
+    above += group;
+    i = j;
+  }
+  return floor;
+}
+}  // namespace
+
+TEST_CASE("nucleus_floor equals a full sort's nucleus", "[generate]") {
+  torch::manual_seed(3);
+  std::vector<float> scratch;
+  int checked = 0;
+  for (int64_t V : {1, 2, 5, 97, 4096, 50257})
+    for (double scale : {0.1, 1.0, 4.0, 12.0})  // flat to peaked distributions
+      for (double top_p : {0.05, 0.5, 0.9, 0.95, 0.999}) {
+        torch::Tensor p = torch::softmax(torch::randn({V}) * scale, 0).contiguous();
+        std::vector<float> v(p.data_ptr<float>(), p.data_ptr<float>() + V);
+        INFO("V " << V << " scale " << scale << " top_p " << top_p);
+        CHECK(nucleus_floor(v.data(), V, top_p, scratch) == nucleus_floor_by_sort(v, top_p));
+        ++checked;
+      }
+  CHECK(checked == 120);
+  // Ties share a fate; zeros (tokens masked by top-k) are never the floor unless all else fails.
+  std::vector<float> tied = {0.25f, 0.25f, 0.25f, 0.25f, 0.0f};
+  CHECK(nucleus_floor(tied.data(), 5, 0.3, scratch) == 0.25f);
+  CHECK(nucleus_floor_by_sort(tied, 0.3) == 0.25f);
+  std::vector<float> skew = {0.05f, 0.6f, 0.0f, 0.35f};
+  CHECK(nucleus_floor(skew.data(), 4, 0.5, scratch) == 0.6f);  // 0.6 alone reaches 0.5
+  CHECK(nucleus_floor(skew.data(), 4, 0.6, scratch) == 0.6f);  // 0.6f > 0.6: 0.35 dropped
+  CHECK(nucleus_floor(skew.data(), 4, 0.61, scratch) == 0.35f);
+  CHECK(nucleus_floor(skew.data(), 4, 0.96, scratch) == 0.05f);
+}
+
 TEST_CASE("rows that stop early leave the batch; the others decode exactly as alone",
           "[generate]") {
   for (std::string type : {"gpt2", "llama"}) {

@@ -79,6 +79,47 @@ Padded pad_prompts(model::CausalLMImpl& model, const std::vector<std::vector<int
 
 }  // namespace
 
+float nucleus_floor(const float* p, int64_t V, double top_p, std::vector<float>& scratch) {
+  DPFT_CHECK(V > 0 && top_p > 0, "nucleus_floor: needs V > 0 and top_p > 0, got {} and {}", V,
+             top_p);
+  scratch.assign(p, p + V);
+  float* x = scratch.data();
+  // Invariant: every value outside [lo, hi) that is above the range is kept, and `above` is
+  // their mass (< top_p); every value below the range is dropped.
+  size_t lo = 0, hi = static_cast<size_t>(V);
+  double above = 0;
+  float floor = 0;
+  while (lo < hi) {
+    const size_t n = hi - lo;
+    float a = x[lo], b = x[lo + n / 2], c = x[hi - 1];  // median of three
+    const float v = std::max(std::min(a, b), std::min(std::max(a, b), c));
+    // Three-way partition of [lo, hi): [lo, gt) > v, [gt, i) == v, [lt, hi) < v.
+    size_t gt = lo, i = lo, lt = hi;
+    double mass_gt = 0, mass_eq = 0;
+    while (i < lt) {
+      const float y = x[i];
+      if (y > v) {
+        mass_gt += y;
+        std::swap(x[gt++], x[i++]);
+      } else if (y < v) {
+        std::swap(x[i], x[--lt]);
+      } else {
+        mass_eq += y;
+        ++i;
+      }
+    }
+    if (above + mass_gt >= top_p) {  // v (and all below it) dropped: the floor is above v
+      hi = gt;
+      continue;
+    }
+    floor = v;  // mass strictly above v < top_p: v is kept
+    above += mass_gt + mass_eq;
+    if (above >= top_p) break;  // everything below v is dropped
+    lo = lt;                    // on to the values below v
+  }
+  return floor;
+}
+
 torch::Tensor choose_next(torch::Tensor logits, const torch::Tensor& seen,
                           const GenerationOptions& o, torch::Generator& gen) {
   logits = logits.to(torch::kFloat32);
@@ -95,12 +136,17 @@ torch::Tensor choose_next(torch::Tensor logits, const torch::Tensor& seen,
     logits = logits.masked_fill(logits < kth, neg);
   }
   if (o.top_p < 1.0) {
-    auto [sorted, idx] = logits.sort(-1, /*descending=*/true);
-    torch::Tensor probs = torch::softmax(sorted, -1);
-    torch::Tensor before = probs.cumsum(-1) - probs;  // mass of strictly better tokens
-    torch::Tensor drop_sorted = before >= o.top_p;    // the best token is never dropped
-    torch::Tensor drop = torch::zeros_like(drop_sorted).scatter(-1, idx, drop_sorted);
-    logits = logits.masked_fill(drop, neg);
+    // The nucleus per row by a selection on mass (nucleus_floor), not a sort of the vocabulary:
+    // the sort was most of a CPU sampling step (docs/BENCHMARKS.md).
+    torch::Tensor p = torch::softmax(logits, -1);                          // (B, V)
+    torch::Tensor host = p.to(torch::kCPU, torch::kFloat32).contiguous();  // (B, V)
+    const int64_t B = host.size(0), V = host.size(1);
+    torch::Tensor floors = torch::empty({B, 1}, host.options());  // (B, 1)
+    std::vector<float> scratch;
+    const float* rows = host.data_ptr<float>();
+    float* fl = floors.data_ptr<float>();
+    for (int64_t b = 0; b < B; ++b) fl[b] = nucleus_floor(rows + b * V, V, o.top_p, scratch);
+    logits = logits.masked_fill(p < floors.to(p.device()), neg);
   }
   torch::Tensor probs = torch::softmax(logits, -1);
   // The draw uses the caller's generator, which is a CPU one (seeded per run, so that a run on

@@ -81,6 +81,13 @@ std::vector<Generation> beam_search(
     const BeamOptions& opts,
     const std::function<std::string(const std::vector<int64_t>&)>& decode = {});
 
+// The smallest probability top-p sampling keeps in one row p (V) of probabilities: token i is
+// kept iff the mass of the tokens strictly more probable than it is < top_p (the nucleus of
+// Holtzman et al. 2020; tokens of equal probability share a fate; masses summed in float64).
+// A selection on mass (three-way partitions, expected O(V)) instead of sorting the vocabulary;
+// `scratch` is reused across calls. tests/test_generate.cpp checks it against a full sort.
+float nucleus_floor(const float* p, int64_t V, double top_p, std::vector<float>& scratch);
+
 // Next-token choice from logits (B, V) given options; exposed for tests.
 // `seen` (B, V) bool marks tokens for the repetition penalty (may be undefined).
 torch::Tensor choose_next(torch::Tensor logits, const torch::Tensor& seen, const GenerationOptions& opts,
