@@ -112,7 +112,7 @@ check "paper MNLI scores dev mismatched" grep -q "name: mismatched" "$T/gpaper/m
 
 # The paper-scale GPU specs parse and validate (their paths are the user's to fill in).
 for spec in "$SRC"/experiments/dp_sft/paper/*.yaml "$SRC"/experiments/denoise/paper/*.yaml \
-  "$SRC"/experiments/glue/paper/*.yaml; do
+  "$SRC"/experiments/glue/paper/*.yaml "$SRC"/experiments/ctcl/paper/*.yaml; do
   check "$(basename "$spec") is a valid spec" "$DPFT" config validate "$spec"
 done
 
