@@ -138,6 +138,67 @@ TEST_CASE("nucleus_floor equals a full sort's nucleus", "[generate]") {
   CHECK(nucleus_floor(skew.data(), 4, 0.96, scratch) == 0.05f);
 }
 
+TEST_CASE("draw_token is the inverse CDF of the kept tokens", "[generate]") {
+  const std::vector<float> p = {0.1f, 0.0f, 0.4f, 0.2f, 0.3f};
+  // Slow reference: the kept tokens' cumulative masses, normalised; the first exceeding u.
+  auto reference = [&](float floor, double u) {
+    std::vector<int64_t> kept;
+    double mass = 0;
+    for (int64_t i = 0; i < 5; ++i)
+      if (p[i] > 0 && p[i] >= floor) kept.push_back(i), mass += p[i];
+    double acc = 0;
+    for (int64_t i : kept)
+      if ((acc += p[i] / mass) > u) return i;
+    return kept.back();
+  };
+  for (float floor : {0.0f, 0.2f, 0.3f, 0.4f})
+    for (double u : {0.0, 0.05, 0.1, 0.24, 0.26, 0.5, 0.74, 0.76, 0.999999})
+      CHECK(draw_token(p.data(), 5, floor, u) == reference(floor, u));
+  CHECK(draw_token(p.data(), 5, 0.0f, 0.0) == 0);  // the first positive token
+  CHECK(draw_token(p.data(), 5, 0.4f, 0.7) == 2);  // only token 2 kept
+  const std::vector<float> none = {0.0f, 0.0f};
+  CHECK_THROWS(draw_token(none.data(), 2, 0.0f, 0.5));
+  CHECK_THROWS(draw_token(p.data(), 5, 0.0f, 1.0));
+}
+
+TEST_CASE("sampling draws each token with its renormalised probability", "[generate]") {
+  auto gen = at::detail::createCPUGenerator(11);
+  torch::Tensor logits = torch::log(torch::tensor({{0.5f, 0.3f, 0.15f, 0.05f}})).repeat({8, 1});
+  GenerationOptions o;
+  o.do_sample = true;
+  for (double top_p : {1.0, 0.9}) {  // 0.9: nucleus {0, 1, 2}, mass 0.95
+    o.top_p = top_p;
+    std::vector<double> want = {0.5, 0.3, 0.15, 0.05};
+    if (top_p < 1) want = {0.5 / 0.95, 0.3 / 0.95, 0.15 / 0.95, 0.0};
+    std::vector<int64_t> count(4, 0);
+    const int n = 2500 * 8;
+    for (int i = 0; i < 2500; ++i) {
+      torch::Tensor t = choose_next(logits, torch::Tensor(), o, gen);
+      for (int64_t b = 0; b < 8; ++b) ++count[t[b].item<int64_t>()];
+    }
+    for (int k = 0; k < 4; ++k) {
+      INFO("top_p " << top_p << " token " << k << " count " << count[k]);
+      const double sd = std::sqrt(want[k] * (1 - want[k]) / n);
+      CHECK(std::abs(static_cast<double>(count[k]) / n - want[k]) <= 4 * sd + 1e-12);
+    }
+  }
+}
+
+TEST_CASE("the repetition penalty on the seen tokens equals the dense formula", "[generate]") {
+  torch::manual_seed(5);
+  torch::Tensor logits = torch::randn({6, 300}) * 3;  // (B, V)
+  torch::Tensor before = logits.clone();
+  for (double r : {1.7, 1.5, 1.1}) {
+    torch::Tensor seen = torch::rand({6, 300}) < 0.05;
+    seen[2].fill_(false);  // a row with nothing seen
+    torch::Tensor dense =
+        torch::where(seen, torch::where(logits > 0, logits / r, logits * r), logits);
+    CHECK(torch::equal(apply_repetition_penalty(logits, seen, r), dense));
+    CHECK(torch::equal(apply_repetition_penalty(logits, torch::zeros_like(seen), r), logits));
+  }
+  CHECK(torch::equal(logits, before));  // the caller's logits are left as they were
+}
+
 TEST_CASE("rows that stop early leave the batch; the others decode exactly as alone",
           "[generate]") {
   for (std::string type : {"gpt2", "llama"}) {

@@ -88,6 +88,16 @@ std::vector<Generation> beam_search(
 // `scratch` is reused across calls. tests/test_generate.cpp checks it against a full sort.
 float nucleus_floor(const float* p, int64_t V, double top_p, std::vector<float>& scratch);
 
+// CTRL's repetition penalty (Keskar et al. 2019) on logits (B, V) where seen (B, V, bool) is
+// set: a positive logit divided by `penalty`, a negative one multiplied; a new tensor.
+torch::Tensor apply_repetition_penalty(const torch::Tensor& logits, const torch::Tensor& seen,
+                                       double penalty);
+
+// Inverse-CDF draw from one row p (V) restricted to the tokens with p >= floor and p > 0: the
+// first token (in vocabulary order) whose running mass (float64) exceeds u times the kept mass,
+// u uniform in [0, 1). So P(token i) = p_i / kept mass, one uniform per draw.
+int64_t draw_token(const float* p, int64_t V, float floor, double u);
+
 // Next-token choice from logits (B, V) given options; exposed for tests.
 // `seen` (B, V) bool marks tokens for the repetition penalty (may be undefined).
 torch::Tensor choose_next(torch::Tensor logits, const torch::Tensor& seen, const GenerationOptions& opts,

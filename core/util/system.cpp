@@ -15,9 +15,10 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 #include <ctime>
-#include <thread>
 #include <filesystem>
+#include <thread>
 
 namespace dpft {
 
@@ -80,28 +81,38 @@ void warn_if_slow_blas() {
                  b.library.empty() ? "unknown" : b.library);
 }
 
-double load_average() {
-  std::ifstream in("/proc/loadavg");
-  double one = -1;
-  if (!(in >> one)) return -1;
-  return one;
+int other_runnable() {
+  // /proc/loadavg's fourth field is "runnable/total" scheduling entities, this process (single-
+  // threaded at start-up) included. The one-minute average would also count a run that has just
+  // finished (a sweep's previous run), so three snapshots 20 ms apart, the smallest kept.
+  int least = -1;
+  for (int i = 0; i < 3; ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::ifstream in("/proc/loadavg");
+    double one = 0, five = 0, fifteen = 0;
+    std::string running;
+    if (!(in >> one >> five >> fifteen >> running)) return -1;
+    const int r = std::atoi(running.substr(0, running.find('/')).c_str());
+    least = least < 0 ? r : std::min(least, r);
+  }
+  return std::max(0, least - 1);
 }
 
-bool cores_taken(int threads, double load, int cores) {
-  // The one-minute load counts the runnable processes; this one has not started its work yet.
-  return threads > 1 && load >= 0 && load > cores - threads + 0.5;
+bool cores_taken(int threads, int others, int cores) {
+  return threads > 1 && others >= 0 && others > cores - threads;
 }
 
 void warn_if_busy(int threads) {
+  if (threads <= 1) return;
   const int cores = default_thread_count();
-  const double load = load_average();
-  if (!cores_taken(threads, load, cores)) return;
+  const int others = other_runnable();
+  if (!cores_taken(threads, others, cores)) return;
   spdlog::warn(
-      "the machine is busy (load average {:.1f} on {} cores) and this process runs {} threads: "
-      "spinning OpenMP and OpenBLAS threads then wait on preempted ones, and small matrix "
-      "products slow down many times (docs/BENCHMARKS.md, 'The BART generator's DP step'). "
-      "Pass --threads with the number of idle cores.",
-      load, cores, threads);
+      "the machine is busy ({} other runnable threads on {} cores) and this process runs {} "
+      "threads: spinning OpenMP and OpenBLAS threads then wait on preempted ones, and small "
+      "matrix products slow down many times (docs/BENCHMARKS.md, 'The BART generator's DP "
+      "step'). Pass --threads with the number of idle cores.",
+      others, cores, threads);
 }
 
 int blas_threads() {

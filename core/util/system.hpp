@@ -20,11 +20,12 @@ struct BlasInfo {
 BlasInfo blas_info();
 // Logs a loud warning when LibTorch's BLAS is not OpenBLAS (reference BLAS is ~20x slower).
 void warn_if_slow_blas();
-// /proc/loadavg's one-minute figure, -1 when unreadable.
-double load_average();
-// Whether a load average says other processes already hold cores that `threads` threads need.
-bool cores_taken(int threads, double load, int cores);
-// Logs a warning when cores_taken(threads, load_average(), the cores of this process).
+// Other runnable threads on the machine now (/proc/loadavg's runnable count less this process;
+// the least of three snapshots), -1 when unreadable.
+int other_runnable();
+// Whether `others` runnable threads hold cores that `threads` threads of this process need.
+bool cores_taken(int threads, int others, int cores);
+// Logs a warning when cores_taken(threads, other_runnable(), the cores of this process).
 void warn_if_busy(int threads);
 
 // OpenBLAS's own thread pool (separate from LibTorch's OpenMP threads). Small matrix products
