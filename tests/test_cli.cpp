@@ -53,7 +53,7 @@ TEST_CASE("version prints LibTorch version, BLAS and threads", "[cli]") {
   CHECK_THAT(out, Contains("BLAS"));
 }
 
-TEST_CASE("--threads caps OpenBLAS's pool as well as LibTorch's", "[cli]") {
+TEST_CASE("the threads option caps OpenBLAS's pool as well as LibTorch's", "[cli]") {
   const int saved = torch_threads();
   std::string out;
   const int n = saved == 1 ? 2 : 1;
