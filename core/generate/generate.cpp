@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "core/model/seq2seq.hpp"
@@ -79,19 +80,18 @@ Padded pad_prompts(model::CausalLMImpl& model, const std::vector<std::vector<int
 
 }  // namespace
 
-float nucleus_floor(const float* p, int64_t V, double top_p, std::vector<float>& scratch) {
-  DPFT_CHECK(V > 0 && top_p > 0, "nucleus_floor: needs V > 0 and top_p > 0, got {} and {}", V,
-             top_p);
-  scratch.assign(p, p + V);
-  float* x = scratch.data();
+namespace {
+
+// The floor among x[0, n) (permuted in place) when the values above all of them, already kept,
+// have mass `above` (< top_p): three-way partitions on mass, expected O(n).
+float floor_by_partition(float* x, size_t n, double above, double top_p) {
   // Invariant: every value outside [lo, hi) that is above the range is kept, and `above` is
   // their mass (< top_p); every value below the range is dropped.
-  size_t lo = 0, hi = static_cast<size_t>(V);
-  double above = 0;
+  size_t lo = 0, hi = n;
   float floor = 0;
   while (lo < hi) {
-    const size_t n = hi - lo;
-    float a = x[lo], b = x[lo + n / 2], c = x[hi - 1];  // median of three
+    const size_t m = hi - lo;
+    float a = x[lo], b = x[lo + m / 2], c = x[hi - 1];  // median of three
     const float v = std::max(std::min(a, b), std::min(std::max(a, b), c));
     // Three-way partition of [lo, hi): [lo, gt) > v, [gt, i) == v, [lt, hi) < v.
     size_t gt = lo, i = lo, lt = hi;
@@ -118,6 +118,44 @@ float nucleus_floor(const float* p, int64_t V, double top_p, std::vector<float>&
     lo = lt;                    // on to the values below v
   }
   return floor;
+}
+
+}  // namespace
+
+float nucleus_floor(const float* p, int64_t V, double top_p, std::vector<float>& scratch) {
+  DPFT_CHECK(V > 0 && top_p > 0, "nucleus_floor: needs V > 0 and top_p > 0, got {} and {}", V,
+             top_p);
+  // Positive floats order as their bit patterns: bucket by sign, exponent and the top 4 mantissa
+  // bits (8,192 buckets, each 1/16 of an octave), sum each bucket's mass, and walk down from the
+  // top. Buckets above the one where the mass reaches top_p are kept whole, those below dropped,
+  // and only the boundary bucket's values are partitioned. Non-positive values share bucket 0.
+  constexpr int kShift = 19;
+  constexpr size_t kBuckets = size_t{1} << (32 - kShift);
+  auto bucket = [](float y) -> size_t {
+    if (!(y > 0)) return 0;
+    uint32_t bits;
+    std::memcpy(&bits, &y, sizeof bits);
+    return bits >> kShift;
+  };
+  std::vector<double> mass(kBuckets, 0.0);
+  for (int64_t i = 0; i < V; ++i) mass[bucket(p[i])] += p[i];
+  double above = 0;
+  size_t edge = kBuckets;
+  for (size_t k = kBuckets; k-- > 0;) {
+    if (above + mass[k] >= top_p) {
+      edge = k;
+      break;
+    }
+    above += mass[k];
+  }
+  scratch.clear();
+  if (edge == kBuckets) {  // every value kept (the row's mass rounds below top_p)
+    scratch.assign(p, p + V);
+    return floor_by_partition(scratch.data(), scratch.size(), 0.0, top_p);
+  }
+  for (int64_t i = 0; i < V; ++i)
+    if (bucket(p[i]) == edge) scratch.push_back(p[i]);
+  return floor_by_partition(scratch.data(), scratch.size(), above, top_p);
 }
 
 torch::Tensor apply_repetition_penalty(const torch::Tensor& logits, const torch::Tensor& seen,

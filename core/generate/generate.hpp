@@ -84,8 +84,10 @@ std::vector<Generation> beam_search(
 // The smallest probability top-p sampling keeps in one row p (V) of probabilities: token i is
 // kept iff the mass of the tokens strictly more probable than it is < top_p (the nucleus of
 // Holtzman et al. 2020; tokens of equal probability share a fate; masses summed in float64).
-// A selection on mass (three-way partitions, expected O(V)) instead of sorting the vocabulary;
-// `scratch` is reused across calls. tests/test_generate.cpp checks it against a full sort.
+// A selection on mass instead of sorting the vocabulary: one pass sums the mass of 8,192 buckets
+// of the float bits, a second gathers the bucket where the mass reaches top_p, and three-way
+// partitions settle that bucket (expected O(V)); `scratch` is reused across calls.
+// tests/test_generate.cpp checks it against a full sort.
 float nucleus_floor(const float* p, int64_t V, double top_p, std::vector<float>& scratch);
 
 // CTRL's repetition penalty (Keskar et al. 2019) on logits (B, V) where seen (B, V, bool) is
