@@ -2,6 +2,7 @@
 // seeded sampling is reproducible; top-k / top-p / repetition penalty / stop conditions.
 #include <catch2/catch.hpp>
 
+#include <limits>
 #include <set>
 #include "core/generate/generate.hpp"
 
@@ -91,6 +92,28 @@ TEST_CASE("choose_next: top-p keeps the nucleus, top-k the k best, penalty as de
   CHECK(choose_next(logits, seen, p, gen).item<int64_t>() == 1);
   torch::Tensor pos = torch::tensor({{2.0f, 1.5f}});  // positive logit divided: 1.0 < 1.5
   CHECK(choose_next(pos, torch::tensor({{true, false}}), p, gen).item<int64_t>() == 1);
+}
+
+TEST_CASE("sampling refuses logits that are not finite", "[generate]") {
+  auto gen = at::detail::createCPUGenerator(3);
+  GenerationOptions o;
+  o.do_sample = true;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  // A NaN anywhere in a row makes its softmax NaN: refused, whether or not top-p is on.
+  torch::Tensor bad = torch::tensor({{0.1f, 0.2f, 0.3f}, {0.1f, nan, 0.3f}});
+  for (double top_p : {1.0, 0.9}) {
+    o.top_p = top_p;
+    CHECK_THROWS_WITH(choose_next(bad, torch::Tensor(), o, gen),
+                      Catch::Matchers::Contains("row 1") && Catch::Matchers::Contains("NaN"));
+  }
+  // Every logit -inf: nothing to draw from (softmax of -inf is NaN too).
+  torch::Tensor none = torch::full({1, 4}, -inf);
+  CHECK_THROWS(choose_next(none, torch::Tensor(), o, gen));
+  // Some -inf logits are fine: the draw is among the finite ones.
+  torch::Tensor ok = torch::tensor({{0.0f, -inf, 0.0f}});
+  int64_t t = choose_next(ok, torch::Tensor(), o, gen).item<int64_t>();
+  CHECK((t == 0 || t == 2));
 }
 
 namespace {
