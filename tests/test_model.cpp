@@ -191,6 +191,72 @@ TEST_CASE("per-token loss and its gradient equal log_softmax + gather (chunks, d
   }
 }
 
+TEST_CASE("scored_positions gathers each row's scored positions, left-aligned", "[model]") {
+  // Row 0: prompt of 2 then 3 scored tokens; row 1: all scored, one pad; row 2: nothing scored.
+  torch::Tensor labels = torch::tensor(
+      {{-100, -100, 7, 8, 9}, {4, 5, 6, 3, -100}, {-100, -100, -100, -100, -100}}, torch::kInt64);
+  auto [index, targets] = scored_positions(labels);
+  REQUIRE(index.sizes() == torch::IntArrayRef({3, 3}));  // row 1 scores positions 0..2
+  CHECK(torch::equal(index, torch::tensor({{1, 2, 3}, {0, 1, 2}, {0, 0, 0}}, torch::kInt64)));
+  CHECK(torch::equal(targets,
+                     torch::tensor({{7, 8, 9}, {5, 6, 3}, {-100, -100, -100}}, torch::kInt64)));
+  // Nothing scored anywhere: one slot per row, ignored.
+  auto [i0, t0] = scored_positions(torch::full({2, 4}, -100, torch::kInt64));
+  CHECK(i0.sizes() == torch::IntArrayRef({2, 1}));
+  CHECK((t0 == -100).all().item<bool>());
+}
+
+TEST_CASE("next_token_scores equals the full forward's per-sample loss, values and gradients",
+          "[model]") {
+  for (const std::string type : {"gpt2", "llama"}) {
+    CAPTURE(type);
+    ModelConfig c = test::tiny_config(type);
+    CausalLM a = make_causal_lm(c, 4), b = make_causal_lm(c, 4);
+    // Right-padded rows of lengths 7, 5, 2, 1 with prompts of 3, 0, 1, 0 unscored tokens.
+    torch::manual_seed(8);
+    const int64_t B = 4, T = 7;
+    torch::Tensor ids = torch::randint(1, c.vocab_size, {B, T}, torch::kInt64);
+    torch::Tensor mask = torch::zeros({B, T}, torch::kInt64);
+    const std::vector<int64_t> lens = {7, 5, 2, 1}, prompts = {3, 0, 1, 0};
+    torch::Tensor labels = ids.clone();
+    for (int64_t i = 0; i < B; ++i) {
+      mask[i].slice(0, 0, lens[i]).fill_(1);
+      labels[i].slice(0, lens[i]).fill_(-100);
+      labels[i].slice(0, 0, prompts[i]).fill_(-100);
+    }
+    auto [want, want_tokens] = per_sample_loss(b->forward(ids, mask), labels);
+    NextTokenScores got = next_token_scores(*a, ids, mask, labels, true);
+    CHECK(torch::equal(got.tokens, want_tokens));
+    CHECK(torch::equal(got.tokens, torch::tensor({4, 4, 1, 0}, torch::kInt64)));
+    CHECK((got.loss - want).abs().max().item<double>() < 1e-5 * want.abs().max().item<double>());
+    CHECK(got.loss[3].item<double>() == 0.0);  // length 1: nothing to predict
+    // Hits: argmax of the full forward's logits at the scored positions, counted by hand.
+    {
+      torch::NoGradGuard ng;
+      torch::Tensor full = b->forward(ids, mask).argmax(-1);  // (B, T)
+      for (int64_t i = 0; i < B; ++i) {
+        int64_t hits = 0;
+        for (int64_t t = 0; t + 1 < T; ++t)
+          if (labels[i][t + 1].item<int64_t>() != -100)
+            hits += full[i][t].item<int64_t>() == labels[i][t + 1].item<int64_t>();
+        CHECK(got.correct[i].item<int64_t>() == hits);
+      }
+    }
+    // Gradients of every parameter (the tied head and embedding included) under a weighting.
+    torch::Tensor w = torch::tensor({0.5f, -1.5f, 2.0f, 1.0f});
+    (got.loss * w).sum().backward();
+    (want * w).sum().backward();
+    auto pa = a->named_parameters(), pb = b->named_parameters();
+    for (const auto& kv : pa) {
+      CAPTURE(kv.key());
+      const torch::Tensor ga = kv.value().grad(), gb = pb[kv.key()].grad();
+      REQUIRE(gb.defined());
+      REQUIRE(ga.defined());
+      CHECK((ga - gb).abs().max().item<double>() <= 1e-5 * gb.abs().max().item<double>() + 1e-9);
+    }
+  }
+}
+
 TEST_CASE("per-token loss equals a direct cross-entropy", "[model]") {
   torch::manual_seed(0);
   torch::Tensor logits = torch::randn({2, 4, 7});

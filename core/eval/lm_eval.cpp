@@ -111,12 +111,9 @@ LmEvalResult evaluate_lm(model::CausalLM& model, const lm::LmDataset& ds, int64_
     } else if (ds.objective == lm::Objective::kSeq2Seq) {  // target t given source and y_<t
       lm::MaskedLmScores sc = lm::seq2seq_scores(*model, b);
       loss = sc.loss, tokens = sc.targets, right = sc.correct;
-    } else {                                             // position t predicts labels[t + 1]
-      torch::Tensor logits = model->forward(ids, mask);  // (B, T, V)
-      std::tie(loss, tokens) = model::per_sample_loss(logits, labels);
-      const int64_t T = logits.size(1);
-      torch::Tensor target = labels.slice(1, 1, T);  // (B, T-1)
-      right = ((logits.slice(1, 0, T - 1).argmax(-1) == target) & (target != -100)).sum(1);
+    } else {  // position t predicts labels[t + 1]; the head on the scored positions only
+      model::NextTokenScores sc = model::next_token_scores(*model, ids, mask, labels, true);
+      loss = sc.loss, tokens = sc.tokens, right = sc.correct;
     }
     loss = loss.to(torch::kCPU, torch::kFloat64);
     tokens = tokens.to(torch::kCPU, torch::kInt64);
@@ -297,10 +294,11 @@ ClassEvalResult evaluate_classification(model::CausalLM& model,
     std::vector<int64_t> idx;
     for (int64_t i = start; i < std::min(rows.size(), start + micro_batch); ++i) idx.push_back(i);
     lm::LmBatch b = lm::collate(rows, idx, pad_id);
-    torch::Tensor logits =
-        model->forward(b.input_ids.to(dev), b.attention_mask.to(dev));                 // (B, T, V)
-    torch::Tensor sum = model::per_token_loss(logits, b.labels.to(dev)).first.sum(1);  // (B)
-    sum = sum.to(torch::kCPU, torch::kFloat64);
+    // The head on the scored (label) positions only; sum = mean x count per row.
+    model::NextTokenScores sc = model::next_token_scores(
+        *model, b.input_ids.to(dev), b.attention_mask.to(dev), b.labels.to(dev));
+    torch::Tensor sum =
+        (sc.loss.to(torch::kFloat64) * sc.tokens.to(torch::kFloat64)).to(torch::kCPU);  // (B)
     for (size_t k = 0; k < idx.size(); ++k) nll[idx[k]] = sum[k].item<double>();
   }
   ClassEvalResult r;

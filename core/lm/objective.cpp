@@ -43,9 +43,10 @@ torch::Tensor sample_losses(model::CausalLMImpl& model, const LmBatch& b) {
   if (b.objective == Objective::kSeq2Seq) return seq2seq_scores(model, b).loss;
   DPFT_CHECK_AS(ConfigError, !b.token_type_ids.defined(),
                 "token types belong to encoder batches; a next-token batch has none");
-  return model::per_sample_loss(model.forward(b.input_ids.to(dev), on(b.attention_mask, dev)),
-                                b.labels.to(dev))
-      .first;
+  // The head on the scored positions only (with loss_on: response, most of a prompt's are not).
+  return model::next_token_scores(model, b.input_ids.to(dev), on(b.attention_mask, dev),
+                                  b.labels.to(dev))
+      .loss;
 }
 
 std::pair<torch::Tensor, torch::Tensor> masked_token_loss(const torch::Tensor& logits,

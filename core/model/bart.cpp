@@ -85,13 +85,13 @@ class BartImpl : public Seq2SeqImpl {
 
   torch::Tensor decode(const torch::Tensor& dec_ids, const torch::Tensor& dec_mask,
                        const torch::Tensor& enc, const torch::Tensor& src_mask, Seq2SeqCache* cache,
-                       int64_t keep_last) override {
+                       HeadPositions keep) override {
     check_ids(dec_ids, "target", cache ? cache->length() : 0);
     DPFT_CHECK(enc.dim() == 3 && enc.size(0) == dec_ids.size(0) && enc.size(2) == cfg_.hidden_size,
                "decode: encoder output must be (B, S, {}) with B = {}, got {}", cfg_.hidden_size,
                dec_ids.size(0), shape_str(enc.sizes()));
     torch::Tensor h = run_decoder(shared(dec_ids), dec_mask, enc, src_mask, cache);
-    return head(keep_positions(h, keep_last));
+    return head(keep_positions(h, keep));
   }
 
   torch::Tensor seq2seq_logits(const torch::Tensor& src_ids, const torch::Tensor& src_mask,
@@ -221,7 +221,8 @@ void Seq2SeqCache::select_rows(const torch::Tensor& rows) {
   for (auto& t : cross_v) t = t.index_select(0, rows);
 }
 
-torch::Tensor Seq2SeqImpl::forward(const torch::Tensor&, const torch::Tensor&, KVCache*, int64_t) {
+torch::Tensor Seq2SeqImpl::forward(const torch::Tensor&, const torch::Tensor&, KVCache*,
+                                   HeadPositions) {
   throw ConfigError(fmt::format(
       "this {} model is an encoder-decoder: it needs source text as well as target text (a "
       "prompt/response data set trained with the seq2seq objective), not a plain token stream",

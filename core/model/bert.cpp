@@ -199,7 +199,7 @@ class BertImpl : public EncoderImpl {
   }
 
   torch::Tensor forward(const torch::Tensor& ids, const torch::Tensor& mask, KVCache* cache,
-                        int64_t keep_last) override {
+                        HeadPositions keep) override {
     DPFT_CHECK_AS(
         ConfigError, cfg_.head == EncoderHead::kMaskedLM || cfg_.head == EncoderHead::kCausalLM,
         "this {} model has no language-model head (it is a {}); token logits need a "
@@ -208,7 +208,7 @@ class BertImpl : public EncoderImpl {
     DPFT_CHECK_AS(ConfigError, !cache || cfg_.is_decoder,
                   "a key/value cache needs a causal model (is_decoder); a masked LM sees the "
                   "whole sequence");
-    return lm_head(keep_positions(run(ids, mask, torch::Tensor(), cache), keep_last));
+    return lm_head(keep_positions(run(ids, mask, torch::Tensor(), cache), keep));
   }
 
   // After the attention output projection and after the FFN output projection of every layer.

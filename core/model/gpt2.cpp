@@ -68,7 +68,7 @@ class GPT2Impl : public CausalLMImpl {
   }
 
   torch::Tensor forward(const torch::Tensor& ids, const torch::Tensor& mask, KVCache* cache,
-                        int64_t keep_last) override {
+                        HeadPositions keep) override {
     int64_t B = ids.size(0), T = ids.size(1), S = (cache ? cache->length() : 0) + T;
     auto dev = ids.device();
     torch::Tensor pos = detail::position_ids(mask, B, T, S, dev);
@@ -90,7 +90,7 @@ class GPT2Impl : public CausalLMImpl {
           blk->mlp->c_proj(detail::activation(cfg_.activation, blk->mlp->c_fc(blk->ln_2(x))));
       x = x + m;
     }
-    x = keep_positions(body->ln_f(x), keep_last);
+    x = keep_positions(body->ln_f(x), keep);
     return lm_head ? lm_head(x) : body->wte->project(x);
   }
 

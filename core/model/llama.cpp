@@ -101,7 +101,7 @@ class LlamaImpl : public CausalLMImpl {
   }
 
   torch::Tensor forward(const torch::Tensor& ids, const torch::Tensor& mask, KVCache* cache,
-                        int64_t keep_last) override {
+                        HeadPositions keep) override {
     const ModelConfig& c = cfg_;
     int64_t B = ids.size(0), T = ids.size(1), S = (cache ? cache->length() : 0) + T;
     auto dev = ids.device();
@@ -132,7 +132,7 @@ class LlamaImpl : public CausalLMImpl {
       torch::Tensor h = L->post_attention_layernorm(x);
       x = x + L->mlp->down_proj(torch::silu(L->mlp->gate_proj(h)) * L->mlp->up_proj(h));
     }
-    x = keep_positions(body->norm(x), keep_last);
+    x = keep_positions(body->norm(x), keep);
     return lm_head ? lm_head(x) : body->embed_tokens->project(x);
   }
 

@@ -47,10 +47,10 @@ class Seq2SeqImpl : public CausalLMImpl {
   virtual torch::Tensor encode(const torch::Tensor& src_ids, const torch::Tensor& src_mask) = 0;
   // Decoder logits (B, T, V) for dec_ids (B, T) given the encoder output enc (B, S, d) and its
   // mask. dec_mask (B, past + T) or undefined. With a cache, positions continue from its length
-  // and the new keys/values are appended; keep_last > 0: logits of the last keep_last positions.
+  // and the new keys/values are appended; `keep` limits the head's positions (HeadPositions).
   virtual torch::Tensor decode(const torch::Tensor& dec_ids, const torch::Tensor& dec_mask,
                                const torch::Tensor& enc, const torch::Tensor& src_mask,
-                               Seq2SeqCache* cache = nullptr, int64_t keep_last = 0) = 0;
+                               Seq2SeqCache* cache = nullptr, HeadPositions keep = {}) = 0;
   // encode + decode in one pass whose shared-embedding lookup runs once (on the source and
   // target ids side by side), as the per-sample gradient engine's capture requires. Same shapes
   // as decode: (B, T, V).
@@ -59,7 +59,7 @@ class Seq2SeqImpl : public CausalLMImpl {
                                        const torch::Tensor& dec_mask) = 0;
 
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
-                        KVCache* cache = nullptr, int64_t keep_last = 0) override;
+                        KVCache* cache = nullptr, HeadPositions keep = {}) override;
 };
 using Seq2Seq = std::shared_ptr<Seq2SeqImpl>;
 

@@ -330,6 +330,59 @@ class NextTokenNll : public torch::autograd::Function<NextTokenNll> {
 
 }  // namespace
 
+torch::Tensor CausalLMImpl::keep_positions(const torch::Tensor& x, const HeadPositions& keep) {
+  if (keep.index.defined()) {
+    DPFT_CHECK(keep.index.dim() == 2 && keep.index.size(0) == x.size(0) &&
+                   keep.index.scalar_type() == torch::kInt64,
+               "head positions: index must be (B, T') int64 with B = {}, got {}", x.size(0),
+               shape_str(keep.index.sizes()));
+    torch::Tensor idx = keep.index.to(x.device());
+    return x.gather(1, idx.unsqueeze(-1).expand({-1, -1, x.size(2)}));
+  }
+  return keep.last > 0 && keep.last < x.size(1) ? x.slice(1, x.size(1) - keep.last) : x;
+}
+
+std::pair<torch::Tensor, torch::Tensor> scored_positions(const torch::Tensor& labels,
+                                                         int64_t ignore_index) {
+  DPFT_CHECK(labels.dim() == 2, "scored_positions: labels (B, T) expected, got {}",
+             shape_str(labels.sizes()));
+  const int64_t B = labels.size(0), T = labels.size(1);
+  // tgt[b, t] = labels[b, t + 1]: what position t predicts (the last position predicts nothing)
+  torch::Tensor tgt =
+      torch::cat({labels.slice(1, 1, T), torch::full({B, 1}, ignore_index, labels.options())}, 1);
+  torch::Tensor scored = tgt != ignore_index;  // (B, T)
+  const int64_t width = std::max<int64_t>(1, B > 0 ? scored.sum(1).max().item<int64_t>() : 1);
+  // Scored positions first, each group in position order: sort by (unscored, t).
+  torch::Tensor t = torch::arange(T, labels.options()).unsqueeze(0);  // (1, T)
+  torch::Tensor key = (~scored).to(torch::kInt64) * T + t;            // (B, T)
+  torch::Tensor order = std::get<1>(key.sort(1)).slice(1, 0, width);  // (B, T')
+  torch::Tensor keep = scored.gather(1, order);                       // (B, T')
+  torch::Tensor index = torch::where(keep, order, torch::zeros_like(order));
+  torch::Tensor targets =
+      torch::where(keep, tgt.gather(1, order), torch::full_like(order, ignore_index));
+  return {index, targets};
+}
+
+NextTokenScores next_token_scores(CausalLMImpl& model, const torch::Tensor& ids,
+                                  const torch::Tensor& mask, const torch::Tensor& labels,
+                                  bool with_correct, int64_t ignore_index) {
+  DPFT_CHECK(labels.sizes() == ids.sizes(),
+             "next_token_scores: labels {} must have the shape of the input ids {}",
+             shape_str(labels.sizes()), shape_str(ids.sizes()));
+  auto [index, targets] = scored_positions(labels, ignore_index);                  // (B, T') each
+  torch::Tensor logits = model.forward(ids, mask, nullptr, HeadPositions(index));  // (B, T', V)
+  const int64_t B = logits.size(0), W = logits.size(1), V = logits.size(2);
+  torch::Tensor valid = targets != ignore_index;  // (B, T')
+  torch::Tensor safe = torch::where(valid, targets, torch::zeros_like(targets));
+  torch::Tensor nll =
+      NextTokenNll::apply(logits.contiguous().view({B * W, V}), safe.reshape({B * W})).view({B, W});
+  NextTokenScores s;
+  s.tokens = valid.sum(1);  // (B) int64
+  s.loss = (nll * valid.to(torch::kFloat32)).sum(1) / s.tokens.clamp_min(1).to(torch::kFloat32);
+  if (with_correct) s.correct = ((logits.argmax(-1) == targets) & valid).sum(1);
+  return s;
+}
+
 std::pair<torch::Tensor, torch::Tensor> per_token_loss(const torch::Tensor& logits,
                                                        const torch::Tensor& labels,
                                                        int64_t ignore_index) {

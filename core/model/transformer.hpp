@@ -56,6 +56,16 @@ class EmbeddingImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Embedding);
 
+// Which positions the output head projects: every one (the default), the last `last` (decoding
+// needs one), or per row the positions in `index` (B, T') int64, in that order (training and
+// evaluation project only the scored positions: next_token_scores). An int converts to `last`.
+struct HeadPositions {
+  HeadPositions(int64_t last = 0) : last(last) {}  // NOLINT(google-explicit-constructor)
+  explicit HeadPositions(torch::Tensor index) : index(std::move(index)) {}
+  int64_t last = 0;
+  torch::Tensor index;  // (B, T') int64 or undefined
+};
+
 class CausalLMImpl : public torch::nn::Module {
  public:
   explicit CausalLMImpl(ModelConfig cfg) : cfg_(std::move(cfg)) {}
@@ -65,11 +75,11 @@ class CausalLMImpl : public torch::nn::Module {
   void set_label_names(const std::vector<std::string>& names);
 
   // logits (B, T, V). attention_mask (B, S) may be undefined (no padding). With a cache, the
-  // new keys/values are appended and positions continue from the cached length. keep_last > 0:
-  // logits of the last keep_last positions only, (B, keep_last, V) (decoding needs one; the
-  // head is skipped for the rest).
+  // new keys/values are appended and positions continue from the cached length. `keep` limits
+  // the head to some positions: the last keep.last, (B, keep.last, V) (decoding needs one), or
+  // keep.index (B, T') -> (B, T', V); the head is skipped for the rest.
   virtual torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
-                                KVCache* cache = nullptr, int64_t keep_last = 0) = 0;
+                                KVCache* cache = nullptr, HeadPositions keep = {}) = 0;
 
   // Every Linear, by its HF module path (e.g. "model.layers.0.self_attn.q_proj").
   virtual std::vector<std::pair<std::string, Linear>> linears() = 0;
@@ -86,10 +96,8 @@ class CausalLMImpl : public torch::nn::Module {
   virtual void add_adapters(int64_t bottleneck, torch::Generator* gen);
 
  protected:
-  // The final hidden states (B, T, d) the head projects: the last keep_last positions if > 0.
-  static torch::Tensor keep_positions(const torch::Tensor& x, int64_t keep_last) {
-    return keep_last > 0 && keep_last < x.size(1) ? x.slice(1, x.size(1) - keep_last) : x;
-  }
+  // The final hidden states the head projects: x (B, T, d) -> (B, T', d) per `keep`.
+  static torch::Tensor keep_positions(const torch::Tensor& x, const HeadPositions& keep);
   ModelConfig cfg_;
 };
 using CausalLM = std::shared_ptr<CausalLMImpl>;
@@ -116,6 +124,26 @@ std::vector<std::pair<std::string, torch::Tensor>> export_weights(CausalLM& mode
 std::pair<torch::Tensor, torch::Tensor> per_token_loss(const torch::Tensor& logits,
                                                        const torch::Tensor& labels,
                                                        int64_t ignore_index = -100);
+
+// The positions whose next token is scored, per row, left-aligned: position t of row b is scored
+// when labels[b, t + 1] != ignore_index. labels (B, T) -> {index (B, T') int64, targets (B, T')}
+// where T' is the most scored positions of any row (at least 1), index[b, j] the j-th scored
+// position of row b and targets[b, j] its label labels[b, index + 1]; a row's unused slots
+// point at position 0 with target ignore_index.
+std::pair<torch::Tensor, torch::Tensor> scored_positions(const torch::Tensor& labels,
+                                                         int64_t ignore_index = -100);
+
+// Per-sample next-token scores of `model` on a batch, with the head on the scored positions
+// only (it is most of a small model's work: V x d multiply-adds per position, against ~12 d^2
+// per layer): equal to per_sample_loss(model.forward(ids, mask), labels) (tests/test_model.cpp).
+// ids (B, T), mask (B, T) or undefined, labels (B, T) -> loss (B) float32 (0 where a row scores
+// nothing), tokens (B) int64 (scored positions), correct (B) int64 (argmax hits; with_correct).
+struct NextTokenScores {
+  torch::Tensor loss, tokens, correct;
+};
+NextTokenScores next_token_scores(CausalLMImpl& model, const torch::Tensor& ids,
+                                  const torch::Tensor& mask, const torch::Tensor& labels,
+                                  bool with_correct = false, int64_t ignore_index = -100);
 
 // Each sample's mean next-token cross-entropy over its scored positions (the PE-SGD paper's
 // per-sample loss; 0 for a sample with no scored token). logits (B, T, V), labels (B, T) ->

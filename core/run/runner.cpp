@@ -33,6 +33,7 @@ nlohmann::json base_manifest(const Spec& spec, const std::string& command_line) 
           {"blas", {{"library", b.library}, {"openblas", b.openblas}, {"config", b.config}}},
           {"device", spec.device},
           {"threads", torch_threads()},
+          {"malloc", malloc_policy_name()},
           {"world_size", dist::size()},
           {"host", host_name()},
           {"seed", spec.seed},

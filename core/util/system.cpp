@@ -6,6 +6,7 @@
 #include <ATen/Version.h>
 #include <dlfcn.h>
 #include <link.h>
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <torch/cuda.h>
@@ -16,9 +17,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <limits>
 #include <thread>
+
+#include "core/util/error.hpp"
 
 namespace dpft {
 
@@ -124,6 +129,42 @@ int blas_threads() {
 void set_blas_threads(int n) {
   using SetFn = void (*)(int);
   if (auto fn = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) fn(n);
+}
+
+namespace {
+const char* g_malloc_policy = "unset";
+}  // namespace
+
+MallocPolicy choose_malloc_policy(const char* dpft_malloc, const char* glibc_tunables) {
+  const std::string choice = dpft_malloc ? dpft_malloc : "";
+  if (choice.empty() || choice == "default") return MallocPolicy::kDefault;
+  DPFT_CHECK_AS(ConfigError, choice == "heap",
+                "DPFT_MALLOC='{}' is not a malloc policy: use 'heap' (freed memory is kept for "
+                "reuse: faster, more resident memory) or 'default' (glibc's own behaviour)",
+                choice);
+  if (glibc_tunables && std::string(glibc_tunables).find("glibc.malloc.") != std::string::npos)
+    return MallocPolicy::kDefault;
+  return MallocPolicy::kHeap;
+}
+
+MallocPolicy apply_malloc_policy() {
+  MallocPolicy p = choose_malloc_policy(std::getenv("DPFT_MALLOC"), std::getenv("GLIBC_TUNABLES"));
+#ifdef __GLIBC__
+  if (p == MallocPolicy::kHeap) {
+    // Order matters: M_TRIM_THRESHOLD also turns off glibc's dynamic threshold adjustment.
+    if (mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max()) != 1 ||
+        mallopt(M_MMAP_MAX, 0) != 1)
+      p = MallocPolicy::kDefault;
+  }
+#else
+  p = MallocPolicy::kDefault;
+#endif
+  g_malloc_policy = p == MallocPolicy::kHeap ? "heap" : "default";
+  return p;
+}
+
+std::string malloc_policy_name() {
+  return g_malloc_policy;
 }
 
 std::string host_name() {

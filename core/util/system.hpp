@@ -39,6 +39,19 @@ struct BlasThreadsGuard {  // sets n for its lifetime, then restores
   int saved;
 };
 
+// Process-wide glibc malloc policy; dpft's main sets it before anything allocates. glibc serves
+// every block above 32 MB (its largest mmap threshold) with a fresh mmap and unmaps it on free, so
+// a step that makes and frees (B*T, V) logits page-faults through them again each time. The
+// opt-in policy `heap` (DPFT_MALLOC=heap) turns chunk mmaps and heap trimming off, so freed
+// blocks stay for the next step: a tiny-gpt2 E2E DP run 0.78x the time, but peak RSS 1.35x, and
+// the heap only grows (an earlier pretraining trial was OOM-killed: docs/BENCHMARKS.md), so it is
+// not the default. `default` (DPFT_MALLOC unset or =default) leaves glibc as it is, as does any
+// glibc.malloc tunable in GLIBC_TUNABLES (the user's settings win). Returns the policy in force.
+enum class MallocPolicy { kDefault, kHeap };
+MallocPolicy choose_malloc_policy(const char* dpft_malloc, const char* glibc_tunables);
+MallocPolicy apply_malloc_policy();  // reads the environment, applies, remembers
+std::string malloc_policy_name();    // "heap", "default" or "unset" (never applied)
+
 std::string host_name();
 double peak_rss_mb();                 // ru_maxrss of this process, MiB
 double available_memory_mb();         // MemAvailable of /proc/meminfo, MiB (0 if unknown)

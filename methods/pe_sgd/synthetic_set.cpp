@@ -196,10 +196,9 @@ void synthetic_sft_epochs(model::CausalLM& m, const lm::LmDataset& ds, const Syn
       for (auto& p : params) p.mutable_grad() = Tensor();
       lm::LmBatch batch = lm::collate(ds, rows, pad_id);
       const torch::Device dev = params.front().device();
-      Tensor loss =
-          model::per_sample_loss(m->forward(batch.input_ids.to(dev), batch.attention_mask.to(dev)),
-                                 batch.labels.to(dev))
-              .first.mean();
+      Tensor loss = model::next_token_scores(*m, batch.input_ids.to(dev),
+                                             batch.attention_mask.to(dev), batch.labels.to(dev))
+                        .loss.mean();
       loss.backward();
       total += loss.item<double>() * static_cast<double>(rows.size());
       std::vector<Tensor> grads;
