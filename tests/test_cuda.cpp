@@ -367,3 +367,64 @@ TEST_CASE("CUDA: a BART dp-sgd run on the GPU spends what the CPU run spends, sa
   CHECK(g["eval"]["final"]["loss"].get<double>() ==
         Approx(c["eval"]["final"]["loss"].get<double>()).epsilon(1e-4));
 }
+
+TEST_CASE("CUDA: the head on scored positions and sampling from device logits equal the CPU's",
+          "[.][cuda]") {
+  REQUIRE(cuda_available());
+  // next_token_scores: the gather of each row's scored positions (model::scored_positions) and
+  // the head on those only, on the GPU, against the same model on the CPU: losses, counts, hits
+  // and every parameter's gradient (the tied head included), with prompts and padding.
+  for (const std::string type : {"gpt2", "llama"}) {
+    CAPTURE(type);
+    model::ModelConfig c = test::tiny_config(type);
+    model::CausalLM cpu = model::make_causal_lm(c, 4), gpu = model::make_causal_lm(c, 4);
+    gpu->to(kCuda);
+    torch::manual_seed(8);
+    const int64_t B = 4, T = 7;
+    Tensor ids = torch::randint(1, c.vocab_size, {B, T}, torch::kInt64);
+    Tensor mask = torch::zeros({B, T}, torch::kInt64);
+    const std::vector<int64_t> lens = {7, 5, 2, 1}, prompts = {3, 0, 1, 0};
+    Tensor labels = ids.clone();
+    for (int64_t i = 0; i < B; ++i) {
+      mask[i].slice(0, 0, lens[i]).fill_(1);
+      labels[i].slice(0, lens[i]).fill_(-100);
+      labels[i].slice(0, 0, prompts[i]).fill_(-100);
+    }
+    model::NextTokenScores sc = model::next_token_scores(*cpu, ids, mask, labels, true);
+    model::NextTokenScores sg =
+        model::next_token_scores(*gpu, ids.to(kCuda), mask.to(kCuda), labels.to(kCuda), true);
+    CHECK(sg.loss.device() == kCuda);
+    CHECK(max_rel(sg.loss, sc.loss) < 1e-5);
+    CHECK(torch::equal(sg.tokens.cpu(), sc.tokens));
+    CHECK(torch::equal(sg.correct.cpu(), sc.correct));
+    const Tensor w = torch::tensor({0.5f, -1.5f, 2.0f, 1.0f});
+    (sc.loss * w).sum().backward();
+    (sg.loss * w.to(kCuda)).sum().backward();
+    auto pc = cpu->named_parameters(), pg = gpu->named_parameters();
+    for (const auto& kv : pc) {
+      CAPTURE(kv.key());
+      REQUIRE(pg[kv.key()].grad().defined());
+      CHECK(max_rel(pg[kv.key()].grad(), kv.value().grad()) < 1e-4);
+    }
+  }
+  // choose_next on (B, V) logits living on the GPU: the repetition penalty and softmax run
+  // there, the nucleus selection and the draw on the host from the run's CPU generator, so a
+  // seed draws the CPU's tokens and the result comes back to the logits' device.
+  const int64_t B = 8, V = 50257;
+  torch::manual_seed(12);
+  const Tensor logits = torch::randn({B, V}) * 3.0;  // (B, V)
+  const Tensor seen = torch::rand({B, V}) < 0.01;    // (B, V) bool
+  generate::GenerationOptions o;
+  o.do_sample = true;
+  o.top_p = 0.95;
+  o.repetition_penalty = 1.5;
+  for (int rep = 0; rep < 3; ++rep) {
+    CAPTURE(rep);
+    torch::Generator gc = at::detail::createCPUGenerator(40 + rep);
+    torch::Generator gg = at::detail::createCPUGenerator(40 + rep);
+    const Tensor nc = generate::choose_next(logits, seen, o, gc);
+    const Tensor ng = generate::choose_next(logits.to(kCuda), seen.to(kCuda), o, gg);
+    CHECK(ng.device() == kCuda);
+    CHECK(torch::equal(ng.cpu(), nc));
+  }
+}
