@@ -8,11 +8,16 @@
 //   --spec SPEC.yaml [--set ...] [--dataset-size N] [--eps E]                             -> a
 //   run's plan and its epsilon (N counted from the spec's data as the run does; exit 2 over E or
 //   the spec's privacy.epsilon)
+//   --spec A.yaml B.yaml ... (or --spec repeated)                           -> each spec's plan in
+//   turn (with --json one compact object per line, with "spec"; a spec that fails is reported
+//   and the others still run; exit status the largest of theirs); N is counted once per
+//   distinct training data, tokenizer and seed
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
 #include <cmath>
 #include <iostream>
+#include <map>
 #include <optional>
 
 #include "cli/app.hpp"
@@ -36,7 +41,7 @@ struct AccountOpts {
   std::string accountant = "prv";
   double eps_error = 0.01, sigma_tol = 1e-3;
   bool json = false;
-  std::string spec;
+  std::vector<std::string> specs;
   std::vector<std::string> sets;
   std::vector<double> with_gaussian;
 };
@@ -74,7 +79,26 @@ void add_result(nlohmann::json& j, const privacy::EpsilonResult& e) {
   for (const auto& w : e.warnings) spdlog::warn("{}", w);
 }
 
-int account_spec(const AccountOpts& o) {
+// N of a spec's private training set, counted as a run would (data::count_train_examples),
+// memoised for the process: it depends on the data block, the seed (subsampling) and the
+// model's tokenizer only, and a sweep's specs share a handful of data sets.
+int64_t counted_train_examples(const Spec& spec) {
+  static std::map<std::string, int64_t> memo;
+  const YAML::Node y = spec_to_yaml(spec);
+  YAML::Emitter key;
+  key << YAML::BeginMap << YAML::Key << "data" << YAML::Value << y["data"] << YAML::Key << "seed"
+      << YAML::Value << spec.seed << YAML::Key << "model" << YAML::Value << spec.model.path
+      << YAML::EndMap;
+  auto it = memo.find(key.c_str());
+  if (it != memo.end()) return it->second;
+  const int64_t n = data::count_train_examples(spec);
+  memo.emplace(key.c_str(), n);
+  return n;
+}
+
+// One spec's plan: prints it (as_lines: one compact JSON line with "spec") and returns 0, or
+// throws as a run would refuse it (exit 2 over the budget).
+int account_spec(const AccountOpts& o, const std::string& spec_path, bool as_lines) {
   for (const auto& [flag, given] :
        {std::pair{"--sigma", o.sigma.has_value()}, {"--delta", o.delta.has_value()},
         {"--q", o.q.has_value()}, {"--steps", o.steps.has_value()},
@@ -85,7 +109,7 @@ int account_spec(const AccountOpts& o) {
           "e.g. --set privacy.delta=1e-6)",
           flag));
   require_range("--eps", o.eps, o.eps && *o.eps > 0, "(0, inf]");
-  Spec spec = load_spec(o.spec, o.sets);
+  Spec spec = load_spec(spec_path, o.sets);
   int64_t n = 0;
   std::string n_source = "--dataset-size";
   if (o.dataset_size) {
@@ -94,7 +118,7 @@ int account_spec(const AccountOpts& o) {
     n = *o.dataset_size;
   } else if (method_trains(spec)) {
     try {
-      n = data::count_train_examples(spec);
+      n = counted_train_examples(spec);
     } catch (const InputError& e) {
       throw InputError(fmt::format(
           "{}\n`dpft account --spec` counts the tokenised private examples N as a run would, "
@@ -124,10 +148,41 @@ int account_spec(const AccountOpts& o) {
     j["note"] = "this method makes no DP release";
   else if (!any_private)
     j["note"] = "non-private: the run releases a model trained without noise (epsilon inf)";
-  print(j, o.json);
+  if (as_lines) {
+    j["spec"] = spec_path;
+    if (o.json) std::cout << j.dump() << "\n";
+  }
+  if (!as_lines || !o.json) print(j, o.json);
   for (const auto& w : ledger.spent().warnings) spdlog::warn("{}", w);
   ledger.check_plan({});  // exit 2 if the spend exceeds the target (privacy.epsilon or --eps)
   return 0;
+}
+
+// Several specs (a sweep's, checked before it starts): each in turn, a failure reported with
+// its spec and the rest still accounted; the exit status is the largest.
+int account_specs(const AccountOpts& o) {
+  if (o.specs.size() == 1) return account_spec(o, o.specs[0], false);
+  int worst = 0, failed = 0;
+  for (const std::string& f : o.specs) {
+    if (!o.json) std::cout << fmt::format("== {}\n", f);
+    try {
+      account_spec(o, f, true);
+    } catch (const Error& e) {
+      worst = std::max(worst, e.exit_code());
+      ++failed;
+      if (o.json)
+        std::cout
+            << nlohmann::json{{"spec", f}, {"error", e.what()}, {"exit_code", e.exit_code()}}.dump()
+            << "\n";
+      else
+        spdlog::error("{}: {}", f, e.what());
+    }
+    std::cout.flush();
+  }
+  if (failed > 0)
+    spdlog::warn("account: {} of {} specs failed (exit {}); see their errors above", failed,
+                 o.specs.size(), worst);
+  return worst;
 }
 
 int account_flags(AccountOpts o) {
@@ -253,13 +308,14 @@ void register_account(CLI::App& app, CliContext& ctx) {
   sub->add_option("--with-gaussian", o->with_gaussian,
                   "noise multiplier of one more Gaussian release of sensitivity 1 on the whole "
                   "data, composed with the steps (CTCL's topic histogram: 10); repeatable");
-  sub->add_option("--spec", o->spec,
+  sub->add_option("--spec", o->specs,
                   "print what a run of this spec would spend (N counted from its data; with "
-                  "--eps, exit 2 if it exceeds that budget)");
+                  "--eps, exit 2 if it exceeds that budget); several specs: each in turn (with "
+                  "--json one object per line), exit status the largest");
   sub->add_option("--set", o->sets, "spec override key.path=value (with --spec)")->take_all();
   sub->add_flag("--json", o->json, "one JSON object");
   sub->callback([o, &ctx] {
-    ctx.action = [o] { return o->spec.empty() ? account_flags(*o) : account_spec(*o); };
+    ctx.action = [o] { return o->specs.empty() ? account_flags(*o) : account_specs(*o); };
   });
 }
 

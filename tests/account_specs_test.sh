@@ -16,21 +16,41 @@ fail=0; pass=0; skipped=0
 bad() { echo "FAIL: $*"; fail=$((fail+1)); }
 field() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); v=j$2; print(v)" "$1"; }
 
-# 1. Every spec: the plan against an independent accountant call (cached per distinct release).
+# 1. Every spec: the plan (one `account --spec` process for them all, as a sweep checks its
+#    specs) against an independent accountant call (cached per distinct release).
 python3 - "$DPFT" > "$T/part1.out" <<'PY'
 import json, subprocess, sys, glob
 dpft = sys.argv[1]
 cache, fails, passes = {}, 0, 0
 def account(args):
     return subprocess.run([dpft, "--quiet", "account"] + args + ["--json"], capture_output=True, text=True)
+def plans(fs, extra=()):  # {spec: its JSON line}, from one process
+    out = account(["--spec"] + list(fs) + list(extra))
+    got = {}
+    for line in out.stdout.splitlines():
+        j = json.loads(line)
+        got[j["spec"]] = j
+    missing = [f for f in fs if f not in got]
+    if missing: print(f"FAIL: account --spec over {len(fs)} specs printed nothing for {missing[:3]} (exit {out.returncode}): {out.stderr.strip().splitlines()[-1:]}")
+    return got
 specs = sorted(f for f in glob.glob("experiments/**/*.yaml", recursive=True) if "/prompts/" not in f)
+got = plans(specs)
+retry = [f for f, j in got.items() if "error" in j and "give --dataset-size N" in j["error"]]
+if len(retry) >= 2: got.update(plans(retry, ["--dataset-size", "1000"]))
+elif retry:
+    o = account(["--spec", retry[0], "--dataset-size", "1000"])
+    got[retry[0]] = json.loads(o.stdout) if o.returncode == 0 else {"error": o.stderr}
+def alone(r, d, acc, err):  # one release by itself, independently (cached)
+    key = (repr(r["noise_multiplier"]), repr(r["sampling_rate"]), str(r["count"]), repr(d), acc, repr(err))
+    if key not in cache:
+        o = account(["--sigma", key[0], "--q", key[1], "--steps", key[2], "--delta", key[3],
+                     "--accountant", key[4], "--eps-error", key[5]])
+        cache[key] = json.loads(o.stdout)["epsilon"]
+    return cache[key]
 for f in specs:
-    out = account(["--spec", f])
-    if out.returncode != 0 and "give --dataset-size N" in out.stderr:
-        out = account(["--spec", f, "--dataset-size", "1000"])
-    if out.returncode != 0:
-        print(f"FAIL: {f}: account --spec failed: {out.stderr.strip().splitlines()[-1:]}"); fails += 1; continue
-    j = json.loads(out.stdout)
+    j = got.get(f, {"error": "no output"})
+    if "error" in j:
+        print(f"FAIL: {f}: account --spec failed: {j['error'].strip().splitlines()[-1:]}"); fails += 1; continue
     rs, eps, tgt = j["releases"], j["epsilon"], j.get("target_epsilon")
     if not rs:
         ok = j.get("note") == "this method makes no DP release"
@@ -40,25 +60,13 @@ for f in specs:
         # Several releases (dp-sft's two stages): the composition spends at least what its
         # dearest part spends alone at delta and at most the parts' sum at delta / n (basic
         # composition), each part from an independent call; 0.02 = twice the PRV error.
-        n = len(rs)
-        def alone(r, d):
-            o = account(["--sigma", repr(r["noise_multiplier"]), "--q", repr(r["sampling_rate"]),
-                         "--steps", str(r["count"]), "--delta", repr(d), "--accountant",
-                         j["accountant"], "--eps-error", repr(j.get("eps_error", 0.01))])
-            return json.loads(o.stdout)["epsilon"]
-        lo = max(alone(r, j["delta"]) for r in rs)
-        hi = sum(alone(r, j["delta"] / n) for r in rs)
+        n, acc, err = len(rs), j["accountant"], j.get("eps_error", 0.01)
+        lo = max(alone(r, j["delta"], acc, err) for r in rs)
+        hi = sum(alone(r, j["delta"] / n, acc, err) for r in rs)
         ok = lo - 0.02 <= eps <= hi + 0.02 and (tgt is None or tgt == "inf" or eps <= tgt * (1 + 1e-9))
         if not ok: print(f"FAIL: {f}: {n} releases: plan epsilon {eps}, parts alone {lo}, basic composition {hi}, target {tgt}")
     else:
-        r = rs[0]
-        key = (repr(r["noise_multiplier"]), repr(r["sampling_rate"]), str(r["count"]), repr(j["delta"]),
-               j["accountant"], repr(j.get("eps_error", 0.01)))
-        if key not in cache:
-            o = account(["--sigma", key[0], "--q", key[1], "--steps", key[2], "--delta", key[3],
-                         "--accountant", key[4], "--eps-error", key[5]])
-            cache[key] = json.loads(o.stdout)["epsilon"]
-        ind = cache[key]
+        ind = alone(rs[0], j["delta"], j["accountant"], j.get("eps_error", 0.01))
         ok = ind == eps and (tgt is None or tgt == "inf" or eps <= tgt * (1 + 1e-9))
         if not ok: print(f"FAIL: {f}: plan epsilon {eps}, independent {ind}, target {tgt}")
     if ok: passes += 1
@@ -106,6 +114,25 @@ out=$("$DPFT" account --spec experiments/quickstart.yaml --eps 2 2>&1); rc=$?
 [ "$rc" = 0 ] && pass=$((pass+1)) || bad "a spec within --eps 2 exited $rc"
 out=$("$DPFT" account --spec experiments/quickstart.yaml --delta 1e-6 2>&1); rc=$?
 [ "$rc" = 2 ] && grep -qF -- "--delta conflicts with --spec" <<<"$out" && pass=$((pass+1)) || bad "--delta with --spec exited $rc"
+
+# 4. Several specs in one process: each line equals that spec's own process (the E2E pair shares
+#    its data, so the second line is the memoised count), and a spec that fails is reported with
+#    its exit status while the others are still accounted.
+many=(experiments/quickstart.yaml experiments/denoise/small/e2e-dp_sgd.yaml experiments/denoise/small/e2e-denoise.yaml)
+[ -f ../shared/data/e2e/trainset.csv ] || many=(experiments/quickstart.yaml experiments/example.yaml)
+"$DPFT" --quiet account --spec "${many[@]}" /nonexistent.yaml --json > "$T/many.jsonl" 2> "$T/many.err"; rc=$?
+for f in "${many[@]}"; do "$DPFT" --quiet account --spec "$f" --json > "$T/one.json" 2>&1 || echo "exit $?" >> "$T/one.json"
+  if python3 - "$T/many.jsonl" "$T/one.json" "$f" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+one = json.load(open(sys.argv[2]))
+mine = [l for l in lines if l["spec"] == sys.argv[3]]
+sys.exit(0 if len(mine) == 1 and {k: v for k, v in mine[0].items() if k != "spec"} == one else 1)
+PY
+  then pass=$((pass+1)); else bad "account --spec over several specs: $f differs from its own process"; fi
+done
+if [ "$rc" = 3 ] && grep -qF '"spec":"/nonexistent.yaml"' "$T/many.jsonl" && [ "$(wc -l < "$T/many.jsonl")" = $(( ${#many[@]} + 1 )) ]; then
+  pass=$((pass+1)); else bad "account --spec with a missing spec among others: exit $rc, $(wc -l < "$T/many.jsonl") lines"; fi
 
 echo "account_specs ($MODE): $pass passed, $fail failed, $skipped groups skipped (no ../shared/data)"
 [ "$fail" -eq 0 ] || exit 1
