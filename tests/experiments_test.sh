@@ -121,10 +121,23 @@ DEN="$SRC/experiments/denoise/run.sh"
 for spec in "$SRC"/experiments/denoise/small/*.yaml; do
   check "$(basename "$spec") is a valid spec" "$DPFT" config validate "$spec"
 done
-out=$(bash "$DEN" --dpft "$DPFT" --dry-run --seeds "0 1" --out "$T/den" -- --set eval.nlg.max_sources=5 2>&1); rc=$?
+printf 'e2e\t5e-3\tx\ndart\t1e-3\ty\n' > "$T/den_lr.tsv"
+out=$(SELECTED="$T/den_lr.tsv" bash "$DEN" --dpft "$DPFT" --dry-run --seeds "0 1" --out "$T/den" -- --set eval.nlg.max_sources=5 2>&1); rc=$?
 check "denoise dry run exits 0 (rc $rc)" [ "$rc" = 0 ]
 check "denoise: 2 datasets x 2 methods x 2 seeds" [ "$(count "$out" "would run")" = 8 ]
-check "denoise: the paired spec at eps 5.4 with the extra --set" has "$out" "run experiments/denoise/small/dart-denoise.yaml --set seed=1 --set privacy.epsilon=5.4 --out $T/den/dart-denoise/eps5.4/s1 --set output.checkpoint_every=50 --set eval.nlg.max_sources=5"
+check "denoise: the paired spec at eps 5.4 with its dataset's selected lr and the extra --set" has "$out" "run experiments/denoise/small/dart-denoise.yaml --set seed=1 --set privacy.epsilon=5.4 --out $T/den/dart-denoise/eps5.4/s1 --set train.lr=1e-3 --set output.checkpoint_every=50 --set eval.nlg.max_sources=5"
+check "denoise: E2E takes E2E's lr" has "$out" "run experiments/denoise/small/e2e-dp_sgd.yaml --set seed=0 --set privacy.epsilon=5.4 --out $T/den/e2e-dp_sgd/eps5.4/s0 --set train.lr=5e-3"
+printf 'e2e\t5e-3\tx\n' > "$T/den_lr1.tsv"
+out=$(SELECTED="$T/den_lr1.tsv" bash "$DEN" --dpft "$DPFT" --dry-run --datasets dart 2>&1); rc=$?
+check "denoise: a dataset without a selected lr exits 2 (rc $rc)" [ "$rc" = 2 ]
+check "denoise: ... naming the dataset" has "$out" "no lr selected for dart"
+out=$(bash "$DEN" --dpft "$DPFT" --dry-run --select --lrs "1e-3 2e-2" --out "$T/dlr" 2>&1); rc=$?
+check "denoise --select dry run exits 0 (rc $rc)" [ "$rc" = 0 ]
+check "denoise --select: 2 datasets x 2 lrs" [ "$(count "$out" "would run")" = 4 ]
+check "denoise --select: seed 100" [ "$(count "$out" "would run.*--set seed=100 ")" = 4 ]
+check "denoise --select: DP-SGD only" [ "$(count "$out" "denoise.yaml")" = 0 ]
+check "denoise --select: E2E validates on devset.csv, never the test set, without decoding" has "$out" "run experiments/denoise/small/e2e-dp_sgd.yaml --set seed=100 --set privacy.epsilon=5.4 --out $T/dlr/lr2e-2/e2e-dp_sgd/eps5.4/s100 --set data.eval.path=../shared/data/e2e/devset.csv --set data.eval.exclude_train=true --set data.eval.num_samples=300 --set eval.nlg.at_steps=[] --set train.lr=2e-2"
+check "denoise --select: DART validates on held-out dart-train rows" has "$out" "--out $T/dlr/lr1e-3/dart-dp_sgd/eps5.4/s100 --set data.eval.format=dart-train --set data.train.num_samples=4945 --set data.eval.exclude_train=true"
 out=$(bash "$DEN" --dpft "$DPFT" --dry-run --datasets wiki 2>&1); rc=$?
 check "denoise: an unknown dataset exits 2 (rc $rc)" [ "$rc" = 2 ]
 
