@@ -153,6 +153,7 @@ int account_spec(const AccountOpts& o, const std::string& spec_path, bool as_lin
     if (o.json) std::cout << j.dump() << "\n";
   }
   if (!as_lines || !o.json) print(j, o.json);
+  std::cout.flush();  // whole lines before any warning on stderr
   for (const auto& w : ledger.spent().warnings) spdlog::warn("{}", w);
   ledger.check_plan({});  // exit 2 if the spend exceeds the target (privacy.epsilon or --eps)
   return 0;

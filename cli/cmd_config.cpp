@@ -1,4 +1,4 @@
-// `dpft config validate SPEC [--set ...]` and `dpft config dump [SPEC] [--set ...]`
+// `dpft config validate SPEC... [--set ...]` and `dpft config dump [SPEC] [--set ...]`
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
@@ -15,27 +15,40 @@ namespace dpft {
 void register_config(CLI::App& app, CliContext& ctx) {
   struct Opts {
     std::string spec;
-    std::vector<std::string> sets;
+    std::vector<std::string> specs, sets;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cfg = app.add_subcommand("config", "check or print experiment specs");
   cfg->require_subcommand(1);
 
   CLI::App* validate =
-      cfg->add_subcommand("validate", "parse and validate a spec; exit 0 if valid");
-  validate->add_option("spec", o->spec, "experiment spec (YAML)")->required();
+      cfg->add_subcommand("validate", "parse and validate specs; exit 0 if every one is valid");
+  validate
+      ->add_option("spec", o->specs,
+                   "experiment specs (YAML); each is reported (`ok: SPEC ...` or an error "
+                   "naming it) and the exit status is the largest")
+      ->required();
   validate->add_option("--set", o->sets, "override: key.path=value (repeatable)")->take_all();
   validate->callback([o, &ctx] {
     ctx.action = [o] {
-      Spec s = load_spec(o->spec, o->sets);
-      try {
-        check_executable(s);
-      } catch (const ConfigError& e) {  // valid, but `dpft run` will refuse it on this build
-        spdlog::warn("{}", e.what());
+      int worst = 0;
+      for (const std::string& f : o->specs) {
+        try {
+          Spec s = load_spec(f, o->sets);
+          try {
+            check_executable(s);
+          } catch (const ConfigError& e) {  // valid, but `dpft run` will refuse it on this build
+            spdlog::warn("{}", e.what());
+          }
+          std::cout << "ok: " << f << " (method " << s.method.name << ", config hash "
+                    << config_hash(s) << ")" << std::endl;  // whole lines beside stderr's
+        } catch (const Error& e) {
+          if (o->specs.size() == 1) throw;  // one spec: the usual error and exit status
+          worst = std::max(worst, e.exit_code());
+          spdlog::error("{}: {}", f, e.what());
+        }
       }
-      std::cout << "ok: " << o->spec << " (method " << s.method.name << ", config hash "
-                << config_hash(s) << ")\n";
-      return 0;
+      return worst;
     };
   });
 

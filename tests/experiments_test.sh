@@ -8,6 +8,11 @@ DPFT="$1"; SRC="$2"
 ABL="$SRC/experiments/pe_sgd/ablations.sh"; T1="$SRC/experiments/pe_sgd/table1.sh"
 LRS="$SRC/experiments/pe_sgd/lr_select.sh"
 source "$(dirname "$0")/shell_check.sh"
+# Validates specs in one dpft process (`config validate A B ...`), then checks each by name.
+validate_all() {
+  local out; out=$("$DPFT" config validate "$@" 2>&1)
+  for f in "$@"; do check "$(basename "$f") is a valid spec" has "$out" "ok: $f ("; done
+}
 
 # Default: small scale, PubMed; the epsilon = inf SFT-off run uses PE-SGD's inf lr (2e-3).
 out=$(DPFT="$DPFT" DRY_RUN=1 ONLY="placement sft" bash "$ABL" "$T/abl" "0 1" 2>&1); rc=$?
@@ -94,10 +99,12 @@ out=$(BASE="$T/rob" MODELS="$T/gm" bash "$GLUE" --dpft "$DPFT" --dry-run --tasks
 mkdir -p "$T/sft"
 n=$(python3 "$SRC/experiments/glue/dp_sft_specs.py" --out "$T/sft" | wc -l)
 check "dp_sft_specs writes 28 specs ($n)" [ "$n" = 28 ]
+sft=()
 for f in "$T"/sft/*.yaml; do
   check "$(basename "$f") is committed as written" cmp -s "$f" "$SRC/experiments/glue/small/$(basename "$f")"
-  check "$(basename "$f") validates" "$DPFT" config validate "$SRC/experiments/glue/small/$(basename "$f")"
+  sft+=("$SRC/experiments/glue/small/$(basename "$f")")
 done
+validate_all "${sft[@]}"
 [ -s "$SRC/experiments/glue/selected_lr.tsv" ] && [ "$(wc -l < "$SRC/experiments/glue/selected_lr.tsv")" -gt 1 ] ||
   check "glue: a table run without a selected lr exits 2 (rc $rc)" [ "$rc" = 2 ]
 
@@ -111,16 +118,12 @@ check "paper MNLI has delta 1e-6 and the mismatched set" grep -q "delta: 1.0e-6"
 check "paper MNLI scores dev mismatched" grep -q "name: mismatched" "$T/gpaper/mnli-adapter_dp.yaml"
 
 # The paper-scale GPU specs parse and validate (their paths are the user's to fill in).
-for spec in "$SRC"/experiments/dp_sft/paper/*.yaml "$SRC"/experiments/denoise/paper/*.yaml \
-  "$SRC"/experiments/glue/paper/*.yaml "$SRC"/experiments/ctcl/paper/*.yaml; do
-  check "$(basename "$spec") is a valid spec" "$DPFT" config validate "$spec"
-done
+validate_all "$SRC"/experiments/dp_sft/paper/*.yaml "$SRC"/experiments/denoise/paper/*.yaml \
+  "$SRC"/experiments/glue/paper/*.yaml "$SRC"/experiments/ctcl/paper/*.yaml
 
 # experiments/denoise/run.sh: DP-SGD and DP-SGD+Denoise per dataset and seed, every spec valid.
 DEN="$SRC/experiments/denoise/run.sh"
-for spec in "$SRC"/experiments/denoise/small/*.yaml; do
-  check "$(basename "$spec") is a valid spec" "$DPFT" config validate "$spec"
-done
+validate_all "$SRC"/experiments/denoise/small/*.yaml
 printf 'e2e\t5e-3\tx\ndart\t1e-3\ty\n' > "$T/den_lr.tsv"
 out=$(SELECTED="$T/den_lr.tsv" bash "$DEN" --dpft "$DPFT" --dry-run --seeds "0 1" --out "$T/den" -- --set eval.nlg.max_sources=5 2>&1); rc=$?
 check "denoise dry run exits 0 (rc $rc)" [ "$rc" = 0 ]
@@ -148,9 +151,6 @@ check "glue_specs writes 34 specs ($n)" [ "$n" = 34 ]
 for f in "$T"/dglue/small/*.yaml "$T"/dglue/paper/*.yaml; do
   sub=$(basename "$(dirname "$f")")
   check "denoise $sub/$(basename "$f") is committed as written" cmp -s "$f" "$SRC/experiments/denoise/$sub/$(basename "$f")"
-done
-for spec in "$SRC"/experiments/denoise/small/glue-*.yaml; do
-  check "$(basename "$spec") is a valid spec" "$DPFT" config validate "$spec"
 done
 check "small glue: q = 267 / 8,999" grep -q "batch_size: 267" "$T/dglue/small/glue-mnli-denoise.yaml"
 check "paper glue: Yu et al.'s batch 2000" grep -q "batch_size: 2000" "$T/dglue/paper/glue-qqp-large-dp_sgd.yaml"
