@@ -13,6 +13,10 @@ validate_all() {
   local out; out=$("$DPFT" config validate "$@" 2>&1)
   for f in "$@"; do check "$(basename "$f") is a valid spec" has "$out" "ok: $f ("; done
 }
+out=$("$DPFT" config validate "$SRC/experiments/quickstart.yaml" "$T/none.yaml" "$SRC/experiments/example.yaml" 2>&1); rc=$?
+check "config validate over several specs: a missing one exits 3 (rc $rc)" [ "$rc" = 3 ]
+check "... naming it" has "$out" "$T/none.yaml: spec file"
+check "... and the others are still checked" [ "$(count "$out" "^ok: ")" = 2 ]
 
 # Default: small scale, PubMed; the epsilon = inf SFT-off run uses PE-SGD's inf lr (2e-3).
 out=$(DPFT="$DPFT" DRY_RUN=1 ONLY="placement sft" bash "$ABL" "$T/abl" "0 1" 2>&1); rc=$?
