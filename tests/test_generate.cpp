@@ -184,6 +184,37 @@ TEST_CASE("draw_token is the inverse CDF of the kept tokens", "[generate]") {
   CHECK_THROWS(draw_token(p.data(), 5, 0.0f, 1.0));
 }
 
+TEST_CASE("draw_tokens (the GPU's sort-based choice) equals nucleus_floor + draw_token",
+          "[generate]") {
+  torch::manual_seed(21);
+  std::vector<float> scratch;
+  int rows = 0;
+  for (int64_t V : {1, 2, 5, 97, 4096, 50257})
+    for (double scale : {0.1, 1.0, 4.0, 12.0})
+      for (double top_p : {0.05, 0.5, 0.95, 1.0}) {
+        const int64_t B = 6;
+        torch::Tensor p = torch::softmax(torch::randn({B, V}) * scale, 1).contiguous();  // (B, V)
+        // Tokens masked by top-k (probability 0) and ties in the last row.
+        if (V >= 5) p[0].slice(0, 0, V / 3).zero_();
+        if (V >= 5) p[B - 1].fill_(1.0f / static_cast<float>(V));
+        torch::Tensor u = torch::rand({B}, torch::kFloat64);  // (B)
+        u[1] = 0.0;
+        u[2] = 1.0 - 1e-12;
+        const torch::Tensor got = draw_tokens(p, u, top_p);
+        REQUIRE(got.sizes() == torch::IntArrayRef({B}));
+        for (int64_t b = 0; b < B; ++b) {
+          const float* row = p[b].data_ptr<float>();
+          const float floor = top_p < 1.0 ? nucleus_floor(row, V, top_p, scratch) : 0.0f;
+          INFO("V " << V << " scale " << scale << " top_p " << top_p << " row " << b);
+          CHECK(got[b].item<int64_t>() == draw_token(row, V, floor, u[b].item<double>()));
+          ++rows;
+        }
+      }
+  CHECK(rows == 576);
+  // choose_next on CPU logits never takes this path; a row with nothing to draw is refused.
+  CHECK_THROWS(draw_tokens(torch::zeros({2, 4}), torch::full({2}, 0.5, torch::kFloat64), 0.9));
+}
+
 TEST_CASE("sampling draws each token with its renormalised probability", "[generate]") {
   auto gen = at::detail::createCPUGenerator(11);
   torch::Tensor logits = torch::log(torch::tensor({{0.5f, 0.3f, 0.15f, 0.05f}})).repeat({8, 1});

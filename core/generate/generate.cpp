@@ -9,6 +9,7 @@
 
 #include "core/model/seq2seq.hpp"
 #include "core/util/error.hpp"
+#include "core/util/shape.hpp"
 #include "core/util/system.hpp"
 
 namespace dpft::generate {
@@ -191,6 +192,36 @@ int64_t draw_token(const float* p, int64_t V, float floor, double u) {
   return last;  // u * mass rounded up past the last partial sum
 }
 
+torch::Tensor draw_tokens(const torch::Tensor& p, const torch::Tensor& u, double top_p) {
+  DPFT_CHECK(p.dim() == 2 && u.dim() == 1 && u.size(0) == p.size(0) && p.size(1) > 0,
+             "draw_tokens: p (B, V) and u (B) expected, got {} and {}", shape_str(p.sizes()),
+             shape_str(u.sizes()));
+  const int64_t V = p.size(1);
+  const auto f64 = p.options().dtype(torch::kFloat64);
+  const torch::Tensor p64 = p.to(torch::kFloat64);  // (B, V)
+  torch::Tensor floor = torch::zeros({p.size(0), 1}, f64);
+  if (top_p < 1.0) {
+    // Sorted descending, a token's exclusive prefix mass at the first of its ties is the mass of
+    // the strictly more probable tokens: keep the sorted prefix where it is < top_p (at least
+    // the first) and every token as probable as its last.
+    const torch::Tensor sorted = std::get<0>(p64.sort(-1, /*descending=*/true));  // (B, V)
+    const torch::Tensor before = sorted.cumsum(-1) - sorted;                      // (B, V)
+    const torch::Tensor n = (before < top_p).sum(-1, /*keepdim=*/true).clamp_min(1);
+    floor = sorted.gather(-1, n - 1);  // (B, 1)
+  }
+  const torch::Tensor keep = (p64 >= floor) & (p64 > 0);  // (B, V)
+  const torch::Tensor cum = torch::where(keep, p64, torch::zeros_like(p64)).cumsum(-1);
+  const torch::Tensor mass = cum.select(-1, V - 1).unsqueeze(-1);  // (B, 1)
+  DPFT_CHECK((mass > 0).all().item<bool>(),
+             "draw_tokens: a row has no token of positive probability (every logit -inf or NaN)");
+  const torch::Tensor target = u.to(f64).unsqueeze(-1) * mass;  // (B, 1)
+  torch::Tensor tok = torch::searchsorted(cum, target, /*out_int32=*/false, /*right=*/true);
+  // u * mass rounded up past the last partial sum: the last kept token, as draw_token.
+  const torch::Tensor last =
+      (keep.to(torch::kInt64) * torch::arange(V, p.options().dtype(torch::kInt64))).amax(-1, true);
+  return torch::where(tok >= V, last, tok).squeeze(-1);
+}
+
 torch::Tensor choose_next(torch::Tensor logits, const torch::Tensor& seen,
                           const GenerationOptions& o, torch::Generator& gen) {
   logits = logits.to(torch::kFloat32);
@@ -206,13 +237,24 @@ torch::Tensor choose_next(torch::Tensor logits, const torch::Tensor& seen,
   // The nucleus per row by a selection on mass (nucleus_floor), not a sort of the vocabulary,
   // and the draw by inverse CDF over the kept tokens (draw_token), one uniform per row from the
   // caller's generator: the sort and torch::multinomial were most of a CPU sampling step
-  // (docs/BENCHMARKS.md). The generator is a CPU one, seeded per run, so a run on a GPU
-  // samples on the host from the same probabilities (B x V floats per token come over).
-  torch::Tensor host = torch::softmax(logits, -1).to(torch::kCPU).contiguous();  // (B, V)
-  const int64_t B = host.size(0), V = host.size(1);
+  // (docs/BENCHMARKS.md). The generator is a CPU one, seeded per run; a run on a GPU takes its
+  // uniforms from it too and chooses on the device by the same rule (draw_tokens).
+  torch::Tensor probs = torch::softmax(logits, -1);  // (B, V)
+  const int64_t B = probs.size(0), V = probs.size(1);
   torch::Tensor u =
       torch::rand({B}, gen, torch::TensorOptions(torch::kFloat64).device(gen.device()))
-          .to(torch::kCPU);                               // (B)
+          .to(torch::kCPU);  // (B)
+  if (!probs.is_cpu()) {
+    // On a GPU: the same choice by a sort per row there (draw_tokens), not a copy of B x V
+    // probabilities to the host; the uniforms are still the run's generator's.
+    const torch::Tensor bad = torch::isnan(probs).any(-1).cpu();  // (B)
+    DPFT_CHECK(!bad.any().item<bool>(),
+               "sampling: row {} of the next-token probabilities holds NaN (the model's logits "
+               "are not finite: check the checkpoint and the dtype)",
+               bad.to(torch::kInt64).argmax().item<int64_t>());
+    return draw_tokens(probs, u.to(probs.device()), o.top_p);
+  }
+  torch::Tensor host = probs.contiguous();                // (B, V)
   torch::Tensor next = torch::empty({B}, torch::kInt64);  // (B)
   std::vector<float> scratch;
   const float* rows = host.data_ptr<float>();

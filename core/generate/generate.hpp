@@ -100,6 +100,14 @@ torch::Tensor apply_repetition_penalty(const torch::Tensor& logits, const torch:
 // u uniform in [0, 1). So P(token i) = p_i / kept mass, one uniform per draw.
 int64_t draw_token(const float* p, int64_t V, float floor, double u);
 
+// The choice of nucleus_floor + draw_token for every row at once, by tensor ops on p's device
+// (a sort and cumulative sums per row; what choose_next does for logits on a GPU, where the
+// host loop would first copy B x V probabilities over): p (B, V) float32 probabilities,
+// u (B) float64 uniforms in [0, 1) -> tokens (B) int64 on p's device. Masses are float64 as
+// on the host, so it picks the host's token but where a partial sum lands within rounding of
+// a boundary (tests/test_generate.cpp compares the two).
+torch::Tensor draw_tokens(const torch::Tensor& p, const torch::Tensor& u, double top_p);
+
 // Next-token choice from logits (B, V) given options; exposed for tests.
 // `seen` (B, V) bool marks tokens for the repetition penalty (may be undefined).
 torch::Tensor choose_next(torch::Tensor logits, const torch::Tensor& seen, const GenerationOptions& opts,
