@@ -452,9 +452,10 @@ void register_bench_train(CLI::App* bench, CliContext& ctx) {
   auto o = std::make_shared<TrainBench>();
   CLI::App* s = bench->add_subcommand(
       "train", "DP-SGD step time and memory vs a non-private step (one process)");
-  s->add_option("--arch", o->arch,
-                "gpt2 | llama | qwen2 | bert | roberta | bart (encoders: a 2-class classifier, "
-                "LoRA trains the head too; bart: --seq source and --seq target tokens)")
+  s->add_option(
+       "--arch", o->arch,
+       "gpt2 | llama | qwen2 | qwen3 | bert | roberta | bart (encoders: a 2-class classifier, "
+       "LoRA trains the head too; bart: --seq source and --seq target tokens)")
       ->capture_default_str();
   s->add_option("--preset", o->preset, "model preset (docs/models.md)")->capture_default_str();
   s->add_option("--vocab", o->vocab, "vocabulary size")->capture_default_str();

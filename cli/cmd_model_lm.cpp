@@ -126,7 +126,8 @@ namespace {
 void register_init(CLI::App* model, CliContext& ctx) {
   auto o = std::make_shared<ModelInitOptions>();
   CLI::App* sub = model->add_subcommand("init", "write a random-init HF-format checkpoint (config, weights, tokenizer)");
-  sub->add_option("--arch", o->arch, "gpt2 | llama | qwen2 | bert | roberta | bart")->required();
+  sub->add_option("--arch", o->arch, "gpt2 | llama | qwen2 | qwen3 | bert | roberta | bart")
+      ->required();
   sub->add_option("--preset", o->preset,
                   "tiny | mini | small | gpt2-124m | qwen2.5-3b | bert-base | roberta-base | "
                   "minilm-l6 | bart-base (docs/models.md)")

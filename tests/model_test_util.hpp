@@ -24,7 +24,7 @@ struct TinySize {
 };
 
 // gpt2: all heads are kv heads, gelu_new; llama: GQA, Llama-3 RoPE scaling, untied head;
-// qwen2: GQA with q/k/v biases, tied head.
+// qwen2: GQA with q/k/v biases, tied head; qwen3: GQA, per-head q/k RMSNorm, tied head.
 inline model::ModelConfig tiny_config(const std::string& type, TinySize s = {}) {
   model::ModelConfig c;
   c.model_type = type;
@@ -39,6 +39,7 @@ inline model::ModelConfig tiny_config(const std::string& type, TinySize s = {}) 
   c.activation = type == "gpt2" ? "gelu_new" : "silu";
   c.tie_word_embeddings = type != "llama";
   c.attention_bias = type == "qwen2";
+  c.qk_norm = type == "qwen3";
   c.rope_theta = type == "llama" ? 500000.0 : 10000.0;
   if (type == "llama") c.rope_scaling = model::RopeScaling{8.0, 1.0, 4.0, 16};
   return c;

@@ -25,7 +25,7 @@ torch::Tensor ids_of(std::vector<int64_t> v) {
 }  // namespace
 
 TEST_CASE("padding: a sequence's logits do not depend on left or right padding", "[model]") {
-  for (std::string type : {"gpt2", "llama", "qwen2"}) {
+  for (std::string type : {"gpt2", "llama", "qwen2", "qwen3"}) {
     INFO(type);
     CausalLM m = make_causal_lm(tiny_model_config(type), 1);
     m->eval();
@@ -51,7 +51,7 @@ TEST_CASE("padding: a sequence's logits do not depend on left or right padding",
 }
 
 TEST_CASE("KV cache: incremental logits equal the full forward", "[model]") {
-  for (std::string type : {"gpt2", "llama", "qwen2"}) {
+  for (std::string type : {"gpt2", "llama", "qwen2", "qwen3"}) {
     INFO(type);
     CausalLM m = make_causal_lm(tiny_model_config(type), 2);
     m->eval();
@@ -76,7 +76,7 @@ TEST_CASE("KV cache: incremental logits equal the full forward", "[model]") {
 }
 
 TEST_CASE("LoRA: B = 0 leaves logits unchanged; merge and unmerge round-trip", "[model]") {
-  for (std::string type : {"gpt2", "llama", "qwen2"}) {
+  for (std::string type : {"gpt2", "llama", "qwen2", "qwen3"}) {
     INFO(type);
     CausalLM m = make_causal_lm(tiny_model_config(type), 3);
     m->eval();
@@ -105,7 +105,7 @@ TEST_CASE("LoRA: B = 0 leaves logits unchanged; merge and unmerge round-trip", "
 
 TEST_CASE("weights export and load back exactly; bad shapes and missing tensors are input errors",
           "[model]") {
-  for (std::string type : {"gpt2", "llama", "qwen2"}) {
+  for (std::string type : {"gpt2", "llama", "qwen2", "qwen3"}) {
     INFO(type);
     CausalLM a = make_causal_lm(tiny_model_config(type), 4), b = make_causal_lm(tiny_model_config(type), 5);
     auto w = export_weights(a);
@@ -117,6 +117,11 @@ TEST_CASE("weights export and load back exactly; bad shapes and missing tensors 
       CHECK(store.at("model.layers.0.self_attn.k_proj.weight").sizes() ==
             torch::IntArrayRef({16, 32}));
       CHECK(store.count("model.layers.0.self_attn.q_proj.bias") == (type == "qwen2" ? 1u : 0u));
+      // Qwen3's per-head query / key norms, weights (head_dim), as HF names them.
+      CHECK(store.count("model.layers.1.self_attn.k_norm.weight") == (type == "qwen3" ? 1u : 0u));
+      if (type == "qwen3")
+        CHECK(store.at("model.layers.0.self_attn.q_norm.weight").sizes() ==
+              torch::IntArrayRef({8}));
     }
     auto get = [&](const std::string& n) { return store.count(n) ? store.at(n) : torch::Tensor(); };
     load_weights(b, get, "test");
@@ -290,6 +295,32 @@ TEST_CASE("config validation names the problem", "[model]") {
   CHECK(round.rope_scaling.has_value());
   CHECK(round.num_kv_heads == 2);
   CHECK(round.tie_word_embeddings == false);
+  // Qwen3-0.6B's config.json (the keys dpft reads): head_dim 128 is not hidden / heads, the
+  // per-head q/k norms come with the model type, no q/k/v biases.
+  nlohmann::json q3 = {{"architectures", {"Qwen3ForCausalLM"}},
+                       {"model_type", "qwen3"},
+                       {"vocab_size", 151936},
+                       {"hidden_size", 1024},
+                       {"num_hidden_layers", 28},
+                       {"num_attention_heads", 16},
+                       {"num_key_value_heads", 8},
+                       {"head_dim", 128},
+                       {"intermediate_size", 3072},
+                       {"max_position_embeddings", 40960},
+                       {"rms_norm_eps", 1e-6},
+                       {"rope_theta", 1000000},
+                       {"attention_bias", false},
+                       {"tie_word_embeddings", true},
+                       {"hidden_act", "silu"}};
+  ModelConfig qc = parse_model_config(q3, "qwen3/config.json");
+  CHECK(qc.qk_norm);
+  CHECK_FALSE(qc.attention_bias);
+  CHECK(qc.head_dim == 128);
+  CHECK(qc.num_kv_heads == 8);
+  const nlohmann::json back = model_config_to_json(qc);
+  CHECK(back["architectures"][0] == "Qwen3ForCausalLM");
+  CHECK(parse_model_config(back, "rt").qk_norm);
+  CHECK_FALSE(parse_model_config(model_config_to_json(tiny_model_config("qwen2")), "rt").qk_norm);
 }
 
 TEST_CASE("PEFT: LoRA targets, frozen base, full and none; bad targets are config errors",

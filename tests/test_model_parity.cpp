@@ -37,7 +37,7 @@ TEST_CASE("logits match the independent Python reference (padded batches too)", 
     return;
   }
   fs::path script = fs::path(DPFT_SOURCE_DIR) / "tests" / "reference" / "ref_forward.py";
-  for (std::string type : {"gpt2", "llama", "qwen2"}) {
+  for (std::string type : {"gpt2", "llama", "qwen2", "qwen3"}) {
     INFO(type);
     test::TempDir d;
     CausalLM m = make_causal_lm(parity_config(type), 21);

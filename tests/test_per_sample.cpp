@@ -58,7 +58,7 @@ model::CausalLM make_model(const std::string& type, const std::string& kind) {
 }  // namespace
 
 TEST_CASE("per-sample gradients equal the one-sample-at-a-time reference", "[grad]") {
-  auto type = GENERATE(as<std::string>{}, "gpt2", "llama", "qwen2");
+  auto type = GENERATE(as<std::string>{}, "gpt2", "llama", "qwen2", "qwen3");
   auto kind = GENERATE(as<std::string>{}, "lora", "full");
   CAPTURE(type, kind);
   model::CausalLM m = make_model(type, kind);

@@ -53,11 +53,11 @@ std::string encoder_architecture(const std::string& type, EncoderHead h) {
 }  // namespace
 
 void ModelConfig::validate(const std::string& what) const {
-  if (model_type != "gpt2" && model_type != "llama" && model_type != "qwen2" && !is_encoder() &&
-      !is_seq2seq())
+  if (model_type != "gpt2" && model_type != "llama" && model_type != "qwen2" &&
+      model_type != "qwen3" && !is_encoder() && !is_seq2seq())
     throw InputError(
         fmt::format("{}: unsupported model_type '{}'; dpft supports gpt2, llama, "
-                    "qwen2, bert, roberta, bart",
+                    "qwen2, qwen3, bert, roberta, bart",
                     what, model_type));
   auto pos = [&](const char* name, int64_t v) {
     if (v < 1) throw InputError(fmt::format("{}: {} must be >= 1, got {}", what, name, v));
@@ -287,8 +287,9 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& what)
     c.rope_theta = get_or<double>(j, "rope_theta", 10000.0, what);
     c.activation = get_or<std::string>(j, "hidden_act", "silu", what);
     c.tie_word_embeddings = get_or<bool>(j, "tie_word_embeddings", false, what);  // LlamaConfig/Qwen2Config default
-    // Qwen2 always has q/k/v biases (no config key); Llama reads attention_bias.
+    // Qwen2 always has q/k/v biases (no config key); Llama and Qwen3 read attention_bias.
     c.attention_bias = c.model_type == "qwen2" || get_or<bool>(j, "attention_bias", false, what);
+    c.qk_norm = c.model_type == "qwen3";  // Qwen3Attention's q_norm / k_norm (no config key)
     c.head_dim = get_or<int64_t>(j, "head_dim", c.num_heads > 0 ? c.hidden_size / c.num_heads : 0, what);
     if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
       const auto& r = j["rope_scaling"];
@@ -392,7 +393,9 @@ nlohmann::json model_config_to_json(const ModelConfig& c) {
     j["embd_pdrop"] = 0.0;
     j["resid_pdrop"] = 0.0;
   } else {
-    j["architectures"] = {c.model_type == "qwen2" ? "Qwen2ForCausalLM" : "LlamaForCausalLM"};
+    j["architectures"] = {c.model_type == "qwen2"   ? "Qwen2ForCausalLM"
+                          : c.model_type == "qwen3" ? "Qwen3ForCausalLM"
+                                                    : "LlamaForCausalLM"};
     j["hidden_size"] = c.hidden_size;
     j["num_hidden_layers"] = c.num_layers;
     j["num_attention_heads"] = c.num_heads;
@@ -404,7 +407,7 @@ nlohmann::json model_config_to_json(const ModelConfig& c) {
     j["rope_theta"] = c.rope_theta;
     j["hidden_act"] = c.activation;
     j["tie_word_embeddings"] = c.tie_word_embeddings;
-    if (c.model_type == "llama") j["attention_bias"] = c.attention_bias;
+    if (c.model_type != "qwen2") j["attention_bias"] = c.attention_bias;
     if (c.rope_scaling)
       j["rope_scaling"] = {{"rope_type", "llama3"},
                            {"factor", c.rope_scaling->factor},

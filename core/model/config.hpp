@@ -40,6 +40,7 @@ struct ModelConfig {
   std::optional<RopeScaling> rope_scaling;
   bool tie_word_embeddings = true;
   bool attention_bias = false;      // q/k/v biases (qwen2: true; gpt2: always biased)
+  bool qk_norm = false;             // per-head RMSNorm of queries and keys before RoPE (qwen3)
   std::string activation = "gelu_new";  // gpt2: activation_function; llama/qwen2: hidden_act (silu)
   std::optional<int64_t> bos_token_id, eos_token_id, pad_token_id;
   // Encoders (bert, roberta) only.

@@ -1,7 +1,8 @@
-// Llama (Touvron et al. 2023; Llama-3 RoPE scaling) and Qwen2 as HF's LlamaForCausalLM /
-// Qwen2ForCausalLM: RMSNorm pre-norm blocks, rotary position embeddings (rotate-half form,
-// base rope_theta), grouped-query attention, SwiGLU MLP down(silu(gate(x)) * up(x)),
-// q/k/v biases for Qwen2, tied or untied lm_head.
+// Llama (Touvron et al. 2023; Llama-3 RoPE scaling), Qwen2 and Qwen3 as HF's LlamaForCausalLM /
+// Qwen2ForCausalLM / Qwen3ForCausalLM: RMSNorm pre-norm blocks, rotary position embeddings
+// (rotate-half form, base rope_theta), grouped-query attention, SwiGLU MLP
+// down(silu(gate(x)) * up(x)), q/k/v biases for Qwen2, for Qwen3 an RMSNorm over each head's
+// query and key (q_norm, k_norm: weights (head_dim)) before the rotation, tied or untied lm_head.
 #include <cmath>
 
 #include "core/model/transformer.hpp"
@@ -45,8 +46,13 @@ struct LlamaAttentionImpl : torch::nn::Module {
     v_proj = register_module("v_proj",
                              Linear(c.hidden_size, c.num_kv_heads * c.head_dim, c.attention_bias));
     o_proj = register_module("o_proj", Linear(c.num_heads * c.head_dim, c.hidden_size, false));
+    if (c.qk_norm) {
+      q_norm = register_module("q_norm", Norm(c.head_dim, c.norm_eps, true));
+      k_norm = register_module("k_norm", Norm(c.head_dim, c.norm_eps, true));
+    }
   }
   Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  Norm q_norm{nullptr}, k_norm{nullptr};  // qwen3 only
 };
 TORCH_MODULE(LlamaAttention);
 
@@ -116,10 +122,11 @@ class LlamaImpl : public CausalLMImpl {
     for (size_t l = 0; l < body->layers.size(); ++l) {
       auto& L = body->layers[l];
       torch::Tensor a = L->input_layernorm(x);
-      torch::Tensor q =
-          L->self_attn->q_proj(a).view({B, T, c.num_heads, c.head_dim}).transpose(1, 2);
-      torch::Tensor k =
-          L->self_attn->k_proj(a).view({B, T, c.num_kv_heads, c.head_dim}).transpose(1, 2);
+      torch::Tensor q = L->self_attn->q_proj(a).view({B, T, c.num_heads, c.head_dim});
+      torch::Tensor k = L->self_attn->k_proj(a).view({B, T, c.num_kv_heads, c.head_dim});
+      if (c.qk_norm) q = L->self_attn->q_norm(q), k = L->self_attn->k_norm(k);  // per head
+      q = q.transpose(1, 2);  // (B, H, T, head_dim)
+      k = k.transpose(1, 2);
       torch::Tensor v =
           L->self_attn->v_proj(a).view({B, T, c.num_kv_heads, c.head_dim}).transpose(1, 2);
       q = q * cos + rotate_half(q) * sin;

@@ -107,15 +107,16 @@ ModelConfig preset_config(const std::string& arch, const std::string& preset, in
     c.validate(fmt::format("preset bart/{}", preset));
     return c;
   }
-  if (arch != "gpt2" && arch != "llama" && arch != "qwen2")
+  if (arch != "gpt2" && arch != "llama" && arch != "qwen2" && arch != "qwen3")
     throw ConfigError(
-        fmt::format("--arch '{}': use gpt2, llama, qwen2, bert, roberta or bart", arch));
+        fmt::format("--arch '{}': use gpt2, llama, qwen2, qwen3, bert, roberta or bart", arch));
   ModelConfig c;
   c.model_type = arch;
   c.vocab_size = vocab;
   bool gpt2 = arch == "gpt2";
   c.activation = gpt2 ? "gelu_new" : "silu";
   c.attention_bias = arch == "qwen2";
+  c.qk_norm = arch == "qwen3";
   c.tie_word_embeddings = true;
   c.norm_eps = gpt2 ? 1e-5 : 1e-6;
   auto set = [&](int64_t d, int64_t layers, int64_t heads, int64_t kv, int64_t mlp, int64_t pos) {

@@ -204,7 +204,7 @@ std::pair<torch::Tensor, torch::Tensor> cache_kv(KVCache* cache, size_t layer, t
 }  // namespace detail
 
 CausalLM make_gpt2(const ModelConfig& cfg);   // gpt2.cpp
-CausalLM make_llama(const ModelConfig& cfg);  // llama.cpp (llama, qwen2)
+CausalLM make_llama(const ModelConfig& cfg);  // llama.cpp (llama, qwen2, qwen3)
 CausalLM make_bert(const ModelConfig& cfg);   // bert.cpp (bert, roberta)
 CausalLM make_bart(const ModelConfig& cfg);   // bart.cpp
 

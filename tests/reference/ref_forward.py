@@ -151,8 +151,12 @@ def llama(cfg, W, ids, mask):
     for l in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{l}."
         a = rms_norm(x, W[p + "input_layernorm.weight"], eps)
-        q = lin(a, p + "self_attn.q_proj").reshape(B, S, H, hd).permute(0, 2, 1, 3)
-        k = lin(a, p + "self_attn.k_proj").reshape(B, S, Hkv, hd).permute(0, 2, 1, 3)
+        q = lin(a, p + "self_attn.q_proj").reshape(B, S, H, hd)
+        k = lin(a, p + "self_attn.k_proj").reshape(B, S, Hkv, hd)
+        if cfg["model_type"] == "qwen3":  # Qwen3: RMSNorm over each head's query and key
+            q = rms_norm(q, W[p + "self_attn.q_norm.weight"], eps)
+            k = rms_norm(k, W[p + "self_attn.k_norm.weight"], eps)
+        q, k = q.permute(0, 2, 1, 3), k.permute(0, 2, 1, 3)
         v = lin(a, p + "self_attn.v_proj").reshape(B, S, Hkv, hd).permute(0, 2, 1, 3)
         q, k = rotate(q, pos, inv), rotate(k, pos, inv)
         outs = []
@@ -307,7 +311,7 @@ def main():
     with torch.no_grad():
         if cfg["model_type"] == "gpt2":
             logits = gpt2(cfg, W, ids, mask)
-        elif cfg["model_type"] in ("llama", "qwen2"):
+        elif cfg["model_type"] in ("llama", "qwen2", "qwen3"):
             logits = llama(cfg, W, ids, mask)
         elif cfg["model_type"] == "bart":
             tgt = torch.tensor(data["decoder_input_ids"], dtype=torch.int64)
