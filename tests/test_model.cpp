@@ -321,6 +321,21 @@ TEST_CASE("config validation names the problem", "[model]") {
   CHECK(back["architectures"][0] == "Qwen3ForCausalLM");
   CHECK(parse_model_config(back, "rt").qk_norm);
   CHECK_FALSE(parse_model_config(model_config_to_json(tiny_model_config("qwen2")), "rt").qk_norm);
+  // transformers >= 5: rope_parameters in place of rope_theta / rope_scaling.
+  nlohmann::json v5 = q3;
+  v5.erase("rope_theta");
+  v5["rope_parameters"] = {{"rope_theta", 5e5}, {"rope_type", "default"}};
+  ModelConfig c5 = parse_model_config(v5, "v5");
+  CHECK(c5.rope_theta == 5e5);
+  CHECK_FALSE(c5.rope_scaling.has_value());
+  v5["rope_parameters"] = {{"rope_theta", 5e5},       {"rope_type", "llama3"},
+                           {"factor", 32.0},          {"low_freq_factor", 1.0},
+                           {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
+  c5 = parse_model_config(v5, "v5");
+  REQUIRE(c5.rope_scaling.has_value());
+  CHECK(c5.rope_scaling->factor == 32.0);
+  v5["rope_parameters"] = {{"rope_theta", 5e5}, {"rope_type", "yarn"}, {"factor", 4.0}};
+  CHECK_THROWS_WITH(parse_model_config(v5, "v5"), Catch::Contains("rope_type type 'yarn'"));
 }
 
 TEST_CASE("PEFT: LoRA targets, frozen base, full and none; bad targets are config errors",

@@ -284,18 +284,32 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& what)
     c.intermediate_size = get_or<int64_t>(j, "intermediate_size", 11008, what);
     c.max_position = get_or<int64_t>(j, "max_position_embeddings", 2048, what);
     c.norm_eps = get_or<double>(j, "rms_norm_eps", 1e-6, what);
-    c.rope_theta = get_or<double>(j, "rope_theta", 10000.0, what);
+    // transformers >= 5 writes rope_parameters {rope_theta, rope_type, factor, ...} in place of
+    // the top-level rope_theta and rope_scaling; either form is read.
+    const nlohmann::json no_params = nlohmann::json::object();
+    const nlohmann::json& rp = j.contains("rope_parameters") && j["rope_parameters"].is_object()
+                                   ? j["rope_parameters"]
+                                   : no_params;
+    c.rope_theta = rp.contains("rope_theta") ? get_or<double>(rp, "rope_theta", 10000.0, what)
+                                             : get_or<double>(j, "rope_theta", 10000.0, what);
+    if (rp.contains("partial_rotary_factor") &&
+        get_or<double>(rp, "partial_rotary_factor", 1.0, what) != 1.0)
+      throw InputError(fmt::format(
+          "{}: rope_parameters.partial_rotary_factor other than 1 is not supported", what));
     c.activation = get_or<std::string>(j, "hidden_act", "silu", what);
     c.tie_word_embeddings = get_or<bool>(j, "tie_word_embeddings", false, what);  // LlamaConfig/Qwen2Config default
     // Qwen2 always has q/k/v biases (no config key); Llama and Qwen3 read attention_bias.
     c.attention_bias = c.model_type == "qwen2" || get_or<bool>(j, "attention_bias", false, what);
     c.qk_norm = c.model_type == "qwen3";  // Qwen3Attention's q_norm / k_norm (no config key)
     c.head_dim = get_or<int64_t>(j, "head_dim", c.num_heads > 0 ? c.hidden_size / c.num_heads : 0, what);
-    if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
-      const auto& r = j["rope_scaling"];
-      std::string type = r.value("rope_type", r.value("type", ""));
+    const bool legacy = j.contains("rope_scaling") && j["rope_scaling"].is_object();
+    const nlohmann::json& r = legacy ? j["rope_scaling"] : rp;
+    const std::string type =
+        r.value("rope_type", r.value("type", std::string(legacy ? "" : "default")));
+    if (type != "default") {
       if (type != "llama3")
-        throw InputError(fmt::format("{}: rope_scaling type '{}' is not supported (only llama3)", what, type));
+        throw InputError(fmt::format("{}: {} type '{}' is not supported (only llama3)", what,
+                                     legacy ? "rope_scaling" : "rope_parameters.rope_type", type));
       RopeScaling s;
       s.factor = get_or<double>(r, "factor", 8.0, what);
       s.low_freq_factor = get_or<double>(r, "low_freq_factor", 1.0, what);

@@ -104,9 +104,12 @@ def gpt2(cfg, W, ids, mask):
 
 
 def rope_frequencies(cfg, hd):
-    theta = cfg.get("rope_theta", 10000.0)
+    # transformers >= 5 writes rope_parameters {rope_theta, rope_type, ...} instead of
+    # rope_theta / rope_scaling
+    rp = cfg.get("rope_parameters") or {}
+    theta = rp.get("rope_theta", cfg.get("rope_theta", 10000.0))
     inv = [1.0 / (theta ** (2 * i / hd)) for i in range(hd // 2)]
-    rs = cfg.get("rope_scaling")
+    rs = cfg.get("rope_scaling") or (rp if rp.get("rope_type", "default") != "default" else None)
     if rs:
         factor, lo, hi = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"]
         orig = rs["original_max_position_embeddings"]
