@@ -342,14 +342,22 @@ torch::Tensor CausalLMImpl::keep_positions(const torch::Tensor& x, const HeadPos
   return keep.last > 0 && keep.last < x.size(1) ? x.slice(1, x.size(1) - keep.last) : x;
 }
 
+namespace {
+// tgt[b, t] = labels[b, t + 1]: the token position t predicts; the last position predicts nothing
+// (ignore_index). labels (B, T) -> (B, T).
+torch::Tensor next_token_targets(const torch::Tensor& labels, int64_t ignore_index) {
+  const int64_t B = labels.size(0), T = labels.size(1);
+  return torch::cat({labels.slice(1, 1, T), torch::full({B, 1}, ignore_index, labels.options())},
+                    1);
+}
+}  // namespace
+
 std::pair<torch::Tensor, torch::Tensor> scored_positions(const torch::Tensor& labels,
                                                          int64_t ignore_index) {
   DPFT_CHECK(labels.dim() == 2, "scored_positions: labels (B, T) expected, got {}",
              shape_str(labels.sizes()));
   const int64_t B = labels.size(0), T = labels.size(1);
-  // tgt[b, t] = labels[b, t + 1]: what position t predicts (the last position predicts nothing)
-  torch::Tensor tgt =
-      torch::cat({labels.slice(1, 1, T), torch::full({B, 1}, ignore_index, labels.options())}, 1);
+  torch::Tensor tgt = next_token_targets(labels, ignore_index);  // (B, T)
   torch::Tensor scored = tgt != ignore_index;  // (B, T)
   const int64_t width = std::max<int64_t>(1, B > 0 ? scored.sum(1).max().item<int64_t>() : 1);
   // Scored positions first, each group in position order: sort by (unscored, t).
@@ -391,10 +399,8 @@ std::pair<torch::Tensor, torch::Tensor> per_token_loss(const torch::Tensor& logi
              "per_token_loss: logits (B, T, V) and labels (B, T) expected, got {} and {}",
              shape_str(logits.sizes()), shape_str(labels.sizes()));
   const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
-  // Position t scores labels[t + 1]; the last position scores nothing (its target is ignored).
   // Scoring all T positions keeps the logits unsliced (no (B, T - 1, V) copy).
-  torch::Tensor tgt =
-      torch::cat({labels.slice(1, 1, T), torch::full({B, 1}, ignore_index, labels.options())}, 1);
+  torch::Tensor tgt = next_token_targets(labels, ignore_index);  // (B, T)
   torch::Tensor mask = (tgt != ignore_index);
   torch::Tensor safe = torch::where(mask, tgt, torch::zeros_like(tgt));
   torch::Tensor nll =
