@@ -5,8 +5,11 @@
 // measure (Aug-PE's run_clm, CTCL Table 3): a causal BERT-shaped language model trained from
 // scratch on the synthetic texts (`dpft model init --head causal`, then a non-private `dpft run`
 // of method sgd: training on DP synthetic data is post-processing), its next-token accuracy and
-// perplexity on the real texts. An evaluation against the real texts as given, not a DP release:
-// the output says so. (The classification variant is not here yet.)
+// perplexity on the real texts; with --classify, a classifier fine-tuned on the labelled
+// synthetic texts, its accuracy on the labelled real ones. `--run RUN` scores a finished run's
+// synthetic/synthetic.jsonl into its metrics.json (synthetic_eval.<--name>); `--subset N`, a
+// ctcl run's N-document subset (Fig. 3's scaling in N_syn, synthetic_eval.n<N>). An evaluation
+// against the real texts as given, not a DP release: the output says so.
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -17,6 +20,7 @@
 #include "cli/model_init.hpp"
 #include "core/eval/distribution.hpp"
 #include "core/eval/embed.hpp"
+#include "core/report/report.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
 #include "data/table.hpp"
@@ -54,6 +58,7 @@ struct EvalSyntheticOptions {
   ClassifierOptions clf;
   std::string work;  // --lm / --classify: where their models and runs go
   std::string run, name = "main";  // --run: a finished run's synthetic set, result into it
+  int64_t subset = 0;              // --run: its synthetic_n<N>.jsonl instead (ctcl subsets)
   bool keep_work = false;
   bool json = false;
 };
@@ -179,6 +184,7 @@ nlohmann::json downstream_classifier(const EvalSyntheticOptions& o) {
   const FinalEval fe = train_and_evaluate(n, work / "classifier-runs", "--classify");
   const nlohmann::json& fin = fe.final;
   nlohmann::json out = {{"from", c.from},
+                        {"label_column", c.label_column},
                         {"labels", c.labels},
                         {"peft", c.peft},
                         {"steps", c.steps},
@@ -210,8 +216,14 @@ void register_eval_synthetic(CLI::App& app, CliContext& ctx) {
                   "the result in its metrics.json (`synthetic_eval.<--name>`), where "
                   "`dpft report --table ctcl-*` reads it")
       ->excludes(syn_opt);
-  sub->add_option("--name", o->name, "--run: the key under metrics.json's synthetic_eval")
-      ->capture_default_str();
+  auto* name_opt =
+      sub->add_option("--name", o->name,
+                      "--run: the key under metrics.json's synthetic_eval (default: main, or "
+                      "n<N> with --subset N)");
+  sub->add_option("--subset", o->subset,
+                  "--run: evaluate synthetic/synthetic_n<N>.jsonl, the N-document subset a ctcl "
+                  "run's method.generation.subsets wrote (Fig. 3's scaling in N_syn)")
+      ->check(CLI::PositiveNumber);
   sub->add_flag("--keep-work", o->keep_work,
                 "--run: keep the downstream models and runs (default: removed once read)");
   sub->add_option("--embedder", o->embedder, "encoder checkpoint (BERT / RoBERTa) for both")
@@ -283,13 +295,17 @@ void register_eval_synthetic(CLI::App& app, CliContext& ctx) {
                   "--lm / --classify: directory for their models and runs (default: --out's "
                   "path with .work appended, or eval-synthetic.work)");
   sub->add_flag("--json", o->json, "print JSON");
-  sub->callback([o, &ctx] {
-    ctx.action = [o] {
+  sub->callback([o, &ctx, name_opt] {
+    const bool name_given = name_opt->count() > 0;
+    ctx.action = [o, name_given] {
       DPFT_CHECK_AS(ConfigError, !o->synthetic.empty() || !o->run.empty(),
                     "eval-synthetic: give --synthetic FILE, or --run RUN_DIR (a finished run with "
                     "synthetic/synthetic.jsonl)");
+      DPFT_CHECK_AS(ConfigError, o->subset == 0 || !o->run.empty(),
+                    "--subset needs --run (a ctcl run with method.generation.subsets)");
       fs::path metrics_file;
       nlohmann::json run_metrics;
+      int64_t requested = 0;  // N_syn of the set, where known
       if (!o->run.empty()) {
         metrics_file = fs::path(o->run) / "metrics.json";
         DPFT_CHECK_AS(InputError, fs::exists(metrics_file),
@@ -299,11 +315,28 @@ void register_eval_synthetic(CLI::App& app, CliContext& ctx) {
                       "--run {}: the run's status is '{}', not ok: finish it first (dpft run "
                       "--resume)",
                       o->run, run_metrics.value("status", ""));
-        o->synthetic = (fs::path(o->run) / "synthetic" / "synthetic.jsonl").string();
-        DPFT_CHECK_AS(InputError, fs::exists(o->synthetic),
-                      "--run {}: no synthetic/synthetic.jsonl (a method that writes synthetic "
-                      "texts: ctcl, pe, aug-pe; or dpft generate --out into it)",
-                      o->run);
+        if (o->subset > 0) {
+          o->synthetic =
+              (fs::path(o->run) / "synthetic" / fmt::format("synthetic_n{}.jsonl", o->subset))
+                  .string();
+          DPFT_CHECK_AS(InputError, fs::exists(o->synthetic),
+                        "--run {} --subset {}: no {} (a ctcl run writes it when {} is among its "
+                        "method.generation.subsets)",
+                        o->run, o->subset, o->synthetic, o->subset);
+          if (!name_given) o->name = fmt::format("n{}", o->subset);
+          requested = o->subset;
+        } else {
+          o->synthetic = (fs::path(o->run) / "synthetic" / "synthetic.jsonl").string();
+          DPFT_CHECK_AS(InputError, fs::exists(o->synthetic),
+                        "--run {}: no synthetic/synthetic.jsonl (a method that writes synthetic "
+                        "texts: ctcl, pe, aug-pe; or dpft generate --out into it)",
+                        o->run);
+          // N_syn as the method asked for it (ctcl: before the filter; pe / aug-pe: its
+          // population), the x of the scaling plot.
+          auto n = report::number_at(run_metrics, {"synthetic", "requested"});
+          if (!n) n = report::number_at(run_metrics, {"pe", "num_synthetic"});
+          if (n) requested = static_cast<int64_t>(*n);
+        }
         if (o->work.empty()) o->work = (fs::path(o->run) / "eval_synthetic.work").string();
       }
       DPFT_CHECK_AS(ConfigError, !o->lm.on || !o->lm.tokenizer.empty(),
@@ -351,6 +384,8 @@ void register_eval_synthetic(CLI::App& app, CliContext& ctx) {
           {"precision_recall", {{"k", pr.k}, {"precision", pr.precision}, {"recall", pr.recall}}},
           {"note",
            "an evaluation against the real texts as given, not a DP release (docs/outputs.md)"}};
+      if (requested > 0) out["synthetic"]["requested"] = requested;
+      if (o->subset > 0) out["synthetic"]["subset"] = true;  // not a table cell: Fig. 3's points
       if (!lm.is_null()) out["downstream_lm"] = lm;
       if (!clf.is_null()) out["downstream_classifier"] = clf;
       if (!o->out.empty()) write_file_atomic(o->out, out.dump(2) + "\n");

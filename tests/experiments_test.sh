@@ -208,7 +208,14 @@ if [ -d "$SRC/../shared/data/yelp_augpe" ]; then
   check "ctcl yelp dry run exits 0 (rc $rc)" [ "$rc" = 0 ]
   check "ctcl yelp: 4 rows x 2 eps x 2 seeds" [ "$(count "$out" "would run: $DPFT run experiments/ctcl/small/yelp-")" = 16 ]
   check "ctcl yelp: the 5-way classifier is made" has "$out" "model rehead --from models/tiny-roberta --head classification"
+  # Fig. 3: Aug-PE once more per size other than its spec's 200 (which the table's runs are).
+  out=$(cd "$SRC" && bash "$CT" --rows "ctcl aug_pe" --scaling "50 200 400" --dry-run --seeds 0 --eps 4 --out "$T/ctcl" --dpft "$DPFT" 2>&1); rc=$?
+  check "ctcl scaling dry run exits 0 (rc $rc)" [ "$rc" = 0 ]
+  check "ctcl scaling: aug_pe at 50 and 400" [ "$(count "$out" "--set method.num_synthetic=")" = 2 ]
+  check "ctcl scaling: the size 50 in its own directory" has "$out" "$T/ctcl/scaling/n50/pubmed-aug_pe"
   check "ctcl dry run writes nothing" [ ! -e "$T/ctcl" ]
+  out=$(cd "$SRC" && bash "$CT" --scaling "50 lots" --dry-run 2>&1); rc=$?
+  check "ctcl bad --scaling exits 2 (rc $rc)" [ "$rc" = 2 ]
   out=$(cd "$SRC" && bash "$CT" --dataset imdb --dry-run 2>&1); rc=$?
   check "ctcl unknown dataset exits 2 (rc $rc)" [ "$rc" = 2 ]
   out=$(cd "$SRC" && bash "$CT" --rows "ctcl nope" --dry-run 2>&1); rc=$?

@@ -3,6 +3,7 @@
 // generator's condition.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -270,6 +271,69 @@ TEST_CASE(
         m["privacy"]["noise_multiplier"].get<double>());
   CHECK(v["synthetic"]["requested"] == 11);
   CHECK_FALSE(fs::exists(fs::path(test::last_line(printed)) / "topic_histogram.json"));
+  // generation.subsets (Fig. 3): smaller sets from the same generation. Each bin is sampled as
+  // often as the most seats any size gives it; every set, the main one included, is each
+  // bin's first seats (as many as apportioning its N gives the bin), less the filter's drops.
+  REQUIRE(test::cli({"run", spec, "--out", out, "--set", "method.generation.subsets=[9, 5]"},
+                    &printed) == 0);
+  const fs::path srun = test::last_line(printed);
+  const auto sm = nlohmann::json::parse(read_file(srun / "metrics.json"));
+  const auto scounts = nlohmann::json::parse(read_file(srun / "topic_histogram.json"))["counts"]
+                           .get<std::vector<int64_t>>();
+  CHECK(scounts == counts);  // the same seed: the same release
+  CHECK(sm["privacy"]["releases"] == rel);
+  REQUIRE(sm["synthetic"]["subsets"].size() == 2);
+  for (int64_t n : {5, 9, 11}) {
+    const nlohmann::json& e =
+        n == 11 ? sm["synthetic"] : sm["synthetic"]["subsets"][n == 5 ? 0 : 1];
+    CHECK(e["requested"] == n);
+    const auto want = ctcl::apportion(scounts, n);
+    std::vector<std::string> expect;
+    for (size_t k = 0; k < want.size(); ++k) {
+      if (want[k] == 0) continue;
+      const auto part = read_jsonl(srun / "synthetic" / fmt::format("topic-{:05d}.jsonl", k));
+      int64_t most = 0;
+      for (int64_t m : {5, 9, 11}) most = std::max(most, ctcl::apportion(scounts, m)[k]);
+      REQUIRE(static_cast<int64_t>(part.size()) == most);
+      for (int64_t i = 0; i < want[k]; ++i)
+        if (!part[static_cast<size_t>(i)].contains("dropped"))
+          expect.push_back(part[static_cast<size_t>(i)]["text"]);
+    }
+    const auto got = read_jsonl(
+        srun / "synthetic" / (n == 11 ? "synthetic.jsonl" : fmt::format("synthetic_n{}.jsonl", n)));
+    std::vector<std::string> texts;
+    for (const auto& g : got) texts.push_back(g["text"]);
+    CHECK(texts == expect);
+    CHECK(e["kept"] == static_cast<int64_t>(expect.size()));
+    CHECK(e["kept"].get<int64_t>() + e["dropped"].get<int64_t>() == n);
+  }
+  // eval-synthetic --subset scores one of them under synthetic_eval.n<N>, with its N_syn; the
+  // main set's N_syn is the run's requested count.
+  const int64_t kept9 = sm["synthetic"]["subsets"][1]["kept"];
+  if (kept9 > 1) {
+    REQUIRE(test::cli({"eval-synthetic", "--run", srun.string(), "--subset", "9", "--real",
+                       data.string(), "--embedder", encoder, "--k", "1", "--buckets", "2"}) == 0);
+    const auto se = nlohmann::json::parse(read_file(srun / "metrics.json"))["synthetic_eval"];
+    CHECK(se["n9"]["synthetic"]["requested"] == 9);
+    CHECK(se["n9"]["synthetic"]["subset"] == true);
+    CHECK(se["n9"]["synthetic"]["texts"] == kept9);
+    REQUIRE(test::cli({"eval-synthetic", "--run", srun.string(), "--real", data.string(),
+                       "--embedder", encoder, "--k", "1", "--buckets", "2"}) == 0);
+    const auto se2 = nlohmann::json::parse(read_file(srun / "metrics.json"))["synthetic_eval"];
+    CHECK(se2["main"]["synthetic"]["requested"] == 11);
+    CHECK_FALSE(se2["main"]["synthetic"].contains("subset"));
+    CHECK(se2["n9"] == se["n9"]);  // kept beside it
+  } else {
+    WARN("eval-synthetic --subset not exercised: the filter dropped all but " << kept9);
+  }
+  CHECK(test::cli({"eval-synthetic", "--run", srun.string(), "--subset", "4", "--real",
+                   data.string(), "--embedder", encoder}) == 3);  // no such subset
+  CHECK(test::cli({"eval-synthetic", "--subset", "9", "--synthetic", data.string(), "--real",
+                   data.string(), "--embedder", encoder}) == 2);  // --subset needs --run
+  // Sizes must be distinct and below num_synthetic.
+  CHECK(test::cli({"run", spec, "--out", out, "--set", "method.generation.subsets=[11]"}) == 2);
+  CHECK(test::cli({"run", spec, "--out", out, "--set", "method.generation.subsets=[5, 5]"}) == 2);
+
   // Refusals: another task, a source column, no topic model.
   CHECK(test::cli({"run", spec, "--out", out, "--set", "data.task=lm"}) == 2);
   CHECK(test::cli({"run", spec, "--out", out, "--set", "data.train.prompt=x"}) == 2);

@@ -255,6 +255,9 @@ TEST_CASE("dpft run aug-pe / pe: T releases, N_syn outputs, classes, resume, ref
   REQUIRE(scored.contains("synthetic_eval"));
   const auto& se = scored["synthetic_eval"]["main"];
   CHECK(se["synthetic"]["texts"] == 6);
+  CHECK(se["synthetic"]["requested"] == m["pe"]["num_synthetic"]);  // N_syn, Fig. 3's x
+  CHECK(test::cli({"eval-synthetic", "--run", run.string(), "--subset", "3", "--real",
+                   data.string(), "--embedder", enc}) == 3);  // subsets are ctcl's
   CHECK(se["real"]["texts"] == 24);
   CHECK(se["mauve"]["mauve"].get<double>() > 0);
   CHECK(se["mauve"]["mauve"].get<double>() <= 1);

@@ -767,8 +767,8 @@ TEST_CASE("report --plot draws eval curves and Improvement(t) with gnuplot", "[r
 }
 
 TEST_CASE(
-    "report ctcl-generative / -classification / -ablation: synthetic_eval and Downstream "
-    "DPFT",
+    "report ctcl-generative / -classification / -ablation / -scaling: synthetic_eval and "
+    "Downstream DPFT",
     "[report][ctcl]") {
   test::TempDir d;
   // A synthetic-data run scored by eval-synthetic --run (synthetic_eval.<name>), on PubMed or
@@ -847,4 +847,54 @@ TEST_CASE(
   // The PubMed runs hold no classifier: the table has nothing to show.
   CHECK_THROWS_AS(build_report_table("ctcl-classification", report::load_runs({d.path}).runs),
                   InputError);
+  // ... nor an N_syn: no scaling point.
+  CHECK_THROWS_AS(build_report_table("ctcl-scaling", report::load_runs({d.path}).runs), InputError);
+
+  // ctcl-scaling (Fig. 3): every scored set with its N_syn, a ctcl run's subsets beside its main
+  // set, Aug-PE's runs one size each; columns by N as a number (9 before 10 before 200).
+  test::TempDir f;
+  auto at = [](double n, double acc, bool subset) {
+    json e = {{"synthetic", {{"requested", n}}},
+              {"downstream_lm", {{"next_token_accuracy", acc}, {"perplexity", 10.0}}}};
+    if (subset) e["synthetic"]["subset"] = true;
+    return e;
+  };
+  syn(f.path, "CTCL", 4.0, 0, pubmed,
+      {{"main", at(200, 0.30, false)}, {"n10", at(10, 0.10, true)}, {"n9", at(9, 0.08, true)}});
+  syn(f.path, "CTCL", 4.0, 1, pubmed,
+      {{"main", at(200, 0.34, false)}, {"n10", at(10, 0.12, true)}, {"n9", at(9, 0.06, true)}});
+  syn(f.path, "Aug-PE", 4.0, 0, pubmed, {{"main", at(10, 0.20, false)}});
+  syn(f.path, "Aug-PE", 4.0, 1, pubmed, {{"main", at(200, 0.22, false)}});
+  json stars = {{"synthetic", {{"requested", 50}, {"subset", true}}},
+                {"downstream_classifier", {{"accuracy", 0.4}, {"label_column", "label2"}}}};
+  syn(f.path, "CTCL", 4.0, 0, yelp, {{"n50", stars}});
+  syn(f.path, "CTCL", 4.0, 2, pubmed, {{"main", lm(0.3, 100, 0.9)["main"]}});  // no N_syn
+  const auto fr = report::load_runs({f.path}).runs;
+  auto sc = build_report_table("ctcl-scaling", fr);
+  std::vector<std::string> cols;
+  for (const auto& c : sc.columns) cols.push_back(c.dataset);
+  CHECK(cols == std::vector<std::string>{"PubMed N_syn=9", "PubMed N_syn=10", "PubMed N_syn=200",
+                                         "Yelp stars N_syn=50"});
+  const auto& ctcl_row = row(sc.blocks[0], "CTCL");
+  CHECK(ctcl_row.cells[0]->mean == Approx(0.07));
+  CHECK(ctcl_row.cells[1]->mean == Approx(0.11));
+  CHECK(ctcl_row.cells[2]->mean == Approx(0.32));
+  CHECK(ctcl_row.cells[2]->n == 2);
+  CHECK(ctcl_row.cells[3]->mean == Approx(0.4));
+  const auto& aug_row = row(sc.blocks[0], "Aug-PE");
+  CHECK(aug_row.cells[1]->mean == Approx(0.20));
+  CHECK(aug_row.cells[1]->n == 1);
+  CHECK_FALSE(aug_row.cells[0]);
+  CHECK(sc.blocks[0].rows[0].label == "Aug-PE");  // the paper's order
+  // A subset is a Fig. 3 point, not a Table 4 cell.
+  CHECK_THROWS_AS(build_report_table("ctcl-classification", fr), InputError);
+  report::Plot sp = build_report_plot("ctcl-scaling", fr);
+  CHECK(sp.logx);
+  REQUIRE(sp.series.size() == 3);  // Aug-PE PubMed, CTCL PubMed, CTCL Yelp stars
+  CHECK(sp.series[1].name == "CTCL (PubMed, eps 4)");
+  CHECK(sp.series[1].x == std::vector<double>{9, 10, 200});
+  CHECK(sp.series[1].y[2] == Approx(0.32));
+  CHECK(sp.series[0].x == std::vector<double>{10, 200});
+  CHECK_THAT(report::gnuplot_script(sp, "s.svg", "d.dat"), Contains("set logscale x 2"));
+  CHECK_THAT(report::gnuplot_script(report::Plot{}, "s.svg", "d.dat"), !Contains("logscale"));
 }

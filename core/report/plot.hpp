@@ -17,6 +17,7 @@ struct Series {
 struct Plot {
   std::string title, xlabel, ylabel;
   std::vector<Series> series;
+  bool logx = false;  // a base-2 logarithmic x axis (sizes that double)
 };
 
 struct RunRecord;

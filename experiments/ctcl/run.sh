@@ -24,21 +24,29 @@
 #   dpft report OUT --table ctcl-classification (Table 4)
 #   dpft report OUT --table ctcl-ablation       (Table 5: bart_vanilla, bart_keywords, ctcl)
 #
+# Fig. 3 (scaling in N_syn), with --scaling "50 100 400": the ctcl row's subsets of those sizes
+# (its spec's method.generation.subsets) are scored too (synthetic_eval.n<N>), and the aug_pe row
+# is also run at each size other than its spec's (OUT/scaling/n<N>/DATASET-aug_pe/...,
+# method.num_synthetic=N) and scored; then
+#   dpft report OUT/DATASET-ctcl OUT/DATASET-aug_pe OUT/scaling --table ctcl-scaling
+#   (--plot fig3.svg --plot-kind ctcl-scaling)
+#
 # Usage: experiments/ctcl/run.sh [--dataset pubmed|yelp]
 #          [--rows "ctcl bart_vanilla bart_keywords gpt2_vanilla downstream_dpft aug_pe pe"]
 #          [--eps "inf 4 2 1"] [--seeds "0 1 2"] [--out runs/ctcl] [--dpft build/dpft]
-#          [--num 200] [--max-real 1000] [--lm-steps 200] [--dry-run]
+#          [--num 800] [--max-real 1000] [--lm-steps 200] [--scaling "50 100 400"] [--dry-run]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-rows="" dataset=pubmed eps="inf 4 2 1" seeds="0 1 2"
-out=runs/ctcl dpft=build/dpft num=200 max_real=1000 lm_steps=200 dry=0
+rows="" dataset=pubmed eps="inf 4 2 1" seeds="0 1 2" scaling=""
+out=runs/ctcl dpft=build/dpft num=800 max_real=1000 lm_steps=200 dry=0
 while [ $# -gt 0 ]; do
   case "$1" in
-    --dataset | --rows | --eps | --seeds | --out | --dpft | --num | --max-real | --lm-steps)
+    --dataset | --rows | --eps | --seeds | --out | --dpft | --num | --max-real | --lm-steps | \
+      --scaling)
       [ $# -ge 2 ] || { echo "ctcl: $1 needs a value" >&2; exit 2; }
       v=${1#--}; v=${v//-/_}; printf -v "$v" '%s' "$2"; shift 2 ;;
     --dry-run) dry=1; shift ;;
-    -h | --help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "ctcl: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -51,7 +59,7 @@ case "$dataset" in
   yelp) real=../shared/data/yelp_augpe/test.csv
         rows=${rows:-"ctcl downstream_dpft aug_pe pe"}
         score=(--classify --classifier-from models/tiny-roberta --labels "$stars"
-               --label-column label2 --name label2) ;;
+               --label-column label2) ;;
   *) echo "ctcl: --dataset $dataset: use pubmed or yelp" >&2; exit 2 ;;
 esac
 for r in $rows; do
@@ -71,6 +79,18 @@ if [[ " $rows " == *" downstream_dpft "* ]]; then
       --out build/ctcl/models/yelp-stars-classifier --seed 0
   fi
 fi
+for n in $scaling; do
+  [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "ctcl: --scaling '$scaling': give sizes such as \"50 100 400\"" >&2; exit 2; }
+done
+# score DIR KEY [--subset N]: eval-synthetic --run into synthetic_eval.KEY, unless it is there.
+score_run() {
+  local d=$1 key=$2
+  shift 2
+  python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); sys.exit(m.get("status") != "ok" or sys.argv[2] in m.get("synthetic_eval", {}))' "$d/metrics.json" "$key" || return 0
+  run "$dpft" eval-synthetic --run "$d" --name "$key" "$@" --real "$real" --max-real "$max_real" \
+    --embedder models/tiny-roberta --max-length 128 "${score[@]}"
+}
+main_key=main; [ "$dataset" = yelp ] && main_key=label2
 status=0
 for r in $rows; do
   spec=experiments/ctcl/small/$dataset-$r.yaml
@@ -82,8 +102,7 @@ for r in $rows; do
   for m in "$out"/"$dataset"-"$r"/eps*/s*/*/*/metrics.json; do
     [ -f "$m" ] || continue
     d=$(dirname "$m")
-    key=main; [ "$dataset" = yelp ] && key=label2
-    python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); sys.exit(m.get("status") != "ok" or sys.argv[2] in m.get("synthetic_eval", {}))' "$m" "$key" || continue
+    python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); sys.exit(m.get("status") != "ok" or sys.argv[2] in m.get("synthetic_eval", {}))' "$m" "$main_key" || continue
     if [ "$r" = gpt2_vanilla ] && [ ! -f "$d/synthetic/synthetic.jsonl" ]; then
       prompt=$(sed -n 's/.*[{ ]prompt: "\([^"]*\)".*/\1/p' "$spec" | head -n 1)
       seed=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["run"]["seed"])' "$m")
@@ -92,8 +111,34 @@ for r in $rows; do
       run "$dpft" generate --model "$d/model" --prompts "$d/synthetic/prompts.jsonl" --sample \
         --top-p 0.95 --max-new-tokens 128 --seed "$seed" --out "$d/synthetic/synthetic.jsonl" || { status=1; continue; }
     fi
-    run "$dpft" eval-synthetic --run "$d" --real "$real" --max-real "$max_real" \
-      --embedder models/tiny-roberta --max-length 128 "${score[@]}" || status=1
+    score_run "$d" "$main_key" || status=1
   done
+  [ -n "$scaling" ] || continue
+  # Fig. 3: ctcl's subsets of one generation; Aug-PE once per size.
+  if [ "$r" = ctcl ]; then
+    for m in "$out"/"$dataset"-ctcl/eps*/s*/*/*/metrics.json; do
+      [ -f "$m" ] || continue
+      for n in $scaling; do
+        if [ -f "$(dirname "$m")/synthetic/synthetic_n$n.jsonl" ]; then
+          score_run "$(dirname "$m")" "n$n" --subset "$n" || status=1
+        else
+          echo "ctcl: $(dirname "$m") has no subset of $n (method.generation.subsets of $spec)" >&2
+          status=1
+        fi
+      done
+    done
+  elif [ "$r" = aug_pe ]; then
+    own=$(sed -n 's/^ *num_synthetic: *\([0-9]*\).*/\1/p' "$spec" | head -n 1)
+    for n in $scaling; do
+      [ "$n" = "$own" ] && continue  # the table's runs are this size
+      sweep=(bash scripts/sweep.sh --dpft "$dpft" --specs "$spec" --seeds "$seeds" --eps "$eps"
+             --out "$out/scaling/n$n")
+      [ "$dry" = 1 ] && sweep+=(--dry-run)
+      "${sweep[@]}" -- --set method.num_synthetic="$n" || status=1
+      for m in "$out/scaling/n$n/$dataset-aug_pe"/eps*/s*/*/*/metrics.json; do
+        [ -f "$m" ] && { score_run "$(dirname "$m")" "$main_key" || status=1; }
+      done
+    done
+  fi
 done
 exit $status

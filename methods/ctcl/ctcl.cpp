@@ -10,7 +10,10 @@
 //        sigma calibrated so that the histogram and the T steps together spend the budget
 //   C    N_syn documents, apportioned to topics by the released histogram (largest remainder),
 //        sampled from the fine-tuned generator with top-p and a repetition penalty, post-filtered
-//        (methods/ctcl/synthesis.hpp), written to synthetic/synthetic.jsonl -- post-processing
+//        (methods/ctcl/synthesis.hpp), written to synthetic/synthetic.jsonl -- post-processing;
+//        `generation.subsets` also writes smaller sets (synthetic_n<N>.jsonl, N apportioned the
+//        same way, each bin's first documents of the same generation) for Fig. 3's scaling in
+//        N_syn
 // `keywords: false` is Table 5's "vanilla" generator: no topics, no histogram (the whole budget
 // to fine-tuning), sources "Document Type: <doc_type>" only.
 // A labelled private set (`label_columns` with their public `label_values`, e.g. Yelp's stars)
@@ -20,6 +23,7 @@
 // documents carry their class's label columns, for a downstream classifier.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <unordered_map>
@@ -54,6 +58,9 @@ struct CtclGeneration {
   double temperature = 1.0;
   double repetition_penalty = 1.5;
   int64_t batch = 16;
+  // Smaller N_syn for the scaling figure (Fig. 3): per bin, the first seats of the same
+  // generation, written as synthetic/synthetic_n<N>.jsonl (post-processing: no cost).
+  std::vector<int64_t> subsets;
 };
 
 class CtclMethod : public Method {
@@ -79,7 +86,18 @@ class CtclMethod : public Method {
     g.get("temperature", gen_.temperature, Range::above(0));
     g.get("repetition_penalty", gen_.repetition_penalty, Range::at_least(1));
     g.get("batch", gen_.batch, Range::at_least(1));
+    g.get("subsets", gen_.subsets, Range::at_least(1));
     g.finish();
+    std::sort(gen_.subsets.begin(), gen_.subsets.end());
+    for (size_t i = 0; i < gen_.subsets.size(); ++i)
+      DPFT_CHECK_AS(ConfigError,
+                    gen_.subsets[i] < gen_.num_synthetic &&
+                        (i == 0 || gen_.subsets[i] != gen_.subsets[i - 1]),
+                    "method.generation.subsets: {} is {}; give distinct sizes below "
+                    "num_synthetic ({}), e.g. [50, 100]",
+                    gen_.subsets[i],
+                    gen_.subsets[i] >= gen_.num_synthetic ? "not below num_synthetic" : "repeated",
+                    gen_.num_synthetic);
     Fields flt = f.child("filter");
     flt.get("max_word_length", max_word_length_, Range::at_least(1));
     flt.get("max_repeat", max_repeat_, Range::at_least(1));
@@ -106,6 +124,7 @@ class CtclMethod : public Method {
     g["temperature"] = gen_.temperature;
     g["repetition_penalty"] = gen_.repetition_penalty;
     g["batch"] = gen_.batch;
+    g["subsets"] = gen_.subsets;  // smaller N_syn from the same generation (Fig. 3)
     n["generation"] = g;
     YAML::Node flt;
     flt["max_word_length"] = max_word_length_;
@@ -146,7 +165,7 @@ class CtclMethod : public Method {
                                  int64_t K) const;
   nlohmann::json synthesize(RunContext& ctx, train::TrainInputs& in,
                             const std::vector<std::vector<int32_t>>& sources,
-                            const std::vector<int64_t>& seats,
+                            const std::vector<int64_t>& hist, const std::vector<int64_t>& seats,
                             const std::vector<nlohmann::json>& bin_fields) const;
 
   // The histogram is released with keywords (topic or (topic, class) bins) or with classes
@@ -227,12 +246,21 @@ std::vector<int64_t> CtclMethod::histogram(RunContext& ctx, const std::vector<in
 
 nlohmann::json CtclMethod::synthesize(RunContext& ctx, train::TrainInputs& in,
                                       const std::vector<std::vector<int32_t>>& sources,
+                                      const std::vector<int64_t>& hist,
                                       const std::vector<int64_t>& seats,
                                       const std::vector<nlohmann::json>& bin_fields) const {
   torch::NoGradGuard ng;
   in.model->eval();
   const fs::path dir = ctx.dir.file("synthetic");
   fs::create_directories(dir);
+  // Bin k is sampled gen[k] times: the most seats any of the sizes gives it (largest remainder
+  // can give a bin more seats at a smaller total); each size takes its first seats of each bin.
+  std::vector<std::vector<int64_t>> subset_seats;
+  std::vector<int64_t> gen = seats;
+  for (int64_t n : gen_.subsets) {
+    subset_seats.push_back(ctcl::apportion(hist, n));
+    for (size_t k = 0; k < gen.size(); ++k) gen[k] = std::max(gen[k], subset_seats.back()[k]);
+  }
   generate::GenerationOptions go;
   go.do_sample = true;
   go.top_p = gen_.top_p;
@@ -246,13 +274,12 @@ nlohmann::json CtclMethod::synthesize(RunContext& ctx, train::TrainInputs& in,
     return in.tok->decode(t, true);
   };
   int64_t total = 0;
-  for (int64_t s : seats) total += s;
+  for (int64_t s : gen) total += s;
   Progress bar("ctcl generate", static_cast<long>(total));
-  int64_t done = 0, kept = 0;
-  std::map<std::string, int64_t> dropped;
-  std::string all;
-  for (size_t k = 0; k < seats.size(); ++k) {
-    if (seats[k] == 0) continue;
+  int64_t done = 0;
+  std::vector<std::vector<nlohmann::json>> rows(gen.size());  // per bin, in generation order
+  for (size_t k = 0; k < gen.size(); ++k) {
+    if (gen[k] == 0) continue;
     // One file per bin (topic, or topic x class), written whole: a resumed generation skips the
     // bins already done.
     const fs::path part = dir / fmt::format("topic-{:05d}.jsonl", k);
@@ -260,8 +287,8 @@ nlohmann::json CtclMethod::synthesize(RunContext& ctx, train::TrainInputs& in,
     if (fs::exists(part)) {
       lines = read_file(part);
     } else {
-      for (int64_t b = 0; b < seats[k]; b += gen_.batch) {
-        const int64_t n = std::min(gen_.batch, seats[k] - b);
+      for (int64_t b = 0; b < gen[k]; b += gen_.batch) {
+        const int64_t n = std::min(gen_.batch, gen[k] - b);
         std::vector<std::vector<int64_t>> prompts(
             static_cast<size_t>(n), std::vector<int64_t>(sources[k].begin(), sources[k].end()));
         go.seed = derive_seed(static_cast<uint64_t>(ctx.spec.seed),
@@ -278,35 +305,58 @@ nlohmann::json CtclMethod::synthesize(RunContext& ctx, train::TrainInputs& in,
       }
       write_file_atomic(part, lines);
     }
-    done += seats[k];
+    done += gen[k];
     bar.update(static_cast<long>(done));
     for (size_t b = 0, e; b < lines.size(); b = e + 1) {
       e = lines.find('\n', b);
       if (e == std::string::npos) e = lines.size();
-      if (e == b) continue;
-      const nlohmann::json row = nlohmann::json::parse(lines.substr(b, e - b));
-      if (row.contains("dropped")) {  // repetitions counted together, whichever the word
-        const std::string why = row["dropped"].get<std::string>();
-        ++dropped[why.rfind('\'', 0) == 0 ? "a word repeated too often" : why];
-        continue;
-      }
-      ++kept;
-      nlohmann::json kept_row = row;
-      kept_row.erase("dropped");
-      all += kept_row.dump(-1, ' ', false, kReplace) + "\n";
+      if (e > b) rows[k].push_back(nlohmann::json::parse(lines.substr(b, e - b)));
     }
+    DPFT_CHECK_AS(InputError, static_cast<int64_t>(rows[k].size()) == gen[k],
+                  "{}: {} documents, this run samples {} for the bin; the file was not written "
+                  "by this run's generation: delete {} and resume to sample again",
+                  part.string(), rows[k].size(), gen[k], dir.string());
   }
   bar.finish();
-  write_file_atomic(dir / "synthetic.jsonl", all);
-  nlohmann::json drops = nlohmann::json::object();
-  for (const auto& [why, n] : dropped) drops[why] = n;
-  spdlog::info("ctcl: {} synthetic documents generated, {} kept, {} dropped by the filter", total,
-               kept, total - kept);
-  return {{"requested", total},
-          {"kept", kept},
-          {"dropped", total - kept},
-          {"dropped_by_reason", drops},
-          {"file", (dir / "synthetic.jsonl").string()}};
+  // One set: the first seats of each bin, without the rows the filter dropped.
+  auto write_set = [&](const std::vector<int64_t>& take, const fs::path& file) {
+    int64_t requested = 0, kept = 0;
+    std::map<std::string, int64_t> dropped;
+    std::string all;
+    for (size_t k = 0; k < take.size(); ++k)
+      for (int64_t i = 0; i < take[k]; ++i) {
+        const nlohmann::json& row = rows[k][static_cast<size_t>(i)];
+        ++requested;
+        if (row.contains("dropped")) {  // repetitions counted together, whichever the word
+          const std::string why = row["dropped"].get<std::string>();
+          ++dropped[why.rfind('\'', 0) == 0 ? "a word repeated too often" : why];
+          continue;
+        }
+        ++kept;
+        nlohmann::json kept_row = row;
+        kept_row.erase("dropped");
+        all += kept_row.dump(-1, ' ', false, kReplace) + "\n";
+      }
+    write_file_atomic(file, all);
+    nlohmann::json drops = nlohmann::json::object();
+    for (const auto& [why, n] : dropped) drops[why] = n;
+    return nlohmann::json{{"requested", requested},
+                          {"kept", kept},
+                          {"dropped", requested - kept},
+                          {"dropped_by_reason", drops},
+                          {"file", file.string()}};
+  };
+  nlohmann::json out = write_set(seats, dir / "synthetic.jsonl");
+  spdlog::info("ctcl: {} synthetic documents generated, {} kept, {} dropped by the filter",
+               out["requested"].get<int64_t>(), out["kept"].get<int64_t>(),
+               out["dropped"].get<int64_t>());
+  if (!gen_.subsets.empty()) {
+    out["subsets"] = nlohmann::json::array();
+    for (size_t i = 0; i < gen_.subsets.size(); ++i)
+      out["subsets"].push_back(
+          write_set(subset_seats[i], dir / fmt::format("synthetic_n{}.jsonl", gen_.subsets[i])));
+  }
+  return out;
 }
 
 nlohmann::json CtclMethod::run(RunContext& ctx, train::TrainInputs& in) {
@@ -395,7 +445,7 @@ nlohmann::json CtclMethod::run(RunContext& ctx, train::TrainInputs& in) {
   dp_sgd::DpSgdOptions o;
   o.method_info = info;
   o.after_training_key = "synthetic";
-  o.after_training = [&] { return synthesize(ctx, in, sources, seats, bin_fields); };
+  o.after_training = [&] { return synthesize(ctx, in, sources, hist, seats, bin_fields); };
   nlohmann::json out = dp_sgd::run_dp_sgd(ctx, in, *dp_, o);
   out["ctcl"] = info;
   return out;

@@ -1,7 +1,14 @@
 #include "methods/ctcl/report_tables.hpp"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <cstring>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "core/report/plot.hpp"
 #include "core/util/error.hpp"
 
 namespace dpft::ctcl {
@@ -91,7 +98,8 @@ Table classification(const std::vector<RunRecord>& runs, const TableDef& def) {
     bool any = false;
     if (const nlohmann::json* all = find(r.metrics, {"synthetic_eval"}); all && all->is_object())
       for (const auto& [name, e] : all->items())
-        if (auto a = number_at(e, {"downstream_classifier", "accuracy"})) {
+        if (auto a = number_at(e, {"downstream_classifier", "accuracy"});
+            a && !find(e, {"synthetic", "subset"})) {  // subsets: the scaling table's
           acc.by_label[r.label][{label_column_name(r.dataset, name), r.eps}].push_back(*a);
           any = true;
         }
@@ -137,7 +145,116 @@ Table ablation(const std::vector<RunRecord>& runs, const TableDef& def) {
       {ppl}, def.row_order);
 }
 
+// One point of Fig. 3's scaling in N_syn: a synthetic set of a run (its main set or a subset),
+// its N_syn (synthetic.requested: what the method was asked for, before ctcl's post-filter)
+// and its downstream accuracy on the real test texts: the LM's next-token accuracy for a
+// generative data set, the classifier's accuracy for a labelled one. `column`: the data set,
+// with the classifier's label column.
+struct ScalingPoint {
+  std::string column;
+  double n = 0, accuracy = 0;
+};
+
+std::vector<ScalingPoint> scaling_points(const RunRecord& r) {
+  std::vector<ScalingPoint> out;
+  const nlohmann::json* all = find(r.metrics, {"synthetic_eval"});
+  if (!all || !all->is_object()) return out;
+  for (const auto& [name, e] : all->items()) {
+    const auto n = number_at(e, {"synthetic", "requested"});
+    if (!n) continue;  // evaluated before eval-synthetic recorded N_syn
+    if (auto a = number_at(e, {"downstream_lm", "next_token_accuracy"}))
+      out.push_back({data_name(r.dataset), *n, *a});
+    else if (auto c = number_at(e, {"downstream_classifier", "accuracy"}))
+      out.push_back(
+          {label_column_name(r.dataset,
+                             string_at(e, {"downstream_classifier", "label_column"}).value_or("")),
+           *n, *c});
+  }
+  return out;
+}
+
+constexpr const char* kNsyn = " N_syn=";
+
+// Fig. 3 (middle, right) as a table: columns "<data set> N_syn=<N>" by N ascending.
+Table scaling(const std::vector<RunRecord>& runs, const TableDef& def) {
+  // Not check_groups: Aug-PE's sizes are runs of one label with other configs and the same seeds.
+  std::map<std::pair<std::string, ColKey>, std::set<int64_t>> seeds;
+  Collected acc{"accuracy",
+                "Downstream accuracy on the real test texts (↑): next-token accuracy of the LM "
+                "(generative), accuracy of the classifier (labelled)",
+                {},
+                {}};
+  for (const auto& r : runs) {
+    const auto pts = scaling_points(r);
+    for (const auto& p : pts) {
+      const ColKey col{fmt::format("{}{}{:g}", p.column, kNsyn, p.n), r.eps};
+      if (!seeds[{r.label, col}].insert(r.seed).second)
+        spdlog::warn("{} / {} / eps {}: seed {} appears more than once (e.g. {})", r.label,
+                     col.first, format_eps(r.eps, "csv"), r.seed, r.dir.string());
+      acc.by_label[r.label][col].push_back(p.accuracy);
+    }
+    if (pts.empty())
+      spdlog::warn(
+          "skipped {}: no synthetic_eval with synthetic.requested and a downstream accuracy "
+          "(dpft eval-synthetic --run [--subset N] with --lm or --classify)",
+          r.dir.string());
+  }
+  if (acc.by_label.empty())
+    throw InputError(no_runs_error("ctcl-scaling",
+                                   "a scored synthetic set with its N_syn (dpft eval-synthetic "
+                                   "--run [--subset N] --lm | --classify)"));
+  Table t = assemble(
+      "CTCL Fig. 3: downstream accuracy against the number of synthetic documents (mean ± std "
+      "over seeds)",
+      {acc}, def.row_order);
+  // The columns by data set, then N as a number (assemble sorts the names as text), then eps.
+  auto key = [](const Column& c) {
+    const size_t at = c.dataset.rfind(kNsyn);
+    return std::make_tuple(c.dataset.substr(0, at),
+                           std::stod(c.dataset.substr(at + std::strlen(kNsyn))), c.eps);
+  };
+  std::vector<size_t> order(t.columns.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return key(t.columns[a]) < key(t.columns[b]); });
+  auto permute = [&](auto& v) {
+    std::remove_reference_t<decltype(v)> out;
+    for (size_t i : order) out.push_back(v[i]);
+    v = std::move(out);
+  };
+  permute(t.columns);
+  for (auto& b : t.blocks)
+    for (auto& row : b.rows) permute(row.cells);
+  return t;
+}
+
 }  // namespace
+
+Plot scaling_plot(const std::vector<RunRecord>& runs) {
+  std::map<std::tuple<std::string, std::string, double>,
+           std::vector<std::vector<std::pair<double, double>>>>
+      groups;  // (label, column, eps) -> per run, its (N_syn, accuracy) points
+  for (const auto& r : runs) {
+    std::map<std::string, std::vector<std::pair<double, double>>> by_column;
+    for (const auto& p : scaling_points(r)) by_column[p.column].emplace_back(p.n, p.accuracy);
+    for (auto& [column, pts] : by_column) groups[{r.label, column, r.eps}].push_back(pts);
+  }
+  if (groups.empty())
+    throw InputError(
+        "plot ctcl-scaling: no run has a scored synthetic set with its N_syn (dpft "
+        "eval-synthetic --run [--subset N] with --lm or --classify)");
+  Plot p;
+  p.title = "Downstream accuracy against the number of synthetic documents (CTCL Fig. 3)";
+  p.xlabel = "synthetic documents N_syn";
+  p.ylabel = "downstream accuracy on the real test texts";
+  p.logx = true;
+  for (const auto& [k, series] : groups) {
+    const auto& [label, column, eps] = k;
+    p.series.push_back(
+        mean_series(fmt::format("{} ({}, eps {})", label, column, format_eps(eps, "csv")), series));
+  }
+  return p;
+}
 
 std::vector<TableDef> report_tables() {
   return {{"ctcl-generative",
@@ -151,7 +268,11 @@ std::vector<TableDef> report_tables() {
            "CTCL Table 5: BART vanilla (no condition pretraining, no keywords), BART + keywords, "
            "CTCL",
            {"BART vanilla", "BART + keywords", "CTCL"},
-           ablation}};
+           ablation},
+          {"ctcl-scaling",
+           "CTCL Fig. 3: downstream accuracy per number of synthetic documents (N_syn), CTCL's "
+           "subsets and Aug-PE's runs",
+           row_order(), scaling}};
 }
 
 }  // namespace dpft::ctcl

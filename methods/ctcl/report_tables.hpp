@@ -6,6 +6,7 @@
 #pragma once
 #include <vector>
 
+#include "core/report/plot.hpp"
 #include "core/report/report.hpp"
 
 namespace dpft::ctcl {
@@ -13,7 +14,13 @@ namespace dpft::ctcl {
 // ctcl-generative: Table 3 (next-token accuracy of the downstream causal LM on the real test
 // texts, with MAUVE and FID blocks); ctcl-classification: Table 4 (downstream classifier
 // accuracy, one column per (dataset and label, epsilon)); ctcl-ablation: Table 5 (downstream
-// perplexity of CTCL against its ablations).
+// perplexity of CTCL against its ablations); ctcl-scaling: Fig. 3's scaling in N_syn as a table
+// (columns "<data set> N_syn=<N>", every scored set with a known N_syn: ctcl's subsets, the
+// main sets of ctcl and aug-pe runs; subsets stay out of the other tables).
 std::vector<report::TableDef> report_tables();
+
+// `dpft report --plot-kind ctcl-scaling`: the same points as lines over N_syn (log scale), one
+// per (label, data set, eps), mean ± std over the runs. InputError when no run has a point.
+report::Plot scaling_plot(const std::vector<report::RunRecord>& runs);
 
 }  // namespace dpft::ctcl
