@@ -114,7 +114,9 @@ train::TrainInputs load_train_inputs(const Spec& spec) {
     if (in.enc_tok)  // fixed masks (draw 0) from their own seed
       return encoder_lm_dataset(spec, examples, *in.enc_tok,
                                 examples_out ? std::string("mlm-eval") : "mlm-eval-" + d.name);
-    if (seq2seq) return build_seq2seq_dataset(examples, *in.tok, spec.data.max_length);
+    if (seq2seq)  // ctcl gives eval documents their topics' conditions, as training ones
+      return build_seq2seq_dataset(examples, *in.tok, spec.data.max_length,
+                                   spec.method.name == "ctcl");
     return build_lm_dataset(examples, *in.tok, lm_data_options(spec.data));
   };
   std::vector<Example> eval_examples;

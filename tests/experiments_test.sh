@@ -200,10 +200,32 @@ fi
 # experiments/ctcl/run.sh: the rows of each table, swept and scored (dry run: nothing runs).
 CT="$SRC/experiments/ctcl/run.sh"
 if [ -d "$SRC/../shared/data/yelp_augpe" ]; then
+  # The rows that train run at their selected lr: none selected is an error naming the row.
+  printf 'dataset\trow\tlr\n' >"$T/none.tsv"
+  out=$(cd "$SRC" && SELECTED="$T/none.tsv" bash "$CT" --dry-run --seeds 0 --eps 4 --out "$T/ctcl" --dpft "$DPFT" 2>&1); rc=$?
+  check "ctcl without selected lrs exits 2 (rc $rc)" [ "$rc" = 2 ]
+  check "ctcl names the missing lr" has "$out" "no lr selected for pubmed ctcl"
+  sel="$T/selected.tsv"
+  printf 'dataset\trow\tlr\n' >"$sel"
+  for r in ctcl bart_vanilla bart_keywords gpt2_vanilla downstream_dpft; do printf 'pubmed\t%s\t0.00123\n' "$r" >>"$sel"; done
+  printf 'yelp\tctcl\t0.00456\nyelp\tdownstream_dpft\t0.00456\n' >>"$sel"
+  export SELECTED="$sel"
   out=$(cd "$SRC" && bash "$CT" --dry-run --seeds 0 --eps 4 --out "$T/ctcl" --dpft "$DPFT" 2>&1); rc=$?
   check "ctcl pubmed dry run exits 0 (rc $rc)" [ "$rc" = 0 ]
   check "ctcl pubmed: 7 rows" [ "$(count "$out" "would run: $DPFT run experiments/ctcl/small/pubmed-")" = 7 ]
   check "ctcl pubmed: the downstream LM is made" has "$out" "model init --arch bert --preset mini --head causal"
+  check "ctcl pubmed: 5 rows at the selected lr" [ "$(count "$out" "train.lr=0.00123")" = 5 ]
+  # --select: the rows that train, per lr, on all but the last 300 private rows, validated on them.
+  out=$(cd "$SRC" && bash "$CT" --select --dry-run --lrs "1e-4 1e-3" --out "$T/ctcl_lr" --dpft "$DPFT" 2>&1); rc=$?
+  check "ctcl --select dry run exits 0 (rc $rc)" [ "$rc" = 0 ]
+  check "ctcl --select: 5 rows x 2 lrs" [ "$(count "$out" "would run: $DPFT run experiments/ctcl/small/pubmed-")" = 10 ]
+  check "ctcl --select: seed 100 at eps 4" [ "$(count "$out" "seed=100 --set privacy.epsilon=4 ")" = 10 ]
+  check "ctcl --select: training rows" has "$out" "data.train.rows=[0, 1135]"
+  check "ctcl --select: validation rows" has "$out" "data.eval.rows=[1135, 1435]"
+  check "ctcl --select: per-lr directories" has "$out" "$T/ctcl_lr/lr1e-4/pubmed-ctcl"
+  check "ctcl --select: no aug_pe" hasnt "$out" "pubmed-aug_pe"
+  out=$(cd "$SRC" && bash "$CT" --select --rows "ctcl pe" --dry-run --out "$T/ctcl_lr" --dpft "$DPFT" 2>&1); rc=$?
+  check "ctcl --select of pe exits 2 (rc $rc)" [ "$rc" = 2 ]
   out=$(cd "$SRC" && bash "$CT" --dataset yelp --dry-run --seeds "0 1" --eps "inf 1" --out "$T/ctcl" --dpft "$DPFT" 2>&1); rc=$?
   check "ctcl yelp dry run exits 0 (rc $rc)" [ "$rc" = 0 ]
   check "ctcl yelp: 4 rows x 2 eps x 2 seeds" [ "$(count "$out" "would run: $DPFT run experiments/ctcl/small/yelp-")" = 16 ]
@@ -213,13 +235,14 @@ if [ -d "$SRC/../shared/data/yelp_augpe" ]; then
   check "ctcl scaling dry run exits 0 (rc $rc)" [ "$rc" = 0 ]
   check "ctcl scaling: aug_pe at 50 and 400" [ "$(count "$out" "--set method.num_synthetic=")" = 2 ]
   check "ctcl scaling: the size 50 in its own directory" has "$out" "$T/ctcl/scaling/n50/pubmed-aug_pe"
-  check "ctcl dry run writes nothing" [ ! -e "$T/ctcl" ]
+  check "ctcl dry run writes nothing" [ ! -e "$T/ctcl" -a ! -e "$T/ctcl_lr" ]
   out=$(cd "$SRC" && bash "$CT" --scaling "50 lots" --dry-run 2>&1); rc=$?
   check "ctcl bad --scaling exits 2 (rc $rc)" [ "$rc" = 2 ]
   out=$(cd "$SRC" && bash "$CT" --dataset imdb --dry-run 2>&1); rc=$?
   check "ctcl unknown dataset exits 2 (rc $rc)" [ "$rc" = 2 ]
   out=$(cd "$SRC" && bash "$CT" --rows "ctcl nope" --dry-run 2>&1); rc=$?
   check "ctcl unknown row exits 2 (rc $rc)" [ "$rc" = 2 ]
+  unset SELECTED
 else
   echo "SKIP ctcl run.sh checks: ../shared/data is missing"
 fi

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <regex>
 
 #include <yaml-cpp/yaml.h>
 
@@ -330,6 +331,54 @@ TEST_CASE(
                    data.string(), "--embedder", encoder}) == 3);  // no such subset
   CHECK(test::cli({"eval-synthetic", "--subset", "9", "--synthetic", data.string(), "--real",
                    data.string(), "--embedder", encoder}) == 2);  // --subset needs --run
+  // data.eval (a validation split for the lr): each eval document is given its own topic's
+  // condition, as in training, so the generator's eval loss before any step equals that of a
+  // plain seq2seq run whose sources are those conditions (topics from `dpft topics assign`).
+  const fs::path assigned = tmp.path / "assigned.jsonl";
+  REQUIRE(test::cli({"topics", "assign", "--topics", topics, "--input", data.string(), "--out",
+                     assigned.string()}) == 0);
+  const topics::TopicModel tm = topics::load(topics);
+  std::string with_cond = "text,cond\n";
+  const auto assigned_rows = read_jsonl(assigned);
+  REQUIRE(assigned_rows.size() == 40);
+  for (int i = 0; i < 40; ++i) {
+    const int64_t k = assigned_rows[static_cast<size_t>(i)]["topic"];
+    std::string cond = ctcl::condition("note", tm.keyword_line(k));
+    cond = std::regex_replace(cond, std::regex("\""), "\"\"");
+    with_cond += fmt::format("\"{} (case {})\",\"{}\"\n", themes[i % 4], i, cond);
+  }
+  const fs::path cond_data = tmp.write("with_cond.csv", with_cond);
+  const std::string ref_spec =
+      tmp.write("ref.yaml", "name: ref\nseed: 2\nmodel: {path: " + bart +
+                                "}\ndata:\n  task: seq2seq\n  train: {path: " + cond_data.string() +
+                                ", text_column: text, prompt_column: cond}\n  eval: {path: " +
+                                cond_data.string() +
+                                ", text_column: text, prompt_column: cond}\n  max_length: 32\n"
+                                "privacy: {epsilon: .inf}\ntrain: {steps: 1, batch_size: 10, "
+                                "lr: 0.001}\nmethod: {name: sgd}\n")
+          .string();
+  REQUIRE(test::cli({"run", ref_spec, "--out", out}, &printed) == 0);
+  const auto ref =
+      nlohmann::json::parse(read_file(fs::path(test::last_line(printed)) / "metrics.json"));
+  REQUIRE(test::cli({"run", spec, "--out", out, "--set", "data.eval.path=" + data.string(), "--set",
+                     "data.eval.text_column=text", "--set", "method.max_source_length=32"},
+                    &printed) == 0);
+  const auto ev =
+      nlohmann::json::parse(read_file(fs::path(test::last_line(printed)) / "metrics.json"));
+  // (eval = the training documents: a statistic of the private data, in the non_private block)
+  const double ref_loss = ref["non_private"]["eval"]["base"]["loss"],
+               ctcl_loss = ev["non_private"]["eval"]["base"]["loss"];
+  CHECK(ctcl_loss == Approx(ref_loss).epsilon(1e-6));
+  // ... and not the loss given other sources (the check above would pass by accident otherwise).
+  REQUIRE(test::cli({"run", ref_spec, "--out", out, "--set", "data.eval.prompt_column=text"},
+                    &printed) == 0);
+  const auto bare =
+      nlohmann::json::parse(read_file(fs::path(test::last_line(printed)) / "metrics.json"));
+  CHECK(std::abs(bare["non_private"]["eval"]["base"]["loss"].get<double>() - ref_loss) > 1e-4);
+
+  // The method makes the eval sources: a source column on data.eval is refused.
+  CHECK(test::cli({"run", spec, "--out", out, "--set", "data.eval.path=" + data.string(), "--set",
+                   "data.eval.prompt_column=text"}) == 2);
   // Sizes must be distinct and below num_synthetic.
   CHECK(test::cli({"run", spec, "--out", out, "--set", "method.generation.subsets=[11]"}) == 2);
   CHECK(test::cli({"run", spec, "--out", out, "--set", "method.generation.subsets=[5, 5]"}) == 2);

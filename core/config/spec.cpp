@@ -393,11 +393,14 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
       const YAML::Node mb = root["method"];
       const bool ctcl = mb && mb.IsMap() && mb["name"] && mb["name"].IsScalar() &&
                         mb["name"].as<std::string>() == "ctcl";
-      if (ctcl)  // its sources are the documents' topics (methods/ctcl)
+      if (ctcl) {  // its sources are the documents' topics (methods/ctcl)
         need(da.train.prompt_column.empty() && da.train.prompt.empty(),
              "with method ctcl takes the documents alone (text_column): the method makes each "
              "source from the document's topic; leave data.train.prompt_column and prompt unset");
-      else
+        need(da.eval.prompt_column.empty() && da.eval.prompt.empty(),
+             "with method ctcl takes the eval documents alone (text_column): the method gives "
+             "each its topic's condition; leave data.eval.prompt_column and prompt unset");
+      } else
         need(!da.train.prompt_column.empty() || !da.train.prompt.empty(),
              "needs sources: data.train.prompt_column (or prompt) names the encoder's input, "
              "text_column the target");

@@ -31,43 +31,80 @@
 #   dpft report OUT/DATASET-ctcl OUT/DATASET-aug_pe OUT/scaling --table ctcl-scaling
 #   (--plot fig3.svg --plot-kind ctcl-scaling)
 #
+# Learning rates: every row that trains (all but aug_pe and pe) runs at the lr selected for it
+# on validation data, read from $SELECTED (default experiments/ctcl/selected_lr.tsv: dataset,
+# row, lr; a missing entry is an error naming it). --select makes them: each such row at
+# epsilon 4 (--eps), seed 100 (--seeds), for each of --lrs, trained on all but the last 300
+# rows of the private split (PubMed dev: 1,435; Yelp dev: 5,000) and evaluated on those 300
+# (the generators' loss on held-out documents given their conditions; the Downstream DPFT
+# model's own eval), no scoring, into OUT/lr<LR> (OUT default runs/ctcl_lr); then
+#   dpft report OUT --table lr-select
+# names the lr with the lowest validation loss per row, for $SELECTED. Never the test split.
+#
 # Usage: experiments/ctcl/run.sh [--dataset pubmed|yelp]
 #          [--rows "ctcl bart_vanilla bart_keywords gpt2_vanilla downstream_dpft aug_pe pe"]
 #          [--eps "inf 4 2 1"] [--seeds "0 1 2"] [--out runs/ctcl] [--dpft build/dpft]
-#          [--num 800] [--max-real 1000] [--lm-steps 200] [--scaling "50 100 400"] [--dry-run]
+#          [--num 800] [--max-real 1000] [--lm-steps 200] [--scaling "50 100 400"]
+#          [--select [--lrs "2e-4 1e-3 5e-3"]] [--dry-run]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-rows="" dataset=pubmed eps="inf 4 2 1" seeds="0 1 2" scaling=""
-out=runs/ctcl dpft=build/dpft num=800 max_real=1000 lm_steps=200 dry=0
+rows="" dataset=pubmed eps="" seeds="" scaling="" select=0 lrs="2e-4 1e-3 5e-3"
+out="" dpft=build/dpft num=800 max_real=1000 lm_steps=200 dry=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --dataset | --rows | --eps | --seeds | --out | --dpft | --num | --max-real | --lm-steps | \
-      --scaling)
+      --scaling | --lrs)
       [ $# -ge 2 ] || { echo "ctcl: $1 needs a value" >&2; exit 2; }
       v=${1#--}; v=${v//-/_}; printf -v "$v" '%s' "$2"; shift 2 ;;
     --dry-run) dry=1; shift ;;
-    -h | --help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --select) select=1; shift ;;
+    -h | --help) sed -n '2,48p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "ctcl: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 vocab=../shared/data/bert_base_uncased_vocab
 stars="Review Stars: 1.0,Review Stars: 2.0,Review Stars: 3.0,Review Stars: 4.0,Review Stars: 5.0"
+if [ "$select" = 1 ]; then
+  eps=${eps:-4} seeds=${seeds:-100} out=${out:-runs/ctcl_lr}
+else
+  eps=${eps:-"inf 4 2 1"} seeds=${seeds:-"0 1 2"} out=${out:-runs/ctcl}
+fi
+SELECTED=${SELECTED:-experiments/ctcl/selected_lr.tsv}
+trains() { [ "$1" != aug_pe ] && [ "$1" != pe ]; }  # rows with a learning rate
 case "$dataset" in
-  pubmed) real=../shared/data/pe_sgd_text/pubmed/test.csv
-          rows=${rows:-"ctcl bart_vanilla bart_keywords gpt2_vanilla downstream_dpft aug_pe pe"}
+  pubmed) real=../shared/data/pe_sgd_text/pubmed/test.csv private=../shared/data/pe_sgd_text/pubmed/dev.csv
+          private_rows=1435
+          all="ctcl bart_vanilla bart_keywords gpt2_vanilla downstream_dpft aug_pe pe"
           score=(--lm --lm-tokenizer "$vocab" --lm-steps "$lm_steps") ;;
-  yelp) real=../shared/data/yelp_augpe/test.csv
-        rows=${rows:-"ctcl downstream_dpft aug_pe pe"}
+  yelp) real=../shared/data/yelp_augpe/test.csv private=../shared/data/yelp_augpe/dev.csv
+        private_rows=5000
+        all="ctcl downstream_dpft aug_pe pe"
         score=(--classify --classifier-from models/tiny-roberta --labels "$stars"
                --label-column label2) ;;
   *) echo "ctcl: --dataset $dataset: use pubmed or yelp" >&2; exit 2 ;;
 esac
+if [ -z "$rows" ]; then
+  rows=$all
+  if [ "$select" = 1 ]; then
+    rows=""
+    for r in $all; do trains "$r" && rows="$rows $r"; done
+  fi
+fi
 for r in $rows; do
   [ -f "experiments/ctcl/small/$dataset-$r.yaml" ] ||
     { echo "ctcl: no spec experiments/ctcl/small/$dataset-$r.yaml" >&2; exit 2; }
 done
 [ -f "$real" ] || { echo "ctcl: $real is missing (../shared/data)" >&2; exit 3; }
 run() { if [ "$dry" = 1 ]; then echo "would run: $*"; else "$@"; fi; }
+lr_of() {  # row -> its selected lr
+  [ -f "$SELECTED" ] && awk -F'\t' -v d="$dataset" -v r="$1" '$1 == d && $2 == r { print $3 }' "$SELECTED"
+}
+if [ "$select" = 0 ]; then
+  for r in $rows; do
+    trains "$r" || continue
+    [ -n "$(lr_of "$r")" ] || { echo "ctcl: no lr selected for $dataset $r in $SELECTED (run --select first)" >&2; exit 2; }
+  done
+fi
 
 # The downstream model of the Downstream DPFT row (the model eval-synthetic trains).
 if [[ " $rows " == *" downstream_dpft "* ]]; then
@@ -78,6 +115,30 @@ if [[ " $rows " == *" downstream_dpft "* ]]; then
     run "$dpft" model rehead --from models/tiny-roberta --head classification --labels "$stars" \
       --out build/ctcl/models/yelp-stars-classifier --seed 0
   fi
+fi
+if [ "$select" = 1 ]; then
+  # Validation split: the last 300 private rows; training on the others.
+  held=$((private_rows - 300))
+  status=0
+  for r in $rows; do
+    trains "$r" || { echo "ctcl: --select: row $r has no learning rate" >&2; exit 2; }
+    spec=experiments/ctcl/small/$dataset-$r.yaml
+    extra=(--set data.train.rows="[0, $held]" --set data.eval.path="$private"
+           --set data.eval.text_column=text --set data.eval.rows="[$held, $private_rows]")
+    case "$r" in
+      # no synthetic set is scored: sample the fewest documents
+      ctcl | bart_*) extra+=(--set method.generation.num_synthetic=16 --set method.generation.subsets=[]) ;;
+      # validated as trained: each abstract after the spec's prompt
+      gpt2_vanilla) extra+=(--set "data.eval.prompt=\"$(sed -n 's/.*[{ ]prompt: "\([^"]*\)".*/\1/p' "$spec" | head -n 1)\"") ;;
+    esac
+    for lr in $lrs; do
+      sweep=(bash scripts/sweep.sh --dpft "$dpft" --specs "$spec" --seeds "$seeds" --eps "$eps" --out "$out/lr$lr")
+      [ "$dry" = 1 ] && sweep+=(--dry-run)
+      "${sweep[@]}" -- --set train.lr="$lr" "${extra[@]}" || status=1
+    done
+  done
+  echo "ctcl: then: dpft report $out --table lr-select, and the best lr per row into $SELECTED"
+  exit $status
 fi
 for n in $scaling; do
   [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "ctcl: --scaling '$scaling': give sizes such as \"50 100 400\"" >&2; exit 2; }
@@ -96,7 +157,8 @@ for r in $rows; do
   spec=experiments/ctcl/small/$dataset-$r.yaml
   sweep=(bash scripts/sweep.sh --dpft "$dpft" --specs "$spec" --seeds "$seeds" --eps "$eps" --out "$out")
   [ "$dry" = 1 ] && sweep+=(--dry-run)
-  "${sweep[@]}" || status=1
+  lr=(); trains "$r" && lr=(--set train.lr="$(lr_of "$r")")
+  "${sweep[@]}" -- ${lr[@]+"${lr[@]}"} || status=1
   [ "$r" = downstream_dpft ] && continue
   # Score every finished run of this row that has not been scored.
   for m in "$out"/"$dataset"-"$r"/eps*/s*/*/*/metrics.json; do

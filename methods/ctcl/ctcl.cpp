@@ -159,7 +159,8 @@ class CtclMethod : public Method {
  private:
   // B.1-B.2: topics of the private documents and the released histogram (loaded again on
   // --resume: one release per run).
-  std::vector<int64_t> assign_topics(const Spec& spec, const train::TrainInputs& in,
+  std::vector<int64_t> assign_topics(const Spec& spec, const DatasetSpec& block,
+                                     const std::string& where, const lm::LmDataset& set,
                                      const topics::TopicModel& tm) const;
   std::vector<int64_t> histogram(RunContext& ctx, const std::vector<int64_t>& topic_of,
                                  int64_t K) const;
@@ -183,20 +184,20 @@ class CtclMethod : public Method {
   std::optional<train::DpSettings> dp_;
 };
 
-std::vector<int64_t> CtclMethod::assign_topics(const Spec& spec, const train::TrainInputs& in,
+std::vector<int64_t> CtclMethod::assign_topics(const Spec& spec, const DatasetSpec& block,
+                                               const std::string& where, const lm::LmDataset& set,
                                                const topics::TopicModel& tm) const {
   std::unordered_map<int64_t, std::string> text_of;
-  for (auto& e : data::read_examples(spec.data.train, "data.train"))
-    text_of.emplace(e.index, std::move(e.text));
+  for (auto& e : data::read_examples(block, where)) text_of.emplace(e.index, std::move(e.text));
   std::vector<std::string> texts;
-  texts.reserve(in.train.items.size());
-  for (const auto& it : in.train.items) texts.push_back(text_of.at(it.index));
+  texts.reserve(set.items.size());
+  for (const auto& it : set.items) texts.push_back(text_of.at(it.index));
   eval::Embedder em = eval::load_embedder_matching(
       tm.embedder, topic_encoder_, spec.device, "method ctcl: topic model " + topic_model_,
       "set method.topic_encoder to that encoder's directory");
   const size_t max_length = tm.embedder.value("max_length", size_t{0});
   const torch::Tensor x =
-      eval::embed_with_progress(em, texts, embed_batch_, max_length, "ctcl topics");
+      eval::embed_with_progress(em, texts, embed_batch_, max_length, "ctcl topics (" + where + ")");
   const torch::Tensor idx = topics::nearest(x, tm.centroids).first;
   return std::vector<int64_t>(idx.data_ptr<int64_t>(), idx.data_ptr<int64_t>() + idx.numel());
 }
@@ -363,6 +364,9 @@ nlohmann::json CtclMethod::run(RunContext& ctx, train::TrainInputs& in) {
   const Spec& spec = ctx.spec;
   DPFT_CHECK_AS(ConfigError, spec.data.train_extra.empty(),
                 "method ctcl: data.train_extra is not supported (one private corpus)");
+  DPFT_CHECK_AS(ConfigError, in.eval_sets.empty(),
+                "method ctcl: data.eval_sets is not supported; give the validation documents as "
+                "data.eval (each gets its topic's condition)");
   DPFT_CHECK_AS(ConfigError, !dist::active(),
                 "method ctcl runs in one process; run it without --nproc");
   DPFT_CHECK_AS(InputError, in.tok && in.tok->eos_id(),
@@ -383,6 +387,17 @@ nlohmann::json CtclMethod::run(RunContext& ctx, train::TrainInputs& in) {
                                      labels_.columns, classes, "method ctcl");
     info["classes"] = classes.size();
   }
+  // data.eval (a held-out validation split, for choosing the lr): each document gets the
+  // condition of its own bin, as a training document does, so the eval loss is the generator's
+  // loss on unseen documents given their conditions. Not a release: eval results are reported
+  // as docs/outputs.md says.
+  std::vector<int64_t> eval_bin(in.eval.items.size(), 0), eval_class(in.eval.items.size(), 0);
+  if (labels_.on() && !in.eval.items.empty()) {
+    std::vector<int64_t> rows;
+    for (const auto& it : in.eval.items) rows.push_back(it.index);
+    eval_class = ctcl::classes_of_rows(spec.data.eval.path, spec.data.eval.format, rows,
+                                       labels_.columns, classes, "method ctcl (data.eval)");
+  }
   const int64_t C = labels_.on() ? classes.size() : 1;
   auto fields_of = [&](int64_t topic, int64_t c) {
     nlohmann::json f = {{"topic", topic}};
@@ -397,8 +412,14 @@ nlohmann::json CtclMethod::run(RunContext& ctx, train::TrainInputs& in) {
   };
   if (keywords_) {
     const topics::TopicModel tm = topics::load(topic_model_);
-    const std::vector<int64_t> topic_of = assign_topics(spec, in, tm);
+    const std::vector<int64_t> topic_of =
+        assign_topics(spec, spec.data.train, "data.train", in.train, tm);
     for (size_t i = 0; i < bin_of.size(); ++i) bin_of[i] = topic_of[i] * C + class_of[i];
+    if (!in.eval.items.empty()) {
+      const std::vector<int64_t> eval_topic =
+          assign_topics(spec, spec.data.eval, "data.eval", in.eval, tm);
+      for (size_t i = 0; i < eval_bin.size(); ++i) eval_bin[i] = eval_topic[i] * C + eval_class[i];
+    }
     hist = histogram(ctx, bin_of, tm.num_topics() * C);
     for (int64_t k = 0; k < tm.num_topics(); ++k)
       for (int64_t c = 0; c < C; ++c) {
@@ -415,6 +436,7 @@ nlohmann::json CtclMethod::run(RunContext& ctx, train::TrainInputs& in) {
                          {"file", ctx.dir.file("topic_histogram.json").string()}};
   } else if (labels_.on()) {  // the vanilla generator on a labelled set: class bins only
     bin_of = class_of;
+    eval_bin = eval_class;
     hist = histogram(ctx, bin_of, C);
     for (int64_t c = 0; c < C; ++c) {
       conditions.push_back(ctcl::condition(doc_type_, "", class_lines(c)));
@@ -434,6 +456,8 @@ nlohmann::json CtclMethod::run(RunContext& ctx, train::TrainInputs& in) {
     sources.push_back(data::seq2seq_ids(c, *in.tok, max_source_length_));
   for (size_t i = 0; i < in.train.items.size(); ++i)
     in.train.items[i].src_ids = sources[static_cast<size_t>(bin_of[i])];
+  for (size_t i = 0; i < in.eval.items.size(); ++i)
+    in.eval.items[i].src_ids = sources[static_cast<size_t>(eval_bin[i])];
   bool uniform = false;
   const std::vector<int64_t> seats = ctcl::apportion(hist, gen_.num_synthetic, &uniform);
   if (uniform)
