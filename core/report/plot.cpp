@@ -79,10 +79,7 @@ Plot eval_curve_plot(const std::vector<RunRecord>& runs, const std::string& metr
     if (e.contains(metric) && e[metric].is_number()) return e[metric].get<double>();
     return std::nullopt;
   };
-  std::map<std::tuple<std::string, std::string, double>,
-           std::vector<std::vector<std::pair<double, double>>>>
-      groups;
-  std::set<std::pair<std::string, double>> columns;
+  SeriesGroups groups;
   for (const auto& r : runs) {
     const nlohmann::json* ev = find(r.metrics, {"eval"});
     if (!ev || !ev->is_object()) continue;
@@ -97,16 +94,24 @@ Plot eval_curve_plot(const std::vector<RunRecord>& runs, const std::string& metr
     if (ev->contains("final")) add((*ev)["final"], 0);
     if (pts.empty()) continue;
     groups[{r.label, r.dataset, r.eps}].push_back(pts);
-    columns.insert({r.dataset, r.eps});
   }
+  return grouped_plot(
+      groups, metric == "accuracy" ? "Eval accuracy against steps" : "Eval loss against steps",
+      "step", metric == "accuracy" ? "accuracy" : "loss");
+}
+
+Plot grouped_plot(const SeriesGroups& groups, const std::string& title, const std::string& xlabel,
+                  const std::string& ylabel) {
+  std::set<std::pair<std::string, double>> columns;
+  for (const auto& [k, series] : groups) columns.insert({std::get<1>(k), std::get<2>(k)});
   Plot p;
-  p.title = metric == "accuracy" ? "Eval accuracy against steps" : "Eval loss against steps";
-  p.xlabel = "step";
-  p.ylabel = metric == "accuracy" ? "accuracy" : "loss";
+  p.title = title;
+  p.xlabel = xlabel;
+  p.ylabel = ylabel;
   for (const auto& [k, series] : groups) {
-    const auto& [label, dataset, eps] = k;
+    const auto& [label, column, eps] = k;
     std::string name = label;
-    if (columns.size() > 1) name += fmt::format(" ({}, eps {})", dataset, format_eps(eps, "csv"));
+    if (columns.size() > 1) name += fmt::format(" ({}, eps {})", column, format_eps(eps, "csv"));
     p.series.push_back(mean_series(name, series));
   }
   return p;

@@ -3,7 +3,10 @@
 // from a generated script: PNG (pngcairo) or SVG by the output's extension.
 #pragma once
 #include <filesystem>
+#include <map>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace dpft::report {
@@ -32,6 +35,16 @@ Plot eval_curve_plot(const std::vector<RunRecord>& runs, const std::string& metr
 // the group's runs at each step where any has a value, with a ± std band where two or more do.
 Series mean_series(const std::string& name,
                    const std::vector<std::vector<std::pair<double, double>>>& runs);
+
+// Per-run (x, y) series grouped by (label, column, eps): a column is a dataset, or a dataset
+// and what else sets a line apart.
+using SeriesGroups = std::map<std::tuple<std::string, std::string, double>,
+                              std::vector<std::vector<std::pair<double, double>>>>;
+
+// One mean_series per group, named by its label, or "label (column, eps E)" when the groups
+// span more than one (column, eps).
+Plot grouped_plot(const SeriesGroups& groups, const std::string& title, const std::string& xlabel,
+                  const std::string& ylabel);
 
 // The gnuplot script that draws `p` into `out` reading series data from `data` (tested: the
 // script is plain text; no gnuplot needed).

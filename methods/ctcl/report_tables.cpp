@@ -231,9 +231,7 @@ Table scaling(const std::vector<RunRecord>& runs, const TableDef& def) {
 }  // namespace
 
 Plot scaling_plot(const std::vector<RunRecord>& runs) {
-  std::map<std::tuple<std::string, std::string, double>,
-           std::vector<std::vector<std::pair<double, double>>>>
-      groups;  // (label, column, eps) -> per run, its (N_syn, accuracy) points
+  SeriesGroups groups;  // (label, column, eps) -> per run, its (N_syn, accuracy) points
   for (const auto& r : runs) {
     std::map<std::string, std::vector<std::pair<double, double>>> by_column;
     for (const auto& p : scaling_points(r)) by_column[p.column].emplace_back(p.n, p.accuracy);
@@ -243,16 +241,11 @@ Plot scaling_plot(const std::vector<RunRecord>& runs) {
     throw InputError(
         "plot ctcl-scaling: no run has a scored synthetic set with its N_syn (dpft "
         "eval-synthetic --run [--subset N] with --lm or --classify)");
-  Plot p;
-  p.title = "Downstream accuracy against the number of synthetic documents (CTCL Fig. 3)";
-  p.xlabel = "synthetic documents N_syn";
-  p.ylabel = "downstream accuracy on the real test texts";
+  Plot p = grouped_plot(groups,
+                        "Downstream accuracy against the number of synthetic documents (CTCL "
+                        "Fig. 3)",
+                        "synthetic documents N_syn", "downstream accuracy on the real test texts");
   p.logx = true;
-  for (const auto& [k, series] : groups) {
-    const auto& [label, column, eps] = k;
-    p.series.push_back(
-        mean_series(fmt::format("{} ({}, eps {})", label, column, format_eps(eps, "csv")), series));
-  }
   return p;
 }
 

@@ -144,9 +144,7 @@ Table nlg(const std::vector<RunRecord>& runs, const TableDef& def) {
 }  // namespace
 
 Plot improvement_plot(const std::vector<RunRecord>& runs) {
-  std::map<std::tuple<std::string, std::string, double>,
-           std::vector<std::vector<std::pair<double, double>>>>
-      groups;
+  SeriesGroups groups;
   for (const auto& r : runs) {
     const nlohmann::json* h = find(r.metrics, {"non_private", "history"});
     if (!h || !h->is_array()) continue;
@@ -163,18 +161,9 @@ Plot improvement_plot(const std::vector<RunRecord>& runs) {
     throw InputError(
         "plot improvement: no run has denoise diagnostics (method denoise with "
         "diagnostics: true)");
-  Plot p;
-  p.title = "Improvement(t) = cos(Denoise(g~), g) - cos(g~, g), g the clipped mean gradient";
-  p.xlabel = "step";
-  p.ylabel = "Improvement(t)";
-  for (const auto& [k, series] : groups) {
-    const auto& [label, dataset, eps] = k;
-    p.series.push_back(mean_series(
-        groups.size() > 1 ? fmt::format("{} ({}, eps {})", label, dataset, format_eps(eps, "csv"))
-                          : label,
-        series));
-  }
-  return p;
+  return grouped_plot(
+      groups, "Improvement(t) = cos(Denoise(g~), g) - cos(g~, g), g the clipped mean gradient",
+      "step", "Improvement(t)");
 }
 
 std::vector<TableDef> report_tables() {
