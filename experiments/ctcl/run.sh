@@ -15,7 +15,8 @@
 #                                    reheaded for the 5 star ratings for Yelp), scored by its own
 #                                    eval on the real test texts
 # Every synthetic set is scored by `dpft eval-synthetic --run RUN` against the first --max-real
-# texts of the test split: MAUVE / FID / precision-recall on models/tiny-roberta embeddings, and
+# texts of the test split, at 64 tokens (the specs' length: 100 steps of 64 documents cut to 64
+# tokens, up to 64 new tokens sampled): MAUVE / FID / precision-recall on models/tiny-roberta embeddings, and
 # PubMed: --lm (a causal BERT `mini` trained from scratch on it, next-token accuracy and
 # perplexity on the real texts); Yelp: --classify (tiny-roberta with a 5-way head fine-tuned on
 # the synthetic reviews' label2, accuracy on the real ones; recorded as synthetic_eval.label2).
@@ -58,7 +59,7 @@ while [ $# -gt 0 ]; do
       v=${1#--}; v=${v//-/_}; printf -v "$v" '%s' "$2"; shift 2 ;;
     --dry-run) dry=1; shift ;;
     --select) select=1; shift ;;
-    -h | --help) sed -n '2,48p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,49p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "ctcl: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -75,12 +76,12 @@ case "$dataset" in
   pubmed) real=../shared/data/pe_sgd_text/pubmed/test.csv private=../shared/data/pe_sgd_text/pubmed/dev.csv
           private_rows=1435
           all="ctcl bart_vanilla bart_keywords gpt2_vanilla downstream_dpft aug_pe pe"
-          score=(--lm --lm-tokenizer "$vocab" --lm-steps "$lm_steps") ;;
+          score=(--lm --lm-tokenizer "$vocab" --lm-steps "$lm_steps" --lm-max-length 64) ;;
   yelp) real=../shared/data/yelp_augpe/test.csv private=../shared/data/yelp_augpe/dev.csv
         private_rows=5000
         all="ctcl downstream_dpft aug_pe pe"
         score=(--classify --classifier-from models/tiny-roberta --labels "$stars"
-               --label-column label2) ;;
+               --label-column label2 --clf-max-length 64) ;;
   *) echo "ctcl: --dataset $dataset: use pubmed or yelp" >&2; exit 2 ;;
 esac
 if [ -z "$rows" ]; then
@@ -149,7 +150,7 @@ score_run() {
   shift 2
   python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); sys.exit(m.get("status") != "ok" or sys.argv[2] in m.get("synthetic_eval", {}))' "$d/metrics.json" "$key" || return 0
   run "$dpft" eval-synthetic --run "$d" --name "$key" "$@" --real "$real" --max-real "$max_real" \
-    --embedder models/tiny-roberta --max-length 128 "${score[@]}"
+    --embedder models/tiny-roberta --max-length 64 "${score[@]}"
 }
 main_key=main; [ "$dataset" = yelp ] && main_key=label2
 status=0
@@ -171,7 +172,7 @@ for r in $rows; do
       mkdir -p "$d/synthetic"
       python3 -c 'import json,sys; [print(json.dumps({"prompt": sys.argv[1]})) for _ in range(int(sys.argv[2]))]' "$prompt" "$num" > "$d/synthetic/prompts.jsonl"
       run "$dpft" generate --model "$d/model" --prompts "$d/synthetic/prompts.jsonl" --sample \
-        --top-p 0.95 --max-new-tokens 128 --seed "$seed" --out "$d/synthetic/synthetic.jsonl" || { status=1; continue; }
+        --top-p 0.95 --max-new-tokens 64 --seed "$seed" --out "$d/synthetic/synthetic.jsonl" || { status=1; continue; }
     fi
     score_run "$d" "$main_key" || status=1
   done
