@@ -117,6 +117,47 @@ TEST_CASE("PRV: lower < estimate < upper, a bracket of 2 eps_error plus the delt
   }
 }
 
+TEST_CASE("PRV answers a repeated question from memory, and only an identical one", "[privacy]") {
+  AccountantOptions o;
+  const std::vector<GaussianBlock> b = {{0.93, 0.0123, 77}, {1.7, 1.0, 1}};
+  const int64_t h0 = prv_memo_hits();
+  const PrvEpsilon first = prv_epsilon(b, 1.3e-5, o);
+  const PrvEpsilon again = prv_epsilon(b, 1.3e-5, o);
+  CHECK(prv_memo_hits() == h0 + 1);
+  CHECK(again.eps_upper == first.eps_upper);
+  CHECK(again.eps_lower == first.eps_lower);
+  CHECK(again.grid_size == first.grid_size);
+  // Every input is part of the key: a change in any is a new computation with its own answer.
+  auto changed = [&](std::vector<GaussianBlock> bb, double delta, AccountantOptions oo) {
+    const int64_t h = prv_memo_hits();
+    const PrvEpsilon r = prv_epsilon(bb, delta, oo);
+    CHECK(prv_memo_hits() == h);
+    CHECK(r.eps_upper != first.eps_upper);
+  };
+  auto with = [&](int i, auto edit) {
+    std::vector<GaussianBlock> bb = b;
+    edit(bb[static_cast<size_t>(i)]);
+    return bb;
+  };
+  changed(with(0, [](GaussianBlock& x) { x.sigma = 0.931; }), 1.3e-5, o);
+  changed(with(0, [](GaussianBlock& x) { x.q = 0.0124; }), 1.3e-5, o);
+  changed(with(0, [](GaussianBlock& x) { x.steps = 78; }), 1.3e-5, o);
+  changed(with(1, [](GaussianBlock& x) { x.sigma = 1.8; }), 1.3e-5, o);
+  changed(b, 1.4e-5, o);
+  AccountantOptions coarse = o;
+  coarse.eps_error = 0.02;
+  changed(b, 1.3e-5, coarse);
+  AccountantOptions derr = o;
+  derr.delta_error = 1e-9;
+  changed(b, 1.3e-5, derr);
+  // Block order is part of the question (the key does not sort): asked the other way round it
+  // is computed again, and composition being commutative, the answer agrees to rounding.
+  const int64_t h = prv_memo_hits();
+  const PrvEpsilon swapped = prv_epsilon({b[1], b[0]}, 1.3e-5, o);
+  CHECK(prv_memo_hits() == h);
+  CHECK(swapped.eps_upper == Approx(first.eps_upper).epsilon(1e-9));
+}
+
 TEST_CASE("PRV is tighter than RDP for subsampled compositions", "[privacy]") {
   auto prv = make_accountant("prv");
   auto rdp = make_accountant("rdp");

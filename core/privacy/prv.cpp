@@ -9,7 +9,10 @@
 #include <algorithm>
 #include <cmath>
 #include <complex>
+#include <cstring>
 #include <limits>
+#include <map>
+#include <mutex>
 
 #include "core/privacy/normal.hpp"
 #include "core/util/error.hpp"
@@ -322,7 +325,71 @@ DirectionResult compose_direction(const std::vector<GaussianBlock>& blocks, bool
 
 }  // namespace
 
-PrvEpsilon prv_epsilon(const std::vector<GaussianBlock>& blocks, double delta, const AccountantOptions& opts) {
+namespace {
+
+// Results by their exact inputs (every bit of sigma, q, steps, delta and the options): a
+// calibration asks for the same compositions again, and `account --spec` over many specs asks
+// for the same calibration once per spec sharing a release. A pure function, so a hit returns
+// what the computation would. Bounded: cleared when full.
+using PrvKey = std::vector<uint64_t>;
+struct PrvMemo {
+  std::mutex mu;
+  std::map<PrvKey, PrvEpsilon> results;
+  int64_t hits = 0;
+};
+PrvMemo& prv_memo() {
+  static PrvMemo m;
+  return m;
+}
+uint64_t bits_of(double x) {
+  uint64_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+}
+PrvKey prv_key(const std::vector<GaussianBlock>& blocks, double delta,
+               const AccountantOptions& opts) {
+  PrvKey k = {bits_of(delta), bits_of(opts.eps_error), opts.delta_error ? 1u : 0u,
+              bits_of(opts.delta_error.value_or(0.0)), static_cast<uint64_t>(opts.max_grid)};
+  for (const auto& b : blocks) {
+    k.push_back(bits_of(b.sigma));
+    k.push_back(bits_of(b.q));
+    k.push_back(static_cast<uint64_t>(b.steps));
+  }
+  return k;
+}
+
+PrvEpsilon compute_prv_epsilon(const std::vector<GaussianBlock>& blocks, double delta,
+                               const AccountantOptions& opts);
+
+}  // namespace
+
+int64_t prv_memo_hits() {
+  std::lock_guard<std::mutex> lock(prv_memo().mu);
+  return prv_memo().hits;
+}
+
+PrvEpsilon prv_epsilon(const std::vector<GaussianBlock>& blocks, double delta,
+                       const AccountantOptions& opts) {
+  const PrvKey key = prv_key(blocks, delta, opts);
+  PrvMemo& m = prv_memo();
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    if (auto it = m.results.find(key); it != m.results.end()) {
+      ++m.hits;
+      return it->second;
+    }
+  }
+  PrvEpsilon out = compute_prv_epsilon(blocks, delta, opts);  // throws: not remembered
+  std::lock_guard<std::mutex> lock(m.mu);
+  if (m.results.size() >= 4096) m.results.clear();
+  m.results.emplace(key, out);
+  return out;
+}
+
+namespace {
+
+PrvEpsilon compute_prv_epsilon(const std::vector<GaussianBlock>& blocks, double delta,
+                               const AccountantOptions& opts) {
   DPFT_CHECK(!blocks.empty(), "PRV: no blocks to compose");
   bool all_full = std::all_of(blocks.begin(), blocks.end(), [](const GaussianBlock& b) { return b.q >= 1.0; });
   PrvEpsilon out;
@@ -342,8 +409,6 @@ PrvEpsilon prv_epsilon(const std::vector<GaussianBlock>& blocks, double delta, c
   out.mesh = opts.eps_error * std::sqrt(2.0 / (static_cast<double>(total) * std::log(1.0 / d_h)));
   return out;
 }
-
-namespace {
 
 class PrvAccountant : public Accountant {
  public:

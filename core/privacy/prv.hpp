@@ -43,8 +43,12 @@ struct PrvEpsilon {
 
 // Throws RuntimeError (with the reason) when the computation cannot be certified within
 // opts.max_grid points or the float range; callers fall back to RDP.
+// Results are remembered by their exact inputs for the life of the process (calibrations and
+// `account --spec` over many specs repeat them); prv_memo_hits() counts the answers given from
+// memory (for tests).
 PrvEpsilon prv_epsilon(const std::vector<GaussianBlock>& blocks, double delta,
                        const AccountantOptions& opts);
+int64_t prv_memo_hits();
 
 // Single-step privacy-loss distribution of one direction (exposed for tests).
 struct PrivacyLoss {
