@@ -38,7 +38,7 @@ report::Table build_report_table(const std::string& name,
 }
 
 std::vector<std::string> report_plot_names() {
-  return {"eval-accuracy", "eval-loss", "improvement", "ctcl-scaling"};
+  return {"eval-accuracy", "eval-loss", "improvement", "ctcl-scaling", "ctcl-epsilon"};
 }
 
 report::Plot build_report_plot(const std::string& name,
@@ -47,6 +47,7 @@ report::Plot build_report_plot(const std::string& name,
   if (name == "eval-loss") return report::eval_curve_plot(runs, "loss");
   if (name == "improvement") return denoise::improvement_plot(runs);
   if (name == "ctcl-scaling") return ctcl::scaling_plot(runs);
+  if (name == "ctcl-epsilon") return ctcl::epsilon_plot(runs);
   throw ConfigError(fmt::format("--plot-kind '{}': use {}", name, join(report_plot_names(), ", ")));
 }
 

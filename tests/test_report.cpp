@@ -897,4 +897,22 @@ TEST_CASE(
   CHECK(sp.series[0].x == std::vector<double>{10, 200});
   CHECK_THAT(report::gnuplot_script(sp, "s.svg", "d.dat"), Contains("set logscale x 2"));
   CHECK_THAT(report::gnuplot_script(report::Plot{}, "s.svg", "d.dat"), !Contains("logscale"));
+
+  // ctcl-epsilon (Fig. 3, left): each run's own set against its finite epsilon; subsets and
+  // epsilon inf stay out.
+  syn(f.path, "CTCL", 1.0, 0, pubmed, {{"main", at(200, 0.12, false)}});
+  syn(f.path, "CTCL", json("inf"), 0, pubmed, {{"main", at(200, 0.5, false)}});
+  syn(f.path, "Aug-PE", 4.0, 0, yelp,
+      {{"label2", {{"downstream_classifier", {{"accuracy", 0.3}, {"label_column", "label2"}}}}}});
+  report::Plot ep = build_report_plot("ctcl-epsilon", report::load_runs({f.path}).runs);
+  REQUIRE(ep.series.size() == 3);
+  CHECK(ep.series[0].name == "Aug-PE (PubMed)");
+  CHECK(ep.series[0].x == std::vector<double>{4});
+  CHECK(ep.series[0].y[0] == Approx(0.21));
+  CHECK(ep.series[1].name == "Aug-PE (Yelp stars)");
+  CHECK(ep.series[2].name == "CTCL (PubMed)");
+  CHECK(ep.series[2].x == std::vector<double>{1, 4});
+  CHECK(ep.series[2].y[0] == Approx(0.12));
+  CHECK(ep.series[2].y[1] == Approx((0.30 + 0.34 + 0.3) / 3));
+  CHECK_FALSE(ep.logx);
 }

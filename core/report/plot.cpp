@@ -101,7 +101,7 @@ Plot eval_curve_plot(const std::vector<RunRecord>& runs, const std::string& metr
 }
 
 Plot grouped_plot(const SeriesGroups& groups, const std::string& title, const std::string& xlabel,
-                  const std::string& ylabel) {
+                  const std::string& ylabel, bool eps_in_name) {
   std::set<std::pair<std::string, double>> columns;
   for (const auto& [k, series] : groups) columns.insert({std::get<1>(k), std::get<2>(k)});
   Plot p;
@@ -111,7 +111,9 @@ Plot grouped_plot(const SeriesGroups& groups, const std::string& title, const st
   for (const auto& [k, series] : groups) {
     const auto& [label, column, eps] = k;
     std::string name = label;
-    if (columns.size() > 1) name += fmt::format(" ({}, eps {})", column, format_eps(eps, "csv"));
+    if (columns.size() > 1)
+      name += eps_in_name ? fmt::format(" ({}, eps {})", column, format_eps(eps, "csv"))
+                          : fmt::format(" ({})", column);
     p.series.push_back(mean_series(name, series));
   }
   return p;

@@ -42,9 +42,10 @@ using SeriesGroups = std::map<std::tuple<std::string, std::string, double>,
                               std::vector<std::vector<std::pair<double, double>>>>;
 
 // One mean_series per group, named by its label, or "label (column, eps E)" when the groups
-// span more than one (column, eps).
+// span more than one (column, eps) ("label (column)" without `eps_in_name`: plots whose x is
+// epsilon).
 Plot grouped_plot(const SeriesGroups& groups, const std::string& title, const std::string& xlabel,
-                  const std::string& ylabel);
+                  const std::string& ylabel, bool eps_in_name = true);
 
 // The gnuplot script that draws `p` into `out` reading series data from `data` (tested: the
 // script is plain text; no gnuplot needed).

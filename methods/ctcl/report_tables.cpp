@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <set>
@@ -247,6 +248,32 @@ Plot scaling_plot(const std::vector<RunRecord>& runs) {
                         "synthetic documents N_syn", "downstream accuracy on the real test texts");
   p.logx = true;
   return p;
+}
+
+Plot epsilon_plot(const std::vector<RunRecord>& runs) {
+  SeriesGroups groups;  // (label, column, 0) -> per run, its (epsilon, accuracy) point
+  for (const auto& r : runs) {
+    if (!std::isfinite(r.eps)) continue;  // no place on an epsilon axis
+    const nlohmann::json* all = find(r.metrics, {"synthetic_eval"});
+    if (!all || !all->is_object()) continue;
+    for (const auto& [name, e] : all->items()) {
+      if (find(e, {"synthetic", "subset"})) continue;  // a Fig. 3 size, not the run's set
+      if (auto a = number_at(e, {"downstream_lm", "next_token_accuracy"}))
+        groups[{r.label, data_name(r.dataset), 0.0}].push_back({{r.eps, *a}});
+      else if (auto c = number_at(e, {"downstream_classifier", "accuracy"}))
+        groups[{r.label,
+                label_column_name(r.dataset, string_at(e, {"downstream_classifier", "label_column"})
+                                                 .value_or("")),
+                0.0}]
+            .push_back({{r.eps, *c}});
+    }
+  }
+  if (groups.empty())
+    throw InputError(
+        "plot ctcl-epsilon: no run at a finite epsilon has a scored synthetic set (dpft "
+        "eval-synthetic --run with --lm or --classify)");
+  return grouped_plot(groups, "Downstream accuracy against the privacy budget (CTCL Fig. 3, left)",
+                      "epsilon", "downstream accuracy on the real test texts", false);
 }
 
 std::vector<TableDef> report_tables() {

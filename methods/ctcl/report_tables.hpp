@@ -23,4 +23,8 @@ std::vector<report::TableDef> report_tables();
 // per (label, data set, eps), mean ± std over the runs. InputError when no run has a point.
 report::Plot scaling_plot(const std::vector<report::RunRecord>& runs);
 
+// `--plot-kind ctcl-epsilon` (Fig. 3, left): each run's own scored set (not its subsets) against
+// its epsilon (finite ones), one line per (label, data set), mean ± std over seeds.
+report::Plot epsilon_plot(const std::vector<report::RunRecord>& runs);
+
 }  // namespace dpft::ctcl
