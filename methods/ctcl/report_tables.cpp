@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -156,6 +157,20 @@ struct ScalingPoint {
   double n = 0, accuracy = 0;
 };
 
+// A scored set's downstream accuracy and its column: the LM's next-token accuracy (the data
+// set), else the classifier's (the data set and its label column).
+std::optional<std::pair<std::string, double>> downstream_accuracy(const RunRecord& r,
+                                                                  const nlohmann::json& e) {
+  if (auto a = number_at(e, {"downstream_lm", "next_token_accuracy"}))
+    return std::pair{data_name(r.dataset), *a};
+  if (auto c = number_at(e, {"downstream_classifier", "accuracy"}))
+    return std::pair{
+        label_column_name(r.dataset,
+                          string_at(e, {"downstream_classifier", "label_column"}).value_or("")),
+        *c};
+  return std::nullopt;
+}
+
 std::vector<ScalingPoint> scaling_points(const RunRecord& r) {
   std::vector<ScalingPoint> out;
   const nlohmann::json* all = find(r.metrics, {"synthetic_eval"});
@@ -163,13 +178,7 @@ std::vector<ScalingPoint> scaling_points(const RunRecord& r) {
   for (const auto& [name, e] : all->items()) {
     const auto n = number_at(e, {"synthetic", "requested"});
     if (!n) continue;  // evaluated before eval-synthetic recorded N_syn
-    if (auto a = number_at(e, {"downstream_lm", "next_token_accuracy"}))
-      out.push_back({data_name(r.dataset), *n, *a});
-    else if (auto c = number_at(e, {"downstream_classifier", "accuracy"}))
-      out.push_back(
-          {label_column_name(r.dataset,
-                             string_at(e, {"downstream_classifier", "label_column"}).value_or("")),
-           *n, *c});
+    if (auto d = downstream_accuracy(r, e)) out.push_back({d->first, *n, d->second});
   }
   return out;
 }
@@ -258,14 +267,8 @@ Plot epsilon_plot(const std::vector<RunRecord>& runs) {
     if (!all || !all->is_object()) continue;
     for (const auto& [name, e] : all->items()) {
       if (find(e, {"synthetic", "subset"})) continue;  // a Fig. 3 size, not the run's set
-      if (auto a = number_at(e, {"downstream_lm", "next_token_accuracy"}))
-        groups[{r.label, data_name(r.dataset), 0.0}].push_back({{r.eps, *a}});
-      else if (auto c = number_at(e, {"downstream_classifier", "accuracy"}))
-        groups[{r.label,
-                label_column_name(r.dataset, string_at(e, {"downstream_classifier", "label_column"})
-                                                 .value_or("")),
-                0.0}]
-            .push_back({{r.eps, *c}});
+      if (auto d = downstream_accuracy(r, e))
+        groups[{r.label, d->first, 0.0}].push_back({{r.eps, d->second}});
     }
   }
   if (groups.empty())
