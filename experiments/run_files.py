@@ -40,7 +40,13 @@ def main():
                    for p in glob.glob(os.path.join(r, "**", "metrics.json"), recursive=True)})
     targets = {d: target(d) for d in runs}
     if len(set(targets.values())) != len(runs):
-        sys.exit("run_files: two runs would share a file; move one of them first")
+        by_target = {}
+        for d, t in targets.items():
+            by_target.setdefault(t, []).append(d)
+        clash = next(ds for ds in by_target.values() if len(ds) > 1)
+        sys.exit("run_files: two runs would share a file: " + " and ".join(clash) +
+                 "; move one of them first (a run left 'running' by a killed process and "
+                 "started again in the same combination is the usual case: remove the stale one)")
     for d, t in targets.items():
         if os.path.exists(t):
             sys.exit(f"run_files: {t} exists")
