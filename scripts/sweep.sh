@@ -8,7 +8,8 @@
 # machine. A combination whose directory holds an unfinished run with a checkpoint (killed,
 # interrupted or stopped; set output.checkpoint_every for long runs) is continued with
 # `dpft run --resume RUN_DIR` (the run's own config: extra args are not passed) instead of
-# starting over. Non-private specs (method
+# starting over; unfinished runs without a checkpoint (killed before the first) are moved to
+# OUT/.stale/ and the combination starts over. Non-private specs (method
 # `sgd`, found with `dpft run --dry-run`, or listed in --no-eps-for) run once per seed, without
 # the epsilon override, in OUT/<stem>/noeps/s<S>. A failed run is reported and the sweep goes
 # on; the exit status is 1 if any run failed (2 for bad arguments or specs; 130/143 when a run
@@ -21,7 +22,7 @@
 # listing), still skipped when done.
 set -uo pipefail
 
-usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "sweep: $*" >&2; exit 2; }
 
 SPECS="" SEEDS="" EPS="" OUT="" DPFT="build/dpft" NO_EPS_FOR="" DRY=0 EXTRA=() TASK="" COUNT=0
@@ -143,6 +144,16 @@ for c in "${combos[@]}"; do
   if resume_dir=$(resumable_run "$dir"); then
     verb=resume
     args=(run --resume "$resume_dir")
+  elif [ "$DRY" != 1 ] && [ -d "$dir" ] && ! pgrep -f -- "--out $dir( |$)" > /dev/null; then
+    # Runs killed before their first checkpoint: nothing to continue. Moved aside (not deleted)
+    # so that the fresh run is the combination's only run directory (run files: one per
+    # combination).
+    while IFS= read -r m; do
+      stale=$(dirname "$m")
+      aside="$OUT/.stale/${stale#"$OUT"/}"
+      mkdir -p "$(dirname "$aside")" && mv "$stale" "$aside" &&
+        echo "$tag: moved an unfinished run without a checkpoint to $aside"
+    done < <(find "$dir" -name metrics.json 2>/dev/null | sort)
   fi
   if [ "$DRY" = 1 ]; then
     echo "$tag: would $verb: $DPFT ${args[*]}"

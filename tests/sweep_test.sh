@@ -100,6 +100,17 @@ m = json.load(open(d[0] + "manifest.json")) if len(d) == 1 else {}
 steps = {json.loads(l)["step"] for l in open(d[0] + "metrics.jsonl") if "\"event\":\"step\"" in l} if d else set()
 sys.exit(not (len(d) == 1 and m.get("status") == "ok" and m.get("resumed") and steps == {1, 2, 3, 4}))' "$T"
 
+# A run killed before its first checkpoint (status running, no checkpoint, no process) is moved
+# to OUT/.stale and the combination starts over: one run directory per combination again.
+d=$(find "$T/res/r/eps1/s0/r" -mindepth 1 -maxdepth 1 -type d | head -n 1)
+python3 -c 'import json,sys; p=sys.argv[1]+"/metrics.json"; m=json.load(open(p)); m["status"]="running"; json.dump(m,open(p,"w"))' "$d"
+rm -rf "$d/checkpoint"
+out=$(bash "$SWEEP" --dpft "$DPFT" --specs "$T/r.yaml" --seeds 0 --eps 1 --out "$T/res" 2>&1); rc=$?
+check "a stale run: the sweep exits 0 (rc $rc)" [ "$rc" = 0 ]
+check "a stale run is moved aside, reported" has "$out" "moved an unfinished run without a checkpoint to $T/res/.stale/r/eps1/s0/r/"
+check "a stale run: ran again, one run directory" [ "$(find "$T/res/r/eps1/s0" -name metrics.json | wc -l)" = 1 ]
+check "a stale run: kept under .stale" [ "$(find "$T/res/.stale" -name metrics.json | wc -l)" = 1 ]
+
 # compact_results keeps what the denoise tables and plots read (eval steps_to_accuracy, nlg,
 # history) and drops the rest of eval.
 mkdir -p "$T/cmp/x/eps1/s0/x/20260101-000000-s0"
