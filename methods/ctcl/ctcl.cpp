@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <unordered_map>
 
 #include "core/config/fields.hpp"
@@ -278,7 +279,21 @@ nlohmann::json CtclMethod::synthesize(RunContext& ctx, train::TrainInputs& in,
   for (int64_t s : gen) total += s;
   Progress bar("ctcl generate", static_cast<long>(total));
   int64_t done = 0;
-  std::vector<std::vector<nlohmann::json>> rows(gen.size());  // per bin, in generation order
+  // Every set (the main one, then each subset) is written as the bins come, one bin's rows in
+  // memory at a time: each takes the first seats of every bin, less the filter's drops.
+  struct SetOut {
+    const std::vector<int64_t>* take;
+    fs::path file;
+    std::unique_ptr<AtomicFileWriter> writer;  // committed once every bin is in
+    int64_t requested = 0, kept = 0;
+    std::map<std::string, int64_t> dropped;
+  };
+  std::vector<SetOut> sets;
+  sets.push_back({&seats, dir / "synthetic.jsonl", nullptr});
+  for (size_t i = 0; i < gen_.subsets.size(); ++i)
+    sets.push_back(
+        {&subset_seats[i], dir / fmt::format("synthetic_n{}.jsonl", gen_.subsets[i]), nullptr});
+  for (auto& set : sets) set.writer = std::make_unique<AtomicFileWriter>(set.file);
   for (size_t k = 0; k < gen.size(); ++k) {
     if (gen[k] == 0) continue;
     // One file per bin (topic, or topic x class), written whole: a resumed generation skips the
@@ -308,54 +323,52 @@ nlohmann::json CtclMethod::synthesize(RunContext& ctx, train::TrainInputs& in,
     }
     done += gen[k];
     bar.update(static_cast<long>(done));
+    // This bin's rows as the sets write them: the kept line, or the filter's reason.
+    std::vector<std::pair<std::string, std::string>> rows;
     for (size_t b = 0, e; b < lines.size(); b = e + 1) {
       e = lines.find('\n', b);
       if (e == std::string::npos) e = lines.size();
-      if (e > b) rows[k].push_back(nlohmann::json::parse(lines.substr(b, e - b)));
+      if (e == b) continue;
+      nlohmann::json row = nlohmann::json::parse(lines.substr(b, e - b));
+      std::string why = row.value("dropped", "");
+      row.erase("dropped");
+      rows.emplace_back(why.empty() ? row.dump(-1, ' ', false, kReplace) + "\n" : "",
+                        std::move(why));
     }
-    DPFT_CHECK_AS(InputError, static_cast<int64_t>(rows[k].size()) == gen[k],
+    DPFT_CHECK_AS(InputError, static_cast<int64_t>(rows.size()) == gen[k],
                   "{}: {} documents, this run samples {} for the bin; the file was not written "
                   "by this run's generation: delete {} and resume to sample again",
-                  part.string(), rows[k].size(), gen[k], dir.string());
-  }
-  bar.finish();
-  // One set: the first seats of each bin, without the rows the filter dropped.
-  auto write_set = [&](const std::vector<int64_t>& take, const fs::path& file) {
-    int64_t requested = 0, kept = 0;
-    std::map<std::string, int64_t> dropped;
-    std::string all;
-    for (size_t k = 0; k < take.size(); ++k)
-      for (int64_t i = 0; i < take[k]; ++i) {
-        const nlohmann::json& row = rows[k][static_cast<size_t>(i)];
-        ++requested;
-        if (row.contains("dropped")) {  // repetitions counted together, whichever the word
-          const std::string why = row["dropped"].get<std::string>();
-          ++dropped[why.rfind('\'', 0) == 0 ? "a word repeated too often" : why];
+                  part.string(), rows.size(), gen[k], dir.string());
+    for (auto& set : sets)
+      for (int64_t i = 0; i < (*set.take)[k]; ++i) {
+        const auto& [line, why] = rows[static_cast<size_t>(i)];
+        ++set.requested;
+        if (!why.empty()) {  // repetitions counted together, whichever the word
+          ++set.dropped[why.rfind('\'', 0) == 0 ? "a word repeated too often" : why];
           continue;
         }
-        ++kept;
-        nlohmann::json kept_row = row;
-        kept_row.erase("dropped");
-        all += kept_row.dump(-1, ' ', false, kReplace) + "\n";
+        ++set.kept;
+        set.writer->write(line.data(), line.size());
       }
-    write_file_atomic(file, all);
+  }
+  bar.finish();
+  auto summary = [](SetOut& set) {
+    set.writer->commit();
     nlohmann::json drops = nlohmann::json::object();
-    for (const auto& [why, n] : dropped) drops[why] = n;
-    return nlohmann::json{{"requested", requested},
-                          {"kept", kept},
-                          {"dropped", requested - kept},
+    for (const auto& [why, n] : set.dropped) drops[why] = n;
+    return nlohmann::json{{"requested", set.requested},
+                          {"kept", set.kept},
+                          {"dropped", set.requested - set.kept},
                           {"dropped_by_reason", drops},
-                          {"file", file.string()}};
+                          {"file", set.file.string()}};
   };
-  nlohmann::json out = write_set(seats, dir / "synthetic.jsonl");
+  nlohmann::json out = summary(sets[0]);
   spdlog::info("ctcl: {} synthetic documents generated, {} kept, {} dropped by the filter",
                out["requested"].get<int64_t>(), out["kept"].get<int64_t>(),
                out["dropped"].get<int64_t>());
-  if (!gen_.subsets.empty()) {
+  if (sets.size() > 1) {
     out["subsets"] = nlohmann::json::array();
-    for (size_t i = 0; i < gen_.subsets.size(); ++i)
-      out["subsets"].push_back(
-          write_set(subset_seats[i], dir / fmt::format("synthetic_n{}.jsonl", gen_.subsets[i])));
+    for (size_t i = 1; i < sets.size(); ++i) out["subsets"].push_back(summary(sets[i]));
   }
   return out;
 }
