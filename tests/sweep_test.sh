@@ -143,6 +143,42 @@ ok = [x["step"] for x in h] == [10, 12] and h[1]["denoise"] == {"fraction_denois
 sys.exit(not (ok and n.get("denoise_diagnostics") == {"improvement_mean": 0.04} and "big" not in n))' \
   "$T/cmp2/x/eps1/s0/x/20260101-000000-s0/metrics.json"
 
+# run_files writes per-sample lines by columns (float32 losses as their shortest decimal) and
+# dpft report reads the same long-tail table from the run file as from the run directory; a
+# file of lines is repacked to the same columns.
+mkdir -p "$T/ps/p/eps1/s0/p/20260101-000000-s0"
+python3 -c '
+import json, struct, sys
+f32 = lambda x: struct.unpack("<f", struct.pack("<f", x))[0]
+m = {"schema": "dpft.metrics/2", "status": "ok", "run": {"label": "PE-SGD", "seed": 0, "dataset": "d/x.csv"},
+     "privacy": {"target_epsilon": 1.0}, "eval": {"base": {"loss": 2.5, "accuracy": 0.1}, "final": {"loss": 2.25, "accuracy": 0.2}}}
+open(sys.argv[1] + "/metrics.json", "w").write(json.dumps(m))
+lines = [{"model": t, "index": i, "loss": f32(1 + i / 7 - (t == "final") * i / 13), "accuracy": i / 3}
+         for t in ("base", "final") for i in range(20)]
+open(sys.argv[1] + "/per_sample.jsonl", "w").write("".join(json.dumps(l) + "\n" for l in lines))' \
+  "$T/ps/p/eps1/s0/p/20260101-000000-s0"
+cp -r "$T/ps" "$T/ps_dir"
+python3 "$SRC/experiments/run_files.py" "$T/ps" > /dev/null
+check "run file with per-sample columns" python3 -c '
+import json, sys
+p = json.load(open(sys.argv[1]))["per_sample"]
+sys.exit(not (p["layout"] == "columns/1" and p["float32"] == ["loss"] and p["models"]["base"]["index"] == list(range(20))
+              and p["models"]["base"]["accuracy"][1] == 1 / 3))' "$T/ps/p/eps1/s0.run.json"
+check "float32 losses written short" grep -qF '"loss":[1,1.1428572,' "$T/ps/p/eps1/s0.run.json"
+from_dir=$("$DPFT" report "$T/ps_dir" --table pe-sgd-longtail 2>/dev/null)
+from_file=$("$DPFT" report "$T/ps" --table pe-sgd-longtail 2>/dev/null)
+check "long-tail table from the run file = from the run directory" [ -n "$from_dir" -a "$from_file" = "$from_dir" ]
+python3 -c '
+import json, sys
+d = sys.argv[1] + "/p/eps1/s0/p/20260101-000000-s0"
+run = {"metrics": json.load(open(d + "/metrics.json")), "per_sample": [json.loads(l) for l in open(d + "/per_sample.jsonl")]}
+open(sys.argv[2], "w").write(json.dumps(run))' "$T/ps_dir" "$T/lines.run.json"
+python3 "$SRC/experiments/run_files.py" --repack "$T/lines.run.json" > /dev/null
+check "repack gives the columns run_files writes" python3 -c '
+import json, sys
+a, b = (json.load(open(p))["per_sample"] for p in sys.argv[1:])
+sys.exit(a != b)' "$T/lines.run.json" "$T/ps/p/eps1/s0.run.json"
+
 # An epsilon a spec rejects stops the sweep before anything runs.
 out=$(bash "$SWEEP" --dpft "$DPFT" --specs "$T/a.yaml" --seeds "0" --eps "0" --out "$T/bad" 2>&1); rc=$?
 check "rejected eps exits 2 (rc $rc)" [ "$rc" = 2 ]

@@ -496,6 +496,21 @@ TEST_CASE("dpft report: run files (*.run.json) give the tables of their run dire
                  {"per_sample", read_jsonl(dir / "per_sample.jsonl")}};
     fs::create_directories(d.path / "files" / "eps1");
     write_json_atomic(d.path / "files" / "eps1" / ("s" + std::to_string(s) + ".run.json"), file);
+    // The same lines by columns (experiments/run_files.py's layout), written by hand.
+    json base_index, base_loss, final_index, final_loss;
+    for (int i = 0; i < 10; ++i) {
+      base_index.push_back(i);
+      base_loss.push_back(static_cast<double>(i));
+      final_index.push_back(i);
+      final_loss.push_back(i - 1.0 - s);
+    }
+    file["per_sample"] = {{"layout", "columns/1"},
+                          {"float32", {"loss"}},
+                          {"models",
+                           {{"base", {{"index", base_index}, {"loss", base_loss}}},
+                            {"final", {{"index", final_index}, {"loss", final_loss}}}}}};
+    fs::create_directories(d.path / "columns" / "eps1");
+    write_json_atomic(d.path / "columns" / "eps1" / ("s" + std::to_string(s) + ".run.json"), file);
   }
   for (const char* table : {"pe-sgd-table1", "pe-sgd-longtail"}) {
     INFO(table);
@@ -503,7 +518,10 @@ TEST_CASE("dpft report: run files (*.run.json) give the tables of their run dire
         report::render(build_report_table(table, report::load_runs({d.path / "dirs"}).runs), "csv");
     std::string from_files = report::render(
         build_report_table(table, report::load_runs({d.path / "files"}).runs), "csv");
+    std::string from_columns = report::render(
+        build_report_table(table, report::load_runs({d.path / "columns"}).runs), "csv");
     CHECK(from_files == from_dirs);
+    CHECK(from_columns == from_dirs);
     CHECK_THAT(from_files, Contains("PE-SGD"));
   }
   // Longtail: the top sample (index 9) loses 1 (seed 0) and 2 (seed 1).
@@ -519,6 +537,35 @@ TEST_CASE("dpft report: run files (*.run.json) give the tables of their run dire
   CHECK_THAT(loaded.skipped[0].reason, Contains("metrics"));
   write_file_atomic(d.path / "notes.txt", "x");
   CHECK_THROWS_AS(report::load_runs({d.path / "notes.txt"}), InputError);
+}
+
+TEST_CASE("dpft report: per-sample columns give the lines back, float32 fields rounded",
+          "[report]") {
+  json cols = json::parse(R"({"layout": "columns/1", "float32": ["loss"],
+    "models": {"final": {"index": [7], "loss": [0.25], "accuracy": [0.1]},
+               "base": {"index": [7, 2], "loss": [0.1, 1e-05], "accuracy": [0.5, 0.1]}}})");
+  std::vector<json> lines = report::per_sample_lines(cols, "x");
+  REQUIRE(lines.size() == 3);
+  // Lines of one model keep their order; the float32 field is the float nearest the decimal,
+  // the other field the decimal's double.
+  CHECK(lines[0] == json::parse(R"({"model": "base", "index": 7, "loss": 0.10000000149011612,
+                                    "accuracy": 0.5})"));
+  CHECK(lines[1]["index"] == 2);
+  CHECK(lines[1]["loss"].get<double>() == static_cast<double>(1e-05f));
+  CHECK(lines[1]["accuracy"].get<double>() == 0.1);
+  CHECK(lines[2] == json::parse(R"({"model": "final", "index": 7, "loss": 0.25,
+                                    "accuracy": 0.1})"));
+  // Lines (an array) pass through; anything else is refused with the layouts named.
+  CHECK(report::per_sample_lines(json::array({lines[2]}), "x") == std::vector<json>{lines[2]});
+  for (const char* bad :
+       {R"({"layout": "columns/2", "models": {}})", R"({"models": {"base": {"index": [1]}}})",
+        R"({"layout": "columns/1", "models": {"base": {"index": [1, 2], "loss": [1.0]}}})",
+        R"({"layout": "columns/1", "models": {"base": {"index": ["a"]}}})",
+        R"({"layout": "columns/1", "models": {"base": [1]}})", R"(3)"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(report::per_sample_lines(json::parse(bad), "f.run.json"),
+                      Contains("f.run.json") && Contains("columns/1"));
+  }
 }
 
 TEST_CASE("report glue: classifier accuracy and macro-F1 per task and eps, paper row order",

@@ -375,9 +375,53 @@ Table build_table(const TableDef& def, std::vector<RunRecord> runs) {
   return def.build(runs, def);
 }
 
+std::vector<json> per_sample_lines(const json& per_sample, const std::string& source) {
+  if (per_sample.is_array()) return per_sample.get<std::vector<json>>();
+  auto bad = [&](const std::string& what) {
+    return InputError(fmt::format(
+        "{}: per_sample {}; a run file holds per_sample.jsonl's lines (an array) or "
+        "experiments/run_files.py's columns {{\"layout\": \"columns/1\", \"float32\": [...], "
+        "\"models\": {{TAG: {{FIELD: [...]}}}}}}",
+        source, what));
+  };
+  if (!per_sample.is_object() || per_sample.value("layout", json()) != "columns/1")
+    throw bad("is neither an array nor layout \"columns/1\"");
+  const json& narrow = per_sample.value("float32", json::array());
+  const json& models = per_sample.value("models", json());
+  if (!narrow.is_array() || !models.is_object()) throw bad("lacks its float32 list or models");
+  std::set<std::string> f32;
+  for (const json& f : narrow) {
+    if (!f.is_string()) throw bad("names a float32 field that is not a string");
+    f32.insert(f.get<std::string>());
+  }
+  std::vector<json> lines;
+  for (const auto& [tag, fields] : models.items()) {
+    if (!fields.is_object()) throw bad(fmt::format("model {} is not an object of fields", tag));
+    std::optional<size_t> n;
+    for (const auto& [name, column] : fields.items()) {
+      if (!column.is_array()) throw bad(fmt::format("model {} field {} is not a list", tag, name));
+      if (n && *n != column.size())
+        throw bad(fmt::format("model {} has fields of different lengths", tag));
+      n = column.size();
+    }
+    for (size_t i = 0; i < n.value_or(0); ++i) {
+      json line = {{"model", tag}};
+      for (const auto& [name, column] : fields.items()) {
+        const json& v = column[i];
+        if (!v.is_number())
+          throw bad(fmt::format("model {} field {} holds {}", tag, name, v.dump()));
+        line[name] =
+            f32.count(name) ? json(static_cast<double>(static_cast<float>(v.get<double>()))) : v;
+      }
+      lines.push_back(std::move(line));
+    }
+  }
+  return lines;
+}
+
 double longtail_delta(const RunRecord& run) {
-  if (run.per_sample.is_array())
-    return longtail_delta(run.per_sample.get<std::vector<json>>(), run.dir.string());
+  if (!run.per_sample.is_null())
+    return longtail_delta(per_sample_lines(run.per_sample, run.dir.string()), run.dir.string());
   return longtail_delta(run.dir);
 }
 

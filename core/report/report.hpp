@@ -29,7 +29,11 @@ namespace fs = std::filesystem;
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // A run kept as one file (results pages: docs/results/), in place of a run directory:
-// {"metrics": <metrics.json>, "per_sample": [<per_sample.jsonl lines>] (optional)}.
+// {"metrics": <metrics.json>, "per_sample": <per_sample.jsonl> (optional)}, per_sample either
+// the lines (an array) or, as experiments/run_files.py writes it, by columns:
+// {"layout": "columns/1", "float32": [FIELD...], "models": {TAG: {FIELD: [numbers]}}}, one list
+// per field of the lines with model TAG, in line order; FIELDs named in "float32" are rounded
+// to float32 on reading (their values were float32; the file holds the shortest decimal).
 inline const std::string kRunFileSuffix = ".run.json";
 
 // One finished run, as the report needs it.
@@ -42,7 +46,7 @@ struct RunRecord {
   int64_t seed = 0;
   std::string config_hash;
   nlohmann::json metrics;     // the whole metrics.json
-  nlohmann::json per_sample;  // a run file's per-sample lines (array); null: per_sample.jsonl
+  nlohmann::json per_sample;  // a run file's per_sample (lines or columns); null: per_sample.jsonl
 };
 
 struct Skipped {
@@ -157,6 +161,11 @@ Table lr_select(std::vector<RunRecord> runs, const TableDef& def);
 double longtail_delta(const fs::path& run_dir);
 // The same from a run file's per-sample lines when it has them, else from r.dir.
 double longtail_delta(const RunRecord& r);
+// A run file's per_sample (either layout, see kRunFileSuffix) as per_sample.jsonl's lines
+// ({"model": TAG, FIELD: value...}); lines of one model keep their order. InputError (naming
+// `source`) for anything else.
+std::vector<nlohmann::json> per_sample_lines(const nlohmann::json& per_sample,
+                                             const std::string& source);
 // The same from per-sample lines ({model, index, loss}); `source` names them in errors.
 double longtail_delta(const std::vector<nlohmann::json>& lines, const std::string& source);
 
