@@ -102,7 +102,7 @@ out=$(BASE="$T/rob" MODELS="$T/gm" bash "$GLUE" --dpft "$DPFT" --dry-run --tasks
 # The DP-SFT specs are what experiments/glue/dp_sft_specs.py writes, and every one is valid.
 mkdir -p "$T/sft"
 n=$(python3 "$SRC/experiments/glue/dp_sft_specs.py" --out "$T/sft" | wc -l)
-check "dp_sft_specs writes 28 specs ($n)" [ "$n" = 28 ]
+check "dp_sft_specs writes 32 specs ($n)" [ "$n" = 32 ]
 sft=()
 for f in "$T"/sft/*.yaml; do
   check "$(basename "$f") is committed as written" cmp -s "$f" "$SRC/experiments/glue/small/$(basename "$f")"
@@ -111,6 +111,14 @@ done
 validate_all "${sft[@]}"
 [ -s "$SRC/experiments/glue/selected_lr.tsv" ] && [ "$(wc -l < "$SRC/experiments/glue/selected_lr.tsv")" -gt 1 ] ||
   check "glue: a table run without a selected lr exits 2 (rc $rc)" [ "$rc" = 2 ]
+# The public-only control is non-private: once per seed, no epsilon (an sgd spec), at non-private
+# Full-tuning's lr (dp_sft_public's stage 1 lr), on the public 10 %.
+out=$(BASE="$T/rob" MODELS="$T/gm" bash "$GLUE" --dpft "$DPFT" --dry-run --tasks sst2 \
+      --methods public_only --eps "4 1" --seeds "0 1" --out "$T/g" 2>&1); rc=$?
+check "glue public_only dry run exits 0 (rc $rc)" [ "$rc" = 0 ]
+check "glue public_only: once per seed" [ "$(count "$out" "would run")" = 2 ]
+check "glue public_only: no epsilon, Full-tuning's lr" has "$out" "sst2-public_only.yaml --set seed=1 --out $T/g/sst2-public_only/noeps/s1 --set model.path=$T/gm/sst2 --set train.lr=$(awk -F'\t' '$1 == "sst2" && $2 == "full" { print $4 }' "$SRC/experiments/glue/selected_lr.tsv")"
+check "glue public_only: trains on dp_sft_public's public rows" grep -q "hash_split: \[0.9, 1\]}" "$SRC/experiments/glue/small/sst2-public_only.yaml"
 
 # The paper-scale GLUE baselines: written by paper_specs.py, committed as written.
 n=$(python3 "$SRC/experiments/glue/paper_specs.py" --out "$T/gpaper" | wc -l)

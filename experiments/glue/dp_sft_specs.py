@@ -18,6 +18,9 @@ Variants (file TASK-VARIANT.yaml, spec label in the tables):
   dp_sft_long     private stage 1 of 768 steps                        (Table 3, eps inf only)
   dp_sft_from_X   public stage 1 on task X's training set             (Tables 4-5, SST-2 <-> IMDB)
   dp_sft_kK       as dp_sft with k = K                                 (k sweep, SST-2 and IMDB)
+  public_only     the control for dp_sft_public: non-private full fine-tuning (method sgd) on
+                  the public 10 % alone, as its stage 1 trains (192 steps of batch 32 at the same
+                  lr), no stage 2: what the public rows give without the private 90 %
 Usage: experiments/glue/dp_sft_specs.py [--out DIR]   (default experiments/glue/small; the test
 writes into a scratch directory and compares)
 """
@@ -132,6 +135,52 @@ for task, t in TASKS.items():
          f"the long-trajectory subspace: stage 1 of {LONG_STEPS} steps (4x dp_sft's) (Table 3; run "
          "at epsilon inf only, where both stages are non-private)", steps=LONG_STEPS,
          eps_note="Table 3: inf only")
+def public_only(task):
+    t = TASKS[task]
+    lines = [
+        f"# DP-SFT (paper 002) control, small scale: {t['name']}, the public 10 % alone: non-private",
+        "# full fine-tuning on the 10 % of the training file that hash_split sets aside (dp_sft_public's",
+        f"# data.public), {STAGE1_STEPS} steps of batch 32 at the lr of dp_sft_public's stage 1 (non-private",
+        "# Full-tuning's; experiments/glue/selected_lr.tsv), no private data: what dp_sft_public's",
+        "# stage 2 on the private 90 % adds to its stage 1. Non-private (method sgd): run once per seed.",
+        "# Written by experiments/glue/dp_sft_specs.py; run with experiments/glue/run.sh --methods public_only.",
+        f"name: glue-{task}-public-only",
+        "label: Public 10 % only (non-private)",
+        "seed: 0",
+        "model:",
+        f"  path: build/glue/models/{task}",
+        "  peft: {kind: full, targets: [all]}",
+        "data:",
+        "  task: classification",
+        f"  labels: {t['labels']}",
+        f"  train: {block(task, ', hash_split: [0.9, 1]')}",
+        f"  eval: {t['eval']}",
+        "  max_length: 128",
+        "privacy:",
+        "  epsilon: .inf",
+        f"  delta: {t.get('delta', '1.0e-5')}",
+        "  clip_norm: 10.0",
+        "train:",
+        f"  steps: {STAGE1_STEPS}",
+        "  batch_size: 32",
+        "  micro_batch_size: 32",
+        "  optimizer: adamw",
+        f"  lr: {t['lr_np']}",
+        "  warmup_ratio: 0.06",
+        "method:",
+        "  name: sgd",
+        "output:",
+        "  save_model: false",
+        "",
+    ]
+    path = os.path.join(OUT, f"{task}-public_only.yaml")
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+    print(path)
+
+
+for task in TASKS:
+    public_only(task)
 for src, dst in (("imdb", "sst2"), ("sst2", "imdb")):
     spec(dst, f"dp_sft_from_{src}", f"DP-SFT (subspace from {TASKS[src]['name']})",
          f"subspace transfer {TASKS[src]['name']} -> {TASKS[dst]['name']}: a public stage 1 on "

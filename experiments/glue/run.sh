@@ -12,7 +12,8 @@
 #   (default)  the table runs: --seeds at each --eps with the lr selected for that task, method
 #              and epsilon (a missing entry is an error naming it).
 # Runs go through scripts/sweep.sh: finished runs are skipped, so rerun the same command to
-# resume. Full-tuning is non-private and runs once per seed.
+# resume. Full-tuning and public_only (the DP-SFT control: the public 10 % alone) are
+# non-private and run once per seed.
 #
 # Usage: experiments/glue/run.sh [--select] [--out DIR] [--seeds "0 1 2"] [--eps "4 1"]
 #          [--tasks "sst2 imdb qnli mnli rte"] [--methods "full full_dp lora_dp adapter_dp"]
@@ -55,7 +56,8 @@ for t in $tasks; do
     spec=experiments/glue/small/$t-$m.yaml
     [ -f "$spec" ] || { echo "glue: no spec $spec" >&2; exit 2; }
     for e in $eps; do
-      if [ "$m" = full ]; then e=inf; fi  # non-private: sweep runs it once per seed
+      nonprivate=0; case "$m" in full | public_only) nonprivate=1 ;; esac
+      if [ "$nonprivate" = 1 ]; then e=inf; fi  # non-private: sweep runs it once per seed
       if [ "$select" = 1 ]; then
         for lr in $lrs; do
           bash scripts/sweep.sh ${dry[@]+"${dry[@]}"} --dpft "$dpft" --specs "$spec" \
@@ -74,7 +76,7 @@ for t in $tasks; do
           --eps "$e" --out "$out" -- --set model.path="$MODELS/$t" --set train.lr="$lr" || status=$?
         [ "$status" -ge 130 ] && exit "$status"
       fi
-      [ "$m" = full ] && break
+      [ "$nonprivate" = 1 ] && break
     done
   done
 done

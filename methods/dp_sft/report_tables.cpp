@@ -156,6 +156,7 @@ std::vector<TableDef> report_tables() {
                                                         "DP-SFT (private, p1 1/2)",
                                                         "DP-SFT (private, p1 3/7)",
                                                         "DP-SFT (public 10 %)",
+                                                        "Public 10 % only (non-private)",
                                                         "DP-SFT (noisy, eps1 3 + eps2 1)",
                                                         "DP-SFT (private, 768-step subspace)",
                                                         "DP-SFT (private, p1 1/2, k 8)",
