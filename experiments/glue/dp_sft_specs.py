@@ -57,6 +57,28 @@ def block(t, extra=""):
     return TASKS[t]["block"].replace("{extra}", extra)
 
 
+def body(task, name, label, train, public=None):
+    """The lines every spec shares, from its name to data.max_length."""
+    t = TASKS[task]
+    lines = [f"name: {name}", f"label: {label}", "seed: 0", "model:",
+             f"  path: build/glue/models/{task}", "  peft: {kind: full, targets: [all]}", "data:",
+             "  task: classification", f"  labels: {t['labels']}", f"  train: {train}"]
+    if public:
+        lines.append(f"  public: {public}")
+    return lines + [f"  eval: {t['eval']}", "  max_length: 128"]
+
+
+def train_block(steps, lr):
+    return ["train:", f"  steps: {steps}", "  batch_size: 32", "  micro_batch_size: 32",
+            "  optimizer: adamw", f"  lr: {lr}", "  warmup_ratio: 0.06"]
+
+
+def write(path, lines):
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+    print(path)
+
+
 def spec(task, variant, label, what, source="private", split="0.5", budget="joint", k=None,
          steps=STAGE1_STEPS, public=None, train_extra="", eps_note="scripts/sweep.sh --eps sets it",
          stage1_task=None):
@@ -71,33 +93,15 @@ def spec(task, variant, label, what, source="private", split="0.5", budget="join
         "# models/tiny-roberta). train.* is stage 2; its lr comes from experiments/glue/selected_lr.tsv",
         "# (chosen on a validation split of the training rows for dp_sft). Stage 1's lr is the one",
         f"# selected for {'non-private Full-tuning' if source == 'public' else 'Full-DP at epsilon 4'} on {s1['name']}.",
-        f"name: glue-{task}-{variant.replace('_', '-')}",
-        f"label: {label}",
-        "seed: 0",
-        "model:",
-        f"  path: build/glue/models/{task}",
-        "  peft: {kind: full, targets: [all]}",
-        "data:",
-        "  task: classification",
-        f"  labels: {t['labels']}",
-        f"  train: {block(task, train_extra)}",
     ]
-    if public:
-        lines.append(f"  public: {public}")
+    lines += body(task, f"glue-{task}-{variant.replace('_', '-')}", label, block(task, train_extra),
+                  public)
     lines += [
-        f"  eval: {t['eval']}",
-        "  max_length: 128",
         "privacy:",
         f"  epsilon: 4                         # {eps_note}",
         f"  delta: {t.get('delta', '1.0e-5')}                     # the baselines' (the paper's)",
         "  clip_norm: 10.0",
-        "train:",
-        "  steps: 200",
-        "  batch_size: 32",
-        "  micro_batch_size: 32",
-        "  optimizer: adamw",
-        "  lr: 5.0e-4",
-        "  warmup_ratio: 0.06",
+    ] + train_block(200, "5.0e-4") + [
         "method:",
         "  name: dp-sft",
         f"  k: {k}",
@@ -107,10 +111,7 @@ def spec(task, variant, label, what, source="private", split="0.5", budget="join
         lines += [f"  split: {split}", f"  budget: {budget}"]
     lines += [f"  stage1: {{steps: {steps}, lr: {lr1}, clip_norm: 10.0}}",
               "output:", "  save_model: false", ""]
-    path = os.path.join(OUT, f"{task}-{variant}.yaml")
-    with open(path, "w") as f:
-        f.write("\n".join(lines))
-    print(path)
+    write(os.path.join(OUT, f"{task}-{variant}.yaml"), lines)
 
 
 for task, t in TASKS.items():
@@ -135,6 +136,8 @@ for task, t in TASKS.items():
          f"the long-trajectory subspace: stage 1 of {LONG_STEPS} steps (4x dp_sft's) (Table 3; run "
          "at epsilon inf only, where both stages are non-private)", steps=LONG_STEPS,
          eps_note="Table 3: inf only")
+
+
 def public_only(task):
     t = TASKS[task]
     lines = [
@@ -144,39 +147,14 @@ def public_only(task):
         "# Full-tuning's; experiments/glue/selected_lr.tsv), no private data: what dp_sft_public's",
         "# stage 2 on the private 90 % adds to its stage 1. Non-private (method sgd): run once per seed.",
         "# Written by experiments/glue/dp_sft_specs.py; run with experiments/glue/run.sh --methods public_only.",
-        f"name: glue-{task}-public-only",
-        "label: Public 10 % only (non-private)",
-        "seed: 0",
-        "model:",
-        f"  path: build/glue/models/{task}",
-        "  peft: {kind: full, targets: [all]}",
-        "data:",
-        "  task: classification",
-        f"  labels: {t['labels']}",
-        f"  train: {block(task, ', hash_split: [0.9, 1]')}",
-        f"  eval: {t['eval']}",
-        "  max_length: 128",
-        "privacy:",
-        "  epsilon: .inf",
-        f"  delta: {t.get('delta', '1.0e-5')}",
-        "  clip_norm: 10.0",
-        "train:",
-        f"  steps: {STAGE1_STEPS}",
-        "  batch_size: 32",
-        "  micro_batch_size: 32",
-        "  optimizer: adamw",
-        f"  lr: {t['lr_np']}",
-        "  warmup_ratio: 0.06",
-        "method:",
-        "  name: sgd",
-        "output:",
-        "  save_model: false",
-        "",
     ]
-    path = os.path.join(OUT, f"{task}-public_only.yaml")
-    with open(path, "w") as f:
-        f.write("\n".join(lines))
-    print(path)
+    lines += body(task, f"glue-{task}-public-only", "Public 10 % only (non-private)",
+                  block(task, ", hash_split: [0.9, 1]"))
+    lines += ["privacy:", "  epsilon: .inf", f"  delta: {t.get('delta', '1.0e-5')}",
+              "  clip_norm: 10.0"]
+    lines += train_block(STAGE1_STEPS, t["lr_np"])
+    lines += ["method:", "  name: sgd", "output:", "  save_model: false", ""]
+    write(os.path.join(OUT, f"{task}-public_only.yaml"), lines)
 
 
 for task in TASKS:
