@@ -9,11 +9,13 @@
 # interrupted or stopped; set output.checkpoint_every for long runs) is continued with
 # `dpft run --resume RUN_DIR` (the run's own config: extra args are not passed) instead of
 # starting over; unfinished runs without a checkpoint (killed before the first) are moved to
-# OUT/.stale/ and the combination starts over. Non-private specs (method
-# `sgd`, found with `dpft run --dry-run`, or listed in --no-eps-for) run once per seed, without
-# the epsilon override, in OUT/<stem>/noeps/s<S>. A failed run is reported and the sweep goes
-# on; the exit status is 1 if any run failed (2 for bad arguments or specs; 130/143 when a run
-# was interrupted by SIGINT/SIGTERM, which stops the sweep).
+# OUT/.stale/ and the combination starts over. A combination that another process is running
+# (a `dpft run --out DIR` or `--resume DIR/...` on this machine, e.g. a second sweep over the
+# same OUT to use another core) is left to it and counted as running elsewhere. Non-private
+# specs (method `sgd`, found with `dpft run --dry-run`, or listed in --no-eps-for) run once per
+# seed, without the epsilon override, in OUT/<stem>/noeps/s<S>. A failed run is reported and
+# the sweep goes on; the exit status is 1 if any run failed (2 for bad arguments or specs;
+# 130/143 when a run was interrupted by SIGINT/SIGTERM, which stops the sweep).
 #
 # Usage: scripts/sweep.sh --specs "a.yaml b.yaml" --seeds "0 1 2" --eps "1 inf" --out runs/sweep
 #          [--dpft build/dpft] [--no-eps-for "sgd.yaml"] [--dry-run] [-- extra dpft run args]
@@ -22,7 +24,7 @@
 # listing), still skipped when done.
 set -uo pipefail
 
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "sweep: $*" >&2; exit 2; }
 
 SPECS="" SEEDS="" EPS="" OUT="" DPFT="build/dpft" NO_EPS_FOR="" DRY=0 EXTRA=() TASK="" COUNT=0
@@ -122,7 +124,13 @@ resumable_run() {
   [ -n "$r" ] && echo "$r"
 }
 
-i=0 ran=0 skipped=0 failed=0
+# The pid of a process running the combination in DIR (dpft run --out DIR, or --resume of a
+# run under DIR), if any.
+running_elsewhere() {
+  pgrep -f -- "(--out $1|--resume $1/[^ ]*)( |$)" | head -n 1 | grep .
+}
+
+i=0 ran=0 skipped=0 failed=0 busy=0
 for c in "${combos[@]}"; do
   IFS='|' read -r spec e s <<<"$c"
   i=$((i + 1))
@@ -138,6 +146,11 @@ for c in "${combos[@]}"; do
   if done_dir=$(finished_run "$dir"); then
     echo "$tag: skipped (done: $done_dir)"
     skipped=$((skipped + 1))
+    continue
+  fi
+  if pid=$(running_elsewhere "$dir"); then
+    echo "$tag: left to the process running it (pid $pid)"
+    busy=$((busy + 1))
     continue
   fi
   verb=run
@@ -176,5 +189,5 @@ for c in "${combos[@]}"; do
     fi
   fi
 done
-echo "sweep: $total combinations${TASK:+ (task $TASK only)}: $ran ran, $skipped skipped, $failed failed"
+echo "sweep: $total combinations${TASK:+ (task $TASK only)}: $ran ran, $skipped skipped, $failed failed$([ "$busy" = 0 ] || echo ", $busy running elsewhere")"
 [ "$failed" = 0 ] || exit 1

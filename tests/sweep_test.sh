@@ -111,6 +111,19 @@ check "a stale run is moved aside, reported" has "$out" "moved an unfinished run
 check "a stale run: ran again, one run directory" [ "$(find "$T/res/r/eps1/s0" -name metrics.json | wc -l)" = 1 ]
 check "a stale run: kept under .stale" [ "$(find "$T/res/.stale" -name metrics.json | wc -l)" = 1 ]
 
+# A combination another process is running (here a stand-in whose command line names its
+# --out, as `dpft run` does) is left to it: not started twice, not moved aside as stale.
+busy_dir="$T/res/r/eps1/s1"
+mkdir -p "$busy_dir"
+bash -c 'sleep 30; :' _ --out "$busy_dir" &
+busy_pid=$!
+out=$(bash "$SWEEP" --dpft "$DPFT" --specs "$T/r.yaml" --seeds "0 1" --eps 1 --out "$T/res" 2>&1); rc=$?
+kill "$busy_pid" 2>/dev/null; wait "$busy_pid" 2>/dev/null
+check "a busy combination: the sweep exits 0 (rc $rc)" [ "$rc" = 0 ]
+check "a busy combination is left to its process" has "$out" "[2/2] r eps=1 seed=1: left to the process running it (pid $busy_pid)"
+check "a busy combination: counted" has "$out" "sweep: 2 combinations: 0 ran, 1 skipped, 0 failed, 1 running elsewhere"
+check "a busy combination: nothing started in it" [ -z "$(find "$busy_dir" -name metrics.json)" ]
+
 # compact_results keeps what the denoise tables and plots read (eval steps_to_accuracy, nlg,
 # history) and drops the rest of eval.
 mkdir -p "$T/cmp/x/eps1/s0/x/20260101-000000-s0"
