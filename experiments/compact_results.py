@@ -7,12 +7,13 @@ run writes much more than those read; this rewrites the run directories under th
 in place, keeping:
 
   metrics.json      one line of JSON with only: schema, status, run (identity: label, method,
-                    name, run_id, seed, config_hash, dataset, model), privacy (target_epsilon,
-                    epsilon, delta, noise_multiplier, sigma_source; dp-sft's stage1, stage2,
-                    stage1_public, accounting), subspace (dp-sft), eval (base, sft, final;
-                    steps_to_accuracy, nlg and the per-eval history: the denoise tables and
-                    plots read them), train.lr, diagnostics (the summary block), timing
-                    (total_s, train_s, generation_s), in dpft.metrics/2 files from the
+                    name, run_id, seed, config_hash, dataset, model, label_column), privacy
+                    (target_epsilon, epsilon, delta, noise_multiplier, sigma_source; dp-sft's
+                    stage1, stage2, stage1_public, accounting), subspace (dp-sft), eval (base,
+                    sft, final; steps_to_accuracy, nlg and the per-eval history: the denoise
+                    tables and plots read them), train.lr, diagnostics (the summary block),
+                    timing (total_s, train_s, generation_s), synthetic and synthetic_eval (the
+                    ctcl-* tables: each scored set), in dpft.metrics/2 files from the
                     non_private block; the per-step `history` only in the run
                     directories named by --history-for. Elsewhere a method-denoise run keeps
                     a slim trace (what `dpft report --plot-kind improvement` and the denoise
@@ -77,7 +78,7 @@ METRICS_KEEP = {
     "schema": None,
     "status": None,
     "run": ("label", "method", "name", "run_id", "seed", "config_hash", "dataset",
-            "dataset_name", "model"),
+            "dataset_name", "model", "label_column"),
     "privacy": ("target_epsilon", "epsilon", "delta", "noise_multiplier", "sigma_source",
                 "stage1", "stage2", "stage1_public", "accounting"),
     "subspace": None,
@@ -85,6 +86,8 @@ METRICS_KEEP = {
     "train": ("lr",),
     "diagnostics": None,
     "timing": ("total_s", "train_s", "generation_s"),
+    "synthetic": None,       # ctcl / PE: the set's size, drops and subsets
+    "synthetic_eval": None,  # dpft eval-synthetic --run: what the ctcl-* tables read
 }
 DENOISE_TRACE_EVERY = 10
 DENOISE_STEP_KEEP = ("fraction_denoised", "max_top_over_edge")

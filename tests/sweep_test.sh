@@ -136,6 +136,22 @@ e = json.load(open(sys.argv[1]))["eval"]
 sys.exit(list(e) != ["base", "final", "history", "steps_to_accuracy", "nlg"] or e["final"]["loss"] != 1.25)' \
   "$T/cmp/x/eps1/s0/x/20260101-000000-s0/metrics.json"
 
+# compact_results and run_files keep what the ctcl-* tables read (synthetic_eval with its subset
+# entries, synthetic, run.label_column): the tables read the same from the run files.
+mkdir -p "$T/ct/pubmed-ctcl/eps4/s0/c/20260101-000000-s0" "$T/ct/yelp-downstream_dpft/eps4/s0/y/20260101-000000-s0"
+printf '%s\n' '{"schema":"dpft.metrics/2","status":"ok","run":{"label":"CTCL","method":"ctcl","seed":0,"dataset":"d/pubmed/dev.csv"},"privacy":{"target_epsilon":4.0},"synthetic":{"requested":800,"kept":790},"synthetic_eval":{"main":{"downstream_lm":{"next_token_accuracy":0.25,"perplexity":300.5},"mauve":{"mauve":0.5},"fid":0.125,"synthetic":{"requested":800}},"n50":{"downstream_lm":{"next_token_accuracy":0.2,"perplexity":400.0},"synthetic":{"requested":50,"subset":true}}},"ctcl":{"histogram":[1,2]}}' \
+  > "$T/ct/pubmed-ctcl/eps4/s0/c/20260101-000000-s0/metrics.json"
+printf '%s\n' '{"schema":"dpft.metrics/2","status":"ok","run":{"label":"Downstream DPFT","method":"dp-sgd","seed":0,"dataset":"d/yelp/dev.csv","label_column":"label2"},"privacy":{"target_epsilon":4.0},"eval":{"final":{"loss":1.5,"accuracy":0.375,"classification":{"accuracy":0.375}}}}' \
+  > "$T/ct/yelp-downstream_dpft/eps4/s0/y/20260101-000000-s0/metrics.json"
+cp -r "$T/ct" "$T/ct_dir"
+python3 "$SRC/experiments/compact_results.py" "$T/ct" > /dev/null && python3 "$SRC/experiments/run_files.py" "$T/ct" > /dev/null
+for table in ctcl-generative ctcl-scaling ctcl-classification; do
+  before=$("$DPFT" report "$T/ct_dir" --table "$table" 2>/dev/null)
+  after=$("$DPFT" report "$T/ct" --table "$table" 2>/dev/null)
+  check "compaction keeps the $table table" [ -n "$before" -a "$after" = "$before" ]
+done
+check "the scaling table has the subset" has "$("$DPFT" report "$T/ct" --table ctcl-scaling 2>/dev/null)" "N_syn=50"
+
 # A denoise run keeps a slim trace: every 10th step and the last, with only the plotted fields.
 mkdir -p "$T/cmp2/x/eps1/s0/x/20260101-000000-s0"
 python3 -c '
