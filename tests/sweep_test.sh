@@ -152,6 +152,16 @@ for table in ctcl-generative ctcl-scaling ctcl-classification; do
 done
 check "the scaling table has the subset" has "$("$DPFT" report "$T/ct" --table ctcl-scaling 2>/dev/null)" "N_syn=50"
 
+# keep_runs leaves a run whose synthetic set is not scored yet (compaction would drop the set).
+mkdir -p "$T/ks/x/eps1/s0/x/20260101-000000-s0"
+printf '{"schema":"dpft.metrics/2","status":"ok","synthetic":{"requested":8}}\n' > "$T/ks/x/eps1/s0/x/20260101-000000-s0/metrics.json"
+out=$(bash "$SRC/experiments/keep_runs.sh" "$T/ks" 2>&1)
+check "keep_runs: an unscored synthetic set is left" [ ! -e "$T/ks/x/eps1/s0.run.json" -a -f "$T/ks/x/eps1/s0/x/20260101-000000-s0/metrics.json" ]
+check "keep_runs: says why" has "$out" "its synthetic set is not scored yet"
+printf '{"schema":"dpft.metrics/2","status":"ok","synthetic":{"requested":8},"synthetic_eval":{"main":{"fid":1.5}}}\n' > "$T/ks/x/eps1/s0/x/20260101-000000-s0/metrics.json"
+bash "$SRC/experiments/keep_runs.sh" "$T/ks" > /dev/null 2>&1
+check "keep_runs: kept once scored" [ -f "$T/ks/x/eps1/s0.run.json" ]
+
 # A denoise run keeps a slim trace: every 10th step and the last, with only the plotted fields.
 mkdir -p "$T/cmp2/x/eps1/s0/x/20260101-000000-s0"
 python3 -c '
