@@ -33,6 +33,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DPFT=${DPFT:-build/dpft}
 OUT=${OUT:-build/pretrain}
+mkdir -p "$OUT"
 MODEL=${MODEL:-gpt2}
 case "$MODEL" in
   gpt2) init=(--arch gpt2 --preset mini --tokenizer ../shared/data/gpt2_tokenizer)
