@@ -149,8 +149,10 @@ print(f"Made by `MODEL={model} bash scripts/pretrain_tiny.sh`: {start}, "
       f"{' + ' + str(cfg['decoder_layers']) + ' decoder layers' if 'decoder_layers' in cfg else ''}, "
       f"then `dpft run {spec}{' ' + extra if extra else ''}`: {what}, method sgd, AdamW "
       f"(lr {m['train'].get('lr')}), full "
-      + ("training on packed 128-token blocks of public text" if not model.startswith("bart") else
-         "training on (condition, document) pairs of public text, documents cut to 128 tokens")
+      + (f"training on packed {data['max_length']}-token blocks of public text"
+         if not model.startswith("bart") else
+         f"training on (condition, document) pairs of public text, documents cut to "
+         f"{data['max_length']} tokens")
       + "; weights stored in float16.\n")
 if files:
     print("Training text (nothing an experiment on this model uses as private or evaluation data; "
