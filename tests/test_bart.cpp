@@ -410,3 +410,52 @@ TEST_CASE("dpft run trains a BART on (source, target) pairs: sgd learns, dp-sgd 
                      gpt2tok.string(), "--out", gpt}) == 0);
   CHECK(test::cli({"run", spec, "--out", out, "--set", "model.path=" + gpt}) == 2);
 }
+
+TEST_CASE("dpft run: a BART trained on (source, target) pairs reads its sources", "[bart][run]") {
+  // A copy task (target = the source's word, one of 8): after training, the eval loss with each
+  // document's own source is far below the loss with the sources shuffled among the documents.
+  // A training or eval path that dropped or mixed up the sources would score both alike
+  // (an unconditional model learns the 8-word distribution and no more).
+  SHARED_DATA_OR_SKIP(roberta, "roberta_tokenizer");
+  test::TempDir tmp;
+  const std::vector<std::string> words = {"apple",  "river",  "mountain", "doctor",
+                                          "guitar", "window", "silver",   "engine"};
+  std::string train = "source,target\n", right = train, shuffled = train;
+  for (size_t i = 0; i < 256; ++i) train += words[i % 8] + "," + words[i % 8] + "\n";
+  for (size_t i = 0; i < 16; ++i) {
+    right += words[i % 8] + "," + words[i % 8] + "\n";
+    shuffled += words[(i + 3) % 8] + "," + words[i % 8] + "\n";
+  }
+  const std::string dir = tmp.path.string();
+  write_file_atomic(tmp.path / "train.csv", train);
+  write_file_atomic(tmp.path / "right.csv", right);
+  write_file_atomic(tmp.path / "shuffled.csv", shuffled);
+  const std::string model = dir + "/model";
+  REQUIRE(test::cli({"model", "init", "--arch", "bart", "--preset", "tiny", "--tokenizer",
+                     roberta.string(), "--out", model, "--seed", "1"}) == 0);
+  const std::string cols = ", prompt_column: source, text_column: target}";
+  write_file_atomic(tmp.path / "spec.yaml", "name: copy\nseed: 3\nmodel: {path: " + model +
+                                                ", peft: {kind: full, targets: [all]}}\n"
+                                                "data:\n  task: seq2seq\n"
+                                                "  train: {path: " +
+                                                dir + "/train.csv" + cols +
+                                                "\n  eval: {path: " + dir + "/right.csv" + cols +
+                                                "\n  eval_sets: [{name: shuffled, path: " + dir +
+                                                "/shuffled.csv" + cols +
+                                                "]\n  max_length: 8\n"
+                                                "privacy: {epsilon: .inf}\n"
+                                                "train: {steps: 120, batch_size: 16, lr: 0.002}\n"
+                                                "method: {name: sgd}\n");
+  std::string printed;
+  REQUIRE(test::cli({"run", dir + "/spec.yaml", "--out", dir + "/runs"}, &printed) == 0);
+  auto m = nlohmann::json::parse(read_file(fs::path(test::last_line(printed)) / "metrics.json"));
+  // The eval texts are training texts, so the block is non_private.
+  const nlohmann::json& ev =
+      m.contains("eval") && m["eval"].contains("final") ? m["eval"] : m["non_private"]["eval"];
+  const nlohmann::json& fin = ev["final"];
+  const double own = fin["loss"].get<double>();
+  const double other = fin["sets"]["shuffled"]["loss"].get<double>();
+  INFO("own sources " << own << ", shuffled " << other);
+  CHECK(own < 0.5);
+  CHECK(other > own + 1.0);
+}
