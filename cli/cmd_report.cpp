@@ -1,5 +1,6 @@
 // `dpft report DIR... --table NAME [--format md|csv|latex] [--out FILE]`: tables of finished
-// runs in the layout of a paper's table (core/report/report.hpp; tables: methods/tables.hpp).
+// runs (run directories, run files, run packs) in the layout of a paper's table
+// (core/report/report.hpp; tables: methods/tables.hpp).
 // `--plot OUT.png|.svg [--plot-kind K]` draws them instead (or as well): eval curves or
 // Improvement(t) traces (core/report/plot.hpp).
 #include <CLI/CLI.hpp>
@@ -24,7 +25,9 @@ void register_report(CLI::App& app, CliContext& ctx) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("report", "tables of finished runs in a paper's layout");
-  sub->add_option("dirs", o->dirs, "directories searched recursively for runs (metrics.json)")
+  sub->add_option("dirs", o->dirs,
+                  "directories searched recursively for runs (metrics.json, *.run.json), run "
+                  "files, run packs (*.jsonl) or PACK.jsonl/SUB (SUB's components are globs)")
       ->required();
   sub->add_option("--table", o->table, join(report_table_names(), " | "));
   sub->add_option("--plot", o->plot, "draw a plot of the runs into this .png or .svg file");

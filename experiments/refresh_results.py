@@ -33,7 +33,10 @@ while i < len(lines):
         continue
     argv = [dpft]
     for word in m.group(1).split():
-        if any(c in word for c in "*?["):
+        pack = word.split(".jsonl/")[0] + ".jsonl"
+        if ".jsonl/" in word and os.path.isfile(os.path.join(root, pack)):
+            argv.append(word)  # PACK/SUB: dpft report reads SUB's globs inside the pack
+        elif any(c in word for c in "*?["):
             hits = sorted(glob.glob(word, root_dir=root), key=lambda s: s.encode())
             if not hits:
                 sys.exit(f"refresh_results: {word} matches nothing")

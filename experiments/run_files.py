@@ -21,10 +21,21 @@ experiments/compact_results.py, which decides what a run keeps. Where the file g
 so the paths the pages' commands name (e.g. .../pubmed-pe_sgd/eps1/s0) gain ".run.json".
 Refuses to overwrite a file. The full run directories stay in git history.
 
+Run packs: `--pack DIR PACK [--prefix SUB]` adds every run file under DIR to PACK (a
+docs/results/*_runs.jsonl file: one run per line, {"path": "[SUB/]<its path under DIR>", ...the
+run file's keys, its text untouched}, sorted by path). A pack is one file where the run files
+were hundreds of files and folders, and `dpft report PACK/SUB` reads it as it read DIR/SUB. A
+path already in PACK must hold the same run (else it refuses); the run files stay in DIR.
+`--unpack PACK DIR` writes them back byte for byte (refusing to change an existing file).
+`runs(ARG)` reads runs from a directory, a run file, a pack or PACK/SUB (for the scripts).
+
 Usage: experiments/run_files.py [--dry-run] ROOT...
        experiments/run_files.py --repack FILE...
+       experiments/run_files.py --pack DIR PACK [--prefix SUB]
+       experiments/run_files.py --unpack PACK DIR
 """
 import argparse
+import fnmatch
 import glob
 import json
 import math
@@ -135,15 +146,166 @@ def repack(paths):
         print(f"{p}: repacked")
 
 
+PACK_SUFFIX = ".jsonl"  # core/report/report.hpp kRunPackSuffix
+
+
+def pack_line(path, text):
+    """A pack's line for the run file at `path` (relative) whose one line is `text`: the run
+    file's own text, its numbers untouched, with "path" put first."""
+    text = text.strip()
+    if not text.startswith("{") or "\n" in text:
+        sys.exit(f"run_files: {path} is not a one-line JSON object")
+    body = json.loads(text)
+    if not isinstance(body, dict) or "metrics" not in body or "path" in body:
+        sys.exit(f"run_files: {path} is not a run file ({{\"metrics\": ...}} without \"path\")")
+    line = '{"path":' + json.dumps(path, ensure_ascii=False) + ("," if body else "") + text[1:]
+    if json.loads(line) != {"path": path, **body}:  # the check that the splice kept the run
+        raise AssertionError(path)
+    return line
+
+
+def unpack_line(line, where):
+    """(path, run file text) of a pack's line, as pack_line made it."""
+    j = json.loads(line)
+    path = j.get("path") if isinstance(j, dict) else None
+    head = '{"path":' + json.dumps(path, ensure_ascii=False)
+    if not isinstance(path, str) or not line.startswith(head):
+        sys.exit(f"run_files: {where}: a pack's line starts with {{\"path\": ...}} "
+                 "(written by run_files.py --pack)")
+    norm = os.path.normpath(path)
+    if os.path.isabs(path) or norm != path or norm.startswith(".."):
+        sys.exit(f"run_files: {where}: path {path!r} is not a normal relative path")
+    rest = line[len(head):]
+    text = "{" + (rest[1:] if rest.startswith(",") else rest)
+    body = dict(j)
+    del body["path"]
+    if json.loads(text) != body:
+        raise AssertionError(where)
+    return path, text
+
+
+def read_pack(pack):
+    """{path: run file text} of a pack (empty when it does not exist)."""
+    out = {}
+    if not os.path.exists(pack):
+        return out
+    with open(pack, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            path, text = unpack_line(line.rstrip("\n"), f"{pack}:{n}")
+            if path in out:
+                sys.exit(f"run_files: {pack}:{n}: path {path} appears twice")
+            out[path] = text
+    return out
+
+
+def pack(src, dest, prefix=""):
+    if not dest.endswith(PACK_SUFFIX):
+        sys.exit(f"run_files: a pack's name ends in {PACK_SUFFIX} (dpft report knows it by it): {dest}")
+    if not os.path.isdir(src):
+        sys.exit(f"run_files: {src} is not a directory")
+    entries = read_pack(dest)
+    files = sorted(glob.glob(os.path.join(src, "**", "*.run.json"), recursive=True))
+    if not files:
+        sys.exit(f"run_files: no run file (*.run.json) under {src}")
+    added = 0
+    for f in files:
+        rel = os.path.normpath(os.path.join(prefix, os.path.relpath(f, src)))
+        text = open(f, encoding="utf-8").read().strip()
+        pack_line(rel, text)  # checks it is a run file
+        if rel in entries:
+            if json.loads(entries[rel]) != json.loads(text):
+                sys.exit(f"run_files: {dest} already holds {rel}, a different run; "
+                         "move one of them first")
+            continue
+        entries[rel] = text
+        added += 1
+    tmp = dest + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as out:
+        for rel in sorted(entries):
+            out.write(pack_line(rel, entries[rel]) + "\n")
+    os.replace(tmp, dest)
+    print(f"{dest}: {added} runs added, {len(entries)} in all")
+
+
+def unpack(src, dest):
+    entries = read_pack(src)
+    if not entries:
+        sys.exit(f"run_files: {src} holds no runs")
+    for rel, text in sorted(entries.items()):
+        p = os.path.join(dest, rel)
+        if os.path.exists(p):
+            if open(p, encoding="utf-8").read().strip() != text:
+                sys.exit(f"run_files: {p} exists and differs from {src}'s {rel}")
+            continue
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+    print(f"{src}: {len(entries)} runs under {dest}")
+
+
+def selected(parts, i, pattern):
+    """Whether component i of a pack path matches a PACK/SUB pattern; a run file's name also
+    matches without its suffix (as in core/report/report.cpp, pack_path_selected)."""
+    if fnmatch.fnmatchcase(parts[i], pattern):
+        return True
+    last = i == len(parts) - 1 and parts[i].endswith(".run.json")
+    return last and fnmatch.fnmatchcase(parts[i][:-len(".run.json")], pattern)
+
+
+def runs(arg):
+    """[(path, run file object)] under `arg`: a directory (metrics.json run directories, as
+    {"metrics": ...}, and run files), a run file, a pack, or PACK/SUB (SUB's components matched
+    against the first components of a run's path with fnmatch, see selected()), as `dpft
+    report` reads them.
+    Sorted by path."""
+    if os.path.isfile(arg) and arg.endswith(".run.json"):
+        return [(arg, json.load(open(arg, encoding="utf-8")))]
+    p = arg
+    while p and not os.path.exists(p):
+        p = os.path.dirname(p)
+    if p and os.path.isfile(p) and p.endswith(PACK_SUFFIX):
+        sub = [c for c in os.path.relpath(arg, p).split(os.sep) if c not in ("", ".")]
+        out = []
+        for rel, text in read_pack(p).items():
+            parts = rel.split("/")
+            if len(parts) >= len(sub) and all(selected(parts, i, c) for i, c in enumerate(sub)):
+                out.append((os.path.join(p, rel), json.loads(text)))
+        if not out:
+            sys.exit(f"run_files: no run in {p} under {os.path.relpath(arg, p)!r}")
+        return sorted(out, key=lambda r: r[0])
+    if not os.path.isdir(arg):
+        sys.exit(f"run_files: {arg} is neither a directory, a run file nor a run pack (or PACK/SUB)")
+    out = []
+    for m in glob.glob(os.path.join(arg, "**", "metrics.json"), recursive=True):
+        out.append((os.path.dirname(m), {"metrics": json.load(open(m, encoding="utf-8"))}))
+    for f in glob.glob(os.path.join(arg, "**", "*.run.json"), recursive=True):
+        out.append((f, json.load(open(f, encoding="utf-8"))))
+    return sorted(out, key=lambda r: r[0])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dry-run", action="store_true")
     ap.add_argument("--repack", action="store_true",
                     help="the arguments are run files: rewrite their per-sample lines as columns")
+    ap.add_argument("--pack", action="store_true",
+                    help="arguments DIR PACK: add DIR's run files to the pack PACK (*.jsonl)")
+    ap.add_argument("--prefix", default="",
+                    help="with --pack: the runs' paths in PACK start with this folder (e.g. lr)")
+    ap.add_argument("--unpack", action="store_true",
+                    help="arguments PACK DIR: write PACK's run files under DIR")
     ap.add_argument("roots", nargs="+")
     a = ap.parse_args()
     if a.repack:
         return repack(a.roots)
+    if a.pack or a.unpack:
+        if len(a.roots) != 2 or (a.pack and a.unpack):
+            sys.exit("run_files: usage: run_files.py --pack DIR PACK | --unpack PACK DIR")
+        if a.prefix and not a.pack:
+            sys.exit("run_files: --prefix goes with --pack")
+        return pack(*a.roots, a.prefix) if a.pack else unpack(*a.roots)
     runs = sorted({os.path.dirname(p) for r in a.roots
                    for p in glob.glob(os.path.join(r, "**", "metrics.json"), recursive=True)})
     targets = {d: target(d) for d in runs}

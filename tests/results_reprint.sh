@@ -43,7 +43,9 @@ reprint() {
   esac
   local -a expanded=()
   for word in "${words[@]:1}"; do
-    if [[ "$word" == *[*?[]* ]]; then
+    if [[ "$word" == *.jsonl/* && -f "${word%%.jsonl/*}.jsonl" ]]; then
+      expanded+=("$word")  # PACK/SUB: the command reads SUB's globs inside the run pack
+    elif [[ "$word" == *[*?[]* ]]; then
       local -a hits=()
       mapfile -t hits < <(compgen -G "$word" | LC_ALL=C sort)
       [ ${#hits[@]} -gt 0 ] || { echo "$where: $word matches nothing"; return 1; }

@@ -218,6 +218,42 @@ import json, sys
 a, b = (json.load(open(p))["per_sample"] for p in sys.argv[1:])
 sys.exit(a != b)' "$T/lines.run.json" "$T/ps/p/eps1/s0.run.json"
 
+# run_files --pack: run files into one pack (a line per run, with its path); dpft report reads
+# the pack, and PACK/SUB, as it reads the directory; --unpack gives the files back byte for
+# byte; a different run under a path the pack holds is refused, the pack left as it was.
+PY="$SRC/experiments/run_files.py"
+mkdir -p "$T/ps/q/eps1" && sed 's/"seed":0/"seed":3/' "$T/ps/p/eps1/s0.run.json" > "$T/ps/q/eps1/s3.run.json"
+python3 "$PY" --pack "$T/ps" "$T/ps_runs.jsonl" > /dev/null; rc=$?
+check "pack exits 0 (rc $rc)" [ "$rc" = 0 ]
+check "one line per run, sorted by path" python3 -c '
+import json, sys
+paths = [json.loads(l)["path"] for l in open(sys.argv[1])]
+sys.exit(paths != ["p/eps1/s0.run.json", "q/eps1/s3.run.json"])' "$T/ps_runs.jsonl"
+from_pack=$("$DPFT" report "$T/ps_runs.jsonl/p" --table pe-sgd-longtail 2>/dev/null)
+check "long-tail table from PACK/SUB = from the run directory" [ -n "$from_pack" -a "$from_pack" = "$from_dir" ]
+from_pack=$("$DPFT" report "$T/ps_runs.jsonl/*/eps1/s0" --table pe-sgd-longtail 2>/dev/null)
+check "PACK/SUB with a glob and a run file's stem selects that run" [ "$from_pack" = "$from_dir" ]
+both=$("$DPFT" report "$T/ps_runs.jsonl" --table pe-sgd-table1 2>/dev/null)
+check "the whole pack: both runs in the table (2 seeds: mean ± std)" grep -qE '^\| PE-SGD \| [0-9.]+ ± [0-9.]+ \|' <<<"$both"
+python3 "$PY" --unpack "$T/ps_runs.jsonl" "$T/unpacked" > /dev/null
+check "unpack gives the run files back byte for byte" diff -r "$T/ps" "$T/unpacked"
+check "runs() reads PACK/SUB as the directory" python3 -c '
+import sys
+sys.path.insert(0, sys.argv[1])
+import run_files
+a = [r for _, r in run_files.runs(sys.argv[2])]
+b = [r for _, r in run_files.runs(sys.argv[3])]
+sys.exit(not (len(a) == 1 and a == b))' "$SRC/experiments" "$T/ps_runs.jsonl/p/eps1/s0" "$T/ps/p"
+out=$(python3 "$PY" --pack "$T/ps" "$T/ps_runs.jsonl")
+check "packing the same runs again adds nothing" has "$out" "0 runs added, 2 in all"
+cp "$T/ps_runs.jsonl" "$T/ps_runs.before"
+mkdir -p "$T/ps2/p/eps1"
+sed 's/"seed":0/"seed":7/' "$T/ps/p/eps1/s0.run.json" > "$T/ps2/p/eps1/s0.run.json"
+out=$(python3 "$PY" --pack "$T/ps2" "$T/ps_runs.jsonl" 2>&1); rc=$?
+check "a different run under a path the pack holds is refused (rc $rc)" [ "$rc" != 0 ]
+check "the refusal names the path" has "$out" "already holds p/eps1/s0.run.json"
+check "the refused pack is unchanged" cmp -s "$T/ps_runs.jsonl" "$T/ps_runs.before"
+
 # An epsilon a spec rejects stops the sweep before anything runs.
 out=$(bash "$SWEEP" --dpft "$DPFT" --specs "$T/a.yaml" --seeds "0" --eps "0" --out "$T/bad" 2>&1); rc=$?
 check "rejected eps exits 2 (rc $rc)" [ "$rc" = 2 ]

@@ -539,6 +539,93 @@ TEST_CASE("dpft report: run files (*.run.json) give the tables of their run dire
   CHECK_THROWS_AS(report::load_runs({d.path / "notes.txt"}), InputError);
 }
 
+TEST_CASE("dpft report: a run pack (*.jsonl) and PACK/SUB give the runs of their run files",
+          "[report]") {
+  test::TempDir d;
+  // Run files under tree/<method>/eps<E>/s<S>.run.json, and a pack holding the same runs, one
+  // line each with its path (written here by hand, as experiments/run_files.py --pack does).
+  std::string pack_text;
+  for (const std::string method : {"pe_sgd", "dp_sgd"})
+    for (const std::string eps : {"1", "inf"})
+      for (int s = 0; s < 2; ++s) {
+        FakeRun r =
+            dp(method == "pe_sgd" ? "PE-SGD" : "DP-SGD", eps == "inf" ? json("inf") : json(1.0), s,
+               2.0 + 0.25 * s + (method == "pe_sgd" ? 0.1 : 0.0));
+        fs::path dir = d.path / "dirs" / method / ("eps" + eps) / ("s" + std::to_string(s));
+        write_run(dir, r);
+        json file = {{"metrics", json::parse(read_file(dir / "metrics.json"))}};
+        const std::string rel = method + "/eps" + eps + "/s" + std::to_string(s) + ".run.json";
+        fs::create_directories((d.path / "tree" / rel).parent_path());
+        write_json_atomic(d.path / "tree" / rel, file);
+        json line = file;
+        line["path"] = rel;
+        pack_text += line.dump() + "\n";
+      }
+  const fs::path pack = d.path / "x_runs.jsonl";
+  write_file_atomic(pack, pack_text);
+  auto table = [](const std::vector<fs::path>& args) {
+    return report::render(build_report_table("pe-sgd-table1", report::load_runs(args).runs), "csv");
+  };
+  auto count = [](const std::vector<fs::path>& args) {
+    return report::load_runs(args).runs.size();
+  };
+  CHECK(table({pack}) == table({d.path / "tree"}));
+  CHECK(count({pack}) == 8);
+  // The same order as the tree's, each run named PACK/PATH.
+  auto from_pack = report::load_runs({pack}).runs;
+  auto from_tree = report::load_runs({d.path / "tree"}).runs;
+  REQUIRE(from_pack.size() == from_tree.size());
+  for (size_t i = 0; i < from_pack.size(); ++i)
+    CHECK(from_pack[i].dir.lexically_relative(pack) ==
+          from_tree[i].dir.lexically_relative(d.path / "tree"));
+  // PACK/SUB: a prefix of components, globs per component, a run file's stem.
+  CHECK(table({pack / "pe_sgd" / "eps1"}) == table({d.path / "tree" / "pe_sgd" / "eps1"}));
+  CHECK(count({pack / "pe_sgd"}) == 4);
+  CHECK(count({pack / "*" / "eps1"}) == 4);
+  CHECK(count({pack / "*" / "eps*" / "s1"}) == 4);
+  CHECK(count({pack / "dp_sgd" / "epsinf" / "s0"}) == 1);
+  CHECK(count({pack / "dp_sgd" / "epsinf" / "s0.run.json"}) == 1);
+  CHECK(count({pack / "dp_sgd" / "epsinf" / "s0" / ""}) == 1);
+  CHECK(count({pack / "[pd]?_sgd" / "eps1" / "s0"}) == 2);
+  // Overlapping arguments read a run once; a pack beside a directory.
+  CHECK(count({pack, pack / "pe_sgd", pack / "*" / "eps1"}) == 8);
+  CHECK(count({pack / "pe_sgd", d.path / "dirs" / "dp_sgd"}) == 8);
+  // A SUB that selects nothing names the pack and a path it holds.
+  CHECK_THROWS_WITH(
+      report::load_runs({pack / "pe_sgd" / "eps4"}),
+      Contains("no run in") && Contains("x_runs.jsonl") && Contains("dp_sgd/eps1/s0.run.json"));
+  CHECK_THROWS_AS(report::load_runs({pack / "pe_sgd" / "eps1" / "s0" / "deeper"}), InputError);
+  // A run in a pack whose status is not ok is skipped with its reason, named PACK/PATH.
+  {
+    json bad = {{"path", "z/eps1/s0.run.json"},
+                {"metrics", {{"schema", "dpft.metrics/1"}, {"status", "failed"}}}};
+    write_file_atomic(d.path / "with_bad.jsonl", pack_text + bad.dump() + "\n");
+    auto loaded = report::load_runs({d.path / "with_bad.jsonl"});
+    CHECK(loaded.runs.size() == 8);
+    REQUIRE(loaded.skipped.size() == 1);
+    CHECK(loaded.skipped[0].dir == d.path / "with_bad.jsonl" / "z/eps1/s0.run.json");
+    CHECK_THAT(loaded.skipped[0].reason, Contains("failed"));
+  }
+  // Malformed packs are refused with the line that is wrong.
+  auto refused = [&](const std::string& extra, const std::string& what) {
+    INFO(extra);
+    write_file_atomic(d.path / "bad_runs.jsonl", pack_text + extra + "\n");
+    CHECK_THROWS_WITH(report::load_runs({d.path / "bad_runs.jsonl"}),
+                      Contains("bad_runs.jsonl:9") && Contains(what));
+  };
+  refused("{\"metrics\": {}}", "no \"path\"");
+  refused("{\"path\": 3, \"metrics\": {}}", "no \"path\"");
+  refused("not json", "not valid JSON");
+  refused("{\"path\": \"pe_sgd/eps1/s0.run.json\", \"metrics\": {}}", "appears twice");
+  refused("{\"path\": \"../up.run.json\", \"metrics\": {}}", "not a normal relative path");
+  refused("{\"path\": \"/abs.run.json\", \"metrics\": {}}", "not a normal relative path");
+  refused("{\"path\": \"a//b.run.json\", \"metrics\": {}}", "not a normal relative path");
+  // Another kind of file is neither a run file nor a pack.
+  write_file_atomic(d.path / "notes.txt", "x");
+  CHECK_THROWS_WITH(report::load_runs({d.path / "notes.txt" / "sub"}),
+                    Contains("neither a directory"));
+}
+
 TEST_CASE("dpft report: per-sample columns give the lines back, float32 fields rounded",
           "[report]") {
   json cols = json::parse(R"({"layout": "columns/1", "float32": ["loss"],

@@ -4,9 +4,12 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <fnmatch.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <map>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -83,23 +86,39 @@ std::string dataset_name(const json& m) {
   return dir.empty() ? p.stem().string() : dir;
 }
 
-bool is_run_file(const fs::path& p) {
+bool has_suffix(const fs::path& p, const std::string& suffix) {
   const std::string name = p.filename().string();
-  return name.size() > kRunFileSuffix.size() &&
-         name.compare(name.size() - kRunFileSuffix.size(), kRunFileSuffix.size(),
-                      kRunFileSuffix) == 0;
+  return name.size() > suffix.size() &&
+         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// `where`: a run directory (metrics.json, per_sample.jsonl) or a run file (kRunFileSuffix).
-std::optional<RunRecord> read_run(const fs::path& where, std::string* skip_reason) {
-  const bool run_file = is_run_file(where);
-  fs::path file = run_file ? where : where / "metrics.json";
+bool is_run_file(const fs::path& p) {
+  return has_suffix(p, kRunFileSuffix);
+}
+
+// A run as found: a run directory, a run file, or a run file's object read from a pack
+// (`where` then names it as PACK/PATH).
+struct FoundRun {
+  fs::path where;
+  std::optional<json> packed;  // set for a pack's run
+};
+
+// `run`: a run directory (metrics.json, per_sample.jsonl), a run file (kRunFileSuffix) or a
+// pack's run (kRunPackSuffix).
+std::optional<RunRecord> read_run(const FoundRun& run, std::string* skip_reason) {
+  const fs::path& where = run.where;
+  const bool run_file = run.packed || is_run_file(where);
   json m, per_sample;
-  try {
-    m = json::parse(read_file(file));
-  } catch (const json::parse_error& e) {
-    *skip_reason = fmt::format("{} is not valid JSON ({})", file.filename().string(), e.what());
-    return std::nullopt;
+  if (run.packed) {
+    m = *run.packed;
+  } else {
+    fs::path file = run_file ? where : where / "metrics.json";
+    try {
+      m = json::parse(read_file(file));
+    } catch (const json::parse_error& e) {
+      *skip_reason = fmt::format("{} is not valid JSON ({})", file.filename().string(), e.what());
+      return std::nullopt;
+    }
   }
   if (run_file) {
     if (!m.is_object() || !m.contains("metrics")) {
@@ -273,41 +292,134 @@ Table lr_select(std::vector<RunRecord> runs, const TableDef& def) {
   return assemble(caption, blocks, def.row_order);
 }
 
+namespace {
+
+// The runs of a pack (kRunPackSuffix), by their path inside it; read once per pack.
+using RunPack = std::map<std::string, json>;
+
+RunPack read_pack(const fs::path& file) {
+  RunPack pack;
+  std::istringstream in(read_file(file));
+  std::string line;
+  for (size_t n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    auto bad = [&](const std::string& what) {
+      return InputError(fmt::format(
+          "{}:{}: {}; a run pack holds one run per line, {{\"path\": \"<relative path>.run.json\", "
+          "\"metrics\": {{...}}, ...}} (experiments/run_files.py --pack writes it)",
+          file.string(), n, what));
+    };
+    json j;
+    try {
+      j = json::parse(line);
+    } catch (const json::parse_error& e) {
+      throw bad(fmt::format("not valid JSON ({})", e.what()));
+    }
+    if (!j.is_object() || !j.contains("path") || !j["path"].is_string()) throw bad("no \"path\"");
+    std::string path = j["path"].get<std::string>();
+    const fs::path rel(path);
+    if (path.empty() || rel.is_absolute() || rel.lexically_normal().string() != path ||
+        path.rfind("..", 0) == 0)
+      throw bad(fmt::format("path '{}' is not a normal relative path", path));
+    j.erase("path");
+    if (!pack.emplace(path, std::move(j)).second)
+      throw bad(fmt::format("path '{}' appears twice", path));
+  }
+  return pack;
+}
+
+// Whether the first components of `path` match the patterns of `sub` (fnmatch each); a run
+// file's name also matches without its suffix (`.../s0` selects `.../s0.run.json`, as it names
+// the run directory s0 in a sweep's OUT).
+bool pack_path_selected(const fs::path& path, const fs::path& sub) {
+  auto p = path.begin();
+  for (const auto& pattern : sub) {
+    if (pattern.empty() || pattern == ".") continue;  // a trailing '/'
+    if (p == path.end()) return false;
+    const std::string name = p->string();
+    bool hit = fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
+    if (!hit && std::next(p) == path.end() && is_run_file(name)) {
+      const std::string stem = name.substr(0, name.size() - kRunFileSuffix.size());
+      hit = fnmatch(pattern.c_str(), stem.c_str(), 0) == 0;
+    }
+    if (!hit) return false;
+    ++p;
+  }
+  return true;
+}
+
+// `arg` = PACK or PACK/SUB where PACK is an existing *.jsonl file: (PACK, SUB); else nullopt.
+std::optional<std::pair<fs::path, fs::path>> split_pack_arg(const fs::path& arg) {
+  for (fs::path p = arg; !p.empty(); p = p.parent_path()) {
+    if (fs::is_regular_file(p)) {
+      if (!has_suffix(p, kRunPackSuffix)) return std::nullopt;
+      return std::make_pair(p, arg.lexically_relative(p));
+    }
+    if (fs::exists(p) || p == p.parent_path()) return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 LoadedRuns load_runs(const std::vector<fs::path>& dirs) {
   std::vector<std::string> names;
   for (const auto& d : dirs) names.push_back(d.string());
-  // canonical path -> the path as found (relative DIRs stay relative in messages)
-  std::map<fs::path, fs::path> found;
+  // canonical name -> the run as found (relative DIRs stay relative in messages)
+  std::map<fs::path, FoundRun> found;
+  std::map<fs::path, RunPack> packs;  // by canonical path
   for (const auto& d : dirs) {
     if (fs::is_regular_file(d) && is_run_file(d)) {
-      found.emplace(fs::canonical(d), d);
+      found.emplace(fs::canonical(d), FoundRun{d, std::nullopt});
+      continue;
+    }
+    if (auto pack_arg = split_pack_arg(d)) {
+      const auto& [file, sub] = *pack_arg;
+      const fs::path canon = fs::canonical(file);
+      auto it = packs.find(canon);
+      if (it == packs.end()) it = packs.emplace(canon, read_pack(file)).first;
+      size_t hits = 0;
+      for (const auto& [path, run] : it->second)
+        if (pack_path_selected(path, sub)) {
+          found.emplace(canon / path, FoundRun{file / path, run});
+          ++hits;
+        }
+      if (hits == 0)
+        throw InputError(fmt::format(
+            "dpft report: no run in {} under '{}' ({} runs, paths like '{}'); SUB selects "
+            "runs by the first components of their path, globs allowed",
+            file.string(), sub.string(), it->second.size(),
+            it->second.empty() ? std::string() : it->second.begin()->first));
       continue;
     }
     if (!fs::is_directory(d))
       throw InputError(fmt::format(
-          "dpft report: {} is neither a directory nor a run file (*{})", d.string(),
-          kRunFileSuffix));
+          "dpft report: {} is neither a directory, a run file (*{}) nor a run pack (*{}, or "
+          "PACK{}/SUB)",
+          d.string(), kRunFileSuffix, kRunPackSuffix, kRunPackSuffix));
     for (const auto& e :
          fs::recursive_directory_iterator(d, fs::directory_options::skip_permission_denied)) {
       if (!e.is_regular_file()) continue;
       if (e.path().filename() == "metrics.json")
-        found.emplace(fs::canonical(e.path().parent_path()), e.path().parent_path());
+        found.emplace(fs::canonical(e.path().parent_path()),
+                      FoundRun{e.path().parent_path(), std::nullopt});
       else if (is_run_file(e.path()))
-        found.emplace(fs::canonical(e.path()), e.path());
+        found.emplace(fs::canonical(e.path()), FoundRun{e.path(), std::nullopt});
     }
   }
-  std::vector<fs::path> run_dirs;
-  for (const auto& [canon, p] : found) run_dirs.push_back(p);
-  std::sort(run_dirs.begin(), run_dirs.end());
+  std::vector<FoundRun> run_dirs;
+  for (auto& [canon, run] : found) run_dirs.push_back(std::move(run));
+  std::sort(run_dirs.begin(), run_dirs.end(),
+            [](const FoundRun& a, const FoundRun& b) { return a.where < b.where; });
 
   LoadedRuns out;
-  for (const auto& dir : run_dirs) {
+  for (const auto& run : run_dirs) {
     std::string reason;
-    if (auto r = read_run(dir, &reason)) {
+    if (auto r = read_run(run, &reason)) {
       out.runs.push_back(std::move(*r));
     } else {
-      spdlog::warn("skipped {}: {}", dir.string(), reason);
-      out.skipped.push_back({dir, reason});
+      spdlog::warn("skipped {}: {}", run.where.string(), reason);
+      out.skipped.push_back({run.where, reason});
     }
   }
   if (out.runs.empty())

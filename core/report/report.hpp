@@ -36,6 +36,13 @@ inline constexpr double kInf = std::numeric_limits<double>::infinity();
 // to float32 on reading (their values were float32; the file holds the shortest decimal).
 inline const std::string kRunFileSuffix = ".run.json";
 
+// Many run files packed into one file (docs/results/*_runs.jsonl, experiments/run_files.py
+// --pack): one run per line, the run file's object with its relative path added,
+// {"path": "pubmed-pe_sgd/eps1/s0.run.json", "metrics": {...}, "per_sample": {...}}.
+// `PACK/SUB` selects the runs whose path starts with the components of SUB; SUB's components
+// may hold globs (fnmatch: *, ?, [...]), e.g. `X_runs.jsonl/size-*` or `X_runs.jsonl/*/eps1`.
+inline const std::string kRunPackSuffix = ".jsonl";
+
 // One finished run, as the report needs it.
 struct RunRecord {
   fs::path dir;
@@ -60,10 +67,12 @@ struct LoadedRuns {
 };
 
 // Every directory under `dirs` (recursively, a DIR itself included) that holds a metrics.json,
-// and every run file (*.run.json) under them or named among them.
-// Runs whose status is not "ok", or whose metrics.json does not parse or is not dpft's, are
-// skipped with a warning. InputError if a DIR does not exist or if no run is left (the message
-// names the DIRs).
+// every run file (*.run.json) under them or named among them, and the runs of a run pack
+// (*.jsonl) named among them, whole or by `PACK/SUB` (see kRunPackSuffix). A run found twice
+// (two DIRs that overlap) is read once. Runs whose status is not "ok", or whose metrics.json
+// does not parse or is not dpft's, are skipped with a warning. InputError if a DIR does not
+// exist, if a pack is malformed or a PACK/SUB selects nothing, or if no run is left (the
+// message names the DIRs).
 LoadedRuns load_runs(const std::vector<fs::path>& dirs);
 
 // mean and sample standard deviation (n-1; NaN when n < 2).

@@ -8,16 +8,18 @@ private set, eval set and noise seed), with the mean +- sample std of those diff
 
 Usage: experiments/pe_sgd/per_seed.py --eps 1|inf|2|... [--ref DP-SGD] RUN_ROOT...
 Runs are found under the roots as scripts/sweep.sh lays them out (.../eps<E>/s<S>/.../metrics.json,
-or run files .../eps<E>/s<S>.run.json as docs/results keeps them;
-non-private specs in .../noeps/... count for --eps inf); only runs with status "ok" are read.
+or run files .../eps<E>/s<S>.run.json; non-private specs in .../noeps/... count for --eps inf); a
+root may also be a run pack (docs/results/*_runs.jsonl) or PACK/SUB, read as `dpft report` reads
+them (experiments/run_files.py); only runs with status "ok" are read.
 A (label, seed) pair found twice is an error: pass roots that hold one run per pair.
 """
 import argparse
-import glob
-import json
 import os
 import statistics
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from run_files import runs as runs_under  # noqa: E402
 
 ORDER = ["SGD", "DP-SGD", "SFT+DP-SGD", "PDP-SGD", "GEP", "InPro", "PE-SGD-FixSample", "PE-SGD"]
 
@@ -25,18 +27,11 @@ ORDER = ["SGD", "DP-SGD", "SFT+DP-SGD", "PDP-SGD", "GEP", "InPro", "PE-SGD-FixSa
 def load(roots, eps):
     runs = {}
     for root in roots:
-        if not os.path.isdir(root):
-            sys.exit(f"per_seed: {root} is not a directory")
-        paths = glob.glob(os.path.join(root, "**", "metrics.json"), recursive=True)
-        paths += glob.glob(os.path.join(root, "**", "*.run.json"), recursive=True)  # run files
-        for path in sorted(paths):
+        for path, run in runs_under(root):
             in_column = f"/eps{eps}/" in path or (eps == "inf" and "/noeps/" in path)
             if not in_column:
                 continue
-            with open(path) as f:
-                m = json.load(f)
-            if path.endswith(".run.json"):  # {"metrics": ..., "per_sample": [...]}
-                m = m["metrics"]
+            m = run["metrics"]
             if m.get("status") != "ok":
                 continue
             key = (m["run"]["label"], m["run"]["seed"])
