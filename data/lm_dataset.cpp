@@ -99,13 +99,22 @@ std::vector<int32_t> seq2seq_ids(const std::string& text, const tok::Tokenizer& 
 }
 
 LmDataset build_seq2seq_dataset(const std::vector<Example>& examples, const tok::Tokenizer& tok,
-                                int64_t max_length, bool source_from_method) {
+                                int64_t max_length, bool source_from_method,
+                                const DenoisingSpec& denoising, uint64_t seed) {
   seq2seq_ids("", tok, max_length);  // the length and special-token checks, before any row
   LmDataset ds;
   ds.objective = lm::Objective::kSeq2Seq;
+  if (denoising.enabled) {
+    const auto mask = tok.token_to_id("<mask>");
+    DPFT_CHECK_AS(InputError, mask.has_value(),
+                  "data.denoising: the tokenizer ({}) has no <mask> token for text infilling; "
+                  "use BART's (RoBERTa's) tokenizer",
+                  tok.source());
+    ds.infilling = {*mask, denoising.mask_ratio, denoising.poisson_lambda, seed};
+  }
   ds.items.reserve(examples.size());
   for (const Example& e : examples) {
-    DPFT_CHECK_AS(InputError, e.prompt.has_value() || source_from_method,
+    DPFT_CHECK_AS(InputError, e.prompt.has_value() || source_from_method || denoising.enabled,
                   "data.task seq2seq: row {} has no source (prompt); set prompt_column", e.index);
     TokenizedExample t;
     t.index = e.index;

@@ -58,8 +58,12 @@ LmDataOptions lm_data_options(const DataSpec& d);
 // without a prompt, or when the tokenizer has no bos or eos.
 // With `source_from_method` (method ctcl, which makes each source from the document's topic) a
 // row without a prompt gets an empty source, <s> </s>, until the method sets it.
+// With `denoising` enabled (data.denoising) rows need no prompt: the set's infilling options
+// are set (mask id: the tokenizer's <mask>; seed `seed`) and collate makes each source from its
+// target. InputError if the tokenizer has no <mask>.
 LmDataset build_seq2seq_dataset(const std::vector<Example>& examples, const tok::Tokenizer& tok,
-                                int64_t max_length, bool source_from_method = false);
+                                int64_t max_length, bool source_from_method = false,
+                                const DenoisingSpec& denoising = {}, uint64_t seed = 0);
 // <s> + encode(text) cut to max_length - 2 ids + </s>: a seq2seq source or target.
 std::vector<int32_t> seq2seq_ids(const std::string& text, const tok::Tokenizer& tok,
                                  int64_t max_length);

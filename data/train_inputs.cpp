@@ -63,7 +63,8 @@ train::TrainInputs load_train_inputs(const Spec& spec) {
     in.train = encoder_lm_dataset(spec, train_examples, *in.enc_tok, "mlm");
   } else if (seq2seq) {
     in.train = build_seq2seq_dataset(train_examples, *in.tok, spec.data.max_length,
-                                     spec.method.name == "ctcl");
+                                     spec.method.name == "ctcl", spec.data.denoising,
+                                     derive_seed(spec.seed, "denoising"));
   } else {
     in.train = build_lm_dataset(train_examples, *in.tok, lm_data_options(spec.data));
   }
@@ -116,7 +117,8 @@ train::TrainInputs load_train_inputs(const Spec& spec) {
                                 examples_out ? std::string("mlm-eval") : "mlm-eval-" + d.name);
     if (seq2seq)  // ctcl gives eval documents their topics' conditions, as training ones
       return build_seq2seq_dataset(examples, *in.tok, spec.data.max_length,
-                                   spec.method.name == "ctcl");
+                                   spec.method.name == "ctcl", spec.data.denoising,
+                                   derive_seed(spec.seed, "denoising"));
     return build_lm_dataset(examples, *in.tok, lm_data_options(spec.data));
   };
   std::vector<Example> eval_examples;

@@ -14,6 +14,11 @@
 #   MODEL=bart-uncond     models/tiny-bart-uncond: the same BART trained on the same documents
 #                         with every condition empty (`topics pairs --empty-condition`): CTCL
 #                         Table 5's generator without condition pretraining
+#   OBJECTIVE=denoise     (MODEL=bart) a stage of BART's text infilling on the same documents
+#                         (experiments/pretrain/tiny_bart_denoise.yaml: the source is the
+#                         document with 30 % of it hidden in spans), so the model learns to read
+#                         its source; condition -> document stages (the default
+#                         OBJECTIVE=condition) follow with FROM=models/tiny-bart
 # Both train with method sgd on public text from ../shared/data that no experiment on the model
 # uses as private or evaluation data, and are exported in fp16 with their tokenizer and a
 # PROVENANCE.md (steps, time, held-out curve). Run it with a copy of the binary (DPFT=/tmp/dpft)
@@ -26,8 +31,9 @@
 # keeps the earlier stages' record below its own. FROM must show, stage by stage, that it saw
 # only files the spec reads (its PROVENANCE.md's "Training text" lines); the first stage starts
 # from a random init.
-# Env: MODEL, DPFT (default build/dpft), OUT (default build/pretrain), RESUME (a run directory),
-# FROM (an exported model to continue from);
+# Env: MODEL, OBJECTIVE (bart: condition | denoise), DPFT (default build/dpft), OUT (default
+# build/pretrain), RESUME (a run directory), FROM (an exported model to continue from), DEST
+# (where the model goes; default models/tiny-$MODEL);
 # extra args go to `dpft run` (e.g. --set train.steps=100 for a short trial).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,7 +58,14 @@ bart_columns=(text review text_b text_a sentence1 ref)
 bart_types=("Wikipedia article" "Movie review" "Encyclopedia sentence" "Passage" "News"
             "Restaurant description")
 spec=experiments/pretrain/tiny_${MODEL%-uncond}.yaml   # bart-uncond trains with bart's spec
-dest=models/tiny-$MODEL
+OBJECTIVE=${OBJECTIVE:-condition}
+case "$OBJECTIVE" in
+  condition) ;;
+  denoise) [ "$MODEL" = bart ] || { echo "pretrain_tiny: OBJECTIVE=denoise is a stage of MODEL=bart" >&2; exit 2; }
+           spec=experiments/pretrain/tiny_bart_denoise.yaml ;;
+  *) echo "pretrain_tiny: OBJECTIVE=$OBJECTIVE: use condition or denoise" >&2; exit 2 ;;
+esac
+dest=${DEST:-models/tiny-$MODEL}
 bart=0; [[ "$MODEL" == bart* ]] && bart=1
 [ -d ../shared/data/lm_text_misc ] || { echo "pretrain_tiny: ../shared/data is missing" >&2; exit 3; }
 earlier=""
@@ -120,9 +133,9 @@ fi
 rm -rf "$dest"
 mkdir -p models
 cp -r "$run/model" "$dest"
-python3 - "$run" "$MODEL" "$spec" "$earlier" "$*" "${bart_corpora[*]}" > "$dest/PROVENANCE.md" <<'PY'
+python3 - "$run" "$MODEL" "$spec" "$earlier" "$*" "${bart_corpora[*]}" "$OBJECTIVE" "$dest" > "$dest/PROVENANCE.md" <<'PY'
 import json, os, sys
-run, model, spec, earlier, extra, corpora = sys.argv[1:7]
+run, model, spec, earlier, extra, corpora, objective, dest = sys.argv[1:9]
 m = json.load(open(run + "/metrics.json"))
 e = m.get("eval") or m["non_private"]["eval"]
 t = m.get("non_private", m)["timing"]
@@ -131,7 +144,7 @@ data = json.load(open(run + "/privacy_lock.json"))["settings"]["data"]
 files = list(dict.fromkeys([data["train"]["path"]] + [x["path"] for x in data.get("train_extra") or []]))
 if model.startswith("bart"):  # the spec reads the pairs `dpft topics pairs` made of these files
     files = corpora.split()
-print(f"# models/tiny-{model}: how it was made\n")
+print(f"# {dest}: how it was made\n")
 what = {"gpt2": "next-token pretraining",
         "roberta": "masked-LM pretraining (15 % of text ids; 80 % <mask>, 10 % random, 10 % kept)",
         "bart": "(condition -> document) pretraining (teacher-forced cross-entropy of the "
@@ -140,10 +153,14 @@ what = {"gpt2": "next-token pretraining",
         "bart-uncond": "unconditional pretraining (the cross-entropy of each document from an empty "
                        "source; `dpft topics pairs --empty-condition`: the documents of models/tiny-bart's "
                        "pairs)"}[model]
+if objective == "denoise":
+    what = ("denoising pretraining (BART's text infilling: the teacher-forced cross-entropy of each "
+            "document given itself with 30 % of its tokens hidden in Poisson(3)-length spans, one "
+            "<mask> per span, drawn afresh each step; the documents of models/tiny-bart's pairs)")
 start = ("the exported model of the earlier stages below (`FROM=... bash "
          "scripts/pretrain_tiny.sh`; a fresh optimizer and schedule)" if earlier else
          f"random init (`dpft model init --arch {model.split('-')[0]} --preset mini`, seed 0)")
-print(f"Made by `MODEL={model} bash scripts/pretrain_tiny.sh`: {start}, "
+print(f"Made by `{'OBJECTIVE=denoise ' if objective == 'denoise' else ''}MODEL={model} bash scripts/pretrain_tiny.sh`: {start}, "
       f"{cfg.get('hidden_size', cfg.get('n_embd', cfg.get('d_model')))} wide, "
       f"{cfg.get('num_hidden_layers', cfg.get('n_layer', cfg.get('encoder_layers')))} layers"
       f"{' + ' + str(cfg['decoder_layers']) + ' decoder layers' if 'decoder_layers' in cfg else ''}, "
@@ -152,7 +169,8 @@ print(f"Made by `MODEL={model} bash scripts/pretrain_tiny.sh`: {start}, "
       + (f"training on packed {data['max_length']}-token blocks of public text"
          if not model.startswith("bart") else
          f"training on (condition, document) pairs of public text, documents cut to "
-         f"{data['max_length']} tokens")
+         f"{data['max_length']} tokens" if objective != "denoise" else
+         f"training on the documents of those pairs, cut to {data['max_length']} tokens")
       + "; weights stored in float16.\n")
 if files:
     print("Training text (nothing an experiment on this model uses as private or evaluation data; "
@@ -163,7 +181,8 @@ print(f"- steps {m['train']['steps_done']}, training {'pairs' if model.startswit
 unit = "masked-token accuracy" if model == "roberta" else "perplexity"
 key = "accuracy" if model == "roberta" else "perplexity"
 held = {"gpt2": "held-out wikitext-2 test (next-token)", "roberta": "held-out wikitext-2 test (fixed masks)",
-        "bart": "held-out 2 % of the pairs (document given condition)",
+        "bart": "held-out 2 % of the pairs (document given condition)" if objective != "denoise"
+                else "held-out 2 % of the documents (document given its infilled self, fixed draw)",
         "bart-uncond": "held-out 2 % of the documents (from an empty source)"}[model]
 print(f"- {held}: "
       f"{unit} {e['base'][key]:.4g} before, {e['final'][key]:.4g} after "

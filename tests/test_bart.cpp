@@ -459,3 +459,151 @@ TEST_CASE("dpft run: a BART trained on (source, target) pairs reads its sources"
   CHECK(own < 0.5);
   CHECK(other > own + 1.0);
 }
+
+TEST_CASE("text infilling: Poisson spans, one mask each, the kept ids in order, per draw",
+          "[bart][data]") {
+  const int32_t kMask = 9999;
+  std::vector<int32_t> body(400);
+  for (size_t i = 0; i < body.size(); ++i) body[i] = static_cast<int32_t>(1000 + i);
+  auto spans_of = [&](const std::vector<int32_t>& out, std::vector<int64_t>* lengths) {
+    // Walk the output against the body: kept ids strictly in order; between two kept ids (or
+    // the ends) the hidden run of ids must be stood for by at least one mask.
+    int64_t next = 0, hidden = 0, masks_since = 0;
+    auto close_gap = [&](int64_t upto) {
+      const int64_t run = upto - next;
+      if (run > 0) {
+        CHECK(masks_since >= 1);
+        if (lengths) lengths->push_back(run);
+      }
+      hidden += run;
+      masks_since = 0;
+    };
+    for (int32_t id : out) {
+      if (id == kMask) {
+        ++masks_since;
+        continue;
+      }
+      const int64_t pos = id - 1000;
+      REQUIRE(pos >= next);
+      close_gap(pos);
+      next = pos + 1;
+    }
+    close_gap(static_cast<int64_t>(body.size()));
+    return hidden;
+  };
+  lm::InfillingOptions o{kMask, 0.3, 3.0, 17};
+  int64_t hidden = -1;
+  const std::vector<int32_t> a = lm::text_infilling(body, o, 5, 1, &hidden);
+  CHECK(hidden == 120);  // round(0.3 * 400)
+  CHECK(spans_of(a, nullptr) == 120);
+  CHECK(std::count(a.begin(), a.end(), kMask) >= 1);
+  CHECK(lm::text_infilling(body, o, 5, 1) == a);  // deterministic in (seed, index, draw)
+  CHECK(lm::text_infilling(body, o, 5, 2) != a);
+  CHECK(lm::text_infilling(body, o, 6, 1) != a);
+  // Span lengths follow the Poisson's mean (cut by the budget and by the spans already drawn:
+  // a little shorter); a smaller lambda makes shorter spans.
+  auto mean_span = [&](double lambda) {
+    lm::InfillingOptions p{kMask, 0.3, lambda, 3};
+    std::vector<int64_t> lengths;
+    for (uint64_t d = 0; d < 200; ++d) spans_of(lm::text_infilling(body, p, 0, d), &lengths);
+    double s = 0;
+    for (int64_t l : lengths) s += static_cast<double>(l);
+    return s / static_cast<double>(lengths.size());
+  };
+  const double m3 = mean_span(3.0), m1 = mean_span(1.0);
+  INFO("mean span " << m3 << " (lambda 3), " << m1 << " (lambda 1)");
+  CHECK(m3 > 2.4);
+  CHECK(m3 < 3.6);
+  CHECK(m1 < 1.8);
+  // A short body still hides round(ratio n) ids; an empty one gets at most inserted masks.
+  std::vector<int32_t> shortb(body.begin(), body.begin() + 10);
+  lm::text_infilling(shortb, o, 0, 0, &hidden);
+  CHECK(hidden == 3);
+  for (int32_t id : lm::text_infilling({}, o, 0, 0, &hidden)) CHECK(id == kMask);
+  CHECK(hidden == 0);
+  // Nonsense options are refused.
+  CHECK_THROWS(lm::text_infilling(body, lm::InfillingOptions{-1, 0.3, 3, 0}, 0, 0));
+  CHECK_THROWS(lm::text_infilling(body, lm::InfillingOptions{kMask, 1.0, 3, 0}, 0, 0));
+}
+
+TEST_CASE("seq2seq batches with data.denoising: sources infilled from the targets, per draw",
+          "[bart][data]") {
+  lm::LmDataset ds;
+  ds.objective = lm::Objective::kSeq2Seq;
+  ds.infilling = {50, 0.3, 3.0, 7};
+  for (int r = 0; r < 3; ++r) {
+    lm::TokenizedExample t;
+    t.index = r;
+    t.ids = {0};
+    for (int i = 0; i < 20 + 5 * r; ++i) t.ids.push_back(100 + i);
+    t.ids.push_back(2);
+    t.scored.assign(t.ids.size(), 1);
+    ds.items.push_back(t);
+  }
+  const lm::LmBatch b = lm::collate(ds, {0, 1, 2}, 1, 4);
+  REQUIRE(b.src_ids.size(0) == 3);
+  for (int64_t i = 0; i < 3; ++i) {
+    const int64_t len = b.src_mask[i].sum().item<int64_t>();
+    CHECK(b.src_ids[i][0].item<int64_t>() == 0);        // <s>
+    CHECK(b.src_ids[i][len - 1].item<int64_t>() == 2);  // </s>
+    CHECK((b.src_ids[i] == 50).sum().item<int64_t>() >= 1);
+    CHECK(len < static_cast<int64_t>(ds.items[i].ids.size()));  // spans became single masks
+    // The targets are the rows as stored.
+    CHECK(b.labels[i][1].item<int64_t>() == 100);
+  }
+  CHECK(torch::equal(lm::collate(ds, {0, 1, 2}, 1, 4).src_ids, b.src_ids));
+  CHECK(!torch::equal(lm::collate(ds, {0, 1, 2}, 1, 5).src_ids, b.src_ids));
+}
+
+TEST_CASE("dpft run with data.denoising: sources made from the targets reach the model; refusals",
+          "[bart][run]") {
+  // One-word documents (one of 8 words): with mask_ratio 0.2 nothing of a word of 1 or 2
+  // tokens is hidden (round(0.2 n) = 0), so each source is its own target, a copy task the
+  // model learns; with 0.95 every token is hidden and the best it can do is the 8-word
+  // distribution. A run whose sources did not come from the targets (or did not reach the
+  // encoder) would score both alike.
+  SHARED_DATA_OR_SKIP(roberta, "roberta_tokenizer");
+  test::TempDir tmp;
+  const std::vector<std::string> words = {"apple",  "river",  "mountain", "doctor",
+                                          "guitar", "window", "silver",   "engine"};
+  std::string train = "target\n";
+  for (size_t i = 0; i < 256; ++i) train += words[i % 8] + "\n";
+  const std::string dir = tmp.path.string();
+  write_file_atomic(tmp.path / "train.csv", train);
+  const std::string model = dir + "/model";
+  REQUIRE(test::cli({"model", "init", "--arch", "bart", "--preset", "tiny", "--tokenizer",
+                     roberta.string(), "--out", model, "--seed", "1"}) == 0);
+  const std::string spec = dir + "/spec.yaml";
+  write_file_atomic(spec, "name: infill\nseed: 3\nmodel: {path: " + model +
+                              ", peft: {kind: full, targets: [all]}}\n"
+                              "data:\n  task: seq2seq\n  denoising: {mask_ratio: 0.2}\n"
+                              "  train: {path: " +
+                              dir + "/train.csv, text_column: target}\n" + "  eval: {path: " + dir +
+                              "/train.csv, text_column: target, num_samples: 16}\n"
+                              "  max_length: 8\n"
+                              "privacy: {epsilon: .inf}\n"
+                              "train: {steps: 120, batch_size: 16, lr: 0.002}\n"
+                              "method: {name: sgd}\n");
+  auto final_loss = [&](const std::string& ratio) {
+    std::string printed;
+    REQUIRE(test::cli({"run", spec, "--out", dir + "/runs", "--set",
+                       "data.denoising.mask_ratio=" + ratio},
+                      &printed) == 0);
+    auto m = nlohmann::json::parse(read_file(fs::path(test::last_line(printed)) / "metrics.json"));
+    // The eval texts are training texts, so the block is non_private.
+    const nlohmann::json& ev =
+        m.contains("eval") && m["eval"].contains("final") ? m["eval"] : m["non_private"]["eval"];
+    return ev["final"]["loss"].get<double>();
+  };
+  const double copy = final_loss("0.2"), hidden = final_loss("0.95");
+  INFO("mask_ratio 0.2: " << copy << ", 0.95: " << hidden);
+  CHECK(copy < 0.25);
+  CHECK(hidden > 0.5);  // about ln 8 over the ~3 scored tokens of a word: the words' distribution
+  CHECK(hidden > copy + 0.4);
+  // Refusals: sources from a column as well, another task, a ratio of 1.
+  CHECK(test::cli({"run", spec, "--out", dir + "/runs", "--set",
+                   "data.train.prompt_column=target"}) == 2);
+  CHECK(test::cli({"run", spec, "--out", dir + "/runs", "--set", "data.task=lm"}) == 2);
+  CHECK(test::cli({"run", spec, "--out", dir + "/runs", "--set", "data.denoising.mask_ratio=1"}) ==
+        2);
+}

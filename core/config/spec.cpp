@@ -281,6 +281,13 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
     DataSpec& da = s.data;
     d.get_choice("task", da.task, {"lm", "classification", "mlm", "seq2seq"});
     d.get("mlm_probability", da.mlm_probability, Range{0, 1, true, false});
+    if (d.has("denoising")) {
+      Fields dn = d.child("denoising");
+      da.denoising.enabled = true;
+      dn.get("mask_ratio", da.denoising.mask_ratio, Range{0, 1, true, true});
+      dn.get("poisson_lambda", da.denoising.poisson_lambda, Range{0, 50, true, false});
+      dn.finish();
+    }
     d.get("labels", da.labels);
     parse_dataset(d.child("train"), da.train);
     YAML::Node extra = d.raw("train_extra");
@@ -393,7 +400,15 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
       const YAML::Node mb = root["method"];
       const bool ctcl = mb && mb.IsMap() && mb["name"] && mb["name"].IsScalar() &&
                         mb["name"].as<std::string>() == "ctcl";
-      if (ctcl) {  // its sources are the documents' topics (methods/ctcl)
+      if (da.denoising.enabled) {  // each source is its own target, infilled
+        need(!ctcl,
+             "with data.denoising is BART's denoising pretraining; method ctcl makes its "
+             "sources from topics: drop data.denoising");
+        for (const DatasetSpec* ds : {&da.train, &da.eval})
+          need(ds->prompt_column.empty() && ds->prompt.empty(),
+               "with data.denoising makes each source from its own target (text infilling); "
+               "leave data.train / data.eval prompt_column and prompt unset");
+      } else if (ctcl) {  // its sources are the documents' topics (methods/ctcl)
         need(da.train.prompt_column.empty() && da.train.prompt.empty(),
              "with method ctcl takes the documents alone (text_column): the method makes each "
              "source from the document's topic; leave data.train.prompt_column and prompt unset");
@@ -408,6 +423,9 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
            "scores every target token of each (source, target) pair; leave data.packing, "
            "data.chat_format and data.loss_on unset");
     }
+    if (da.task != "seq2seq" && da.denoising.enabled)
+      throw ConfigError(fmt::format(
+          "data.denoising belongs to data.task: seq2seq (BART); this spec's task is {}", da.task));
     if (da.task != "mlm" && d.has("mlm_probability"))
       throw ConfigError(fmt::format(
           "data.mlm_probability belongs to data.task: mlm; this spec's task is {}", da.task));
@@ -564,6 +582,10 @@ YAML::Node spec_to_yaml(const Spec& s) {
   n["model"] = m;
   if (s.data.task != "lm") n["data"]["task"] = s.data.task;  // lm specs keep their hash
   if (s.data.task == "mlm") n["data"]["mlm_probability"] = num(s.data.mlm_probability);
+  if (s.data.denoising.enabled) {  // absent otherwise: earlier specs keep their hash
+    n["data"]["denoising"]["mask_ratio"] = num(s.data.denoising.mask_ratio);
+    n["data"]["denoising"]["poisson_lambda"] = num(s.data.denoising.poisson_lambda);
+  }
   if (!s.data.labels.empty()) n["data"]["labels"] = s.data.labels;
   n["data"]["train"] = dataset_yaml(s.data.train);
   YAML::Node extra(YAML::NodeType::Sequence);

@@ -66,6 +66,16 @@ struct DatasetSpec {
   std::string name;  // data.eval_sets entries: the set's name in metrics.json ("" elsewhere)
 };
 
+// data.denoising (task seq2seq): BART's text infilling (Lewis et al. 2020, Sec. 2.2): the
+// source of each row is its own target with spans of tokens, of Poisson(poisson_lambda)
+// lengths, each replaced by one <mask> until mask_ratio of its tokens are hidden (a span of
+// length 0 inserts a <mask>); drawn afresh for every batch (eval: one fixed draw).
+struct DenoisingSpec {
+  bool enabled = false;  // the block is present
+  double mask_ratio = 0.3;
+  double poisson_lambda = 3.0;
+};
+
 struct DataSpec {
   // lm: language modelling (next-token loss; decoders, or an encoder with a causal-LM head).
   // classification: sequence classification with an encoder's classifier (label_column required;
@@ -73,6 +83,7 @@ struct DataSpec {
   // encoder-decoder (bart) learns target = text_column given source = prompt_column / prompt.
   std::string task = "lm";
   double mlm_probability = 0.15;         // mlm: share of text ids masked (lm::MaskingOptions::rate)
+  DenoisingSpec denoising;               // seq2seq: sources made from the targets (see above)
   std::vector<std::string> labels;       // classification: label names in class-id order
   DatasetSpec train;                     // the private training set
   std::vector<DatasetSpec> train_extra;  // more training sets, appended to train (public corpora)

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/util/error.hpp"
 
@@ -49,7 +50,57 @@ void mask_row(const TokenizedExample& ex, const MaskingOptions& m, uint64_t draw
   }
 }
 
+// Poisson(lambda) by inversion of products of uniforms (Knuth); lambda is small here.
+int64_t poisson_draw(SplitMix64& rng, double lambda) {
+  const double limit = std::exp(-lambda);
+  int64_t k = 0;
+  for (double p = rng.uniform(); p > limit; p *= rng.uniform()) ++k;
+  return k;
+}
+
 }  // namespace
+
+std::vector<int32_t> text_infilling(const std::vector<int32_t>& body, const InfillingOptions& o,
+                                    int64_t index, uint64_t draw, int64_t* hidden) {
+  DPFT_CHECK(o.mask_id >= 0 && o.ratio > 0 && o.ratio < 1 && o.lambda > 0,
+             "text_infilling: mask id {}, ratio {}, lambda {}", o.mask_id, o.ratio, o.lambda);
+  SplitMix64 rng{o.seed};
+  rng.s = rng.next() ^ static_cast<uint64_t>(index);
+  rng.s = rng.next() ^ draw;
+  const int64_t n = static_cast<int64_t>(body.size());
+  const int64_t target = std::llround(o.ratio * static_cast<double>(n));
+  std::vector<uint8_t> covered(static_cast<size_t>(n), 0);
+  std::vector<uint8_t> insert(static_cast<size_t>(n) + 1, 0);  // a mask before position i
+  int64_t masked = 0;
+  for (int64_t tries = 0; masked < target && tries < 4 * n + 16; ++tries) {
+    const int64_t len = std::min(poisson_draw(rng, o.lambda), target - masked);
+    const uint64_t u = rng.next();
+    if (len == 0) {
+      insert[u % static_cast<uint64_t>(n + 1)] = 1;
+      continue;
+    }
+    const int64_t start = static_cast<int64_t>(u % static_cast<uint64_t>(n - len + 1));
+    bool free = true;  // the span and its two neighbours are kept ids
+    for (int64_t i = std::max<int64_t>(0, start - 1); i < std::min(n, start + len + 1); ++i)
+      free = free && !covered[static_cast<size_t>(i)];
+    if (!free) continue;
+    for (int64_t i = start; i < start + len; ++i) covered[static_cast<size_t>(i)] = 1;
+    masked += len;
+  }
+  std::vector<int32_t> out;
+  out.reserve(body.size());
+  const auto mask = static_cast<int32_t>(o.mask_id);
+  for (int64_t i = 0; i <= n; ++i) {
+    if (insert[static_cast<size_t>(i)]) out.push_back(mask);
+    if (i == n) break;
+    if (!covered[static_cast<size_t>(i)])
+      out.push_back(body[static_cast<size_t>(i)]);
+    else if (i == 0 || !covered[static_cast<size_t>(i - 1)])
+      out.push_back(mask);  // one mask per span
+  }
+  if (hidden) *hidden = masked;
+  return out;
+}
 
 LmBatch collate(const LmDataset& ds, const std::vector<int64_t>& rows, int64_t pad_id,
                 uint64_t draw) {
@@ -84,17 +135,34 @@ LmBatch collate(const LmDataset& ds, const std::vector<int64_t>& rows, int64_t p
   if (types) b.token_type_ids = torch::zeros({B, T}, torch::kInt64);
   if (ds.objective == Objective::kClassification) b.class_labels = torch::empty({B}, torch::kInt64);
   if (ds.objective == Objective::kSeq2Seq) {
+    // The sources: stored, or infilled from the targets (<s> body </s> -> <s> infill </s>).
+    const bool infill = ds.infilling.mask_id >= 0;
+    std::vector<std::vector<int32_t>> made(infill ? rows.size() : 0);
+    auto source = [&](size_t i) -> const std::vector<int32_t>& {
+      return infill ? made[i] : ds.items[static_cast<size_t>(rows[i])].src_ids;
+    };
     int64_t S = 1;
-    for (int64_t r : rows) {
-      DPFT_CHECK(!ds.items[r].src_ids.empty(), "collate: row {} of a seq2seq set has no source", r);
-      S = std::max<int64_t>(S, static_cast<int64_t>(ds.items[r].src_ids.size()));
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const TokenizedExample& ex = ds.items[static_cast<size_t>(rows[i])];
+      if (infill) {
+        DPFT_CHECK(ex.ids.size() >= 2, "collate: row {} of a seq2seq set has no target body",
+                   rows[i]);
+        std::vector<int32_t> body(ex.ids.begin() + 1, ex.ids.end() - 1);
+        made[i].push_back(ex.ids.front());
+        if (!body.empty())
+          for (int32_t id : text_infilling(body, ds.infilling, ex.index, draw))
+            made[i].push_back(id);
+        made[i].push_back(ex.ids.back());
+      }
+      DPFT_CHECK(!source(i).empty(), "collate: row {} of a seq2seq set has no source", rows[i]);
+      S = std::max<int64_t>(S, static_cast<int64_t>(source(i).size()));
     }
     b.src_ids = torch::full({B, S}, pad_id, torch::kInt64);
     b.src_mask = torch::zeros({B, S}, torch::kInt64);
     auto si = b.src_ids.accessor<int64_t, 2>();
     auto sm = b.src_mask.accessor<int64_t, 2>();
     for (int64_t i = 0; i < B; ++i) {
-      const auto& src = ds.items[static_cast<size_t>(rows[i])].src_ids;
+      const auto& src = source(static_cast<size_t>(i));
       for (size_t t = 0; t < src.size(); ++t)
         si[i][static_cast<int64_t>(t)] = src[t], sm[i][static_cast<int64_t>(t)] = 1;
     }

@@ -49,6 +49,23 @@ struct MaskingOptions {
   uint64_t seed = 0;
 };
 
+// BART's text infilling (Lewis et al. 2020, Sec. 2.2; DataSpec::denoising): a kSeq2Seq set
+// with mask_id >= 0 has no stored sources; collate makes each row's source from its target
+// (<s> body </s>) as <s> infill(body) </s>, afresh for each `draw`.
+struct InfillingOptions {
+  int64_t mask_id = -1;  // < 0: off
+  double ratio = 0.3;    // share of the body's tokens hidden
+  double lambda = 3.0;   // span lengths ~ Poisson(lambda)
+  uint64_t seed = 0;
+};
+
+// Text infilling of `body` (n ids): spans of Poisson(lambda) lengths, each replaced by one
+// mask_id, drawn at random non-overlapping, non-adjacent places until round(ratio * n) ids are
+// hidden (or 4 n + 16 draws were made); a span of length 0 inserts a mask_id. Deterministic in
+// (o.seed, index, draw). Returns the noised ids; *hidden (if given) gets the hidden count.
+std::vector<int32_t> text_infilling(const std::vector<int32_t>& body, const InfillingOptions& o,
+                                    int64_t index, uint64_t draw, int64_t* hidden = nullptr);
+
 struct TokenizedExample {
   // Example index: row in file order across train + train_extra; block number when packed.
   int64_t index = 0;
@@ -64,7 +81,8 @@ struct TokenizedExample {
 struct LmDataset {
   std::vector<TokenizedExample> items;
   Objective objective = Objective::kNextToken;
-  MaskingOptions masking;  // kMaskedLM only
+  MaskingOptions masking;      // kMaskedLM only
+  InfillingOptions infilling;  // kSeq2Seq only: sources made from the targets when mask_id >= 0
   int64_t size() const { return static_cast<int64_t>(items.size()); }
   int64_t num_tokens() const;  // total ids
   int64_t dropped = 0;         // examples dropped while building (data/lm_dataset.hpp)
@@ -86,8 +104,9 @@ struct LmBatch {
 // rows: positions in ds.items (may be empty: returns B = 0 tensors of shape (0, 1)). pad_id:
 // tokenizer pad else eos (pad_id_for). A kMaskedLM set's batch has its masks applied (draw
 // `draw`, MaskingOptions): labels hold the original ids at the selected positions, -100
-// elsewhere. RuntimeError for a row out of range, for an unlabelled row (class_id < 0) of a
-// kClassification set, or for a kMaskedLM set without a mask id.
+// elsewhere. A kSeq2Seq set with infilling gets its sources infilled from the targets (draw
+// `draw`, InfillingOptions). RuntimeError for a row out of range, for an unlabelled row (class_id <
+// 0) of a kClassification set, or for a kMaskedLM set without a mask id.
 LmBatch collate(const LmDataset& ds, const std::vector<int64_t>& rows, int64_t pad_id,
                 uint64_t draw = 0);
 
