@@ -133,9 +133,16 @@ fi
 rm -rf "$dest"
 mkdir -p models
 cp -r "$run/model" "$dest"
-python3 - "$run" "$MODEL" "$spec" "$earlier" "$*" "${bart_corpora[*]}" "$OBJECTIVE" "$dest" > "$dest/PROVENANCE.md" <<'PY'
+# Does the conditional model read its condition? (own vs shuffled vs empty conditions on the
+# held-out pairs; scripts/condition_check.sh)
+check=""
+if [ "$MODEL" = bart ]; then
+  len=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["settings"]["data"]["max_length"])' "$run/privacy_lock.json")
+  check=$(DPFT="$DPFT" OUT="$OUT" bash scripts/condition_check.sh "$dest" "$OUT/bart-pairs.csv" "$len")
+fi
+python3 - "$run" "$MODEL" "$spec" "$earlier" "$*" "${bart_corpora[*]}" "$OBJECTIVE" "$dest" "$check" > "$dest/PROVENANCE.md" <<'PY'
 import json, os, sys
-run, model, spec, earlier, extra, corpora, objective, dest = sys.argv[1:9]
+run, model, spec, earlier, extra, corpora, objective, dest, check = sys.argv[1:10]
 m = json.load(open(run + "/metrics.json"))
 e = m.get("eval") or m["non_private"]["eval"]
 t = m.get("non_private", m)["timing"]
@@ -191,6 +198,9 @@ hist = e.get("history") or []
 if hist:
     print(f"- the curve ({unit} at step): " +
           ", ".join(f"{h['step']}: {h[key]:.4g}" for h in hist))
+if check:
+    print(f"- {check} (`scripts/condition_check.sh`: a model that reads its condition scores its "
+          "own lowest)")
 if earlier:
     old = open(os.path.join(earlier, "PROVENANCE.md")).read().splitlines()
     print("\n## Earlier stages (the model this stage started from)\n")

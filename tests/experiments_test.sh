@@ -201,6 +201,11 @@ if [ -d "$SRC/../shared/data/lm_text_misc" ]; then
   out=$(cd "$SRC" && FROM="$T/from" DPFT="$DPFT" OUT="$T/pt" bash "$PT" --dry-run 2>&1); rc=$?
   check "pretrain FROM with public text only gets to the run (rc $rc: the dry run exports nothing)" [ "$rc" = 4 ]
   check "pretrain: nothing exported by a dry run" [ -z "$(cd "$SRC" && git status --porcelain models/tiny-gpt2)" ]
+  out=$(cd "$SRC" && OBJECTIVE=denoise DPFT="$DPFT" OUT="$T/pt" bash "$PT" --dry-run 2>&1); rc=$?
+  check "pretrain OBJECTIVE=denoise of gpt2 exits 2 (rc $rc)" [ "$rc" = 2 ]
+  check "pretrain OBJECTIVE=denoise: says it is a bart stage" has "$out" "OBJECTIVE=denoise is a stage of MODEL=bart"
+  out=$(cd "$SRC" && OBJECTIVE=copy MODEL=bart DPFT="$DPFT" OUT="$T/pt" bash "$PT" --dry-run 2>&1); rc=$?
+  check "pretrain: an unknown OBJECTIVE exits 2 (rc $rc)" [ "$rc" = 2 ]
 else
   echo "SKIP pretrain FROM checks: ../shared/data is missing"
 fi
