@@ -15,6 +15,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 2 ] || { echo "condition_check: usage: condition_check.sh MODEL PAIRS.csv [MAX_LENGTH] [N]" >&2; exit 2; }
 model=$1 pairs=$2 max_length=${3:-64} n=${4:-300}
+[[ "$max_length" =~ ^[1-9][0-9]*$ && "$n" =~ ^[1-9][0-9]*$ ]] || {
+  echo "condition_check: MAX_LENGTH ($max_length) and N ($n) must be positive integers" >&2; exit 2; }
 DPFT=${DPFT:-build/dpft}
 OUT=${OUT:-build/pretrain}
 [ -f "$model/config.json" ] || { echo "condition_check: $model holds no model" >&2; exit 2; }
@@ -22,11 +24,16 @@ OUT=${OUT:-build/pretrain}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/condition_check.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 # The held-out rows (hash split [0.98, 1), as the spec's eval block), then the three variants.
-python3 - "$pairs" "$dir" "$n" <<'PY'
+python3 - "$pairs" "$dir" "$n" <<'PY' || exit 2
 import csv, hashlib, random, sys
 pairs, out, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 csv.field_size_limit(1 << 30)
-rows = list(csv.DictReader(open(pairs, newline="", encoding="utf-8")))
+reader = csv.DictReader(open(pairs, newline="", encoding="utf-8"))
+missing = [c for c in ("condition", "text") if c not in (reader.fieldnames or [])]
+if missing:
+    sys.exit(f"condition_check: {pairs} has no column {' or '.join(missing)} (its header: "
+             f"{', '.join(reader.fieldnames or []) or 'none'}); give the pairs `dpft topics pairs` writes")
+rows = list(reader)
 # data/lm_dataset.hpp hash_fraction: the top 53 bits of SHA-256(text)[:8] over 2^53.
 frac = lambda t: (int(hashlib.sha256(t.encode()).hexdigest()[:16], 16) >> 11) / 2**53
 held = [r for r in rows if frac(r["text"]) >= 0.98][:n]
@@ -62,7 +69,8 @@ train: {steps: 1, batch_size: 1, lr: 1.0e-12}
 method: {name: sgd}
 output: {non_private_stats: true}
 EOF
-run=$("$DPFT" run "$dir/spec.yaml" --out "$dir/runs" --threads 1 2>/dev/null | tail -n 1)
+run=$("$DPFT" run "$dir/spec.yaml" --out "$dir/runs" --threads 1 2>"$dir/err" | tail -n 1) || {
+  echo "condition_check: scoring with $DPFT failed:" >&2; tail -n 5 "$dir/err" >&2; exit 4; }
 python3 - "$run/metrics.json" "$(cat "$dir/n")" <<'PY'
 import json, sys
 m = json.load(open(sys.argv[1]))

@@ -24,7 +24,8 @@
 # PROVENANCE.md (steps, time, held-out curve). Run it with a copy of the binary (DPFT=/tmp/dpft)
 # if you rebuild meanwhile: relinking build/dpft kills a running process.
 # Long runs span sessions: the run checkpoints every 50 steps; after an interruption,
-# RESUME=RUN_DIR continues it (dpft run --resume) and exports when it finishes. Where the
+# RESUME=RUN_DIR continues it (dpft run --resume) and exports when it finishes (a run that has
+# finished, e.g. one started by hand with the spec, is exported as it is). Where the
 # checkpoint may not survive (a new machine each session), train in stages instead:
 # FROM=models/tiny-gpt2 starts a new run from that exported model (fresh optimizer state and
 # schedule; --set train.steps=N sizes the stage to the time at hand) and the new PROVENANCE.md
@@ -121,7 +122,13 @@ fi
 pairs_set=()
 [ "$bart" = 0 ] || pairs_set=(--set "data.train.path=$OUT/$MODEL-pairs.csv" --set "data.eval.path=$OUT/$MODEL-pairs.csv")
 if [ -n "${RESUME:-}" ]; then
-  run=$("$DPFT" run --resume "$RESUME" "$@" | tail -n 1)
+  [ -f "$RESUME/privacy_lock.json" ] || { echo "pretrain_tiny: RESUME=$RESUME is not a run directory" >&2; exit 2; }
+  if python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1])).get("status") != "ok")' \
+       "$RESUME/metrics.json" 2>/dev/null; then
+    run=$RESUME   # finished (e.g. started by hand with the spec): export it as it is
+  else
+    run=$("$DPFT" run --resume "$RESUME" "$@" | tail -n 1)
+  fi
 elif [ -n "$earlier" ]; then
   run=$("$DPFT" run "$spec" --set model.path="$earlier" "${pairs_set[@]}" --out "$OUT/runs" "$@" | tail -n 1)
 else
@@ -151,6 +158,11 @@ data = json.load(open(run + "/privacy_lock.json"))["settings"]["data"]
 files = list(dict.fromkeys([data["train"]["path"]] + [x["path"] for x in data.get("train_extra") or []]))
 if model.startswith("bart"):  # the spec reads the pairs `dpft topics pairs` made of these files
     files = corpora.split()
+def saved_dtype(run):  # output.save_dtype of the run's resolved spec
+    for line in open(run + "/config.resolved.yaml"):
+        if line.strip().startswith("save_dtype:"):
+            return line.split(":", 1)[1].strip()
+    return "float32"
 print(f"# {dest}: how it was made\n")
 what = {"gpt2": "next-token pretraining",
         "roberta": "masked-LM pretraining (15 % of text ids; 80 % <mask>, 10 % random, 10 % kept)",
@@ -178,10 +190,21 @@ print(f"Made by `{'OBJECTIVE=denoise ' if objective == 'denoise' else ''}MODEL={
          f"training on (condition, document) pairs of public text, documents cut to "
          f"{data['max_length']} tokens" if objective != "denoise" else
          f"training on the documents of those pairs, cut to {data['max_length']} tokens")
-      + "; weights stored in float16.\n")
+      + f"; weights stored in {saved_dtype(run)}.\n")
 if files:
     print("Training text (nothing an experiment on this model uses as private or evaluation data; "
           "docs/models.md): " + ", ".join(f"`{f}`" for f in files) + "\n")
+resolved, block = {}, ""  # the run's resolved spec: its top-level blocks' "key: value" lines
+for line in open(run + "/config.resolved.yaml"):
+    if not line.startswith(" "):
+        block = line.split(":")[0]
+    elif ":" in line and not line.startswith("   "):
+        k, v = line.strip().split(":", 1)
+        resolved.setdefault(block, {})[k] = v.strip()
+tr = resolved.get("train", {})
+print("- settings (the run's config.resolved.yaml): " + ", ".join(
+    f"{k} {tr[k]}" for k in ("steps", "batch_size", "lr", "warmup_ratio", "schedule", "weight_decay")
+    if k in tr) + f", max_length {data['max_length']}")
 print(f"- steps {m['train']['steps_done']}, training {'pairs' if model.startswith('bart') else 'blocks'} {m['train']['dataset_size']}, "
       f"train time {t['train_s']:.0f} s, median step {t['median_step_s']:.2f} s, "
       f"run id {m['run']['run_id']}")

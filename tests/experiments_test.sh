@@ -210,6 +210,70 @@ else
   echo "SKIP pretrain FROM checks: ../shared/data is missing"
 fi
 
+# scripts/condition_check.sh: its held-out rows are the spec's hash split (same tokens and loss
+# as dpft's own evaluation of [0.98, 1)); the shuffle permutes conditions; bad input is refused.
+CC="$SRC/scripts/condition_check.sh"
+python3 - "$T/cc_same.csv" "$T/cc_own.csv" <<'PY'
+import csv, random, sys
+r = random.Random(1)
+words = "alpha beta gamma delta river stone cloud paper music garden window engine".split()
+for path, same in ((sys.argv[1], True), (sys.argv[2], False)):
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["condition", "text"])
+        for i in range(600):
+            w.writerow(["Keywords: stone" if same else f"Keywords: {words[i % 12]} {i}",
+                        " ".join(r.choice(words) for _ in range(12)) + f" {i}"])
+PY
+"$DPFT" --quiet model init --arch bart --preset tiny --tokenizer "$SRC/models/tiny-bart" --out "$T/ccm" --seed 3 >/dev/null 2>&1
+cc_loss() { sed -n "s/.*[ ,]$2 \([0-9][0-9.]*\).*/\1/p" <<<"$1"; }  # own | shuffled | empty
+out=$(DPFT="$DPFT" bash "$CC" "$T/ccm" "$T/cc_own.csv" 32 1000 2>&1); rc=$?
+check "condition_check exits 0 (rc $rc)" [ "$rc" = 0 ]
+printf '%s\n' "name: cc" "model: {path: $T/ccm, peft: {kind: full, targets: [all]}}" "data:" \
+  "  task: seq2seq" \
+  "  train: {path: $T/cc_own.csv, prompt_column: condition, text_column: text, hash_split: [0, 0.98]}" \
+  "  eval: {path: $T/cc_own.csv, prompt_column: condition, text_column: text, hash_split: [0.98, 1]}" \
+  "  max_length: 32" "privacy: {epsilon: .inf}" "train: {steps: 1, batch_size: 1, lr: 1.0e-12}" \
+  "method: {name: sgd}" > "$T/cc_spec.yaml"
+ccrun=$("$DPFT" --quiet run "$T/cc_spec.yaml" --out "$T/ccr" --threads 1 2>/dev/null | tail -n 1)
+ref=$(python3 -c "
+import json, sys
+m = json.load(open(sys.argv[1] + '/metrics.json'))
+e = m.get('eval') or m['non_private']['eval']
+print(m['train']['dataset_size'], e['base']['tokens'], '%.6f' % e['base']['loss'])" "$ccrun" 2>/dev/null)
+read -r cc_train cc_tokens cc_ref <<<"$ref"
+check "condition_check: the held-out pairs are the spec's eval split ($ref)" \
+  has "$out" "($((600 - ${cc_train:-0})) held-out pairs, ${cc_tokens:-x} target tokens)"
+check "condition_check: own loss = dpft's evaluation of the split (${cc_ref:-none})" \
+  [ "$(cc_loss "$out" own)" = "${cc_ref:-x}" ]
+check "condition_check: shuffled conditions change a random model's loss" \
+  [ -n "$(cc_loss "$out" shuffled)" -a "$(cc_loss "$out" own)" != "$(cc_loss "$out" shuffled)" ]
+check "condition_check: empty conditions change it" \
+  [ -n "$(cc_loss "$out" empty)" -a "$(cc_loss "$out" own)" != "$(cc_loss "$out" empty)" ]
+out=$(DPFT="$DPFT" bash "$CC" "$T/ccm" "$T/cc_same.csv" 32 1000 2>&1)
+check "condition_check: one condition for all: shuffled = own" \
+  [ -n "$(cc_loss "$out" own)" -a "$(cc_loss "$out" own)" = "$(cc_loss "$out" shuffled)" ]
+printf 'prompt,text\na,b\n' > "$T/cc_bad.csv"
+out=$(DPFT="$DPFT" bash "$CC" "$T/ccm" "$T/cc_bad.csv" 2>&1); rc=$?
+check "condition_check: pairs without a condition column exit 2 (rc $rc)" [ "$rc" = 2 ]
+check "condition_check: says which column is missing" has "$out" "has no column condition (its header: prompt, text)"
+out=$(DPFT="$DPFT" bash "$CC" "$T/ccm" "$T/cc_same.csv" 0 2>&1); rc=$?
+check "condition_check: MAX_LENGTH 0 exits 2 (rc $rc)" [ "$rc" = 2 ]
+out=$(DPFT="$DPFT" bash "$CC" "$T/none" "$T/cc_same.csv" 2>&1); rc=$?
+check "condition_check: a missing model exits 2 (rc $rc)" [ "$rc" = 2 ]
+
+# scripts/pretrain_tiny.sh RESUME= of a finished run exports it as it is (no training), with the
+# run's settings in PROVENANCE.md; RESUME= of anything else is refused.
+if [ -d "$SRC/../shared/data/lm_text_misc" ] && [ -n "$ccrun" ]; then
+  out=$(cd "$SRC" && RESUME="$ccrun" DEST="$T/ccx" DPFT="$DPFT" OUT="$T/pt" bash scripts/pretrain_tiny.sh 2>&1); rc=$?
+  check "pretrain RESUME of a finished run exports it (rc $rc)" [ "$rc" = 0 -a -f "$T/ccx/model.safetensors" ]
+  check "... the very weights" cmp -s "$ccrun/model/model.safetensors" "$T/ccx/model.safetensors"
+  check "... PROVENANCE.md gives the run's settings" has "$(cat "$T/ccx/PROVENANCE.md" 2>&1)" \
+    "settings (the run's config.resolved.yaml): steps 1, batch_size 1, lr 1e-12"
+  out=$(cd "$SRC" && RESUME="$T" DEST="$T/ccy" DPFT="$DPFT" OUT="$T/pt" bash scripts/pretrain_tiny.sh 2>&1); rc=$?
+  check "pretrain RESUME of a non-run exits 2 (rc $rc)" [ "$rc" = 2 ]
+fi
+
 # experiments/ctcl/run.sh: the rows of each table, swept and scored (dry run: nothing runs).
 CT="$SRC/experiments/ctcl/run.sh"
 if [ -d "$SRC/../shared/data/yelp_augpe" ]; then
