@@ -34,7 +34,8 @@
 # from a random init.
 # Env: MODEL, OBJECTIVE (bart: condition | denoise), DPFT (default build/dpft), OUT (default
 # build/pretrain), RESUME (a run directory), FROM (an exported model to continue from), DEST
-# (where the model goes; default models/tiny-$MODEL);
+# (where the model goes; default models/tiny-$MODEL), REBUILD_PAIRS (bart: remake the pairs
+# even when $OUT holds current ones);
 # extra args go to `dpft run` (e.g. --set train.steps=100 for a short trial).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -116,8 +117,18 @@ if [ "$bart" = 1 ] && [ -z "${RESUME:-}" ]; then
     } > models/ctcl-topics/PROVENANCE.md
   fi
   cond=(--doc-type "${bart_types[@]}"); [ "$MODEL" = bart ] || cond=(--empty-condition)
-  "$DPFT" topics pairs --topics models/ctcl-topics --corpus "${bart_corpora[@]}" \
-    --column "${bart_columns[@]}" "${cond[@]}" --min-words 12 --out "$OUT/$MODEL-pairs.csv"
+  # The pairs depend only on the topic model and the corpora (embedding them takes minutes): a
+  # later stage reuses those of an earlier one while the inputs' contents are the same.
+  pairs="$OUT/$MODEL-pairs.csv"
+  stamp=$( (sha256sum models/ctcl-topics/topic_model.safetensors models/tiny-roberta/model.safetensors "${bart_corpora[@]}"; echo "${cond[*]}") | sha256sum | cut -d' ' -f1)
+  if [ -n "${REBUILD_PAIRS:-}" ] || [ ! -s "$pairs" ] || [ "$(cat "$pairs.sources" 2>/dev/null)" != "$stamp" ]; then
+    "$DPFT" topics pairs --topics models/ctcl-topics --corpus "${bart_corpora[@]}" \
+      --column "${bart_columns[@]}" "${cond[@]}" --min-words 12 --out "${pairs%.csv}.partial.csv"
+    mv "${pairs%.csv}.partial.csv" "$pairs"
+    echo "$stamp" > "$pairs.sources"
+  else
+    echo "pretrain_tiny: reusing $pairs (made from the same topic model and corpora; REBUILD_PAIRS=1 remakes it)"
+  fi
 fi
 pairs_set=()
 [ "$bart" = 0 ] || pairs_set=(--set "data.train.path=$OUT/$MODEL-pairs.csv" --set "data.eval.path=$OUT/$MODEL-pairs.csv")

@@ -5,8 +5,8 @@
 # scripts/sweep.sh (finished runs are skipped: rerun the same command to resume), then scored:
 #   ctcl, bart_vanilla, bart_keywords, aug_pe, pe
 #                                    write RUN/synthetic/synthetic.jsonl themselves (the BART
-#                                    rows without condition pretraining need
-#                                    models/tiny-bart-uncond: MODEL=bart-uncond pretrain_tiny.sh)
+#                                    rows without condition pretraining start from
+#                                    models/tiny-bart-base, the denoising stage)
 #   gpt2_vanilla                     a dp-sgd run of models/tiny-gpt2 with save_model; this script
 #                                    samples --num documents from RUN/model with the spec's prompt
 #                                    (dpft generate, top-p 0.95) into RUN/synthetic/synthetic.jsonl
