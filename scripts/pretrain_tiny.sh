@@ -33,7 +33,8 @@
 # only files the spec reads (its PROVENANCE.md's "Training text" lines); the first stage starts
 # from a random init.
 # Env: MODEL, OBJECTIVE (bart: condition | denoise), DPFT (default build/dpft), OUT (default
-# build/pretrain), RESUME (a run directory), FROM (an exported model to continue from), DEST
+# build/pretrain), RESUME (a run directory; with the FROM its stage started from, so that
+# PROVENANCE.md keeps the earlier stages), FROM (an exported model to continue from), DEST
 # (where the model goes; default models/tiny-$MODEL), REBUILD_PAIRS (bart: remake the pairs
 # even when $OUT holds current ones);
 # extra args go to `dpft run` (e.g. --set train.steps=100 for a short trial).
@@ -73,7 +74,12 @@ bart=0; [[ "$MODEL" == bart* ]] && bart=1
 earlier=""
 if [ -n "${FROM:-}" ]; then
   [ -f "$FROM/config.json" ] || { echo "pretrain_tiny: FROM=$FROM holds no model" >&2; exit 2; }
-  [ -z "${RESUME:-}" ] || { echo "pretrain_tiny: set FROM or RESUME, not both" >&2; exit 2; }
+  if [ -n "${RESUME:-}" ]; then  # resuming a stage that started from FROM: FROM is its record
+    base=$(sed -n 's/^  path: //p' "$RESUME/config.resolved.yaml" 2>/dev/null | head -n 1)
+    if [ -f "$base/model.safetensors" ] && ! cmp -s "$base/model.safetensors" "$FROM/model.safetensors"; then
+      echo "pretrain_tiny: RESUME=$RESUME started from $base, whose weights are not FROM=$FROM's" >&2; exit 2
+    fi
+  fi
   # A stage may only continue a model that saw nothing but this spec's public text: every stage
   # in $FROM's PROVENANCE.md must list its training files ("Training text ..."), each one the
   # spec reads (a model that saw an experiment's private data must not become a base model).

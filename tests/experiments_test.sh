@@ -272,6 +272,9 @@ if [ -d "$SRC/../shared/data/lm_text_misc" ] && [ -n "$ccrun" ]; then
     "settings (the run's config.resolved.yaml): steps 1, batch_size 1, lr 1e-12"
   out=$(cd "$SRC" && RESUME="$T" DEST="$T/ccy" DPFT="$DPFT" OUT="$T/pt" bash scripts/pretrain_tiny.sh 2>&1); rc=$?
   check "pretrain RESUME of a non-run exits 2 (rc $rc)" [ "$rc" = 2 ]
+  out=$(cd "$SRC" && RESUME="$ccrun" FROM="$T/from" DEST="$T/ccy" DPFT="$DPFT" OUT="$T/pt" bash scripts/pretrain_tiny.sh 2>&1); rc=$?
+  check "pretrain RESUME with a FROM the run did not start from exits 2 (rc $rc)" [ "$rc" = 2 ]
+  check "... saying so" has "$out" "whose weights are not FROM=$T/from's"
 fi
 
 # experiments/ctcl/run.sh: the rows of each table, swept and scored (dry run: nothing runs).
