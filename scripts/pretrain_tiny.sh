@@ -11,9 +11,9 @@
 #                         (experiments/pretrain/tiny_bart.yaml) that `dpft topics pairs` makes
 #                         with the public topic model models/ctcl-topics (built here with
 #                         `dpft topics build` on the same public text when it is missing)
-#   MODEL=bart-uncond     models/tiny-bart-uncond: the same BART trained on the same documents
-#                         with every condition empty (`topics pairs --empty-condition`): CTCL
-#                         Table 5's generator without condition pretraining
+#   MODEL=bart-uncond     the same BART trained on the same documents with every condition
+#                         empty (`topics pairs --empty-condition`; not shipped: Table 5's rows
+#                         without condition pretraining start from models/tiny-bart-base)
 #   OBJECTIVE=denoise     (MODEL=bart) a stage of BART's text infilling on the same documents
 #                         (experiments/pretrain/tiny_bart_denoise.yaml: the source is the
 #                         document with 30 % of it hidden in spans), so the model learns to read
@@ -175,11 +175,13 @@ data = json.load(open(run + "/privacy_lock.json"))["settings"]["data"]
 files = list(dict.fromkeys([data["train"]["path"]] + [x["path"] for x in data.get("train_extra") or []]))
 if model.startswith("bart"):  # the spec reads the pairs `dpft topics pairs` made of these files
     files = corpora.split()
-def saved_dtype(run):  # output.save_dtype of the run's resolved spec
-    for line in open(run + "/config.resolved.yaml"):
-        if line.strip().startswith("save_dtype:"):
-            return line.split(":", 1)[1].strip()
-    return "float32"
+resolved, block = {}, ""  # the run's resolved spec: its top-level blocks' "key: value" lines
+for line in open(run + "/config.resolved.yaml"):
+    if not line.startswith(" "):
+        block = line.split(":")[0]
+    elif ":" in line and not line.startswith("   "):
+        k, v = line.strip().split(":", 1)
+        resolved.setdefault(block, {})[k] = v.strip()
 print(f"# {dest}: how it was made\n")
 what = {"gpt2": "next-token pretraining",
         "roberta": "masked-LM pretraining (15 % of text ids; 80 % <mask>, 10 % random, 10 % kept)",
@@ -207,17 +209,10 @@ print(f"Made by `{'OBJECTIVE=denoise ' if objective == 'denoise' else ''}MODEL={
          f"training on (condition, document) pairs of public text, documents cut to "
          f"{data['max_length']} tokens" if objective != "denoise" else
          f"training on the documents of those pairs, cut to {data['max_length']} tokens")
-      + f"; weights stored in {saved_dtype(run)}.\n")
+      + f"; weights stored in {resolved.get('output', {}).get('save_dtype', 'float32')}.\n")
 if files:
     print("Training text (nothing an experiment on this model uses as private or evaluation data; "
           "docs/models.md): " + ", ".join(f"`{f}`" for f in files) + "\n")
-resolved, block = {}, ""  # the run's resolved spec: its top-level blocks' "key: value" lines
-for line in open(run + "/config.resolved.yaml"):
-    if not line.startswith(" "):
-        block = line.split(":")[0]
-    elif ":" in line and not line.startswith("   "):
-        k, v = line.strip().split(":", 1)
-        resolved.setdefault(block, {})[k] = v.strip()
 tr = resolved.get("train", {})
 print("- settings (the run's config.resolved.yaml): " + ", ".join(
     f"{k} {tr[k]}" for k in ("steps", "batch_size", "lr", "warmup_ratio", "schedule", "weight_decay")

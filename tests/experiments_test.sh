@@ -275,6 +275,40 @@ if [ -d "$SRC/../shared/data/lm_text_misc" ] && [ -n "$ccrun" ]; then
   out=$(cd "$SRC" && RESUME="$ccrun" FROM="$T/from" DEST="$T/ccy" DPFT="$DPFT" OUT="$T/pt" bash scripts/pretrain_tiny.sh 2>&1); rc=$?
   check "pretrain RESUME with a FROM the run did not start from exits 2 (rc $rc)" [ "$rc" = 2 ]
   check "... saying so" has "$out" "whose weights are not FROM=$T/from's"
+  # RESUME with the FROM the run started from: PROVENANCE.md keeps FROM's stages below its own,
+  # each with its training text, so a later FROM checks them all (this run's text is no spec's).
+  mkdir -p "$T/ccfrom" && cp "$T/ccm"/* "$T/ccfrom/"
+  printf '# m\n\nMade by stage one\n\nTraining text: `../shared/data/lm_text_misc/wikitext-2_valid.txt`\n' > "$T/ccfrom/PROVENANCE.md"
+  out=$(cd "$SRC" && RESUME="$ccrun" FROM="$T/ccfrom" DEST="$T/ccz" DPFT="$DPFT" OUT="$T/pt" bash scripts/pretrain_tiny.sh 2>&1); rc=$?
+  check "pretrain RESUME with the FROM it started from exports (rc $rc)" [ "$rc" = 0 -a -f "$T/ccz/model.safetensors" ]
+  check "... PROVENANCE.md keeps the earlier stage" has "$(sed -n '/^## Earlier stages/,$p' "$T/ccz/PROVENANCE.md" 2>&1)" "Made by stage one"
+  out=$(cd "$SRC" && FROM="$T/ccz" DPFT="$DPFT" OUT="$T/pt" bash scripts/pretrain_tiny.sh --dry-run 2>&1); rc=$?
+  check "... and a later FROM checks its every stage (rc $rc)" [ "$rc" = 2 ]
+  check "... down to this run's text" has "$out" "was trained on $T/cc_own.csv, which"
+fi
+
+# scripts/pretrain_tiny.sh MODEL=bart: the pairs (minutes of embedding) are made once and reused
+# while their inputs are unchanged; a stale stamp or REBUILD_PAIRS=1 remakes them. A stand-in
+# for `dpft topics pairs` logs its calls and writes a small pairs file; the rest is dpft.
+if [ -d "$SRC/../shared/data/lm_text_misc" ]; then
+  printf '%s\n' '#!/usr/bin/env bash' \
+    'if [ "$1 $2" = "topics pairs" ]; then' \
+    '  echo called >> "'"$T"'/pairs_calls"; o=""; while [ $# -gt 0 ]; do [ "$1" = --out ] && o=$2; shift; done' \
+    '  printf "condition,text\na b,c d e\n" > "$o"; exit 0; fi' \
+    'exec "'"$DPFT"'" "$@"' > "$T/fakedpft" && chmod +x "$T/fakedpft"
+  pcalls() { wc -l < "$T/pairs_calls" 2>/dev/null | tr -d ' ' || echo 0; }
+  ptb() { (cd "$SRC" && MODEL=bart DPFT="$T/fakedpft" OUT="$T/ptb" DEST="$T/ptbm" "$@" bash scripts/pretrain_tiny.sh --dry-run 2>&1); }
+  out=$(ptb env); rc=$?
+  check "pretrain bart: first run makes the pairs (calls $(pcalls), rc $rc)" [ "$(pcalls)" = 1 -a -s "$T/ptb/bart-pairs.csv.sources" ]
+  out=$(ptb env)
+  check "pretrain bart: same inputs reuse them (calls $(pcalls))" [ "$(pcalls)" = 1 ]
+  check "... and say so" has "$out" "reusing $T/ptb/bart-pairs.csv"
+  out=$(ptb env REBUILD_PAIRS=1)
+  check "pretrain bart: REBUILD_PAIRS=1 remakes them (calls $(pcalls))" [ "$(pcalls)" = 2 ]
+  echo stale > "$T/ptb/bart-pairs.csv.sources"
+  out=$(ptb env)
+  check "pretrain bart: a stale stamp remakes them (calls $(pcalls))" [ "$(pcalls)" = 3 ]
+  check "pretrain bart: nothing exported by a dry run" [ ! -e "$T/ptbm" ]
 fi
 
 # experiments/ctcl/run.sh: the rows of each table, swept and scored (dry run: nothing runs).
@@ -293,7 +327,11 @@ if [ -d "$SRC/../shared/data/yelp_augpe" ]; then
   out=$(cd "$SRC" && bash "$CT" --dry-run --seeds 0 --eps 4 --out "$T/ctcl" --dpft "$DPFT" 2>&1); rc=$?
   check "ctcl pubmed dry run exits 0 (rc $rc)" [ "$rc" = 0 ]
   check "ctcl pubmed: 7 rows" [ "$(count "$out" "would run: $DPFT run experiments/ctcl/small/pubmed-")" = 7 ]
-  check "ctcl pubmed: the downstream LM is made" has "$out" "model init --arch bert --preset mini --head causal"
+  if [ -f "$SRC/build/ctcl/models/causal-bert-mini/config.json" ]; then  # made by an earlier run here
+    check "ctcl pubmed: the downstream LM, already made, is kept" hasnt "$out" "model init --arch bert"
+  else
+    check "ctcl pubmed: the downstream LM is made" has "$out" "model init --arch bert --preset mini --head causal"
+  fi
   check "ctcl pubmed: 5 rows at the selected lr" [ "$(count "$out" "train.lr=0.00123")" = 5 ]
   # --select: the rows that train, per lr, on all but the last 300 private rows, validated on them.
   out=$(cd "$SRC" && bash "$CT" --select --dry-run --lrs "1e-4 1e-3" --out "$T/ctcl_lr" --dpft "$DPFT" 2>&1); rc=$?
@@ -309,7 +347,11 @@ if [ -d "$SRC/../shared/data/yelp_augpe" ]; then
   out=$(cd "$SRC" && bash "$CT" --dataset yelp --dry-run --seeds "0 1" --eps "inf 1" --out "$T/ctcl" --dpft "$DPFT" 2>&1); rc=$?
   check "ctcl yelp dry run exits 0 (rc $rc)" [ "$rc" = 0 ]
   check "ctcl yelp: 4 rows x 2 eps x 2 seeds" [ "$(count "$out" "would run: $DPFT run experiments/ctcl/small/yelp-")" = 16 ]
-  check "ctcl yelp: the 5-way classifier is made" has "$out" "model rehead --from models/tiny-roberta --head classification"
+  if [ -f "$SRC/build/ctcl/models/yelp-stars-classifier/config.json" ]; then
+    check "ctcl yelp: the 5-way classifier, already made, is kept" hasnt "$out" "model rehead"
+  else
+    check "ctcl yelp: the 5-way classifier is made" has "$out" "model rehead --from models/tiny-roberta --head classification"
+  fi
   # Fig. 3: Aug-PE once more per size other than its spec's 200 (which the table's runs are).
   out=$(cd "$SRC" && bash "$CT" --rows "ctcl aug_pe" --scaling "50 200 400" --dry-run --seeds 0 --eps 4 --out "$T/ctcl" --dpft "$DPFT" 2>&1); rc=$?
   check "ctcl scaling dry run exits 0 (rc $rc)" [ "$rc" = 0 ]
