@@ -158,6 +158,11 @@ printf '{"schema":"dpft.metrics/2","status":"ok","synthetic":{"requested":8}}\n'
 out=$(bash "$SRC/experiments/keep_runs.sh" "$T/ks" 2>&1)
 check "keep_runs: an unscored synthetic set is left" [ ! -e "$T/ks/x/eps1/s0.run.json" -a -f "$T/ks/x/eps1/s0/x/20260101-000000-s0/metrics.json" ]
 check "keep_runs: says why" has "$out" "its synthetic set is not scored yet"
+mkdir -p "$T/ks2" && cp -r "$T/ks/x" "$T/ks2/"
+bash "$SRC/experiments/keep_runs.sh" --unscored "$T/ks2" > /dev/null 2>&1
+check "keep_runs --unscored: kept, set unscored" [ -f "$T/ks2/x/eps1/s0.run.json" ]
+out=$(bash "$SRC/experiments/keep_runs.sh" --unscored 2>&1); rc=$?
+check "keep_runs --unscored without OUT exits 2 (rc $rc)" [ "$rc" = 2 ]
 printf '{"schema":"dpft.metrics/2","status":"ok","synthetic":{"requested":8},"synthetic_eval":{"main":{"fid":1.5}}}\n' > "$T/ks/x/eps1/s0/x/20260101-000000-s0/metrics.json"
 bash "$SRC/experiments/keep_runs.sh" "$T/ks" > /dev/null 2>&1
 check "keep_runs: kept once scored" [ -f "$T/ks/x/eps1/s0.run.json" ]
