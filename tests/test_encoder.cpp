@@ -339,6 +339,51 @@ TEST_CASE("per-sample gradients of encoder classifiers equal the one-sample refe
   }
 }
 
+TEST_CASE(
+    "per-sample gradients of encoder LM heads (their own vocabulary bias) equal the reference",
+    "[encoder][grad]") {
+  // BERT's cls.predictions.bias and RoBERTa's lm_head.bias are added to logits the tied word
+  // embeddings (or an untied decoder) compute: the causal BERT of eval-synthetic --lm and of
+  // CTCL's Downstream DPFT row trains them under DP.
+  for (std::string type : {"bert", "roberta"}) {
+    for (bool tied : {true, false}) {
+      for (auto mode : {grad::GradMode::kMaterialize, grad::GradMode::kGhost}) {
+        INFO(type << " tied " << tied << " mode " << static_cast<int>(mode));
+        nlohmann::json j = test::encoder_json(
+            type, type == "bert" ? "BertLMHeadModel" : "RobertaForCausalLM", true);
+        j["tie_word_embeddings"] = tied;
+        CausalLM m = test::random_encoder(j, 13);
+        PeftOptions o;
+        o.kind = "full";
+        o.targets = {"all"};
+        apply_peft(m, o, 0);
+        {  // a bias away from 0, as after training
+          torch::NoGradGuard ng;
+          for (auto& [n, p] : trainable_parameters(m))
+            if (n == (type == "bert" ? "cls.predictions.bias" : "lm_head.bias")) p.normal_(0, 0.5);
+        }
+        lm::LmBatch b;
+        b.input_ids = torch::tensor(
+            {{5, 9, 21, 33, 7, 12}, {4, 60, 8, 1, 1, 1}, {70, 3, 44, 45, 46, 1}}, torch::kInt64);
+        b.attention_mask = (b.input_ids != 1).to(torch::kInt64);
+        b.labels = b.input_ids.masked_fill(b.attention_mask == 0, -100);
+        grad::GradOptions go;
+        go.mode = mode;
+        grad::PerSampleGrads psg(m, go);
+        std::set<std::string> names;
+        for (const auto& p : psg.params()) names.insert(p.name);
+        CHECK(names.count(type == "bert" ? "cls.predictions.bias" : "lm_head.bias") == 1);
+        torch::Tensor losses = psg.compute(b);
+        auto [ref, ref_losses] = grad::reference_per_sample_grads(m, b);
+        CHECK((losses - ref_losses).abs().max().item<double>() < 1e-5);
+        CHECK(rows_rel_err(psg.matrix(), ref) < 1e-5);
+        torch::Tensor sq = psg.sq_norms();
+        CHECK(((sq - ref.pow(2).sum(1)).abs() / ref.pow(2).sum(1)).max().item<double>() < 1e-5);
+      }
+    }
+  }
+}
+
 TEST_CASE("collate carries token types and class ids of a classification set", "[encoder][data]") {
   const lm::LmDataset ds = test::encoder_grad_set();
   lm::LmBatch b = lm::collate(ds, {2, 0}, 0);

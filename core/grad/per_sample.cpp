@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "core/model/capture.hpp"
 #include "core/model/peft.hpp"
 #include "core/util/error.hpp"
 #include "core/util/shape.hpp"
@@ -26,7 +27,7 @@ struct PerSampleGrads::ParamState {
 };
 
 struct PerSampleGrads::Hooked {
-  enum Kind { kLinear, kNorm, kEmbedding } kind;
+  enum Kind { kLinear, kNorm, kEmbedding, kOutputBias } kind;
   std::shared_ptr<torch::nn::Module> module;
   model::Capture cap, head;
 };
@@ -117,6 +118,10 @@ PerSampleGrads::PerSampleGrads(model::CausalLM model, GradOptions opts)
       h->kind = Hooked::kEmbedding;
       e->capture = &h->cap;
       e->head_capture = &h->head;
+    } else if (auto* ob = dynamic_cast<model::OutputBiasHost*>(m.get())) {
+      if (!trainable(ob->output_bias())) continue;
+      h->kind = Hooked::kOutputBias;
+      ob->bias_capture = &h->cap;
     } else {
       continue;
     }
@@ -128,8 +133,8 @@ PerSampleGrads::PerSampleGrads(model::CausalLM model, GradOptions opts)
     for (auto& p : h->module->parameters(false)) owned[p.unsafeGetTensorImpl()] = 1;
   for (auto& p : params_)
     DPFT_CHECK(owned.count(p.param.unsafeGetTensorImpl()),
-               "per-sample gradients: trainable parameter '{}' is not in a Linear, Norm or "
-               "Embedding layer",
+               "per-sample gradients: trainable parameter '{}' is not in a Linear, Norm, "
+               "Embedding or output-bias layer",
                p.name);
 }
 
@@ -139,6 +144,8 @@ PerSampleGrads::~PerSampleGrads() {
     if (auto* n = dynamic_cast<model::NormImpl*>(h->module.get())) n->capture = nullptr;
     if (auto* e = dynamic_cast<model::EmbeddingImpl*>(h->module.get()))
       e->capture = e->head_capture = nullptr;
+    if (auto* ob = dynamic_cast<model::OutputBiasHost*>(h->module.get()))
+      ob->bias_capture = nullptr;
   }
 }
 
@@ -251,6 +258,9 @@ void PerSampleGrads::collect() {
       auto* e = static_cast<model::EmbeddingImpl*>(h->module.get());
       if (h->cap.calls == 1) add_outer(e->weight, {}, h->cap.input, g);
       if (h->head.calls == 1) add_outer(e->weight, h->head.output, {}, h->head.input);
+    } else if (h->kind == Hooked::kOutputBias && h->cap.calls == 1) {  // d bias = sum_t dL/dy
+      add_direct(dynamic_cast<model::OutputBiasHost*>(h->module.get())->output_bias(),
+                 as_float(btk(g, B).sum(1)));
     }
   }
   for (auto& h : hooked_) h->cap.output = h->cap.input = h->cap.aux = Tensor(), h->head.clear();

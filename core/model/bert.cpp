@@ -135,7 +135,7 @@ TORCH_MODULE(BertBody);
 
 // BERT's cls.predictions and RoBERTa's lm_head: dense, activation, LayerNorm, then the tied
 // word embeddings (or an own decoder) plus a vocabulary bias.
-struct LmHeadImpl : torch::nn::Module {
+struct LmHeadImpl : torch::nn::Module, OutputBiasHost {
   LmHeadImpl(const ModelConfig& c, bool bert) {
     std::shared_ptr<torch::nn::Module> t = nullptr;
     if (bert) t = register_module("transform", std::make_shared<torch::nn::Module>());
@@ -147,6 +147,16 @@ struct LmHeadImpl : torch::nn::Module {
     if (!c.tie_word_embeddings)
       decoder = register_module("decoder", Linear(c.hidden_size, c.vocab_size, false));
     bias = register_parameter("bias", torch::zeros({c.vocab_size}));
+  }
+  torch::Tensor output_bias() const override { return bias; }
+  // logits (B, T, V) + bias, recorded for the per-sample engine.
+  torch::Tensor add_bias(const torch::Tensor& logits) {
+    torch::Tensor out = logits + bias;
+    if (bias_capture) {
+      bias_capture->output = out;
+      ++bias_capture->calls;
+    }
+    return out;
   }
   std::shared_ptr<torch::nn::Module> transform;
   Linear dense{nullptr}, decoder{nullptr};
@@ -225,7 +235,7 @@ class BertImpl : public EncoderImpl {
     torch::Tensor x = lm->norm(detail::activation(cfg_.activation, lm->dense(hidden)));
     torch::Tensor logits =
         lm->decoder ? lm->decoder(x) : body->embeddings->word_embeddings->project(x);
-    return logits + lm->bias;
+    return lm->add_bias(logits);
   }
 
   std::vector<std::pair<std::string, Linear>> linears() override {

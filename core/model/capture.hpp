@@ -16,4 +16,14 @@ struct Capture {
   void clear() { input = aux = output = torch::Tensor(), calls = 0; }
 };
 
+// A module that adds a trainable bias of its own to logits computed elsewhere (BERT's
+// cls.predictions.bias, RoBERTa's lm_head.bias: y = decoder(x) + bias, (B, T, V)). The engine
+// sets `bias_capture`; the module records y there once per forward. The per-sample gradient of
+// the bias is sum_t dL/dy[b, t, :].
+struct OutputBiasHost {
+  virtual ~OutputBiasHost() = default;
+  virtual torch::Tensor output_bias() const = 0;  // (V)
+  Capture* bias_capture = nullptr;
+};
+
 }  // namespace dpft::model
