@@ -33,8 +33,8 @@ void check_task(const Method& m, const Spec& spec) {
                 spec.data.public_data.path, m.name());
   DPFT_CHECK_AS(ConfigError, spec.data.task != "mlm" || m.name() == "sgd",
                 "data.task: mlm is pretraining on public text: method sgd (DP masked-LM "
-                "training is not supported: the per-sample engine does not cover the masked-LM "
-                "head's output bias); method {} was given",
+                "training is not offered: no experiment here needs it, and its per-sample "
+                "gradients are not held to the reference); method {} was given",
                 m.name());
 }
 
