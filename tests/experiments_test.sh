@@ -358,6 +358,16 @@ if [ -d "$SRC/../shared/data/yelp_augpe" ]; then
   check "ctcl scaling: aug_pe at 50 and 400" [ "$(count "$out" "--set method.num_synthetic=")" = 2 ]
   check "ctcl scaling: the size 50 in its own directory" has "$out" "$T/ctcl/scaling/n50/pubmed-aug_pe"
   check "ctcl dry run writes nothing" [ ! -e "$T/ctcl" -a ! -e "$T/ctcl_lr" ]
+  # Fig. 3 scores the subsets of the ctcl runs of --eps and --seeds only (each trains a model).
+  for c in eps4/s0 eps1/s0 eps4/s1; do
+    d="$T/ctcls/pubmed-ctcl/$c/ctcl-pubmed-ctcl/20260101-000000-s${c#*/s}"
+    mkdir -p "$d/synthetic" && touch "$d/synthetic/synthetic_n50.jsonl"
+    printf '{"status":"ok","synthetic_eval":{"main":{}}}\n' > "$d/metrics.json"
+  done
+  out=$(cd "$SRC" && bash "$CT" --rows ctcl --scaling 50 --dry-run --seeds 0 --eps 4 --out "$T/ctcls" --dpft "$DPFT" 2>&1); rc=$?
+  check "ctcl scaling of finished runs exits 0 (rc $rc)" [ "$rc" = 0 ]
+  check "ctcl scaling: the eps 4 seed 0 run's subset is scored" has "$out" "eval-synthetic --run $T/ctcls/pubmed-ctcl/eps4/s0/ctcl-pubmed-ctcl/20260101-000000-s0 --name n50 --subset 50"
+  check "ctcl scaling: no other run's" [ "$(count "$out" "--subset 50")" = 1 ]
   out=$(cd "$SRC" && bash "$CT" --scaling "50 lots" --dry-run 2>&1); rc=$?
   check "ctcl bad --scaling exits 2 (rc $rc)" [ "$rc" = 2 ]
   out=$(cd "$SRC" && bash "$CT" --dataset imdb --dry-run 2>&1); rc=$?

@@ -25,7 +25,8 @@
 #   dpft report OUT --table ctcl-classification (Table 4)
 #   dpft report OUT --table ctcl-ablation       (Table 5: bart_vanilla, bart_keywords, ctcl)
 #
-# Fig. 3 (scaling in N_syn), with --scaling "50 100 400": the ctcl row's subsets of those sizes
+# Fig. 3 (scaling in N_syn), with --scaling "50 100 400" (and --eps 4: each scored subset trains
+# a downstream model): the ctcl row's subsets of those sizes in the runs of --eps and --seeds
 # (its spec's method.generation.subsets) are scored too (synthetic_eval.n<N>), and the aug_pe row
 # is also run at each size other than its spec's (OUT/scaling/n<N>/DATASET-aug_pe/...,
 # method.num_synthetic=N) and scored; then
@@ -59,7 +60,7 @@ while [ $# -gt 0 ]; do
       v=${1#--}; v=${v//-/_}; printf -v "$v" '%s' "$2"; shift 2 ;;
     --dry-run) dry=1; shift ;;
     --select) select=1; shift ;;
-    -h | --help) sed -n '2,49p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,50p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "ctcl: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -177,10 +178,14 @@ for r in $rows; do
     score_run "$d" "$main_key" || status=1
   done
   [ -n "$scaling" ] || continue
-  # Fig. 3: ctcl's subsets of one generation; Aug-PE once per size.
+  # Fig. 3: ctcl's subsets of one generation (the runs of --eps and --seeds: scoring a subset
+  # trains a downstream model); Aug-PE once per size.
   if [ "$r" = ctcl ]; then
     for m in "$out"/"$dataset"-ctcl/eps*/s*/*/*/metrics.json; do
       [ -f "$m" ] || continue
+      combo=$(dirname "$(dirname "$(dirname "$m")")")  # OUT/DATASET-ctcl/eps<E>/s<S>
+      e=$(basename "$(dirname "$combo")") s=$(basename "$combo")
+      [[ " $eps " == *" ${e#eps} "* && " $seeds " == *" ${s#s} "* ]] || continue
       for n in $scaling; do
         if [ -f "$(dirname "$m")/synthetic/synthetic_n$n.jsonl" ]; then
           score_run "$(dirname "$m")" "n$n" --subset "$n" || status=1
