@@ -192,6 +192,7 @@ nlohmann::json downstream_classifier(const EvalSyntheticOptions& o) {
                         {"lr", c.lr},
                         {"max_length", c.max_length},
                         {"accuracy", fin.value("accuracy", 0.0)},
+                        {"loss", fin.value("loss", 0.0)},
                         {"real_texts_among_synthetic", fe.overlap},
                         {"run_dir", fe.run_dir}};
   if (fin.contains("classification"))  // macro-F1, MCC, the confusion matrix

@@ -323,6 +323,11 @@ if [ -d "$SRC/../shared/data/yelp_augpe" ]; then
   printf 'dataset\trow\tlr\n' >"$sel"
   for r in ctcl bart_vanilla bart_keywords gpt2_vanilla downstream_dpft; do printf 'pubmed\t%s\t0.00123\n' "$r" >>"$sel"; done
   printf 'yelp\tctcl\t0.00456\nyelp\tdownstream_dpft\t0.00456\n' >>"$sel"
+  # The scorer's own lr: without it nothing is scored.
+  out=$(cd "$SRC" && SELECTED="$sel" bash "$CT" --dry-run --seeds 0 --eps 4 --out "$T/ctcl" --dpft "$DPFT" 2>&1); rc=$?
+  check "ctcl without the scorer's lr exits 2 (rc $rc)" [ "$rc" = 2 ]
+  check "ctcl names the scorer's missing lr" has "$out" "no lr selected for pubmed scorer"
+  printf 'pubmed\tscorer\t0.00777\nyelp\tscorer\t0.00888\n' >>"$sel"
   export SELECTED="$sel"
   out=$(cd "$SRC" && bash "$CT" --dry-run --seeds 0 --eps 4 --out "$T/ctcl" --dpft "$DPFT" 2>&1); rc=$?
   check "ctcl pubmed dry run exits 0 (rc $rc)" [ "$rc" = 0 ]
@@ -368,6 +373,26 @@ if [ -d "$SRC/../shared/data/yelp_augpe" ]; then
   check "ctcl scaling of finished runs exits 0 (rc $rc)" [ "$rc" = 0 ]
   check "ctcl scaling: the eps 4 seed 0 run's subset is scored" has "$out" "eval-synthetic --run $T/ctcls/pubmed-ctcl/eps4/s0/ctcl-pubmed-ctcl/20260101-000000-s0 --name n50 --subset 50"
   check "ctcl scaling: no other run's" [ "$(count "$out" "--subset 50")" = 1 ]
+  check "ctcl scores at the scorer's selected lr" has "$out" "--lm-lr 0.00777"
+  # --select-scorer: the scorer alone on real private rows, one lr at a time, validated on the last 300.
+  out=$(cd "$SRC" && bash "$CT" --select-scorer --lrs "1e-4 1e-3" --dry-run --out "$T/ctcl_sc" --dpft "$DPFT" 2>&1); rc=$?
+  check "ctcl --select-scorer dry run exits 0 (rc $rc)" [ "$rc" = 0 ]
+  check "ctcl --select-scorer: 2 lrs" [ "$(count "$out" "would run: $DPFT eval-synthetic --synthetic $T/ctcl_sc/scorer/pubmed-train.csv --real $T/ctcl_sc/scorer/pubmed-val.csv")" = 2 ]
+  check "ctcl --select-scorer: the LM at each lr" has "$out" "--lm-lr 1e-4"
+  check "ctcl --select-scorer: no method runs" hasnt "$out" "$DPFT run "
+  out=$(cd "$SRC" && bash "$CT" --select-scorer --dataset yelp --lrs 1e-4 --dry-run --out "$T/ctcl_sc" --dpft "$DPFT" 2>&1); rc=$?
+  check "ctcl --select-scorer yelp: the classifier at the lr (rc $rc)" has "$out" "--label-column label2 --clf-max-length 64 --clf-lr 1e-4"
+  out=$(cd "$SRC" && bash "$CT" --select --select-scorer --dry-run 2>&1); rc=$?
+  check "ctcl --select with --select-scorer exits 2 (rc $rc)" [ "$rc" = 2 ]
+  # Not dry (with a stand-in dpft): the split is the private rows [0, 1135) and [1135, 1435).
+  out=$(cd "$SRC" && bash "$CT" --select-scorer --lrs 1e-4 --out "$T/ctcl_sc" --dpft true 2>&1); rc=$?
+  check "ctcl --select-scorer: a missing result fails (rc $rc)" [ "$rc" = 1 ]
+  check "ctcl --select-scorer: says which lr is missing" has "$out" "lr 1e-4: missing"
+  split=$(python3 -c 'import csv,sys
+r = lambda p: list(csv.DictReader(open(p, newline="")))
+a, b, dev = r(sys.argv[1]), r(sys.argv[2]), r(sys.argv[3])
+print(len(a), len(b), a + b == dev)' "$T/ctcl_sc/scorer/pubmed-train.csv" "$T/ctcl_sc/scorer/pubmed-val.csv" "$SRC/../shared/data/pe_sgd_text/pubmed/dev.csv")
+  check "ctcl --select-scorer: split 1135 + 300 of dev, in order ($split)" [ "$split" = "1135 300 True" ]
   out=$(cd "$SRC" && bash "$CT" --scaling "50 lots" --dry-run 2>&1); rc=$?
   check "ctcl bad --scaling exits 2 (rc $rc)" [ "$rc" = 2 ]
   out=$(cd "$SRC" && bash "$CT" --dataset imdb --dry-run 2>&1); rc=$?

@@ -282,6 +282,8 @@ TEST_CASE(
     const auto j = nlohmann::json::parse(read_file(out))["downstream_classifier"];
     CHECK(j["labels"] == std::vector<std::string>{"0", "1"});
     CHECK(j.contains("macro_f1"));
+    // the real texts' loss (the scorer's lr is selected by it: experiments/ctcl/run.sh)
+    CHECK(j["loss"].get<double>() > 0.0);
     return j["accuracy"].get<double>();
   };
   const double right = accuracy(false, "right"), flipped = accuracy(true, "flipped");

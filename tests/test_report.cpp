@@ -1049,4 +1049,43 @@ TEST_CASE(
   CHECK(ep.series[2].y[0] == Approx(0.12));
   CHECK(ep.series[2].y[1] == Approx((0.30 + 0.34 + 0.3) / 3));
   CHECK_FALSE(ep.logx);
+
+  // One scorer per column: sets scored by downstream models trained with different recipes
+  // (here the LM's lr, or the classifier's steps) are refused, naming both runs; the same
+  // recipe everywhere, or different recipes in different columns, is a table.
+  test::TempDir o;
+  auto scored = [](double lr, int steps) {
+    return json{{"main",
+                 {{"synthetic", {{"requested", 100}}},
+                  {"downstream_lm",
+                   {{"next_token_accuracy", 0.2},
+                    {"perplexity", 50.0},
+                    {"lr", lr},
+                    {"steps", steps},
+                    {"model", "bert mini causal LM"}}}}}};
+  };
+  syn(o.path, "CTCL", 4.0, 0, pubmed, scored(3e-3, 200));
+  syn(o.path, "Aug-PE", 4.0, 0, pubmed, scored(3e-3, 200));
+  syn(o.path, "CTCL", 4.0, 0, yelp, scored(1e-3, 200));  // another column
+  for (const char* tab : {"ctcl-generative", "ctcl-ablation", "ctcl-scaling"})
+    CHECK_NOTHROW(build_report_table(tab, report::load_runs({o.path}).runs));
+  const fs::path odd = syn(o.path, "BART vanilla", 4.0, 0, pubmed, scored(3e-4, 200));
+  for (const char* tab : {"ctcl-generative", "ctcl-ablation", "ctcl-scaling"}) {
+    CAPTURE(tab);
+    CHECK_THROWS_WITH(build_report_table(tab, report::load_runs({o.path}).runs),
+                      Contains("scored by different downstream recipes") &&
+                          Contains(odd.string()) && Contains("0.0003"));
+  }
+  test::TempDir oc;
+  auto clf_steps = [](int steps) {
+    return json{{"label2",
+                 {{"downstream_classifier",
+                   {{"accuracy", 0.4}, {"label_column", "label2"}, {"steps", steps}}}}}};
+  };
+  syn(oc.path, "CTCL", 4.0, 0, yelp, clf_steps(100));
+  syn(oc.path, "Aug-PE", 4.0, 0, yelp, clf_steps(100));
+  CHECK_NOTHROW(build_report_table("ctcl-classification", report::load_runs({oc.path}).runs));
+  syn(oc.path, "PE", 4.0, 0, yelp, clf_steps(50));
+  CHECK_THROWS_WITH(build_report_table("ctcl-classification", report::load_runs({oc.path}).runs),
+                    Contains("scored by different downstream recipes"));
 }

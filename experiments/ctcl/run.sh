@@ -42,15 +42,20 @@
 # model's own eval), no scoring, into OUT/lr<LR> (OUT default runs/ctcl_lr); then
 #   dpft report OUT --table lr-select
 # names the lr with the lowest validation loss per row, for $SELECTED. Never the test split.
+# The scorer's own lr (the downstream model eval-synthetic trains on each synthetic set: --lm-lr
+# for PubMed, --clf-lr for Yelp; row `scorer` of $SELECTED) is chosen the same way, without any
+# method in the loop: --select-scorer trains it on the same all-but-300 real private rows at each
+# of --lrs and evaluates it on the 300 (OUT/scorer/DATASET-lr<LR>.json); it prints the
+# validation accuracy and loss of each, for $SELECTED (best: lowest loss).
 #
 # Usage: experiments/ctcl/run.sh [--dataset pubmed|yelp]
 #          [--rows "ctcl bart_vanilla bart_keywords gpt2_vanilla downstream_dpft aug_pe pe"]
 #          [--eps "inf 4 2 1"] [--seeds "0 1 2"] [--out runs/ctcl] [--dpft build/dpft]
 #          [--num 800] [--max-real 1000] [--lm-steps 200] [--scaling "50 100 400"]
-#          [--select [--lrs "2e-4 1e-3 5e-3"]] [--dry-run]
+#          [--select | --select-scorer [--lrs "2e-4 1e-3 5e-3"]] [--dry-run]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-rows="" dataset=pubmed eps="" seeds="" scaling="" select=0 lrs="2e-4 1e-3 5e-3"
+rows="" dataset=pubmed eps="" seeds="" scaling="" select=0 select_scorer=0 lrs="2e-4 1e-3 5e-3"
 out="" dpft=build/dpft num=800 max_real=1000 lm_steps=200 dry=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -60,13 +65,16 @@ while [ $# -gt 0 ]; do
       v=${1#--}; v=${v//-/_}; printf -v "$v" '%s' "$2"; shift 2 ;;
     --dry-run) dry=1; shift ;;
     --select) select=1; shift ;;
-    -h | --help) sed -n '2,50p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --select-scorer) select_scorer=1; shift ;;
+    -h | --help) sed -n '2,56p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "ctcl: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 vocab=../shared/data/bert_base_uncased_vocab
 stars="Review Stars: 1.0,Review Stars: 2.0,Review Stars: 3.0,Review Stars: 4.0,Review Stars: 5.0"
-if [ "$select" = 1 ]; then
+if [ "$select" = 1 ] && [ "$select_scorer" = 1 ]; then
+  echo "ctcl: --select and --select-scorer are separate steps: give one" >&2; exit 2
+elif [ "$select" = 1 ] || [ "$select_scorer" = 1 ]; then
   eps=${eps:-4} seeds=${seeds:-100} out=${out:-runs/ctcl_lr}
 else
   eps=${eps:-"inf 4 2 1"} seeds=${seeds:-"0 1 2"} out=${out:-runs/ctcl}
@@ -77,12 +85,14 @@ case "$dataset" in
   pubmed) real=../shared/data/pe_sgd_text/pubmed/test.csv private=../shared/data/pe_sgd_text/pubmed/dev.csv
           private_rows=1435
           all="ctcl bart_vanilla bart_keywords gpt2_vanilla downstream_dpft aug_pe pe"
-          score=(--lm --lm-tokenizer "$vocab" --lm-steps "$lm_steps" --lm-max-length 64) ;;
+          score=(--lm --lm-tokenizer "$vocab" --lm-steps "$lm_steps" --lm-max-length 64)
+          scorer_lr=--lm-lr ;;
   yelp) real=../shared/data/yelp_augpe/test.csv private=../shared/data/yelp_augpe/dev.csv
         private_rows=5000
         all="ctcl downstream_dpft aug_pe pe"
         score=(--classify --classifier-from models/tiny-roberta --labels "$stars"
-               --label-column label2 --clf-max-length 64) ;;
+               --label-column label2 --clf-max-length 64)
+        scorer_lr=--clf-lr ;;
   *) echo "ctcl: --dataset $dataset: use pubmed or yelp" >&2; exit 2 ;;
 esac
 if [ -z "$rows" ]; then
@@ -101,11 +111,50 @@ run() { if [ "$dry" = 1 ]; then echo "would run: $*"; else "$@"; fi; }
 lr_of() {  # row -> its selected lr
   [ -f "$SELECTED" ] && awk -F'\t' -v d="$dataset" -v r="$1" '$1 == d && $2 == r { print $3 }' "$SELECTED"
 }
+if [ "$select_scorer" = 1 ]; then
+  # The scorer alone, trained on real private rows [0, N - 300), validated on the last 300.
+  held=$((private_rows - 300)) dir=$out/scorer
+  [ "$dry" = 1 ] || mkdir -p "$dir"
+  run python3 -c 'import csv,sys
+rows = list(csv.DictReader(open(sys.argv[1], newline="")))
+held = int(sys.argv[3])
+assert len(rows) == int(sys.argv[4]), f"{sys.argv[1]}: {len(rows)} rows, expected {sys.argv[4]}"
+for name, part in (("train", rows[:held]), ("val", rows[held:])):
+    with open(f"{sys.argv[2]}-{name}.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0].keys())); w.writeheader(); w.writerows(part)' \
+    "$private" "$dir/$dataset" "$held" "$private_rows" || exit 3
+  status=0
+  for lr in $lrs; do
+    j=$dir/$dataset-lr$lr.json
+    [ -s "$j" ] && { echo "ctcl: $j is there: kept"; continue; }
+    run "$dpft" eval-synthetic --synthetic "$dir/$dataset-train.csv" --real "$dir/$dataset-val.csv" \
+      --embedder models/tiny-roberta --max-length 64 "${score[@]}" "$scorer_lr" "$lr" \
+      --work "$dir/work-lr$lr" --out "$j" || status=1
+  done
+  [ "$dry" = 1 ] || python3 - "$dataset" "$dir" "$SELECTED" $lrs <<'PY' || status=1
+import json, os, sys
+dataset, d, selected, lrs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+print(f"ctcl: the scorer on {dataset}'s last 300 private rows (best: lowest loss; into {selected}, row scorer)")
+missing = 0
+for lr in lrs:
+    p = os.path.join(d, f"{dataset}-lr{lr}.json")
+    if not os.path.exists(p):
+        print(f"  lr {lr}: missing ({p})"); missing += 1; continue
+    m = json.load(open(p))
+    s = m.get("downstream_lm") or m.get("downstream_classifier") or {}
+    acc = s.get("next_token_accuracy", s.get("accuracy"))
+    print(f"  lr {lr}: accuracy {acc}, loss {s.get('loss')}, perplexity {s.get('perplexity')}")
+sys.exit(1 if missing else 0)
+PY
+  exit $status
+fi
 if [ "$select" = 0 ]; then
   for r in $rows; do
     trains "$r" || continue
     [ -n "$(lr_of "$r")" ] || { echo "ctcl: no lr selected for $dataset $r in $SELECTED (run --select first)" >&2; exit 2; }
   done
+  [ -n "$(lr_of scorer)" ] || { echo "ctcl: no lr selected for $dataset scorer in $SELECTED (run --select-scorer first)" >&2; exit 2; }
+  score+=("$scorer_lr" "$(lr_of scorer)")
 fi
 
 # The downstream model of the Downstream DPFT row (the model eval-synthetic trains).

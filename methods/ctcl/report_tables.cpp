@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <set>
@@ -44,6 +45,40 @@ const std::vector<std::string>& row_order() {
   return order;
 }
 
+// One scorer per column: a synthetic set's downstream numbers compare with another's only when
+// the same recipe (eval-synthetic's --lm-* / --clf-* options, recorded beside the numbers) trained
+// both downstream models. A column whose sets were scored by two recipes is refused, naming them.
+class OneScorer {
+ public:
+  explicit OneScorer(std::string table) : table_(std::move(table)) {}
+
+  // e: one synthetic_eval entry of the run in `dir`, shown in `column`.
+  void add(const std::string& column, const nlohmann::json& e, const std::filesystem::path& dir) {
+    std::string recipe;
+    for (const char* k : {"downstream_lm", "downstream_classifier"})
+      if (const nlohmann::json* d = find(e, {k}); d && d->is_object()) {
+        nlohmann::json r = nlohmann::json::object();
+        for (const char* f : {"model", "from", "tokenizer", "peft", "labels", "label_column",
+                              "steps", "batch", "lr", "max_length"})
+          if (d->contains(f)) r[f] = (*d)[f];
+        recipe = std::string(k) + " " + r.dump();
+      }
+    if (recipe.empty()) return;
+    const auto [it, fresh] = seen_.try_emplace(column, recipe, dir.string());
+    if (fresh || it->second.first == recipe) return;
+    throw InputError(fmt::format(
+        "{}: the synthetic sets of column '{}' were scored by different downstream recipes, so "
+        "the column would compare scorers, not data:\n  {}: {}\n  {}: {}\nrescore one of them "
+        "with the other's options (dpft eval-synthetic --run RUN --name NAME ... replaces "
+        "synthetic_eval.NAME), or report them apart",
+        table_, column, it->second.second, it->second.first, dir.string(), recipe));
+  }
+
+ private:
+  std::string table_;
+  std::map<std::string, std::pair<std::string, std::string>> seen_;  // column -> (recipe, run)
+};
+
 // Table 3: the downstream LM trained on the synthetic texts (or, for Downstream DPFT, DP
 // fine-tuned on the private texts), scored on the real test texts.
 Table generative(const std::vector<RunRecord>& runs, const TableDef& def) {
@@ -56,9 +91,11 @@ Table generative(const std::vector<RunRecord>& runs, const TableDef& def) {
   Collected mauve{"mauve", "MAUVE of the synthetic texts against the real ones (↑)", {}, {}};
   Collected fid{"fid", "FID on the embedder's sentence embeddings (↓)", {}, {}};
   ppl.digits = 2;
+  OneScorer one("ctcl-generative");
   for (const auto& r : runs) {
     const ColKey k{data_name(r.dataset), r.eps};
     if (const nlohmann::json* e = find(r.metrics, {"synthetic_eval", "main"})) {
+      one.add(k.first, *e, r.dir);
       if (auto a = number_at(*e, {"downstream_lm", "next_token_accuracy"})) {
         acc.by_label[r.label][k].push_back(*a);
         if (auto p = number_at(*e, {"downstream_lm", "perplexity"}))
@@ -96,12 +133,14 @@ Table classification(const std::vector<RunRecord>& runs, const TableDef& def) {
   check_groups(runs);
   Collected acc{
       "accuracy", "Accuracy of the downstream classifier on the real test texts (↑)", {}, {}};
+  OneScorer one("ctcl-classification");
   for (const auto& r : runs) {
     bool any = false;
     if (const nlohmann::json* all = find(r.metrics, {"synthetic_eval"}); all && all->is_object())
       for (const auto& [name, e] : all->items())
         if (auto a = number_at(e, {"downstream_classifier", "accuracy"});
             a && !find(e, {"synthetic", "subset"})) {  // subsets: the scaling table's
+          one.add(label_column_name(r.dataset, name), e, r.dir);
           acc.by_label[r.label][{label_column_name(r.dataset, name), r.eps}].push_back(*a);
           any = true;
         }
@@ -133,10 +172,12 @@ Table ablation(const std::vector<RunRecord>& runs, const TableDef& def) {
   check_groups(runs);
   Collected ppl{"perplexity", "Perplexity of the downstream LM on the real test texts (↓)", {}, {}};
   ppl.digits = 2;
+  OneScorer one("ctcl-ablation");
   for (const auto& r : runs) {
-    if (auto p = number_at(r.metrics, {"synthetic_eval", "main", "downstream_lm", "perplexity"}))
+    if (auto p = number_at(r.metrics, {"synthetic_eval", "main", "downstream_lm", "perplexity"})) {
+      one.add(data_name(r.dataset), *find(r.metrics, {"synthetic_eval", "main"}), r.dir);
       ppl.by_label[r.label][{data_name(r.dataset), r.eps}].push_back(*p);
-    else
+    } else
       spdlog::warn("skipped {}: no synthetic_eval.main.downstream_lm", r.dir.string());
   }
   if (ppl.by_label.empty())
@@ -155,6 +196,7 @@ Table ablation(const std::vector<RunRecord>& runs, const TableDef& def) {
 struct ScalingPoint {
   std::string column;
   double n = 0, accuracy = 0;
+  const nlohmann::json* eval = nullptr;  // its synthetic_eval entry
 };
 
 // A scored set's downstream accuracy and its column: the LM's next-token accuracy (the data
@@ -178,7 +220,7 @@ std::vector<ScalingPoint> scaling_points(const RunRecord& r) {
   for (const auto& [name, e] : all->items()) {
     const auto n = number_at(e, {"synthetic", "requested"});
     if (!n) continue;  // evaluated before eval-synthetic recorded N_syn
-    if (auto d = downstream_accuracy(r, e)) out.push_back({d->first, *n, d->second});
+    if (auto d = downstream_accuracy(r, e)) out.push_back({d->first, *n, d->second, &e});
   }
   return out;
 }
@@ -194,9 +236,11 @@ Table scaling(const std::vector<RunRecord>& runs, const TableDef& def) {
                 "(generative), accuracy of the classifier (labelled)",
                 {},
                 {}};
+  OneScorer one("ctcl-scaling");
   for (const auto& r : runs) {
     const auto pts = scaling_points(r);
     for (const auto& p : pts) {
+      one.add(p.column, *p.eval, r.dir);
       const ColKey col{fmt::format("{}{}{:g}", p.column, kNsyn, p.n), r.eps};
       if (!seeds[{r.label, col}].insert(r.seed).second)
         spdlog::warn("{} / {} / eps {}: seed {} appears more than once (e.g. {})", r.label,
