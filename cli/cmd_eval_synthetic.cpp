@@ -90,6 +90,12 @@ FinalEval train_and_evaluate(const YAML::Node& spec, const fs::path& out, const 
   RunOptions ro;
   ro.out_dir = out.string();
   const RunResult r = run_method(parse_spec(spec), ro);
+  // An interrupted downstream run has no final score: nothing is recorded.
+  if (r.status != "ok")
+    throw RuntimeError(fmt::format(
+        "eval-synthetic {}: the downstream run {} ended '{}' before its last step (a signal?), so "
+        "there is no score to record; run the same command again",
+        what, r.run_dir, r.status));
   const auto m = nlohmann::json::parse(read_file(fs::path(r.run_dir) / "metrics.json"));
   // Real texts that are also synthetic ones move the evaluation to the non-private block
   // (docs/outputs.md); either way it is the real texts' score.

@@ -374,6 +374,28 @@ if [ -d "$SRC/../shared/data/yelp_augpe" ]; then
   check "ctcl scaling: the eps 4 seed 0 run's subset is scored" has "$out" "eval-synthetic --run $T/ctcls/pubmed-ctcl/eps4/s0/ctcl-pubmed-ctcl/20260101-000000-s0 --name n50 --subset 50"
   check "ctcl scaling: no other run's" [ "$(count "$out" "--subset 50")" = 1 ]
   check "ctcl scores at the scorer's selected lr" has "$out" "--lm-lr 0.00777"
+  # The table's scoring: the runs of --eps and --seeds only, never one that another call scores.
+  for c in eps4/s0 eps1/s0 eps4/s1; do
+    d="$T/ctclm/pubmed-aug_pe/$c/ctcl-pubmed-aug-pe/20260101-000000-s${c#*/s}"
+    mkdir -p "$d/synthetic" && printf '{"status":"ok"}\n' > "$d/metrics.json"
+  done
+  m4="$T/ctclm/pubmed-aug_pe/eps4/s0/ctcl-pubmed-aug-pe/20260101-000000-s0"
+  out=$(cd "$SRC" && bash "$CT" --rows aug_pe --dry-run --seeds 0 --eps 4 --out "$T/ctclm" --dpft "$DPFT" 2>&1); rc=$?
+  check "ctcl scores the runs of --eps and --seeds only (rc $rc)" [ "$(count "$out" "eval-synthetic --run $T/ctclm/")" = 1 ]
+  check "ctcl scores the eps 4 seed 0 run" has "$out" "eval-synthetic --run $m4 "
+  printf '#!/bin/sh\n[ "$1" = eval-synthetic ] && { echo "$@" >> "%s"; exit 0; }\nexec "%s" "$@"\n' "$T/stub.log" "$DPFT" > "$T/stub"
+  chmod +x "$T/stub"
+  mkdir "$m4/.scoring" && echo $$ > "$m4/.scoring/pid"  # this shell: alive
+  out=$(cd "$SRC" && bash "$CT" --rows aug_pe --seeds 0 --eps "4 1" --out "$T/ctclm" --dpft "$T/stub" 2>&1); rc=$?
+  check "ctcl leaves a run another live process scores" has "$out" "is being scored by process $$"
+  check "ctcl scores the others (rc $rc)" [ "$(grep -c "eval-synthetic --run $T/ctclm/pubmed-aug_pe/eps1/s0/" "$T/stub.log")" = 1 ]
+  check "ctcl: not the locked one" [ "$(grep -c "eval-synthetic --run $m4 " "$T/stub.log")" = 0 ]
+  check "ctcl: its own lock removed after scoring" [ ! -e "$T/ctclm/pubmed-aug_pe/eps1/s0/ctcl-pubmed-aug-pe/20260101-000000-s0/.scoring" ]
+  sleep 0 & dead=$!; wait $dead  # a pid that has exited
+  echo $dead > "$m4/.scoring/pid"
+  out=$(cd "$SRC" && bash "$CT" --rows aug_pe --seeds 0 --eps 4 --out "$T/ctclm" --dpft "$T/stub" 2>&1); rc=$?
+  check "ctcl takes over a lock whose process is gone (rc $rc)" [ "$(grep -c "eval-synthetic --run $m4 " "$T/stub.log")" = 1 ]
+  check "ctcl: and removes it" [ ! -e "$m4/.scoring" ]
   # --select-scorer: the scorer alone on real private rows, one lr at a time, validated on the last 300.
   out=$(cd "$SRC" && bash "$CT" --select-scorer --lrs "1e-4 1e-3" --dry-run --out "$T/ctcl_sc" --dpft "$DPFT" 2>&1); rc=$?
   check "ctcl --select-scorer dry run exits 0 (rc $rc)" [ "$rc" = 0 ]

@@ -137,5 +137,24 @@ out=$("$DPFT" run --resume "$d" 2>&1); rc2=$?
 if [ "$rc" = 0 ] && [ "$st" = ok ] && [ "$rc2" = 2 ] && grep -qF "already finished" <<<"$out"; then ok
 else bad "SIGINT in the final evaluation: exit $rc, status $st, resume exit $rc2"; fi
 
+# eval-synthetic's downstream LM interrupted (SIGINT at its step 2): an error saying so (exit
+# 4), never a score of the half-trained model, and nothing recorded in the run it scores.
+mkdir -p "$T/scored/synthetic"
+python3 -c 'import csv,json,sys
+for r in list(csv.DictReader(open(sys.argv[1])))[:40]: print(json.dumps({"text": r["text"]}))' \
+  "$T/train.csv" > "$T/scored/synthetic/synthetic.jsonl"
+printf '{"status": "ok"}\n' > "$T/scored/metrics.json"
+if [ -f ../shared/data/bert_base_uncased_vocab/vocab.txt ]; then
+  out=$(DPFT_SIGNAL_AT=step2 "$DPFT" --quiet eval-synthetic --run "$T/scored" \
+        --real experiments/data/pubmed_sample/eval.csv --embedder models/tiny-roberta --max-length 16 --k 3 \
+        --lm --lm-tokenizer ../shared/data/bert_base_uncased_vocab --lm-preset tiny --lm-steps 4 \
+        --lm-batch 8 --lm-max-length 16 --max-real 50 2>&1); rc=$?
+  if [ "$rc" = 4 ] && grep -qF "ended 'interrupted' before its last step" <<<"$out" &&
+     ! grep -q synthetic_eval "$T/scored/metrics.json"; then ok
+  else bad "eval-synthetic with its downstream LM interrupted: exit $rc: $out"; fi
+else
+  echo "SKIP eval-synthetic interrupted: ../shared/data/bert_base_uncased_vocab is missing"
+fi
+
 echo "resume_tamper: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -14,7 +14,8 @@
 #                                    (made here: a causal BERT `mini` for PubMed, tiny-roberta
 #                                    reheaded for the 5 star ratings for Yelp), scored by its own
 #                                    eval on the real test texts
-# Every synthetic set is scored by `dpft eval-synthetic --run RUN` against the first --max-real
+# Every synthetic set of --eps and --seeds (a set that another call is scoring, RUN/.scoring,
+# is left to it) is scored by `dpft eval-synthetic --run RUN` against the first --max-real
 # texts of the test split, at 64 tokens (the specs' length: 100 steps of 64 documents cut to 64
 # tokens, up to 64 new tokens sampled): MAUVE / FID / precision-recall on models/tiny-roberta embeddings, and
 # PubMed: --lm (a causal BERT `mini` trained from scratch on it, next-token accuracy and
@@ -194,13 +195,39 @@ fi
 for n in $scaling; do
   [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "ctcl: --scaling '$scaling': give sizes such as \"50 100 400\"" >&2; exit 2; }
 done
+# claim DIR: DIR/.scoring holds this script's pid while it scores DIR, so that two run.sh
+# calls over the same runs never score one twice at once; a lock whose process is gone is taken
+# over. Fails (1) while another live process holds it.
+claim() {
+  local l=$1/.scoring p
+  [ "$dry" = 1 ] && return 0
+  if ! mkdir "$l" 2>/dev/null; then
+    p=$(cat "$l/pid" 2>/dev/null || true)
+    if [ -z "$p" ] || kill -0 "$p" 2>/dev/null; then
+      echo "ctcl: $1 is being scored by process ${p:-?} (its $l): skipped; remove $l if nothing is" >&2
+      return 1
+    fi
+    rm -rf "$l" && mkdir "$l" 2>/dev/null || return 1
+  fi
+  echo $$ >"$l/pid"
+}
 # score DIR KEY [--subset N]: eval-synthetic --run into synthetic_eval.KEY, unless it is there.
 score_run() {
-  local d=$1 key=$2
+  local d=$1 key=$2 rc=0
   shift 2
   python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); sys.exit(m.get("status") != "ok" or sys.argv[2] in m.get("synthetic_eval", {}))' "$d/metrics.json" "$key" || return 0
+  claim "$d" || return 0
   run "$dpft" eval-synthetic --run "$d" --name "$key" "$@" --real "$real" --max-real "$max_real" \
-    --embedder models/tiny-roberta --max-length 64 "${score[@]}"
+    --embedder models/tiny-roberta --max-length 64 "${score[@]}" || rc=$?
+  [ "$dry" = 1 ] || rm -rf "$d/.scoring"
+  return $rc
+}
+# of_this_call METRICS: whether the run is one of --eps and --seeds (OUT/<row>/eps<E>/s<S>/...).
+of_this_call() {
+  local combo e s
+  combo=$(dirname "$(dirname "$(dirname "$1")")")
+  e=$(basename "$(dirname "$combo")") s=$(basename "$combo")
+  [[ " $eps " == *" ${e#eps} "* && " $seeds " == *" ${s#s} "* ]]
 }
 main_key=main; [ "$dataset" = yelp ] && main_key=label2
 status=0
@@ -211,9 +238,10 @@ for r in $rows; do
   lr=(); trains "$r" && lr=(--set train.lr="$(lr_of "$r")")
   "${sweep[@]}" -- ${lr[@]+"${lr[@]}"} || status=1
   [ "$r" = downstream_dpft ] && continue
-  # Score every finished run of this row that has not been scored.
+  # Score every finished run of this row, --eps and --seeds, that has not been scored.
   for m in "$out"/"$dataset"-"$r"/eps*/s*/*/*/metrics.json; do
     [ -f "$m" ] || continue
+    of_this_call "$m" || continue
     d=$(dirname "$m")
     python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); sys.exit(m.get("status") != "ok" or sys.argv[2] in m.get("synthetic_eval", {}))' "$m" "$main_key" || continue
     if [ "$r" = gpt2_vanilla ] && [ ! -f "$d/synthetic/synthetic.jsonl" ]; then
@@ -232,9 +260,7 @@ for r in $rows; do
   if [ "$r" = ctcl ]; then
     for m in "$out"/"$dataset"-ctcl/eps*/s*/*/*/metrics.json; do
       [ -f "$m" ] || continue
-      combo=$(dirname "$(dirname "$(dirname "$m")")")  # OUT/DATASET-ctcl/eps<E>/s<S>
-      e=$(basename "$(dirname "$combo")") s=$(basename "$combo")
-      [[ " $eps " == *" ${e#eps} "* && " $seeds " == *" ${s#s} "* ]] || continue
+      of_this_call "$m" || continue
       for n in $scaling; do
         if [ -f "$(dirname "$m")/synthetic/synthetic_n$n.jsonl" ]; then
           score_run "$(dirname "$m")" "n$n" --subset "$n" || status=1
@@ -253,7 +279,7 @@ for r in $rows; do
       [ "$dry" = 1 ] && sweep+=(--dry-run)
       "${sweep[@]}" -- --set method.num_synthetic="$n" || status=1
       for m in "$out/scaling/n$n/$dataset-aug_pe"/eps*/s*/*/*/metrics.json; do
-        [ -f "$m" ] && { score_run "$(dirname "$m")" "$main_key" || status=1; }
+        [ -f "$m" ] && of_this_call "$m" && { score_run "$(dirname "$m")" "$main_key" || status=1; }
       done
     done
   fi
