@@ -275,7 +275,10 @@ TEST_CASE("denoise: the screen's Gram matrix equals the float64 product", "[deno
     CHECK(g.scalar_type() == torch::kFloat32);
     CHECK((g.to(torch::kFloat64) - ref).abs().max().item<double>() <
           1e-5 * ref.abs().max().item<double>());
-    CHECK(torch::equal(g, g.t()));  // exactly symmetric
+    // Symmetric within float32 rounding, not bitwise: a GEMM of a with its own transpose is
+    // exactly symmetric on some BLAS kernels only (not on the 2026-11-29 dev VM's OpenBLAS);
+    // the screen reads the lower triangle alone (eigvalsh "L", a lower Cholesky factor).
+    CHECK((g - g.t()).abs().max().item<double>() <= 1e-6 * g.abs().max().item<double>());
   }
 }
 
