@@ -211,11 +211,15 @@ claim() {
   fi
   echo $$ >"$l/pid"
 }
+# unscored METRICS KEY: whether the run ended ok and has no synthetic_eval.KEY yet.
+unscored() {
+  python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); sys.exit(m.get("status") != "ok" or sys.argv[2] in m.get("synthetic_eval", {}))' "$1" "$2"
+}
 # score DIR KEY [--subset N]: eval-synthetic --run into synthetic_eval.KEY, unless it is there.
 score_run() {
   local d=$1 key=$2 rc=0
   shift 2
-  python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); sys.exit(m.get("status") != "ok" or sys.argv[2] in m.get("synthetic_eval", {}))' "$d/metrics.json" "$key" || return 0
+  unscored "$d/metrics.json" "$key" || return 0
   claim "$d" || return 0
   run "$dpft" eval-synthetic --run "$d" --name "$key" "$@" --real "$real" --max-real "$max_real" \
     --embedder models/tiny-roberta --max-length 64 "${score[@]}" || rc=$?
@@ -243,7 +247,7 @@ for r in $rows; do
     [ -f "$m" ] || continue
     of_this_call "$m" || continue
     d=$(dirname "$m")
-    python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); sys.exit(m.get("status") != "ok" or sys.argv[2] in m.get("synthetic_eval", {}))' "$m" "$main_key" || continue
+    unscored "$m" "$main_key" || continue
     if [ "$r" = gpt2_vanilla ] && [ ! -f "$d/synthetic/synthetic.jsonl" ]; then
       prompt=$(sed -n 's/.*[{ ]prompt: "\([^"]*\)".*/\1/p' "$spec" | head -n 1)
       seed=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["run"]["seed"])' "$m")
