@@ -374,6 +374,14 @@ if [ -d "$SRC/../shared/data/yelp_augpe" ]; then
   check "ctcl scaling: the eps 4 seed 0 run's subset is scored" has "$out" "eval-synthetic --run $T/ctcls/pubmed-ctcl/eps4/s0/ctcl-pubmed-ctcl/20260101-000000-s0 --name n50 --subset 50"
   check "ctcl scaling: no other run's" [ "$(count "$out" "--subset 50")" = 1 ]
   check "ctcl scores at the scorer's selected lr" has "$out" "--lm-lr 0.00777"
+  # A ctcl run already kept as a run file has lost its subsets: a size it holds no score for is
+  # an error naming it, never silently a missing point.
+  mkdir -p "$T/ctclk/pubmed-ctcl/eps4"
+  printf '{"metrics":{"synthetic_eval":{"main":{},"n50":{}}}}\n' > "$T/ctclk/pubmed-ctcl/eps4/s0.run.json"
+  out=$(cd "$SRC" && bash "$CT" --rows ctcl --scaling "50 100" --dry-run --seeds 0 --eps 4 --out "$T/ctclk" --dpft "$DPFT" 2>&1); rc=$?
+  check "ctcl scaling of a kept run without its subset's score exits 1 (rc $rc)" [ "$rc" = 1 ]
+  check "ctcl scaling: names the lost size" has "$out" "s0.run.json was kept (experiments/keep_runs.sh) before its subset of 100 was scored"
+  check "ctcl scaling: not the scored size" hasnt "$out" "subset of 50 was scored"
   # The table's scoring: the runs of --eps and --seeds only, never one that another call scores.
   for c in eps4/s0 eps1/s0 eps4/s1; do
     d="$T/ctclm/pubmed-aug_pe/$c/ctcl-pubmed-aug-pe/20260101-000000-s${c#*/s}"

@@ -28,7 +28,8 @@
 #
 # Fig. 3 (scaling in N_syn), with --scaling "50 100 400" (and --eps 4: each scored subset trains
 # a downstream model): the ctcl row's subsets of those sizes in the runs of --eps and --seeds
-# (its spec's method.generation.subsets) are scored too (synthetic_eval.n<N>), and the aug_pe row
+# (its spec's method.generation.subsets) are scored too (synthetic_eval.n<N>; give --scaling
+# with the eps-4 ctcl runs themselves: keep_runs.sh drops the subsets), and the aug_pe row
 # is also run at each size other than its spec's (OUT/scaling/n<N>/DATASET-aug_pe/...,
 # method.num_synthetic=N) and scored; then
 #   dpft report OUT/DATASET-ctcl OUT/DATASET-aug_pe OUT/scaling --table ctcl-scaling
@@ -67,7 +68,7 @@ while [ $# -gt 0 ]; do
     --dry-run) dry=1; shift ;;
     --select) select=1; shift ;;
     --select-scorer) select_scorer=1; shift ;;
-    -h | --help) sed -n '2,56p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,57p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "ctcl: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -262,6 +263,19 @@ for r in $rows; do
   # Fig. 3: ctcl's subsets of one generation (the runs of --eps and --seeds: scoring a subset
   # trains a downstream model); Aug-PE once per size.
   if [ "$r" = ctcl ]; then
+    # A run already kept as a run file (experiments/keep_runs.sh) has lost its synthetic sets:
+    # a size it holds no score for can no longer be scored.
+    for e in $eps; do
+      for s in $seeds; do
+        f="$out/$dataset-ctcl/eps$e/s$s.run.json"
+        [ -f "$f" ] || continue
+        for n in $scaling; do
+          python3 -c 'import json,sys; sys.exit(sys.argv[2] not in json.load(open(sys.argv[1]))["metrics"].get("synthetic_eval", {}))' "$f" "n$n" && continue
+          echo "ctcl: $f was kept (experiments/keep_runs.sh) before its subset of $n was scored, and its synthetic sets are gone: move it aside and rerun with --scaling (the subsets are scored before a run is kept)" >&2
+          status=1
+        done
+      done
+    done
     for m in "$out"/"$dataset"-ctcl/eps*/s*/*/*/metrics.json; do
       [ -f "$m" ] || continue
       of_this_call "$m" || continue
