@@ -958,7 +958,12 @@ TEST_CASE(
   // Classification: one column per Yelp label column, from the evaluations' names and from a
   // Downstream DPFT classifier's run.label_column.
   test::TempDir c;
-  auto clf = [](double acc) { return json{{"downstream_classifier", {{"accuracy", acc}}}}; };
+  auto clf = [](double acc) {
+    return json{
+        {"downstream_classifier", {{"accuracy", acc}, {"macro_f1", acc / 2}, {"mcc", acc - 0.3}}},
+        {"mauve", {{"mauve", acc + 0.1}}},
+        {"fid", acc / 10}};
+  };
   syn(c.path, "Aug-PE", 4.0, 0, yelp, {{"label1", clf(0.6)}, {"label2", clf(0.4)}});
   syn(c.path, "Aug-PE", 4.0, 1, yelp, {{"label1", clf(0.7)}, {"label2", clf(0.5)}});
   FakeRun dc = dp("Downstream DPFT", 4.0, 0, 1.0);
@@ -966,7 +971,7 @@ TEST_CASE(
   write_run(c.path / "dc", dc);
   json m = json::parse(read_file(c.path / "dc" / "metrics.json"));
   m["run"]["label_column"] = "label2";
-  m["eval"]["final"]["classification"] = {{"accuracy", 0.55}};
+  m["eval"]["final"]["classification"] = {{"accuracy", 0.55}, {"macro_f1", 0.15}, {"mcc", 0.0}};
   write_json_atomic(c.path / "dc" / "metrics.json", m);
   auto k = build_report_table("ctcl-classification", report::load_runs({c.path}).runs);
   REQUIRE(k.columns.size() == 2);
@@ -978,6 +983,16 @@ TEST_CASE(
   const auto& dsc = row(k.blocks[0], "Downstream DPFT");
   CHECK_FALSE(dsc.cells[0]);
   CHECK(dsc.cells[1]->mean == Approx(0.55));
+  // Macro-F1 and MCC beside the accuracy (a majority-class classifier: high accuracy, MCC 0),
+  // then the synthetic sets' MAUVE and FID (none for Downstream DPFT, which makes no set).
+  REQUIRE(k.blocks.size() == 5);
+  CHECK(row(k.blocks[1], "Aug-PE").cells[1]->mean == Approx(0.225));
+  CHECK(row(k.blocks[1], "Downstream DPFT").cells[1]->mean == Approx(0.15));
+  CHECK(row(k.blocks[2], "Aug-PE").cells[0]->mean == Approx(0.35));
+  CHECK(row(k.blocks[2], "Downstream DPFT").cells[1]->mean == Approx(0.0));
+  CHECK(row(k.blocks[3], "Aug-PE").cells[1]->mean == Approx(0.55));
+  CHECK(row(k.blocks[4], "Aug-PE").cells[0]->mean == Approx(0.065));
+  for (const auto& r : k.blocks[3].rows) CHECK(r.label != "Downstream DPFT");
   // The PubMed runs hold no classifier: the table has nothing to show.
   CHECK_THROWS_AS(build_report_table("ctcl-classification", report::load_runs({d.path}).runs),
                   InputError);

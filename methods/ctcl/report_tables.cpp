@@ -133,6 +133,18 @@ Table classification(const std::vector<RunRecord>& runs, const TableDef& def) {
   check_groups(runs);
   Collected acc{
       "accuracy", "Accuracy of the downstream classifier on the real test texts (↑)", {}, {}};
+  // Accuracy alone flatters a classifier that learnt the majority class; these two do not.
+  Collected f1{"macro_f1", "Its macro-F1 over the classes (↑)", {}, {}};
+  Collected mcc{"mcc", "Its Matthews correlation (↑; 0 for a constant prediction)", {}, {}};
+  Collected mauve{"mauve", "MAUVE of the synthetic texts against the real ones (↑)", {}, {}};
+  Collected fid{"fid", "FID on the embedder's sentence embeddings (↓)", {}, {}};
+  // add_scores: a classifier's numbers (`clf`: downstream_classifier or eval.final.classification).
+  const auto add_scores = [&](const std::string& label, const ColKey& k, const nlohmann::json& clf,
+                              double accuracy) {
+    acc.by_label[label][k].push_back(accuracy);
+    if (auto f = number_at(clf, {"macro_f1"})) f1.by_label[label][k].push_back(*f);
+    if (auto m = number_at(clf, {"mcc"})) mcc.by_label[label][k].push_back(*m);
+  };
   OneScorer one("ctcl-classification");
   for (const auto& r : runs) {
     bool any = false;
@@ -140,8 +152,11 @@ Table classification(const std::vector<RunRecord>& runs, const TableDef& def) {
       for (const auto& [name, e] : all->items())
         if (auto a = number_at(e, {"downstream_classifier", "accuracy"});
             a && !find(e, {"synthetic", "subset"})) {  // subsets: the scaling table's
-          one.add(label_column_name(r.dataset, name), e, r.dir);
-          acc.by_label[r.label][{label_column_name(r.dataset, name), r.eps}].push_back(*a);
+          const ColKey k{label_column_name(r.dataset, name), r.eps};
+          one.add(k.first, e, r.dir);
+          add_scores(r.label, k, *find(e, {"downstream_classifier"}), *a);
+          if (auto m = number_at(e, {"mauve", "mauve"})) mauve.by_label[r.label][k].push_back(*m);
+          if (auto f = number_at(e, {"fid"})) fid.by_label[r.label][k].push_back(*f);
           any = true;
         }
     if (any) continue;
@@ -150,7 +165,8 @@ Table classification(const std::vector<RunRecord>& runs, const TableDef& def) {
         // Its column: the data set and the label column it was trained on, where the synthetic
         // sets' evaluations named after that column (eval-synthetic --run --name label1) go.
         const std::string col = string_at(r.metrics, {"run", "label_column"}).value_or("");
-        acc.by_label[r.label][{label_column_name(r.dataset, col), r.eps}].push_back(*a);
+        add_scores(r.label, {label_column_name(r.dataset, col), r.eps},
+                   *find(r.metrics, {"eval", "final", "classification"}), *a);
         continue;
       }
     spdlog::warn(
@@ -163,8 +179,8 @@ Table classification(const std::vector<RunRecord>& runs, const TableDef& def) {
         "ctcl-classification", "a downstream classifier (dpft eval-synthetic --run --classify)"));
   return assemble(
       "CTCL Table 4 (classification): a classifier trained on each labelled synthetic "
-      "set, accuracy on the real test texts (mean ± std over seeds)",
-      {acc}, def.row_order);
+      "set, scored on the real test texts (mean ± std over seeds)",
+      {acc, f1, mcc, mauve, fid}, def.row_order);
 }
 
 // Table 5: CTCL against its ablations, the downstream LM's perplexity.
