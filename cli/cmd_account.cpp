@@ -12,10 +12,15 @@
 //   turn (with --json one compact object per line, with "spec"; a spec that fails is reported
 //   and the others still run; exit status the largest of theirs); N is counted once per
 //   distinct training data, tokenizer and seed
+//   --queries FILE (- = stdin)                                              -> one answer per
+//   line of FILE, each line the flags of one call above without --spec (with --json one compact
+//   object per line, with "query"; a failed line is reported and the others still run; exit
+//   status the largest): a sweep of releases in one process, not one LibTorch start per point
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
 #include <cmath>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -41,6 +46,7 @@ struct AccountOpts {
   std::string accountant = "prv";
   double eps_error = 0.01, sigma_tol = 1e-3;
   bool json = false;
+  std::string queries;
   std::vector<std::string> specs;
   std::vector<std::string> sets;
   std::vector<double> with_gaussian;
@@ -186,7 +192,8 @@ int account_specs(const AccountOpts& o) {
   return worst;
 }
 
-int account_flags(AccountOpts o) {
+// One flag-set call (no --spec): the answer as JSON, or throws ConfigError for bad flags.
+nlohmann::json account_flags_json(AccountOpts o) {
   if (!o.delta) throw ConfigError("--delta is required (e.g. --delta 1e-5)");
   require_range("--eps", o.eps, o.eps && *o.eps > 0, "(0, inf]");
   if (o.eps && std::isinf(*o.eps) && o.sigma)
@@ -260,8 +267,7 @@ int account_flags(AccountOpts o) {
       j["max_q"] = q;
       if (q > 0) add_result(j, acc->epsilon({{*o.sigma, q, *o.steps}}, *o.delta));
     }
-    print(j, o.json);
-    return 0;
+    return j;
   }
   if (!o.q) throw ConfigError("give the sampling rate: --q Q, or --dataset-size N --batch-size B");
   if (!o.steps) throw ConfigError("give the number of steps: --steps T or --epochs K");
@@ -283,8 +289,93 @@ int account_flags(AccountOpts o) {
     j["sigma_rel_tol"] = c.rel_tol;
     add_result(j, c.detail);
   }
-  print(j, o.json);
-  return 0;
+  return j;
+}
+
+// The flags of a call without --spec (the command line's, and each line of --queries).
+void add_flag_options(CLI::App* sub, AccountOpts& o) {
+  sub->add_option("--eps", o.eps, "target epsilon (-> noise multiplier)");
+  sub->add_option("--sigma", o.sigma, "noise multiplier (-> epsilon)");
+  sub->add_option("--delta", o.delta, "delta, in (0, 1)");
+  sub->add_option("--q", o.q, "Poisson sampling rate, in (0, 1]");
+  sub->add_option("--dataset-size", o.dataset_size, "N (with --batch-size: q = B / N)");
+  sub->add_option("--batch-size", o.batch_size, "expected batch size B");
+  sub->add_option("--steps", o.steps, "number of steps T");
+  sub->add_option("--epochs", o.epochs, "epochs K (T = ceil(K / q))");
+  sub->add_option("--accountant", o.accountant, "prv | rdp | gaussian")->capture_default_str();
+  sub->add_option("--eps-error", o.eps_error, "PRV epsilon error")->capture_default_str();
+  sub->add_option("--delta-error", o.delta_error, "PRV delta error (default delta/1000)");
+  sub->add_option("--sigma-tol", o.sigma_tol, "relative tolerance of the calibrated sigma")
+      ->capture_default_str();
+  sub->add_option("--with-gaussian", o.with_gaussian,
+                  "noise multiplier of one more Gaussian release of sensitivity 1 on the whole "
+                  "data, composed with the steps (CTCL's topic histogram: 10); repeatable");
+}
+
+// --queries: each line of the file answered in turn, as its own `dpft account LINE` would; a
+// failed line is reported with its line number and the rest still answered; the exit status is
+// the largest.
+int account_queries(const std::string& path, bool as_json) {
+  std::ifstream file;
+  if (path != "-") {
+    file.open(path);
+    if (!file) throw InputError("--queries " + path + ": cannot open the file");
+  }
+  std::istream& in = path == "-" ? std::cin : file;
+  int worst = 0, failed = 0, answered = 0, line_no = 0;
+  std::string line;
+  while (std::getline(in, line)) {
+    ++line_no;
+    const size_t first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos || line[first] == '#') continue;
+    line = line.substr(first, line.find_last_not_of(" \t\r") + 1 - first);
+    ++answered;
+    const std::string where = fmt::format("{}:{}", path == "-" ? "stdin" : path, line_no);
+    try {
+      AccountOpts q;
+      CLI::App parser("one query");
+      add_flag_options(&parser, q);
+      try {
+        parser.parse(line, false);
+      } catch (const CLI::ParseError& e) {
+        throw ConfigError(
+            fmt::format("'{}': {} (a line holds the flags of one `dpft account` "
+                        "call without --spec, e.g. --sigma 1 --q 0.01 --steps "
+                        "1000 --delta 1e-5)",
+                        line, e.what()));
+      }
+      nlohmann::json j = account_flags_json(q);
+      if (as_json) {
+        j["query"] = line;
+        std::cout << j.dump() << "\n";
+      } else {
+        std::cout << "== " << line << "\n";
+        print(j, false);
+      }
+    } catch (const Error& e) {
+      worst = std::max(worst, e.exit_code());
+      ++failed;
+      if (as_json)
+        std::cout << nlohmann::json{{"query", line},
+                                    {"line", line_no},
+                                    {"error", e.what()},
+                                    {"exit_code", e.exit_code()}}
+                         .dump()
+                  << "\n";
+      else
+        spdlog::error("{}: {}", where, e.what());
+    }
+    std::cout.flush();
+  }
+  if (answered == 0)
+    throw InputError(fmt::format(
+        "--queries {}: no queries in it (one line per call: the flags of `dpft account` without "
+        "--spec, e.g. --sigma 1 --q 0.01 --steps 1000 --delta 1e-5)",
+        path));
+  if (failed > 0)
+    spdlog::warn("account: {} of {} queries failed (exit {}); see their errors above", failed,
+                 answered, worst);
+  return worst;
 }
 
 }  // namespace
@@ -293,30 +384,32 @@ void register_account(CLI::App& app, CliContext& ctx) {
   auto o = std::make_shared<AccountOpts>();
   CLI::App* sub = app.add_subcommand(
       "account", "privacy accounting: sigma for a target epsilon, or epsilon for a sigma");
-  sub->add_option("--eps", o->eps, "target epsilon (-> noise multiplier)");
-  sub->add_option("--sigma", o->sigma, "noise multiplier (-> epsilon)");
-  sub->add_option("--delta", o->delta, "delta, in (0, 1)");
-  sub->add_option("--q", o->q, "Poisson sampling rate, in (0, 1]");
-  sub->add_option("--dataset-size", o->dataset_size, "N (with --batch-size: q = B / N)");
-  sub->add_option("--batch-size", o->batch_size, "expected batch size B");
-  sub->add_option("--steps", o->steps, "number of steps T");
-  sub->add_option("--epochs", o->epochs, "epochs K (T = ceil(K / q))");
-  sub->add_option("--accountant", o->accountant, "prv | rdp | gaussian")->capture_default_str();
-  sub->add_option("--eps-error", o->eps_error, "PRV epsilon error")->capture_default_str();
-  sub->add_option("--delta-error", o->delta_error, "PRV delta error (default delta/1000)");
-  sub->add_option("--sigma-tol", o->sigma_tol, "relative tolerance of the calibrated sigma")
-      ->capture_default_str();
-  sub->add_option("--with-gaussian", o->with_gaussian,
-                  "noise multiplier of one more Gaussian release of sensitivity 1 on the whole "
-                  "data, composed with the steps (CTCL's topic histogram: 10); repeatable");
+  add_flag_options(sub, *o);
   sub->add_option("--spec", o->specs,
                   "print what a run of this spec would spend (N counted from its data; with "
                   "--eps, exit 2 if it exceeds that budget); several specs: each in turn (with "
                   "--json one object per line), exit status the largest");
   sub->add_option("--set", o->sets, "spec override key.path=value (with --spec)")->take_all();
+  sub->add_option("--queries", o->queries,
+                  "answer many calls in one process: each line of this file (- = stdin) holds "
+                  "the flags of one call without --spec; with --json one compact object per "
+                  "line, with \"query\"; exit status the largest");
   sub->add_flag("--json", o->json, "one JSON object");
-  sub->callback([o, &ctx] {
-    ctx.action = [o] { return o->specs.empty() ? account_flags(*o) : account_specs(*o); };
+  sub->callback([o, sub, &ctx] {
+    ctx.action = [o, sub] {
+      if (!o->queries.empty()) {
+        for (const CLI::Option* opt : sub->get_options())
+          if (opt->count() > 0 && opt->get_name() != "--queries" && opt->get_name() != "--json")
+            throw ConfigError(fmt::format(
+                "{} conflicts with --queries: each line of the file holds all of its query's "
+                "flags (give only --queries FILE and --json)",
+                opt->get_name()));
+        return account_queries(o->queries, o->json);
+      }
+      if (!o->specs.empty()) return account_specs(*o);
+      print(account_flags_json(*o), o->json);
+      return 0;
+    };
   });
 }
 

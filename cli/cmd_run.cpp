@@ -1,4 +1,5 @@
-// `dpft run SPEC.yaml [--set k=v ...] [--out DIR] [--dry-run]`, `dpft run --resume RUN_DIR`
+// `dpft run SPEC.yaml [--set k=v ...] [--out DIR] [--dry-run [--check-eps E...]]`,
+// `dpft run --resume RUN_DIR`
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -22,7 +23,7 @@ namespace dpft {
 void register_run(CLI::App& app, CliContext& ctx) {
   struct Opts {
     std::string spec, out, resume;
-    std::vector<std::string> sets;
+    std::vector<std::string> sets, check_eps;
     bool dry_run = false;
     int64_t stop_after = 0;
     int nproc = 1;
@@ -42,6 +43,12 @@ void register_run(CLI::App& app, CliContext& ctx) {
                   "for time-limited jobs")
       ->check(CLI::NonNegativeNumber);
   sub->add_flag("--dry-run", o->dry_run, "validate and print the resolved spec; write nothing");
+  sub->add_option("--check-eps", o->check_eps,
+                  "with --dry-run: also validate the spec at each of these privacy.epsilon "
+                  "values, set before the --set overrides (as scripts/sweep.sh runs it), one "
+                  "line each; the first value refused is the error (one process, not one per "
+                  "value)")
+      ->expected(1, -1);
   sub->add_option("--nproc", o->nproc,
                   "data parallel: run N processes (ranks) on this machine, each on a shard of "
                   "every batch (same results as one; docs/training.md, \"Data parallel\"). "
@@ -68,10 +75,27 @@ void register_run(CLI::App& app, CliContext& ctx) {
         check_executable(spec);
       else
         spec = resumable_here(spec);
+      if (!o->check_eps.empty() && (!o->dry_run || !o->resume.empty()))
+        throw ConfigError(
+            "--check-eps checks a spec without running it: give it with --dry-run "
+            "and a spec file (not --resume)");
       if (o->dry_run) {
         std::cout << spec_to_yaml_string(spec);
         std::cout << "# dry run: method " << spec.method.name << ", config hash "
-                  << config_hash(spec) << "; nothing written\n";
+                  << config_hash(spec) << "; nothing written" << std::endl;
+        for (const std::string& e : o->check_eps) {
+          std::vector<std::string> sets{"privacy.epsilon=" + e};
+          sets.insert(sets.end(), o->sets.begin(), o->sets.end());
+          try {
+            Spec at = load_spec(o->spec, sets);
+            check_executable(at);
+            std::cout << "# dry run at privacy.epsilon=" << e << ": method " << at.method.name
+                      << ", config hash " << config_hash(at) << std::endl;
+          } catch (const Error& err) {
+            throw Error(err.exit_code(),
+                        "the spec does not accept privacy.epsilon=" + e + ": " + err.what());
+          }
+        }
         return 0;
       }
       if (o->nproc > 1) {  // the parent: start the ranks, wait for them

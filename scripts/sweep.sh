@@ -68,16 +68,18 @@ for spec in "${spec_list[@]}"; do
   for n in "${no_eps_list[@]}"; do
     [ "$n" = "$spec" ] || [ "$n" = "$(basename "$spec")" ] && no_eps[$spec]=1
   done
-  dry=$("$DPFT" --quiet run "$spec" --dry-run "${EXTRA[@]}" 2>&1) ||
-    die "spec $spec is invalid: $(tail -n 1 <<<"$dry")"
+  # The spec as given, then (unless --no-eps-for names it) at every epsilon: every epsilon must
+  # be accepted by every private spec, found out now, not hours later. One dpft process per spec.
+  check=()
+  [ -z "${no_eps[$spec]-}" ] && check=(--check-eps "${eps_list[@]}")
+  dry=$("$DPFT" --quiet run "$spec" --dry-run ${check[@]+"${check[@]}"} ${EXTRA[@]+"${EXTRA[@]}"} 2>&1)
+  rc=$?
   method=$(sed -n 's/^# dry run: method \([^,]*\),.*/\1/p' <<<"$dry")
+  [ -n "$method" ] || die "spec $spec is invalid: $(tail -n 1 <<<"$dry")"
   [ "$method" = sgd ] && no_eps[$spec]=1
-  # Every epsilon must be accepted by every private spec: find out now, not hours later.
-  if [ -z "${no_eps[$spec]-}" ]; then
-    for e in "${eps_list[@]}"; do
-      out=$("$DPFT" --quiet run "$spec" --dry-run --set privacy.epsilon="$e" "${EXTRA[@]}" 2>&1) ||
-        die "spec $spec does not accept privacy.epsilon=$e: $(tail -n 1 <<<"$out") (list it in --no-eps-for?)"
-    done
+  if [ "$rc" != 0 ] && [ -z "${no_eps[$spec]-}" ]; then
+    msg=$(tail -n 1 <<<"$dry"); msg=${msg#dpft: error: }
+    die "spec $spec ${msg#the spec } (list it in --no-eps-for?)"
   fi
 done
 

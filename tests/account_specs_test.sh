@@ -17,7 +17,9 @@ bad() { echo "FAIL: $*"; fail=$((fail+1)); }
 field() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); v=j$2; print(v)" "$1"; }
 
 # 1. Every spec: the plan (one `account --spec` process for them all, as a sweep checks its
-#    specs) against an independent accountant call (cached per distinct release).
+#    specs) against an independent accountant call per distinct release (`account --sigma ...`,
+#    all of them answered by one `account --queries` process; section 4 checks that a query's
+#    answer equals its own process's).
 python3 - "$DPFT" > "$T/part1.out" <<'PY'
 import json, subprocess, sys, glob
 dpft = sys.argv[1]
@@ -40,13 +42,26 @@ if len(retry) >= 2: got.update(plans(retry, ["--dataset-size", "1000"]))
 elif retry:
     o = account(["--spec", retry[0], "--dataset-size", "1000"])
     got[retry[0]] = json.loads(o.stdout) if o.returncode == 0 else {"error": o.stderr}
-def alone(r, d, acc, err):  # one release by itself, independently (cached)
-    key = (repr(r["noise_multiplier"]), repr(r["sampling_rate"]), str(r["count"]), repr(d), acc, repr(err))
-    if key not in cache:
-        o = account(["--sigma", key[0], "--q", key[1], "--steps", key[2], "--delta", key[3],
-                     "--accountant", key[4], "--eps-error", key[5]])
-        cache[key] = json.loads(o.stdout)["epsilon"]
-    return cache[key]
+def query(r, d, acc, err):  # the flags of `dpft account` for one release by itself
+    return (f"--sigma {r['noise_multiplier']!r} --q {r['sampling_rate']!r} --steps {r['count']} "
+            f"--delta {d!r} --accountant {acc} --eps-error {err!r}")
+def alone(r, d, acc, err):  # its epsilon from the independent call (nan: no answer, a failure)
+    return cache.get(query(r, d, acc, err), float("nan"))
+# The independent calls every check below needs, answered by one `account --queries` process.
+for j in got.values():
+    rs = j.get("releases") or []
+    if "error" in j or not rs or any(r["noise_multiplier"] == 0 for r in rs): continue
+    for r in rs:
+        for d in {j["delta"], j["delta"] / len(rs)}:
+            cache[query(r, d, j["accountant"], j.get("eps_error", 0.01))] = None
+o = subprocess.run([dpft, "--quiet", "account", "--queries", "-", "--json"],
+                   input="".join(q + "\n" for q in cache), capture_output=True, text=True)
+for line in o.stdout.splitlines():
+    a = json.loads(line)
+    if "epsilon" in a: cache[a["query"]] = a["epsilon"]
+for q in [q for q, v in cache.items() if v is None]:
+    print(f"FAIL: account --queries (exit {o.returncode}) did not answer '{q}': {o.stderr.strip().splitlines()[-1:]}")
+    del cache[q]
 for f in specs:
     j = got.get(f, {"error": "no output"})
     if "error" in j:
@@ -133,6 +148,35 @@ PY
 done
 if [ "$rc" = 3 ] && grep -qF '"spec":"/nonexistent.yaml"' "$T/many.jsonl" && [ "$(wc -l < "$T/many.jsonl")" = $(( ${#many[@]} + 1 )) ]; then
   pass=$((pass+1)); else bad "account --spec with a missing spec among others: exit $rc, $(wc -l < "$T/many.jsonl") lines"; fi
+
+# 5. `account --queries`: each line's answer equals that line's own process (section 1 relies on
+#    it); a bad line is reported with its exit status and line number, the others still answered.
+printf '%s\n' '--sigma 0.9 --q 0.02 --steps 500 --delta 1e-5' '# a comment' \
+  '--eps 3 --dataset-size 5000 --batch-size 64 --epochs 2 --delta 1e-6 --accountant rdp' \
+  '--sigma 1 --q 1.5 --steps 10 --delta 1e-5' '--sigma 0.7 --q 0.01 --steps 300 --delta 1e-5 --with-gaussian 10' > "$T/queries.txt"
+"$DPFT" --quiet account --queries "$T/queries.txt" --json > "$T/answers.jsonl" 2> "$T/answers.err"; rc=$?
+[ "$rc" = 2 ] && pass=$((pass+1)) || bad "account --queries with a bad line exited $rc, want 2"
+n=0
+while IFS= read -r q; do
+  case "$q" in '#'*) continue ;; esac
+  n=$((n+1))
+  # shellcheck disable=SC2086 # the line's flags, split as the shell would
+  "$DPFT" --quiet account $q --json > "$T/own.json" 2> /dev/null; own_rc=$?
+  if python3 - "$T/answers.jsonl" "$T/own.json" "$q" "$own_rc" "$n" <<'PY'
+import json, sys
+answers = [json.loads(l) for l in open(sys.argv[1])]
+q, own_rc, n = sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+mine = [a for a in answers if a["query"] == q]
+if len(answers) != 4 or len(mine) != 1: sys.exit(1)
+a = mine[0]
+if own_rc != 0:  # the bad line: its exit status and its line number (the comment counts)
+    sys.exit(0 if a.get("exit_code") == own_rc and a.get("line") == 4 and "--q 1.5" in a["error"] else 1)
+own = json.load(open(sys.argv[2]))
+sys.exit(0 if {k: v for k, v in a.items() if k != "query"} == own else 1)
+PY
+  then pass=$((pass+1)); else bad "account --queries: line '$q' differs from its own process (exit $own_rc)"; fi
+done < "$T/queries.txt"
+[ "$n" = 4 ] || bad "account --queries: $n queries read back"
 
 echo "account_specs ($MODE): $pass passed, $fail failed, $skipped groups skipped (no ../shared/data)"
 [ "$fail" -eq 0 ] || exit 1

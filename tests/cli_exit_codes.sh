@@ -19,6 +19,16 @@ expect 2 'privacy.epsilom' -- "$DPFT" run "$T/typo.yaml" --out "$T/runs"
 expect 3 "$T/missing.yaml" -- "$DPFT" run "$T/missing.yaml"
 expect 2 'privacy.delta: 2 is out of range' -- "$DPFT" config validate "$T/typo.yaml" --set privacy.epsilom=null --set privacy.delta=2
 expect 2 '' -- "$DPFT" run
+# --check-eps: each epsilon set before the --set overrides (the sweep's order), the first refused
+# value named, and only with --dry-run.
+expect 0 '# dry run at privacy.epsilon=inf: method' -- "$DPFT" run "$SRC/experiments/quickstart.yaml" --dry-run --check-eps 2 inf
+expect 2 'does not accept privacy.epsilon=-1: privacy.epsilon: -1 is out of range' -- "$DPFT" run "$SRC/experiments/quickstart.yaml" --dry-run --check-eps 2 -1
+expect 2 'privacy.delta: 2 is out of range' -- "$DPFT" run "$SRC/experiments/quickstart.yaml" --dry-run --check-eps 2 --set privacy.delta=2
+expect 2 'give it with --dry-run' -- "$DPFT" run "$SRC/experiments/quickstart.yaml" --check-eps 2
+out=$("$DPFT" run "$SRC/experiments/quickstart.yaml" --dry-run --check-eps 2 --set privacy.epsilon=8 2>&1)
+h8=$("$DPFT" run "$SRC/experiments/quickstart.yaml" --dry-run --set privacy.epsilon=8 2>&1 | sed -n 's/^# dry run: .*config hash \([0-9a-f]*\).*/\1/p')
+expect 0 "" -- test -n "$h8"
+expect 0 "# dry run at privacy.epsilon=2: method dp-sgd, config hash $h8" -- echo "$out"
 expect 2 '' -- "$DPFT" no-such-command
 expect 0 'LibTorch' -- "$DPFT" version
 expect 0 'epsilon: 3' -- "$DPFT" config dump --set privacy.epsilon=3
