@@ -71,7 +71,8 @@ int run_cli(int argc, const char* const* argv) {
     static const std::set<std::string> kHeavy = {"run",    "bench",    "generate",       "embed",
                                                  "topics", "eval-nlg", "eval-synthetic", "audit"};
     for (const CLI::App* sub : app.get_subcommands())
-      if (kHeavy.count(sub->get_name())) warn_if_busy(torch_threads());
+      if (kHeavy.count(sub->get_name()) && !(sub->get_name() == "run" && sub->count("--dry-run")))
+        warn_if_busy(torch_threads());
     if (!ctx.action) throw ConfigError("no subcommand given; see dpft --help");
     return ctx.action();
   } catch (const Error& e) {
