@@ -123,5 +123,30 @@ else
   echo "FAIL: full disk: rc $rc, want 4 with the write error and no run left running"; head -3 "$T/full_disk.err"; fail=$((fail+1))
 fi
 
+# The busy-machine warning (cli/app.cpp): with the cores taken by spinning processes, a run warns
+# before it starts (here one refused at once: its spec is missing), a dry run (it computes nothing)
+# does not. The warning needs more than one thread, so a one-core machine skips this.
+cores=$(nproc)
+if [ "$cores" -gt 1 ]; then
+  spinners=()
+  for _ in 1 2; do bash -c 'while :; do :; done' & spinners+=($!); done
+  sleep 0.3
+  busy_run() { "$DPFT" --threads "$cores" run "$T/missing.yaml" 2>&1; }
+  warned1=$(busy_run)
+  dry=$("$DPFT" --threads "$cores" run "$SRC/experiments/quickstart.yaml" --dry-run 2>&1); dry_rc=$?
+  warned2=$(busy_run)
+  kill "${spinners[@]}" 2>/dev/null; wait "${spinners[@]}" 2>/dev/null
+  expect 0 'the machine is busy' -- echo "$warned1"
+  expect 0 'the machine is busy' -- echo "$warned2"
+  expect 0 "$T/missing.yaml" -- echo "$warned1"
+  if [ "$dry_rc" = 0 ] && grep -q '^# dry run' <<<"$dry" && ! grep -q 'the machine is busy' <<<"$dry"; then
+    pass=$((pass+1))
+  else
+    echo "FAIL: a dry run on a busy machine (rc $dry_rc) warned or did not dry-run:"; echo "$dry" | head -3; fail=$((fail+1))
+  fi
+else
+  echo "SKIP: the busy-machine warning (one core: it never warns)"
+fi
+
 echo "cli_exit_codes: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
