@@ -43,7 +43,7 @@ void register_version(CLI::App& app, CliContext& ctx) {
                 << "LibTorch " << torch_version() << ", " << torch_threads()
                 << " intra-op threads (OpenBLAS " << blas_threads() << "), " << cuda_device_count()
                 << " CUDA device(s)\n"
-                << "malloc: " << malloc_policy_name() << " (DPFT_MALLOC=default|heap)\n"
+                << "malloc: " << malloc_policy_name() << " (DPFT_MALLOC=heap|glibc)\n"
                 << "devices: " << join(devices, ", ") << "\n"
                 << "BLAS " << (b.library.empty() ? "unknown" : b.library)
                 << (b.openblas ? " (OpenBLAS" + (b.config.empty() ? "" : ": " + b.config) + ")"

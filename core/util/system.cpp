@@ -137,29 +137,72 @@ const char* g_malloc_policy = "unset";
 
 MallocPolicy choose_malloc_policy(const char* dpft_malloc, const char* glibc_tunables) {
   const std::string choice = dpft_malloc ? dpft_malloc : "";
-  if (choice.empty() || choice == "default") return MallocPolicy::kDefault;
-  DPFT_CHECK_AS(ConfigError, choice == "heap",
-                "DPFT_MALLOC='{}' is not a malloc policy: use 'heap' (freed memory is kept for "
-                "reuse: faster, more resident memory) or 'default' (glibc's own behaviour)",
+  if (choice == "glibc" || choice == "default") return MallocPolicy::kGlibc;
+  DPFT_CHECK_AS(ConfigError, choice.empty() || choice == "heap",
+                "DPFT_MALLOC='{}' is not a malloc policy: use 'heap' (the default: freed memory "
+                "is kept for reuse and returned once resident memory has grown by half) or "
+                "'glibc' (glibc's own behaviour; 'default' is its old name)",
                 choice);
   if (glibc_tunables && std::string(glibc_tunables).find("glibc.malloc.") != std::string::npos)
-    return MallocPolicy::kDefault;
+    return MallocPolicy::kGlibc;
   return MallocPolicy::kHeap;
+}
+
+long resident_bytes() {
+  std::ifstream in("/proc/self/statm");
+  long size = 0, resident = -1;
+  if (!(in >> size >> resident)) return -1;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
+bool heap_grown(long resident, long base) {
+  constexpr long kMinGrowth = 256L << 20;
+  return resident >= 0 && base >= 0 && resident - base >= std::max(kMinGrowth, base / 2);
+}
+
+bool HeapWatch::poll() {
+  if (!heap_grown(resident_bytes(), base)) return false;
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
+  base = resident_bytes();
+  return true;
+}
+
+bool set_heap_mallopts() {
+#ifdef __GLIBC__
+  // Order matters: M_TRIM_THRESHOLD also turns off glibc's dynamic threshold adjustment.
+  return mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max()) == 1 &&
+         mallopt(M_MMAP_MAX, 0) == 1;
+#else
+  return false;
+#endif
+}
+
+void start_heap_watcher() {
+  // Once per process, a forked child included (threads are not inherited).
+  static pid_t started_in = 0;
+  if (started_in == getpid()) return;
+  started_in = getpid();
+  // Detached: it holds nothing but malloc's own lock, for the length of a malloc_trim.
+  std::thread([] {
+    HeapWatch watch{0};
+    while (true) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      watch.poll();
+    }
+  }).detach();
 }
 
 MallocPolicy apply_malloc_policy() {
   MallocPolicy p = choose_malloc_policy(std::getenv("DPFT_MALLOC"), std::getenv("GLIBC_TUNABLES"));
-#ifdef __GLIBC__
   if (p == MallocPolicy::kHeap) {
-    // Order matters: M_TRIM_THRESHOLD also turns off glibc's dynamic threshold adjustment.
-    if (mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max()) != 1 ||
-        mallopt(M_MMAP_MAX, 0) != 1)
-      p = MallocPolicy::kDefault;
+    if (set_heap_mallopts())
+      start_heap_watcher();
+    else
+      p = MallocPolicy::kGlibc;
   }
-#else
-  p = MallocPolicy::kDefault;
-#endif
-  g_malloc_policy = p == MallocPolicy::kHeap ? "heap" : "default";
+  g_malloc_policy = p == MallocPolicy::kHeap ? "heap" : "glibc";
   return p;
 }
 

@@ -39,18 +39,34 @@ struct BlasThreadsGuard {  // sets n for its lifetime, then restores
   int saved;
 };
 
-// Process-wide glibc malloc policy; dpft's main sets it before anything allocates. glibc serves
-// every block above 32 MB (its largest mmap threshold) with a fresh mmap and unmaps it on free, so
-// a step that makes and frees (B*T, V) logits page-faults through them again each time. The
-// opt-in policy `heap` (DPFT_MALLOC=heap) turns chunk mmaps and heap trimming off, so freed
-// blocks stay for the next step: a tiny-gpt2 E2E DP run 0.78x the time, but peak RSS 1.35x, and
-// the heap only grows (an earlier pretraining trial was OOM-killed: docs/BENCHMARKS.md), so it is
-// not the default. `default` (DPFT_MALLOC unset or =default) leaves glibc as it is, as does any
-// glibc.malloc tunable in GLIBC_TUNABLES (the user's settings win). Returns the policy in force.
-enum class MallocPolicy { kDefault, kHeap };
+// Process-wide glibc malloc policy; dpft's main (and dpft_tests') sets it before anything
+// allocates. glibc serves every block above 32 MB (its largest mmap threshold) with a fresh mmap
+// and unmaps it on free, so a step that makes and frees (B*T, V) logits page-faults through them
+// again each time (40 % of a CTCL generator run's CPU time went to the kernel). The default
+// policy `heap` turns chunk mmaps and heap trimming off, so freed blocks stay for the next step,
+// and a watcher thread returns the heap's free pages to the kernel (malloc_trim) whenever
+// resident memory has grown past heap_grown's mark over its level after the last return: without
+// it the heap only grows (fragmentation: a pretraining trial was OOM-killed, docs/BENCHMARKS.md).
+// `glibc` (DPFT_MALLOC=glibc, or its old name `default`) leaves glibc as it is, as does any
+// glibc.malloc tunable in GLIBC_TUNABLES (the user's settings win). Timings: docs/BENCHMARKS.md.
+enum class MallocPolicy { kGlibc, kHeap };
 MallocPolicy choose_malloc_policy(const char* dpft_malloc, const char* glibc_tunables);
 MallocPolicy apply_malloc_policy();  // reads the environment, applies, remembers
-std::string malloc_policy_name();    // "heap", "default" or "unset" (never applied)
+std::string malloc_policy_name();    // "heap", "glibc" or "unset" (never applied)
+long resident_bytes();  // this process's resident memory (/proc/self/statm), -1 if unknown
+// Whether resident memory `resident` has grown past the mark over `base`: by half of `base`, and
+// by at least 256 MiB.
+bool heap_grown(long resident, long base);
+// One look of the heap policy's watcher: when resident memory has grown past the mark over
+// `base`, returns the heap's free pages to the kernel (malloc_trim) and sets `base` to what
+// remains resident. The watcher thread polls every half second, from base 0 (so its first look
+// trims once the process holds 256 MiB).
+struct HeapWatch {
+  long base = 0;  // bytes
+  bool poll();    // true: it trimmed
+};
+bool set_heap_mallopts();   // the heap policy's mallopt settings; false if glibc refused them
+void start_heap_watcher();  // the watcher thread (once per process)
 
 std::string host_name();
 double peak_rss_mb();                 // ru_maxrss of this process, MiB
