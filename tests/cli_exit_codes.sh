@@ -86,9 +86,10 @@ PY
 then pass=$((pass+1)); else echo "FAIL: kill -9 left unparsable or wrong files in '$d'"; fail=$((fail+1)); fi
 
 # kill -9 during DP training, then --resume: the final numbers equal an uninterrupted run's.
-# (Embedded default model + shipped PubMed sample; small settings so each run takes seconds.)
+# (Embedded default model + shipped PubMed sample; small settings so each run takes seconds, and
+# 24 steps so that the run is still going when the poll sees its step-3 checkpoint.)
 small=(--set data.train.num_samples=24 --set data.eval.num_samples=6 --set data.max_length=24
-       --set train.steps=8 --set privacy.sampling_rate=0.25 --set output.checkpoint_every=1
+       --set train.steps=24 --set privacy.sampling_rate=0.25 --set output.checkpoint_every=1
        --set model.peft.dropout=0.1 --set output.save_model=false)
 ( cd "$SRC" && "$DPFT" --quiet run experiments/quickstart.yaml --out "$T/full" "${small[@]}" > /dev/null 2>&1 )
 ( cd "$SRC" && exec "$DPFT" --quiet run experiments/quickstart.yaml --out "$T/killed" "${small[@]}" > /dev/null 2>&1 ) &
@@ -108,7 +109,7 @@ import json, sys
 a, b = (json.load(open(f)) for f in sys.argv[1:3])
 ok = b["status"] == "ok" and all(a[k] == b[k] for k in ("eval", "privacy")) and a["non_private"]["history"] == b["non_private"]["history"]
 resumed = any(json.loads(l).get("event") == "resume" for l in open(sys.argv[2].replace("metrics.json", "metrics.jsonl")) if l.strip())
-sys.exit(0 if ok and resumed and b["privacy"]["releases"][0]["count"] == 8 else 1)
+sys.exit(0 if ok and resumed and b["privacy"]["releases"][0]["count"] == 24 else 1)
 PY
 then pass=$((pass+1)); else echo "FAIL: kill -9 + --resume (rc $rc) did not reproduce the uninterrupted run ($kd)"; fail=$((fail+1)); fi
 
