@@ -11,9 +11,11 @@
 // ctcl run's N-document subset (Fig. 3's scaling in N_syn, synthetic_eval.n<N>). An evaluation
 // against the real texts as given, not a DP release: the output says so.
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <iostream>
 
 #include "cli/app.hpp"
@@ -21,6 +23,7 @@
 #include "core/eval/distribution.hpp"
 #include "core/eval/embed.hpp"
 #include "core/report/report.hpp"
+#include "core/run/runner.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
 #include "data/table.hpp"
@@ -79,22 +82,73 @@ YAML::Node dataset_node(const std::string& path, const std::string& column,
   return d;
 }
 
+// Steps between the downstream runs' checkpoints: a quarter of the run, so that a killed
+// evaluation (no signal to checkpoint on) loses at most that much when run again.
+int64_t checkpoint_interval(int64_t steps) {
+  return std::max<int64_t>(1, steps / 4);
+}
+
 struct FinalEval {
   nlohmann::json final;  // metrics.json's eval.final (or non_private's, see below)
   int64_t overlap = 0;   // real texts that are also synthetic ones
   std::string run_dir;
 };
 
-// A non-private `dpft run` of the spec in `spec`, its final evaluation on the real texts.
-FinalEval train_and_evaluate(const YAML::Node& spec, const fs::path& out, const char* what) {
+// The newest run under out/<spec.name>/ of this very configuration (config hash and seed) that
+// an earlier invocation left unfinished (a signal, a kill); "" when there is none.
+std::string unfinished_run(const Spec& spec, const fs::path& out) {
+  const fs::path group = out / spec.name;
+  if (!fs::is_directory(group)) return "";
+  std::vector<fs::path> dirs;
+  for (const auto& e : fs::directory_iterator(group))
+    if (e.is_directory()) dirs.push_back(e.path());
+  std::sort(dirs.rbegin(), dirs.rend());  // ids are timestamps: newest first
+  const std::string hash = config_hash(spec);
+  for (const fs::path& d : dirs) {
+    if (!fs::exists(d / "config.resolved.yaml")) continue;
+    try {
+      const std::string status = read_json(d / "manifest.json").value("status", "");
+      if (status == "ok" || status == "failed") continue;
+      const Spec prev = load_spec((d / "config.resolved.yaml").string(), {});
+      if (prev.seed == spec.seed && config_hash(prev) == hash) return d.string();
+    } catch (const std::exception&) {  // an unreadable leftover is not ours to continue
+    }
+  }
+  return "";
+}
+
+// A non-private `dpft run` of the spec in `spec`, its final evaluation on the real texts. A run
+// of the same configuration that an earlier invocation left unfinished under `out` is
+// continued from its checkpoint (the same numbers as an uninterrupted run, as `dpft run
+// --resume`); where it cannot be (no checkpoint after recorded steps, a damaged one), a fresh
+// run starts: training on synthetic texts releases nothing, so starting over costs only time.
+FinalEval train_and_evaluate(const YAML::Node& spec_node, const fs::path& out, const char* what) {
+  const Spec spec = parse_spec(spec_node);
   RunOptions ro;
   ro.out_dir = out.string();
-  const RunResult r = run_method(parse_spec(spec), ro);
+  RunResult r;
+  bool done = false;
+  if (const std::string prev = unfinished_run(spec, out); !prev.empty()) {
+    spdlog::info("eval-synthetic {}: continuing the unfinished downstream run {}", what, prev);
+    ro.resume_dir = prev;
+    try {
+      r = run_method(
+          resumable_here(load_spec((fs::path(prev) / "config.resolved.yaml").string(), {})), ro);
+      done = true;
+    } catch (const Error& e) {  // refused (exit 2 or 3); another process in it (4) stays fatal
+      if (e.exit_code() != kExitUsage && e.exit_code() != kExitInput) throw;
+      spdlog::warn("eval-synthetic {}: cannot continue {} ({}); starting a new downstream run",
+                   what, prev, e.what());
+    }
+    ro.resume_dir.clear();
+  }
+  if (!done) r = run_method(spec, ro);
   // An interrupted downstream run has no final score: nothing is recorded.
   if (r.status != "ok")
     throw RuntimeError(fmt::format(
         "eval-synthetic {}: the downstream run {} ended '{}' before its last step (a signal?), so "
-        "there is no score to record; run the same command again",
+        "there is no score to record; run the same command again: it continues that run from "
+        "its checkpoint",
         what, r.run_dir, r.status));
   const auto m = nlohmann::json::parse(read_file(fs::path(r.run_dir) / "metrics.json"));
   // Real texts that are also synthetic ones move the evaluation to the non-private block
@@ -135,6 +189,7 @@ nlohmann::json downstream_lm(const EvalSyntheticOptions& o) {
   n["train"]["micro_batch_size"] = std::min(l.micro, l.batch);
   n["train"]["lr"] = l.lr;
   n["train"]["schedule"] = "linear";  // run_clm's default: linear to 0, no warmup
+  n["output"]["checkpoint_every"] = checkpoint_interval(l.steps);
   n["method"]["name"] = "sgd";
   n["device"] = o.device;
   const FinalEval fe = train_and_evaluate(n, work / "lm-runs", "--lm");
@@ -185,6 +240,7 @@ nlohmann::json downstream_classifier(const EvalSyntheticOptions& o) {
   n["train"]["micro_batch_size"] = std::min(c.micro, c.batch);
   n["train"]["lr"] = c.lr;
   n["train"]["schedule"] = "linear";
+  n["output"]["checkpoint_every"] = checkpoint_interval(c.steps);
   n["method"]["name"] = "sgd";
   n["device"] = o.device;
   const FinalEval fe = train_and_evaluate(n, work / "classifier-runs", "--classify");

@@ -153,13 +153,46 @@ chars=string.ascii_lowercase+string.digits
 toks=["[PAD]","[UNK]","[CLS]","[SEP]","[MASK]"]+list(chars+string.punctuation)+["##"+x for x in chars]
 toks+=[w for w,_ in c.most_common(300) if w not in toks]
 print("\n".join(toks))' "$T/train.csv" > "$T/vocab/vocab.txt"
-out=$(DPFT_SIGNAL_AT=step2 "$DPFT" --quiet eval-synthetic --run "$T/scored" \
-      --real experiments/data/pubmed_sample/eval.csv --embedder models/tiny-roberta --max-length 16 --k 3 \
-      --lm --lm-tokenizer "$T/vocab" --lm-preset tiny --lm-steps 4 \
-      --lm-batch 8 --lm-max-length 16 --max-real 50 2>&1); rc=$?
+for d in uninterrupted killed nockpt; do cp -r "$T/scored" "$T/$d"; done  # (paths are in the configs)
+es() {  # eval-synthetic --run DIR of a 4-step downstream LM (checkpoints every step)
+  "$DPFT" eval-synthetic --run "$1" --keep-work \
+    --real experiments/data/pubmed_sample/eval.csv --embedder models/tiny-roberta --max-length 16 --k 3 \
+    --lm --lm-tokenizer "$T/vocab" --lm-preset tiny --lm-steps 4 \
+    --lm-batch 8 --lm-max-length 16 --max-real 50 2>&1
+}
+lm_score() { python3 -c 'import json,sys
+d=json.load(open(sys.argv[1]))["synthetic_eval"]["main"]["downstream_lm"]
+print(d["next_token_accuracy"], d["perplexity"], d["loss"])' "$1/metrics.json" 2>/dev/null; }
+lm_runs() { ls -d "$1"/eval_synthetic.work/lm-runs/eval-synthetic-lm/*/ 2>/dev/null; }
+out=$(DPFT_SIGNAL_AT=step2 es "$T/scored"); rc=$?
 if [ "$rc" = 4 ] && grep -qF "ended 'interrupted' before its last step" <<<"$out" &&
+   grep -qF "run the same command again: it continues" <<<"$out" &&
    ! grep -q synthetic_eval "$T/scored/metrics.json"; then ok
 else bad "eval-synthetic with its downstream LM interrupted: exit $rc: $out"; fi
+es "$T/uninterrupted" > /dev/null; U_SCORE=$(lm_score "$T/uninterrupted")
+# The same command again continues that downstream run from its step-2 checkpoint (no second
+# run; 4 steps in all) and records the score an uninterrupted evaluation records, exactly.
+out=$(es "$T/scored"); rc=$?
+runs=$(lm_runs "$T/scored")
+if [ "$rc" = 0 ] && [ -n "$U_SCORE" ] && [ "$(lm_score "$T/scored")" = "$U_SCORE" ] &&
+   grep -qF "continuing the unfinished downstream run" <<<"$out" &&
+   [ "$(wc -l <<<"$runs")" = 1 ] && [ "$(steps_in "$runs")" = 4 ]; then ok
+else bad "eval-synthetic run again after an interrupt: exit $rc, score '$(lm_score "$T/scored")' vs uninterrupted '$U_SCORE', runs: $runs"; echo "$out" | tail -5; fi
+# Killed (SIGKILL, no signal to checkpoint on) after step 3: its periodic checkpoint is continued.
+DPFT_CRASH_AT=step3 es "$T/killed" > /dev/null; rc=$?
+out=$(es "$T/killed"); rc2=$?
+runs=$(lm_runs "$T/killed")
+if [ "$rc" = 137 ] && [ "$rc2" = 0 ] && [ "$(lm_score "$T/killed")" = "$U_SCORE" ] &&
+   grep -qF "continuing the unfinished downstream run" <<<"$out" &&
+   [ "$(wc -l <<<"$runs")" = 1 ] && [ "$(steps_in "$runs")" = 4 ]; then ok
+else bad "eval-synthetic run again after a kill at step 3: exit $rc then $rc2, score '$(lm_score "$T/killed")' vs '$U_SCORE'"; echo "$out" | tail -5; fi
+# An unfinished run that cannot be continued (its checkpoint gone after recorded steps) is
+# left as it is, with a warning, and a new downstream run gives the same score.
+DPFT_SIGNAL_AT=step2 es "$T/nockpt" > /dev/null; rm -rf "$(lm_runs "$T/nockpt")checkpoint"
+out=$(es "$T/nockpt"); rc=$?
+if [ "$rc" = 0 ] && [ "$(lm_score "$T/nockpt")" = "$U_SCORE" ] &&
+   grep -qF "starting a new downstream run" <<<"$out" && [ "$(lm_runs "$T/nockpt" | wc -l)" = 2 ]; then ok
+else bad "eval-synthetic with an unfinished run lacking its checkpoint: exit $rc, score '$(lm_score "$T/nockpt")' vs '$U_SCORE'"; echo "$out" | tail -5; fi
 
 echo "resume_tamper: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
