@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <optional>
 
 #include "cli/app.hpp"
 #include "cli/model_init.hpp"
@@ -94,11 +95,17 @@ struct FinalEval {
   std::string run_dir;
 };
 
+// A downstream run an earlier invocation left unfinished: its directory and its resolved spec.
+struct Unfinished {
+  std::string dir;
+  Spec spec;
+};
+
 // The newest run under out/<spec.name>/ of this very configuration (config hash and seed) that
-// an earlier invocation left unfinished (a signal, a kill); "" when there is none.
-std::string unfinished_run(const Spec& spec, const fs::path& out) {
+// an earlier invocation left unfinished (a signal, a kill); none when there is none.
+std::optional<Unfinished> unfinished_run(const Spec& spec, const fs::path& out) {
   const fs::path group = out / spec.name;
-  if (!fs::is_directory(group)) return "";
+  if (!fs::is_directory(group)) return std::nullopt;
   std::vector<fs::path> dirs;
   for (const auto& e : fs::directory_iterator(group))
     if (e.is_directory()) dirs.push_back(e.path());
@@ -109,12 +116,13 @@ std::string unfinished_run(const Spec& spec, const fs::path& out) {
     try {
       const std::string status = read_json(d / "manifest.json").value("status", "");
       if (status == "ok" || status == "failed") continue;
-      const Spec prev = load_spec((d / "config.resolved.yaml").string(), {});
-      if (prev.seed == spec.seed && config_hash(prev) == hash) return d.string();
+      Spec prev = load_spec((d / "config.resolved.yaml").string(), {});
+      if (prev.seed == spec.seed && config_hash(prev) == hash)
+        return Unfinished{d.string(), std::move(prev)};
     } catch (const std::exception&) {  // an unreadable leftover is not ours to continue
     }
   }
-  return "";
+  return std::nullopt;
 }
 
 // A non-private `dpft run` of the spec in `spec`, its final evaluation on the real texts. A run
@@ -128,17 +136,16 @@ FinalEval train_and_evaluate(const YAML::Node& spec_node, const fs::path& out, c
   ro.out_dir = out.string();
   RunResult r;
   bool done = false;
-  if (const std::string prev = unfinished_run(spec, out); !prev.empty()) {
-    spdlog::info("eval-synthetic {}: continuing the unfinished downstream run {}", what, prev);
-    ro.resume_dir = prev;
+  if (std::optional<Unfinished> prev = unfinished_run(spec, out)) {
+    spdlog::info("eval-synthetic {}: continuing the unfinished downstream run {}", what, prev->dir);
+    ro.resume_dir = prev->dir;
     try {
-      r = run_method(
-          resumable_here(load_spec((fs::path(prev) / "config.resolved.yaml").string(), {})), ro);
+      r = run_method(resumable_here(std::move(prev->spec)), ro);
       done = true;
     } catch (const Error& e) {  // refused (exit 2 or 3); another process in it (4) stays fatal
       if (e.exit_code() != kExitUsage && e.exit_code() != kExitInput) throw;
       spdlog::warn("eval-synthetic {}: cannot continue {} ({}); starting a new downstream run",
-                   what, prev, e.what());
+                   what, prev->dir, e.what());
     }
     ro.resume_dir.clear();
   }

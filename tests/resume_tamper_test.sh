@@ -194,5 +194,40 @@ if [ "$rc" = 0 ] && [ "$(lm_score "$T/nockpt")" = "$U_SCORE" ] &&
    grep -qF "starting a new downstream run" <<<"$out" && [ "$(lm_runs "$T/nockpt" | wc -l)" = 2 ]; then ok
 else bad "eval-synthetic with an unfinished run lacking its checkpoint: exit $rc, score '$(lm_score "$T/nockpt")' vs '$U_SCORE'"; echo "$out" | tail -5; fi
 
+# The same for --classify: its downstream classifier interrupted at step 2, then the same
+# command continues it (one run, 4 steps) to the score of an uninterrupted evaluation.
+# Labels made here: whether a text mentions "patients" (a and b), on both sides.
+mkdir -p "$T/clf/synthetic"
+python3 -c 'import csv,json,sys
+rows=list(csv.DictReader(open(sys.argv[1])))
+lab=lambda t: "a" if "patients" in t else "b"
+with open(sys.argv[2],"w") as f:
+  for r in rows[:40]: f.write(json.dumps({"text": r["text"], "label": lab(r["text"])})+"\n")
+w=csv.writer(open(sys.argv[3],"w",newline="")); w.writerow(["text","label"])
+for r in csv.DictReader(open(sys.argv[4])): w.writerow([r["text"], lab(r["text"])])' \
+  "$T/train.csv" "$T/clf/synthetic/synthetic.jsonl" "$T/real_labelled.csv" experiments/data/pubmed_sample/eval.csv
+printf '{"status": "ok"}\n' > "$T/clf/metrics.json"
+cp -r "$T/clf" "$T/clf_uninterrupted"
+ec() {  # eval-synthetic --run DIR of a 4-step downstream classifier (checkpoints every step)
+  "$DPFT" eval-synthetic --run "$1" --keep-work \
+    --real "$T/real_labelled.csv" --embedder models/tiny-roberta --max-length 16 --k 3 \
+    --classify --classifier-from models/tiny-roberta --labels a b --label-column label \
+    --clf-steps 4 --clf-batch 8 --clf-max-length 16 --max-real 50 2>&1
+}
+clf_score() { python3 -c 'import json,sys
+d=json.load(open(sys.argv[1]))["synthetic_eval"]["main"]["downstream_classifier"]
+print(d["accuracy"], d["loss"])' "$1/metrics.json" 2>/dev/null; }
+clf_runs() { ls -d "$1"/eval_synthetic.work/classifier-runs/eval-synthetic-classifier/*/ 2>/dev/null; }
+out=$(DPFT_SIGNAL_AT=step2 ec "$T/clf"); rc=$?
+recorded=$(grep -c synthetic_eval "$T/clf/metrics.json")
+ec "$T/clf_uninterrupted" > /dev/null; C_SCORE=$(clf_score "$T/clf_uninterrupted")
+out2=$(ec "$T/clf"); rc2=$?
+runs=$(clf_runs "$T/clf")
+if [ "$rc" = 4 ] && [ "$recorded" = 0 ] &&
+   [ "$rc2" = 0 ] && [ -n "$C_SCORE" ] && [ "$(clf_score "$T/clf")" = "$C_SCORE" ] &&
+   grep -qF "continuing the unfinished downstream run" <<<"$out2" &&
+   [ "$(wc -l <<<"$runs")" = 1 ] && [ "$(steps_in "$runs")" = 4 ]; then ok
+else bad "eval-synthetic --classify interrupted then run again: exit $rc then $rc2, score '$(clf_score "$T/clf")' vs uninterrupted '$C_SCORE', runs: $runs"; echo "$out" | tail -3; echo "$out2" | tail -5; fi
+
 echo "resume_tamper: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
