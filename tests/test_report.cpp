@@ -1002,9 +1002,9 @@ TEST_CASE(
   // ctcl-scaling (Fig. 3): every scored set with its N_syn, a ctcl run's subsets beside its main
   // set, Aug-PE's runs one size each; columns by N as a number (9 before 10 before 200).
   test::TempDir f;
-  auto at = [](double n, double acc, bool subset) {
+  auto at = [](double n, double acc, bool subset) {  // perplexity 1 / acc
     json e = {{"synthetic", {{"requested", n}}},
-              {"downstream_lm", {{"next_token_accuracy", acc}, {"perplexity", 10.0}}}};
+              {"downstream_lm", {{"next_token_accuracy", acc}, {"perplexity", 1.0 / acc}}}};
     if (subset) e["synthetic"]["subset"] = true;
     return e;
   };
@@ -1035,6 +1035,14 @@ TEST_CASE(
   CHECK(aug_row.cells[1]->n == 1);
   CHECK_FALSE(aug_row.cells[0]);
   CHECK(sc.blocks[0].rows[0].label == "Aug-PE");  // the paper's order
+  // The LMs' perplexities in a second block (the Yelp classifier has none).
+  REQUIRE(sc.blocks.size() == 2);
+  CHECK(sc.blocks[1].key == "perplexity");
+  const auto& ctcl_ppl = row(sc.blocks[1], "CTCL");
+  CHECK(ctcl_ppl.cells[0]->mean == Approx((1 / 0.08 + 1 / 0.06) / 2));
+  CHECK(ctcl_ppl.cells[2]->mean == Approx((1 / 0.30 + 1 / 0.34) / 2));
+  CHECK_FALSE(ctcl_ppl.cells[3]);
+  CHECK(row(sc.blocks[1], "Aug-PE").cells[1]->mean == Approx(5.0));
   // A subset is a Fig. 3 point, not a Table 4 cell.
   CHECK_THROWS_AS(build_report_table("ctcl-classification", fr), InputError);
   report::Plot sp = build_report_plot("ctcl-scaling", fr);

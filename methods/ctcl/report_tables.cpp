@@ -212,6 +212,7 @@ Table ablation(const std::vector<RunRecord>& runs, const TableDef& def) {
 struct ScalingPoint {
   std::string column;
   double n = 0, accuracy = 0;
+  std::optional<double> perplexity;      // the downstream LM's (generative sets only)
   const nlohmann::json* eval = nullptr;  // its synthetic_eval entry
 };
 
@@ -236,7 +237,8 @@ std::vector<ScalingPoint> scaling_points(const RunRecord& r) {
   for (const auto& [name, e] : all->items()) {
     const auto n = number_at(e, {"synthetic", "requested"});
     if (!n) continue;  // evaluated before eval-synthetic recorded N_syn
-    if (auto d = downstream_accuracy(r, e)) out.push_back({d->first, *n, d->second, &e});
+    if (auto d = downstream_accuracy(r, e))
+      out.push_back({d->first, *n, d->second, number_at(e, {"downstream_lm", "perplexity"}), &e});
   }
   return out;
 }
@@ -252,6 +254,10 @@ Table scaling(const std::vector<RunRecord>& runs, const TableDef& def) {
                 "(generative), accuracy of the classifier (labelled)",
                 {},
                 {}};
+  // Where next-token accuracy is that of a near-constant predictor (small data), the
+  // perplexity still orders the sets.
+  Collected ppl{"perplexity", "Its perplexity (↓): the downstream LM (generative sets)", {}, {}};
+  ppl.digits = 2;
   OneScorer one("ctcl-scaling");
   for (const auto& r : runs) {
     const auto pts = scaling_points(r);
@@ -262,6 +268,7 @@ Table scaling(const std::vector<RunRecord>& runs, const TableDef& def) {
         spdlog::warn("{} / {} / eps {}: seed {} appears more than once (e.g. {})", r.label,
                      col.first, format_eps(r.eps, "csv"), r.seed, r.dir.string());
       acc.by_label[r.label][col].push_back(p.accuracy);
+      if (p.perplexity) ppl.by_label[r.label][col].push_back(*p.perplexity);
     }
     if (pts.empty())
       spdlog::warn(
@@ -276,7 +283,8 @@ Table scaling(const std::vector<RunRecord>& runs, const TableDef& def) {
   Table t = assemble(
       "CTCL Fig. 3: downstream accuracy against the number of synthetic documents (mean ± std "
       "over seeds)",
-      {acc}, def.row_order);
+      ppl.by_label.empty() ? std::vector<Collected>{acc} : std::vector<Collected>{acc, ppl},
+      def.row_order);
   // The columns by data set, then N as a number (assemble sorts the names as text), then eps.
   auto key = [](const Column& c) {
     const size_t at = c.dataset.rfind(kNsyn);
