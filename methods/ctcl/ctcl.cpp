@@ -286,7 +286,7 @@ nlohmann::json CtclMethod::synthesize(RunContext& ctx, train::TrainInputs& in,
     fs::path file;
     std::unique_ptr<AtomicFileWriter> writer;  // committed once every bin is in
     int64_t requested = 0, kept = 0;
-    std::map<std::string, int64_t> dropped;
+    std::map<std::string, int64_t> dropped{};
   };
   std::vector<SetOut> sets;
   sets.push_back({&seats, dir / "synthetic.jsonl", nullptr});
