@@ -38,7 +38,13 @@ report::Table build_report_table(const std::string& name,
 }
 
 std::vector<std::string> report_plot_names() {
-  return {"eval-accuracy", "eval-loss", "improvement", "ctcl-scaling", "ctcl-epsilon"};
+  return {"eval-accuracy",
+          "eval-loss",
+          "improvement",
+          "ctcl-scaling",
+          "ctcl-scaling-perplexity",
+          "ctcl-epsilon",
+          "ctcl-epsilon-perplexity"};
 }
 
 report::Plot build_report_plot(const std::string& name,
@@ -47,7 +53,11 @@ report::Plot build_report_plot(const std::string& name,
   if (name == "eval-loss") return report::eval_curve_plot(runs, "loss");
   if (name == "improvement") return denoise::improvement_plot(runs);
   if (name == "ctcl-scaling") return ctcl::scaling_plot(runs);
+  if (name == "ctcl-scaling-perplexity")
+    return ctcl::scaling_plot(runs, ctcl::PlotScore::perplexity);
   if (name == "ctcl-epsilon") return ctcl::epsilon_plot(runs);
+  if (name == "ctcl-epsilon-perplexity")
+    return ctcl::epsilon_plot(runs, ctcl::PlotScore::perplexity);
   throw ConfigError(fmt::format("--plot-kind '{}': use {}", name, join(report_plot_names(), ", ")));
 }
 

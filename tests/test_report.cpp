@@ -1054,6 +1054,26 @@ TEST_CASE(
   CHECK(sp.series[0].x == std::vector<double>{10, 200});
   CHECK_THAT(report::gnuplot_script(sp, "s.svg", "d.dat"), Contains("set logscale x 2"));
   CHECK_THAT(report::gnuplot_script(report::Plot{}, "s.svg", "d.dat"), !Contains("logscale"));
+  CHECK_FALSE(sp.logy);
+  // The same points by the LM's perplexity (log y): the Yelp classifier's set has none.
+  report::Plot spp = build_report_plot("ctcl-scaling-perplexity", fr);
+  CHECK(spp.logx);
+  CHECK(spp.logy);
+  REQUIRE(spp.series.size() == 2);      // Aug-PE PubMed, CTCL PubMed
+  CHECK(spp.series[1].name == "CTCL");  // one (data set, eps): named by label
+  CHECK(spp.series[1].x == std::vector<double>{9, 10, 200});
+  CHECK(spp.series[1].y[0] == Approx((1 / 0.08 + 1 / 0.06) / 2));
+  CHECK(spp.series[1].y[2] == Approx((1 / 0.30 + 1 / 0.34) / 2));
+  CHECK(spp.series[0].y[0] == Approx(5.0));
+  CHECK_THAT(report::gnuplot_script(spp, "s.svg", "d.dat"), Contains("set logscale y 10"));
+  CHECK_THAT(report::gnuplot_script(sp, "s.svg", "d.dat"), !Contains("logscale y"));
+  {  // only a classifier's sets: nothing to draw by perplexity
+    test::TempDir y;
+    syn(y.path, "CTCL", 4.0, 0, yelp, {{"n50", stars}});
+    const auto yr = report::load_runs({y.path}).runs;
+    CHECK(build_report_plot("ctcl-scaling", yr).series.size() == 1);
+    CHECK_THROWS_AS(build_report_plot("ctcl-scaling-perplexity", yr), InputError);
+  }
 
   // ctcl-epsilon (Fig. 3, left): each run's own set against its finite epsilon; subsets and
   // epsilon inf stay out.
@@ -1072,6 +1092,13 @@ TEST_CASE(
   CHECK(ep.series[2].y[0] == Approx(0.12));
   CHECK(ep.series[2].y[1] == Approx((0.30 + 0.34 + 0.3) / 3));
   CHECK_FALSE(ep.logx);
+  report::Plot epp = build_report_plot("ctcl-epsilon-perplexity", report::load_runs({f.path}).runs);
+  CHECK(epp.logy);
+  REQUIRE(epp.series.size() == 2);  // the Yelp classifier's set has no perplexity
+  CHECK(epp.series[1].name == "CTCL");
+  CHECK(epp.series[1].x == std::vector<double>{1, 4});
+  CHECK(epp.series[1].y[0] == Approx(1 / 0.12));
+  CHECK(epp.series[1].y[1] == Approx((1 / 0.30 + 1 / 0.34 + 100) / 3));
 
   // One scorer per column: sets scored by downstream models trained with different recipes
   // (here the LM's lr, or the classifier's steps) are refused, naming both runs; the same

@@ -130,6 +130,7 @@ std::string gnuplot_script(const Plot& p, const std::filesystem::path& out,
   s += "set xlabel " + quoted(p.xlabel) + " noenhanced\n";
   s += "set ylabel " + quoted(p.ylabel) + " noenhanced\n";
   if (p.logx) s += "set logscale x 2\n";
+  if (p.logy) s += "set logscale y 10\n";
   s += "set grid\nset key outside below left Left reverse noenhanced\nset style fill transparent "
        "solid 0.2 "
        "noborder\n";

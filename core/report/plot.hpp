@@ -21,6 +21,8 @@ struct Plot {
   std::string title, xlabel, ylabel;
   std::vector<Series> series;
   bool logx = false;  // a base-2 logarithmic x axis (sizes that double)
+  bool logy = false;  // a base-10 logarithmic y axis (perplexities over decades); a band's
+                      // edge at or below 0 is left undrawn there
 };
 
 struct RunRecord;

@@ -230,15 +230,17 @@ std::optional<std::pair<std::string, double>> downstream_accuracy(const RunRecor
   return std::nullopt;
 }
 
-std::vector<ScalingPoint> scaling_points(const RunRecord& r) {
+// The run's scored sets with their N_syn (n 0 where unknown: only with `with_unsized`).
+std::vector<ScalingPoint> scaling_points(const RunRecord& r, bool with_unsized = false) {
   std::vector<ScalingPoint> out;
   const nlohmann::json* all = find(r.metrics, {"synthetic_eval"});
   if (!all || !all->is_object()) return out;
   for (const auto& [name, e] : all->items()) {
     const auto n = number_at(e, {"synthetic", "requested"});
-    if (!n) continue;  // evaluated before eval-synthetic recorded N_syn
+    if (!n && !with_unsized) continue;  // evaluated before eval-synthetic recorded N_syn
     if (auto d = downstream_accuracy(r, e))
-      out.push_back({d->first, *n, d->second, number_at(e, {"downstream_lm", "perplexity"}), &e});
+      out.push_back({d->first, n.value_or(0.0), d->second,
+                     number_at(e, {"downstream_lm", "perplexity"}), &e});
   }
   return out;
 }
@@ -306,45 +308,68 @@ Table scaling(const std::vector<RunRecord>& runs, const TableDef& def) {
   return t;
 }
 
+// A Fig. 3 plot's y value of one scored set: its downstream accuracy, or its LM's perplexity
+// (none for a classifier's set).
+std::optional<double> plot_value(const ScalingPoint& p, PlotScore score) {
+  return score == PlotScore::accuracy ? std::optional<double>(p.accuracy) : p.perplexity;
+}
+
+// Title, y label and y axis of a Fig. 3 plot of `score`; `against`: what the x axis is.
+Plot fig3_plot(const SeriesGroups& groups, PlotScore score, const std::string& against,
+               const std::string& xlabel, bool eps_in_name) {
+  const bool ppl = score == PlotScore::perplexity;
+  Plot p =
+      grouped_plot(groups,
+                   fmt::format("{} against {}",
+                               ppl ? "Downstream LM perplexity" : "Downstream accuracy", against),
+                   xlabel,
+                   ppl ? "perplexity of the downstream LM on the real test texts (log scale)"
+                       : "downstream accuracy on the real test texts",
+                   eps_in_name);
+  p.logy = ppl;
+  return p;
+}
+
+const char* plot_kind_suffix(PlotScore score) {
+  return score == PlotScore::perplexity ? "-perplexity" : "";
+}
+
 }  // namespace
 
-Plot scaling_plot(const std::vector<RunRecord>& runs) {
-  SeriesGroups groups;  // (label, column, eps) -> per run, its (N_syn, accuracy) points
+Plot scaling_plot(const std::vector<RunRecord>& runs, PlotScore score) {
+  SeriesGroups groups;  // (label, column, eps) -> per run, its (N_syn, value) points
   for (const auto& r : runs) {
     std::map<std::string, std::vector<std::pair<double, double>>> by_column;
-    for (const auto& p : scaling_points(r)) by_column[p.column].emplace_back(p.n, p.accuracy);
+    for (const auto& p : scaling_points(r))
+      if (auto v = plot_value(p, score)) by_column[p.column].emplace_back(p.n, *v);
     for (auto& [column, pts] : by_column) groups[{r.label, column, r.eps}].push_back(pts);
   }
   if (groups.empty())
-    throw InputError(
-        "plot ctcl-scaling: no run has a scored synthetic set with its N_syn (dpft "
-        "eval-synthetic --run [--subset N] with --lm or --classify)");
-  Plot p = grouped_plot(groups,
-                        "Downstream accuracy against the number of synthetic documents (CTCL "
-                        "Fig. 3)",
-                        "synthetic documents N_syn", "downstream accuracy on the real test texts");
+    throw InputError(fmt::format(
+        "plot ctcl-scaling{}: no run has a scored synthetic set with its N_syn (dpft "
+        "eval-synthetic --run [--subset N] with {})",
+        plot_kind_suffix(score), score == PlotScore::accuracy ? "--lm or --classify" : "--lm"));
+  Plot p = fig3_plot(groups, score, "the number of synthetic documents (CTCL Fig. 3)",
+                     "synthetic documents N_syn", true);
   p.logx = true;
   return p;
 }
 
-Plot epsilon_plot(const std::vector<RunRecord>& runs) {
-  SeriesGroups groups;  // (label, column, 0) -> per run, its (epsilon, accuracy) point
+Plot epsilon_plot(const std::vector<RunRecord>& runs, PlotScore score) {
+  SeriesGroups groups;  // (label, column, 0) -> per run, its (epsilon, value) point
   for (const auto& r : runs) {
     if (!std::isfinite(r.eps)) continue;  // no place on an epsilon axis
-    const nlohmann::json* all = find(r.metrics, {"synthetic_eval"});
-    if (!all || !all->is_object()) continue;
-    for (const auto& [name, e] : all->items()) {
-      if (find(e, {"synthetic", "subset"})) continue;  // a Fig. 3 size, not the run's set
-      if (auto d = downstream_accuracy(r, e))
-        groups[{r.label, d->first, 0.0}].push_back({{r.eps, d->second}});
+    for (const auto& p : scaling_points(r, /*with_unsized=*/true)) {
+      if (find(*p.eval, {"synthetic", "subset"})) continue;  // a Fig. 3 size, not the run's set
+      if (auto v = plot_value(p, score)) groups[{r.label, p.column, 0.0}].push_back({{r.eps, *v}});
     }
   }
   if (groups.empty())
-    throw InputError(
-        "plot ctcl-epsilon: no run at a finite epsilon has a scored synthetic set (dpft "
-        "eval-synthetic --run with --lm or --classify)");
-  return grouped_plot(groups, "Downstream accuracy against the privacy budget (CTCL Fig. 3, left)",
-                      "epsilon", "downstream accuracy on the real test texts", false);
+    throw InputError(fmt::format(
+        "plot ctcl-epsilon{}: no run at a finite epsilon has a scored synthetic set (dpft "
+        "eval-synthetic --run with {})",
+        plot_kind_suffix(score), score == PlotScore::accuracy ? "--lm or --classify" : "--lm"));
+  return fig3_plot(groups, score, "the privacy budget (CTCL Fig. 3, left)", "epsilon", false);
 }
 
 std::vector<TableDef> report_tables() {

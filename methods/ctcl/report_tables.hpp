@@ -19,12 +19,21 @@ namespace dpft::ctcl {
 // main sets of ctcl and aug-pe runs; subsets stay out of the other tables).
 std::vector<report::TableDef> report_tables();
 
-// `dpft report --plot-kind ctcl-scaling`: the same points as lines over N_syn (log scale), one
-// per (label, data set, eps), mean ± std over the runs. InputError when no run has a point.
-report::Plot scaling_plot(const std::vector<report::RunRecord>& runs);
+// What a Fig. 3 plot draws on its y axis: the downstream accuracy (the paper's), or the
+// downstream LM's perplexity (generative sets only; log y axis), which still orders sets whose
+// LMs answer one token everywhere.
+enum class PlotScore { accuracy, perplexity };
 
-// `--plot-kind ctcl-epsilon` (Fig. 3, left): each run's own scored set (not its subsets) against
-// its epsilon (finite ones), one line per (label, data set), mean ± std over seeds.
-report::Plot epsilon_plot(const std::vector<report::RunRecord>& runs);
+// `dpft report --plot-kind ctcl-scaling` (`ctcl-scaling-perplexity`): the same points as lines
+// over N_syn (log scale), one per (label, data set, eps), mean ± std over the runs. InputError
+// when no run has a point.
+report::Plot scaling_plot(const std::vector<report::RunRecord>& runs,
+                          PlotScore score = PlotScore::accuracy);
+
+// `--plot-kind ctcl-epsilon` (`ctcl-epsilon-perplexity`; Fig. 3, left): each run's own scored
+// set (not its subsets) against its epsilon (finite ones), one line per (label, data set), mean ±
+// std over seeds.
+report::Plot epsilon_plot(const std::vector<report::RunRecord>& runs,
+                          PlotScore score = PlotScore::accuracy);
 
 }  // namespace dpft::ctcl
