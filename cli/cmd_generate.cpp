@@ -49,7 +49,8 @@ void register_generate(CLI::App& app, CliContext& ctx) {
     std::string model, adapter, prompt, prompts, out;
     bool chat = false, sample = false;
     generate::GenerationOptions g;
-    generate::BeamOptions beam{1};
+    generate::BeamOptions beam;
+    Opts() { beam.num_beams = 1; }  // greedy / sampling unless --num-beams
   };
   auto o = std::make_shared<Opts>();
   o->g.max_new_tokens = 64;

@@ -232,8 +232,7 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
   metrics["privacy"] = ledger.to_json();
   dir.write_metrics(metrics);  // a run killed outright still leaves a parseable metrics.json
   dir.event("start", {{"method", spec.method.name}, {"seed", spec.seed}});
-  RunContext ctx{spec, dir, ledger, resume, opts.stop_after};
-  ctx.privacy_lock = lock;
+  RunContext ctx{spec, dir, ledger, resume, opts.stop_after, /*stopped=*/false, lock};
   try {
     nlohmann::json block = hooks.run(ctx);
     if (block.is_object()) metrics.update(block);
