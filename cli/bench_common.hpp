@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/model/transformer.hpp"
+#include "core/privacy/randomness.hpp"
 
 namespace dpft {
 
@@ -16,6 +17,13 @@ double sgemm_gflops(const torch::Device& dev);
 // Forward matmul FLOPs per token of `m` at sequence length `seq`: 2 x (linear weights + tied
 // lm_head) + attention scores and mixing (4 x seq/2 x heads x head_dim per layer).
 double forward_flops_per_token(model::CausalLM& m, int64_t seq);
+// The noise a benchmark draws, as a run in noise mode `mode` would (keyed | seeded | os; the
+// spelling of privacy's NoiseMode): keyed by a fresh key, seeded by 0, or the OS CSPRNG.
+privacy::PrivateRandomness bench_randomness(const std::string& mode);
+// The --noise-mode option's help text.
+inline constexpr const char* kBenchNoiseModeHelp =
+    "noise bits as a run draws them: keyed (a run's default: ChaCha20 of a secret key) | seeded "
+    "(privacy.noise_seed) | os (privacy.secure_noise)";
 // Median (upper median for an even count); 0 for none.
 double bench_median(std::vector<double> v);
 // Runs this executable with `args` (a memory child: peak RSS is per process); returns the JSON

@@ -185,6 +185,11 @@ int bench_generate(const GenerateBench& b) {
 
 }  // namespace
 
+privacy::PrivateRandomness bench_randomness(const std::string& mode) {
+  return privacy::PrivateRandomness::for_benchmark(
+      enum_value(mode, privacy::kNoiseModeNames, "--noise-mode"));
+}
+
 double sgemm_gflops(const torch::Device& dev) {
   torch::NoGradGuard ng;
   // 1024^3 on the CPU; 4096^3 on a GPU, where a 1024^3 product is mostly launch overhead.

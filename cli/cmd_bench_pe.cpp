@@ -32,6 +32,7 @@ using Clock = std::chrono::steady_clock;
 
 struct PeBench {
   std::string model, prompts = "experiments/prompts/pubmed.yaml", only;
+  std::string noise_mode = "keyed";
   std::vector<std::string> targets = {"c_attn", "c_proj"};
   int64_t batch = 80, synthetic = 200, seq = 128, micro = 16, r = 8, gen = 20, gen_tokens = 128;
   int reps = 3;
@@ -72,7 +73,8 @@ int bench_pe(const PeBench& b) {
   dp.sigma = 1;
   dp.q = 0.2;
   dp.dataset_size = b.batch * 5;
-  privacy::NoiseSource noise(0, false);
+  auto noise_ptr = bench_randomness(b.noise_mode).noise("noise");
+  privacy::NoiseSource& noise = *noise_ptr;
   auto dp_step = [&] {
     auto t0 = Clock::now();
     train::BatchStats st;
@@ -196,6 +198,9 @@ void register_bench_pe(CLI::App* bench, CliContext& ctx) {
   s->add_option("--gen-tokens", o->gen_tokens, "max new tokens per sample")->capture_default_str();
   s->add_option("--prompts", o->prompts, "prompt file")->capture_default_str();
   s->add_option("--reps", o->reps, "timed repetitions (medians)")->capture_default_str();
+  s->add_option("--noise-mode", o->noise_mode, kBenchNoiseModeHelp)
+      ->check(CLI::IsMember({"keyed", "seeded", "os"}))
+      ->capture_default_str();
   s->add_option("--only", o->only, "internal: run one kind (dp | pe) and print its peak RSS");
   s->add_flag("--json", o->json, "print JSON");
   s->callback([o, &ctx] { ctx.action = [o] { return bench_pe(*o); }; });

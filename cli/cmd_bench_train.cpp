@@ -47,7 +47,8 @@ using Clock = std::chrono::steady_clock;
 
 struct TrainBench {
   std::string arch = "gpt2", preset = "small", peft = "lora", grad_mode = "auto", only;
-  std::string dtype = "float32", device = "cpu", dp_sft_storage = "float32", noise_draw = "auto";
+  std::string dtype = "float32", device = "cpu", dp_sft_storage = "float32", noise_draw = "auto",
+              noise_mode = "keyed";
   std::vector<std::string> targets;
   int64_t vocab = 50257, batch = 32, seq = 128, micro = 0, r = 8, dp_sft_k = 0;
   int reps = 5;
@@ -156,8 +157,10 @@ int bench_train(const TrainBench& b) {
   dp.sigma = 1;
   dp.q = 0.01;
   dp.dataset_size = b.batch * 100;
-  privacy::NoiseSource noise(0, false,
-                             enum_value(b.noise_draw, privacy::kNoiseDrawNames, "--noise-draw"));
+  auto noise_ptr =
+      bench_randomness(b.noise_mode)
+          .noise("noise", enum_value(b.noise_draw, privacy::kNoiseDrawNames, "--noise-draw"));
+  privacy::NoiseSource& noise = *noise_ptr;
   double psg_share = 0, noise_share = 0;
   std::vector<torch::Tensor> last_grad;  // the last DP step's noisy gradient (--denoise)
   auto dp_step = [&] {
@@ -283,9 +286,9 @@ int bench_train(const TrainBench& b) {
   std::string common = fmt::format(
       "bench train --arch {} --preset {} --vocab {} --batch {} --seq {} --micro {} "
       "--peft {} --r {} --grad-mode {} --reps {} --threads {} --dtype {} --device {} "
-      "--noise-draw {} --quiet",
+      "--noise-draw {} --noise-mode {} --quiet",
       b.arch, b.preset, b.vocab, b.batch, seq, micro, b.peft, b.r, b.grad_mode,
-      std::max(1, b.reps / 2), torch_threads(), b.dtype, b.device, b.noise_draw);
+      std::max(1, b.reps / 2), torch_threads(), b.dtype, b.device, b.noise_draw, b.noise_mode);
   for (auto& t : b.targets) common += " --targets " + t;
   nlohmann::json mem_np = run_child(common + " --only np"),
                  mem_dp = run_child(common + " --only dp");
@@ -301,6 +304,7 @@ int bench_train(const TrainBench& b) {
       {"device", b.device},
       {"grad_mode", b.grad_mode},
       {"noise_draw", noise.draws_on(dev) ? "device" : "host"},
+      {"noise_mode", b.noise_mode},
       {"nonprivate_step_s", n},
       {"dp_step_s", d_step},
       {"time_ratio", d_step / n},
@@ -480,6 +484,9 @@ void register_bench_train(CLI::App* bench, CliContext& ctx) {
                 "where the noise is drawn, as privacy.noise_draw: auto (the GPU for cuda) | host "
                 "| device")
       ->check(CLI::IsMember({"auto", "host", "device"}))
+      ->capture_default_str();
+  s->add_option("--noise-mode", o->noise_mode, kBenchNoiseModeHelp)
+      ->check(CLI::IsMember({"keyed", "seeded", "os"}))
       ->capture_default_str();
   s->add_option("--only", o->only, "internal: run one kind (np | dp) and print its peak RSS");
   s->add_flag("--json", o->json, "print JSON");

@@ -13,6 +13,7 @@ namespace dpft {
 void register_export(CLI::App& app, CliContext& ctx) {
   struct Opts {
     std::string run_dir, out;
+    ExportOptions export_opts;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand(
@@ -21,9 +22,12 @@ void register_export(CLI::App& app, CliContext& ctx) {
   sub->add_option("run_dir", o->run_dir, "the run directory (status ok)")->required();
   sub->add_option("--out", o->out, "new directory for the export (must not exist or be empty)")
       ->required();
+  sub->add_flag("--allow-seeded-noise", o->export_opts.allow_seeded_noise,
+                "export a run whose noise was seeded (privacy.noise_seed) anyway, labelled "
+                "'noise seeded: not shareable': its receiver can replay and subtract the noise");
   sub->callback([o, &ctx] {
     ctx.action = [o] {
-      ExportResult r = export_run(o->run_dir, o->out);
+      ExportResult r = export_run(o->run_dir, o->out, o->export_opts);
       const auto& m = r.manifest;
       std::cout << "exported " << m["included"].size() << " files to " << r.out_dir.string()
                 << " (epsilon " << m["privacy"]["epsilon"].dump() << ", delta "

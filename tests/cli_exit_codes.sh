@@ -90,7 +90,7 @@ then pass=$((pass+1)); else echo "FAIL: kill -9 left unparsable or wrong files i
 # 24 steps so that the run is still going when the poll sees its step-3 checkpoint.)
 small=(--set data.train.num_samples=24 --set data.eval.num_samples=6 --set data.max_length=24
        --set train.steps=24 --set privacy.sampling_rate=0.25 --set output.checkpoint_every=1
-       --set model.peft.dropout=0.1 --set output.save_model=false)
+       --set model.peft.dropout=0.1 --set output.save_model=false --set privacy.noise_seed=0)
 ( cd "$SRC" && "$DPFT" --quiet run experiments/quickstart.yaml --out "$T/full" "${small[@]}" > /dev/null 2>&1 )
 ( cd "$SRC" && exec "$DPFT" --quiet run experiments/quickstart.yaml --out "$T/killed" "${small[@]}" > /dev/null 2>&1 ) &
 pid=$!

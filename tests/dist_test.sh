@@ -21,7 +21,7 @@ data:
   train: {path: experiments/data/pubmed_sample/train.csv, text_column: text, num_samples: 60}
   eval: {path: experiments/data/pubmed_sample/eval.csv, text_column: text, num_samples: 8}
   max_length: 32
-privacy: {epsilon: 2, delta: 1.0e-5, sampling_rate: 0.25, clip_norm: 0.5}
+privacy: {epsilon: 2, delta: 1.0e-5, sampling_rate: 0.25, clip_norm: 0.5, noise_seed: 3}
 train: {steps: 6, micro_batch_size: 4, lr: 1.0e-2}
 output: {non_private_stats: true, checkpoint_every: 1}
 method: {name: dp-sgd}
@@ -50,7 +50,7 @@ sys.exit(1 if bad else 0)
 PY
 }
 
-# dp-sgd: 1 rank, then 2 ranks.
+# dp-sgd: 1 rank, then 2 ranks (the same noise: privacy.noise_seed is set).
 R1=$("$DPFT" --quiet run "$T/dp.yaml" --out "$T/one" 2>"$T/one.err" | tail -1)
 out=$("$DPFT" --quiet run "$T/dp.yaml" --out "$T/two" --nproc 2 2>"$T/two.err"); rc=$?
 if [ "$rc" = 2 ] && grep -q "built without Gloo" "$T/two.err"; then
@@ -63,6 +63,17 @@ check "2-rank dp-sgd equals 1 rank" same "$R1/metrics.json" "$R2/metrics.json"
 check "one run directory (rank 1 writes none)" [ "$(ls "$T/two/dp" | wc -l)" = 1 ]
 check "manifest records world_size 2" grep -q '"world_size": 2' "$R2/manifest.json"
 check "no scratch directory left" [ -z "$(ls "$TMPDIR")" ]
+
+# Keyed noise (the default; the specs above set noise_seed so that runs can be compared): rank 0
+# alone holds the key, the run finishes with 1 rank's epsilon and leaves no key behind.
+out=$("$DPFT" --quiet run "$T/dp.yaml" --out "$T/keyed" --nproc 2 --set privacy.noise_seed=null 2>"$T/keyed.err"); rc=$?
+RK=$(tail -1 <<<"$out")
+check "2-rank keyed dp-sgd exits 0 (rc $rc: $(tail -2 "$T/keyed.err"))" [ "$rc" = 0 ]
+check "2-rank keyed dp-sgd: mode keyed, 1 rank's epsilon" python3 -c "
+import json, sys
+a, b = (json.load(open(p)) for p in ('$R1/metrics.json', '$RK/metrics.json'))
+sys.exit(0 if b['privacy']['noise']['mode'] == 'keyed' and a['privacy']['epsilon'] == b['privacy']['epsilon'] and b['status'] == 'ok' else 1)"
+check "2-rank keyed dp-sgd: no noise.key left" [ ! -e "$RK/noise.key" ]
 
 # A rank killed after step 3: the other ends with the data-parallel error, no hang.
 start=$(date +%s)
@@ -95,7 +106,7 @@ data:
   train: {path: experiments/data/pubmed_sample/train.csv, text_column: text, num_samples: 60}
   eval: {path: experiments/data/pubmed_sample/eval.csv, text_column: text, num_samples: 8}
   max_length: 32
-privacy: {epsilon: 2, delta: 1.0e-5, sampling_rate: 0.25, clip_norm: 1.0}
+privacy: {epsilon: 2, delta: 1.0e-5, sampling_rate: 0.25, clip_norm: 1.0, noise_seed: 5}
 train: {steps: 3, micro_batch_size: 4, lr: 1.0e-2}
 output: {non_private_stats: true}
 method:

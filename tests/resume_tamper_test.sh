@@ -21,7 +21,7 @@ data:
   train: {path: $T/train.csv, text_column: text, num_samples: 60}
   eval: {path: experiments/data/pubmed_sample/eval.csv, text_column: text, num_samples: 8}
   max_length: 32
-privacy: {epsilon: 1, delta: 1.0e-5, sampling_rate: 0.2, clip_norm: 1.0}
+privacy: {epsilon: 1, delta: 1.0e-5, sampling_rate: 0.2, clip_norm: 1.0, noise_seed: 0}
 train: {steps: 6, micro_batch_size: 16, lr: 5.0e-3}
 method: {name: dp-sgd}
 YAML

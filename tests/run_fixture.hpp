@@ -34,6 +34,9 @@ inline void make_fixture(Fixture& f) {
   write_file_atomic(f.spec, "name: engine-test\n");
 }
 
+// The runs are compared with each other (resumed against uninterrupted, diagnostics off
+// against on), and the same noise needs a noise seed: privacy.noise_seed is set. Keyed noise,
+// the default, is tested by tests/noise_replay_test.sh and tests/test_keyed_noise.cpp.
 inline std::vector<std::string> run_args(const Fixture& f, const std::string& out,
                                          std::vector<std::string> extra) {
   std::vector<std::string> a = {"run",   f.spec,
@@ -49,7 +52,8 @@ inline std::vector<std::string> run_args(const Fixture& f, const std::string& ou
                                 "--set", "train.batch_size=6",
                                 "--set", "train.micro_batch_size=4",
                                 "--set", "train.lr=0.05",
-                                "--set", "seed=3"};
+                                "--set", "seed=3",
+                                "--set", "privacy.noise_seed=3"};
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
 }

@@ -16,6 +16,7 @@
 #include "cli/app.hpp"
 #include "core/config/spec.hpp"
 #include "core/dist/world.hpp"
+#include "core/privacy/keystream.hpp"
 #include "core/run/runner.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
@@ -387,6 +388,9 @@ TEST_CASE("a run an older dpft started with device: cuda resumes on the CPU", "[
   auto m = nlohmann::json::parse(read_file(run / "metrics.json"));
   m["status"] = "interrupted";
   write_file_atomic(run / "metrics.json", m.dump());
+  // A finished run has removed its noise key; an interrupted one keeps it.
+  CHECK_FALSE(fs::exists(run / "noise.key"));
+  privacy::write_run_key(run / "noise.key", privacy::RunKey::generate());
   CHECK(cli({"run", "--resume", run.string()}) == 0);
   CHECK(nlohmann::json::parse(read_file(run / "metrics.json"))["status"] == "ok");
 }

@@ -169,12 +169,12 @@ TEST_CASE("resolved spec round-trips through YAML", "[config]") {
   CHECK(std::isinf(*parse_spec(YAML::Load(spec_to_yaml_string(inf))).privacy.epsilon));
 }
 
-TEST_CASE("privacy.noise_draw: auto by default, host or device; device refused with secure noise",
+TEST_CASE("privacy.noise_draw: auto by default, host or device; device refused unless seeded",
           "[config]") {
   CHECK(parse("").privacy.noise_draw == privacy::NoiseDraw::kAuto);
   for (auto [text, want] : {std::pair{"host", privacy::NoiseDraw::kHost},
                             std::pair{"device", privacy::NoiseDraw::kDevice}}) {
-    Spec s = parse(std::string("privacy:\n  noise_draw: ") + text + "\n");
+    Spec s = parse(std::string("privacy:\n  noise_seed: 1\n  noise_draw: ") + text + "\n");
     CHECK(s.privacy.noise_draw == want);
     Spec again = parse_spec(YAML::Load(spec_to_yaml_string(s)));  // round trip
     CHECK(again.privacy.noise_draw == want);
@@ -187,6 +187,23 @@ TEST_CASE("privacy.noise_draw: auto by default, host or device; device refused w
   CHECK_THAT(config_error("privacy:\n  secure_noise: true\n  noise_draw: device\n"),
              Contains("host's CSPRNG"));
   CHECK(parse("privacy:\n  secure_noise: true\n  noise_draw: host\n").privacy.secure_noise);
+  // Keyed noise (no noise_seed) is drawn on the host too; noise_seed and secure_noise conflict.
+  CHECK_THAT(config_error("privacy:\n  noise_draw: device\n"), Contains("privacy.noise_seed"));
+  CHECK_THAT(config_error("privacy:\n  noise_seed: 3\n  secure_noise: true\n"),
+             Contains("not both"));
+  CHECK_THAT(config_error("privacy:\n  noise_seed: -1\n"), Contains("noise_seed"));
+}
+
+TEST_CASE("privacy.noise_seed: absent by default, dumped when set, outside the config hash",
+          "[config]") {
+  CHECK_FALSE(parse("").privacy.noise_seed);
+  CHECK(spec_to_yaml_string(parse("")).find("noise_seed") == std::string::npos);
+  Spec s = parse("privacy:\n  noise_seed: 12\n");
+  REQUIRE(s.privacy.noise_seed);
+  CHECK(*s.privacy.noise_seed == 12);
+  CHECK(*parse_spec(YAML::Load(spec_to_yaml_string(s))).privacy.noise_seed == 12);
+  CHECK(config_hash(s) == config_hash(parse("privacy:\n  noise_seed: 13\n")));
+  CHECK(config_hash(s) == config_hash(parse("")));
 }
 
 TEST_CASE("config hash ignores seed/name/output but not the configuration", "[config]") {

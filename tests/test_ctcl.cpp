@@ -183,7 +183,7 @@ TEST_CASE(
   const std::string text = "name: ctcl-test\nseed: 2\nmodel: {path: " + bart +
                            "}\ndata:\n  task: seq2seq\n  train: {path: " + data.string() +
                            ", text_column: text}\n  max_length: 32\n"
-                           "privacy: {epsilon: 4, clip_norm: 1.0}\n"
+                           "privacy: {epsilon: 4, clip_norm: 1.0, noise_seed: 2}\n"
                            "train: {steps: 4, batch_size: 10, lr: 0.001}\n"
                            "method:\n  name: ctcl\n  topic_model: " +
                            topics +

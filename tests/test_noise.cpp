@@ -113,7 +113,7 @@ TEST_CASE("secure noise never repeats and has no state", "[noise]") {
   CHECK((x == z).sum().item<int64_t>() < 40);
   CHECK(a.state().empty());
   CHECK_NOTHROW(a.set_state(""));
-  CHECK_THROWS_WITH(a.set_state("00ff"), Contains("secure_noise is true"));
+  CHECK_THROWS_WITH(a.set_state("00ff"), Contains("noise mode is os"));
   uint64_t r1 = 0, r2 = 0;
   NoiseSource::os_random(&r1, 8);
   NoiseSource::os_random(&r2, 8);

@@ -138,7 +138,10 @@ TEST_CASE("dpft export copies only the DP outputs and names what it left out",
   Fixture f;
   test::make_fixture(f);
   std::string out = (f.tmp.path / "runs").string(), dir;
-  auto m = test::run_metrics(f, out, kDp, &dir);
+  // Keyed noise (the fixture seeds it; a seeded run is refused: tests/noise_replay_test.sh).
+  auto m = test::run_metrics(f, out, with(kDp, {"--set", "privacy.noise_seed=null"}), &dir);
+  CHECK(m["privacy"]["noise"]["mode"] == "keyed");
+  CHECK_FALSE(fs::exists(fs::path(dir) / "noise.key"));  // removed when the run finished
   write_file_atomic(fs::path(dir) / "notes.txt", "a file dpft does not know\n");
   const fs::path ex = f.tmp.path / "export";
   REQUIRE(test::cli({"export", dir, "--out", ex.string()}) == 0);
@@ -157,6 +160,8 @@ TEST_CASE("dpft export copies only the DP outputs and names what it left out",
   auto man = nlohmann::json::parse(read_file(ex / "export_manifest.json"));
   CHECK(man["schema"] == "dpft.export/1");
   CHECK(man["privacy"]["epsilon"] == m["privacy"]["epsilon"]);
+  CHECK(man["privacy"]["noise"]["mode"] == "keyed");
+  CHECK(man["shareable"] == true);
   std::set<std::string> left;
   for (const auto& e : man["left_out"]) left.insert(e["path"].get<std::string>());
   for (const char* k : {"log.txt", "metrics.jsonl", "per_sample.jsonl", "privacy_lock.json",

@@ -188,7 +188,8 @@ std::string pe_spec(const fs::path& data, const fs::path& prompts, const std::st
   return "name: " + method +
          "-test\nseed: 4\nmodel: {path: " + (root / "models/tiny-gpt2").string() +
          ", peft: {kind: none}}\ndata:\n  train: {path: " + data.string() +
-         ", text_column: text}\n  max_length: 64\nprivacy: {epsilon: 2, delta: 1.0e-5}\n"
+         ", text_column: text}\n  max_length: 64\nprivacy: {epsilon: 2, delta: 1.0e-5, noise_seed: "
+         "4}\n"
          "method:\n  name: " +
          method + "\n  embedder: " + (root / "models/tiny-roberta").string() +
          "\n  prompts: " + prompts.string() +
@@ -239,9 +240,12 @@ TEST_CASE("dpft run aug-pe / pe: T releases, N_syn outputs, classes, resume, ref
   for (size_t i = 0; i < 6; ++i) CHECK(last[i]["text"] == syn[i]["text"]);
   for (size_t i = 1; i < 6; ++i) CHECK(last[i - 1]["count"] >= last[i]["count"]);  // rank order
 
-  // `dpft export` shares the synthetic texts and leaves the checkpoint (noise state) out.
+  // `dpft export` shares the synthetic texts and leaves the checkpoint (noise state) out. The
+  // test's noise is seeded (privacy.noise_seed), so export needs --allow-seeded-noise and says so.
   const fs::path ex = tmp.path / "export";
-  REQUIRE(test::cli({"export", run.string(), "--out", ex.string()}) == 0);
+  CHECK(test::cli({"export", run.string(), "--out", ex.string()}) == 2);
+  REQUIRE(test::cli({"export", run.string(), "--out", ex.string(), "--allow-seeded-noise"}) == 0);
+  CHECK(nlohmann::json::parse(read_file(ex / "export_manifest.json"))["shareable"] == false);
   CHECK(fs::exists(ex / "synthetic" / "synthetic.jsonl"));
   CHECK(fs::exists(ex / "synthetic" / "iter_0001.jsonl"));
   CHECK(fs::exists(run / "pe_state.json"));

@@ -280,26 +280,32 @@ TEST_CASE(
   CHECK(one["privacy"]["sampling_rate"].get<double>() == Approx(0.25));
 }
 
-TEST_CASE("with secure_noise the seed predicts neither the Poisson batches nor the noise",
+TEST_CASE("with keyed or secure noise the seed predicts neither the Poisson batches nor the noise",
           "[train-engine]") {
   Fixture f;
   make_fixture(f);
   std::string out = (f.tmp.path / "runs").string();
-  std::vector<std::string> args = {"--set", "method.name=dp-sgd",
-                                   "--set", "privacy.epsilon=1",
-                                   "--set", "privacy.secure_noise=true"};
-  auto a = run_metrics(f, out, args), b = run_metrics(f, out, args);
-  CHECK(a["privacy"]["secure_noise"] == true);
-  REQUIRE(a["non_private"]["history"].size() == 6);
-  // Step 0 trains the same initial model, so its loss depends on the batch only: with seeded
-  // batches it would be equal. Two independent Poisson(0.25) subsets of 24 rows coincide with
-  // probability 0.625^24 ~ 1e-5, and then the six batch sizes would all have to agree too.
-  bool batches_differ = a["non_private"]["history"][0]["loss"] != b["non_private"]["history"][0]["loss"];
-  for (size_t i = 0; i < 6; ++i)
-    batches_differ |= a["non_private"]["history"][i]["batch_size"] != b["non_private"]["history"][i]["batch_size"];
-  CHECK(batches_differ);
-  CHECK(a["eval"]["final"]["loss"] != b["eval"]["final"]["loss"]);
-  CHECK(a["privacy"]["epsilon"].get<double>() <= 1.0);
+  for (const char* mode : {"keyed", "os"}) {
+    CAPTURE(mode);
+    std::vector<std::string> args = {"--set", "method.name=dp-sgd",
+                                     "--set", "privacy.epsilon=1",
+                                     "--set", "privacy.noise_seed=null"};
+    if (std::string(mode) == "os") args.insert(args.end(), {"--set", "privacy.secure_noise=true"});
+    auto a = run_metrics(f, out, args), b = run_metrics(f, out, args);
+    CHECK(a["privacy"]["noise"]["mode"] == mode);
+    REQUIRE(a["non_private"]["history"].size() == 6);
+    // Step 0 trains the same initial model, so its loss depends on the batch only: with seeded
+    // batches it would be equal. Two independent Poisson(0.25) subsets of 24 rows coincide with
+    // probability 0.625^24 ~ 1e-5, and then the six batch sizes would all have to agree too.
+    bool batches_differ =
+        a["non_private"]["history"][0]["loss"] != b["non_private"]["history"][0]["loss"];
+    for (size_t i = 0; i < 6; ++i)
+      batches_differ |= a["non_private"]["history"][i]["batch_size"] !=
+                        b["non_private"]["history"][i]["batch_size"];
+    CHECK(batches_differ);
+    CHECK(a["eval"]["final"]["loss"] != b["eval"]["final"]["loss"]);
+    CHECK(a["privacy"]["epsilon"].get<double>() <= 1.0);
+  }
 }
 
 TEST_CASE("noise_draw: recorded; on the CPU every mode draws the host's numbers",

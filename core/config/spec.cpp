@@ -462,12 +462,23 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
     p.get_enum("clipping", pr.clipping, privacy::kClippingNames);
     p.get_enum("noise_divisor", pr.noise_divisor, privacy::kNoiseDivisorNames);
     p.get("secure_noise", pr.secure_noise);
+    p.get("noise_seed", pr.noise_seed, Range::at_least(0));
     p.get_enum("noise_draw", pr.noise_draw, privacy::kNoiseDrawNames);
+    if (pr.secure_noise && pr.noise_seed)
+      throw ConfigError(
+          "privacy: noise_seed makes the noise reproducible (and replayable by anyone who knows "
+          "it), secure_noise draws every bit from the OS CSPRNG: set one of them, not both");
     if (pr.secure_noise && pr.noise_draw == privacy::NoiseDraw::kDevice)
       throw ConfigError(
           "privacy.noise_draw: device draws seeded noise with the GPU's generator, but "
           "privacy.secure_noise: true draws it from the host's CSPRNG; use noise_draw: auto "
           "(the host, for secure noise) or host");
+    if (!pr.secure_noise && !pr.noise_seed && pr.noise_draw == privacy::NoiseDraw::kDevice)
+      throw ConfigError(
+          "privacy.noise_draw: device draws noise with the GPU's generator, which is no "
+          "CSPRNG, but this run's noise is keyed by its secret key (the default) and drawn on "
+          "the host; use noise_draw: auto or host, or set privacy.noise_seed for reproducible "
+          "(not shareable) device draws");
     if (pr.noise_multiplier) {
       if (eps_given)
         throw ConfigError(
@@ -619,6 +630,7 @@ YAML::Node spec_to_yaml(const Spec& s) {
   if (s.privacy.noise_draw != privacy::NoiseDraw::kAuto)
     p["noise_draw"] = privacy::name_of(s.privacy.noise_draw);
   p["secure_noise"] = s.privacy.secure_noise;
+  if (s.privacy.noise_seed) p["noise_seed"] = *s.privacy.noise_seed;  // absent: keyed noise
   n["privacy"] = p;
   YAML::Node t;
   t["steps"] = s.train.steps;
@@ -677,6 +689,7 @@ std::string config_hash(const Spec& s) {
   n.remove("label");
   n.remove("seed");
   n.remove("output");
+  if (n["privacy"]) n["privacy"].remove("noise_seed");  // a seed, like `seed`
   YAML::Emitter e;
   e << n;
   uint64_t h = 1469598103934665603ull;

@@ -121,6 +121,11 @@ struct PrivacySpec {
   privacy::NoiseDivisor noise_divisor =
       privacy::NoiseDivisor::kExpected;  // expected (q*N) | realized (actual batch size)
   bool secure_noise = false;             // draw noise from the OS CSPRNG (getrandom)
+  // Reproducible research noise: noise and Poisson batches from generators seeded by this
+  // (core/privacy/randomness.hpp); anyone who knows it can replay and subtract the noise, so
+  // such a run is labelled "noise seeded: not shareable". Unset (the default): keyed by a secret
+  // per-run key. Never derived from `seed`.
+  std::optional<int64_t> noise_seed;
   // where seeded noise for a GPU's tensors is drawn (core/privacy/noise.hpp): auto = the device
   privacy::NoiseDraw noise_draw = privacy::NoiseDraw::kAuto;
   bool is_private() const {

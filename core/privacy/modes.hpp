@@ -18,6 +18,11 @@
 //     kHost          "host":   on the host (MT19937), copied over (the CPU run's numbers)
 //     kDevice        "device": as auto, but refused with secure noise (the host's CSPRNG)
 //   (CPU tensors are drawn on the host in every mode: core/privacy/noise.hpp says why.)
+//   NoiseMode        where the bits of a run's noise and Poisson batches come from
+//                    (core/privacy/randomness.hpp; docs/privacy.md, "Noise modes"):
+//     kKeyed         "keyed":  ChaCha20 keyed by the run's secret key (the default)
+//     kSeeded        "seeded": derived from privacy.noise_seed: replayable, not shareable
+//     kOs            "os":     the kernel CSPRNG for every draw (privacy.secure_noise: true)
 // The two normalisations differ: kAutoClip keeps ||.|| < C with a stabiliser and scales by C;
 // kUnitNorm maps every column to norm exactly 1.
 #pragma once
@@ -32,6 +37,7 @@ enum class NoiseDivisor { kExpected, kRealized };
 enum class ColumnScaling { kUnitNorm, kClip };
 enum class NoisePlacement { kCoefficients, kInnerProduct, kPrivateGradient };
 enum class NoiseDraw { kAuto, kHost, kDevice };
+enum class NoiseMode { kKeyed, kSeeded, kOs };
 
 inline constexpr std::array<EnumName<Clipping>, 2> kClippingNames = {
     {{Clipping::kClip, "clip"}, {Clipping::kAutoClip, "normalize"}}};
@@ -45,6 +51,9 @@ inline constexpr std::array<EnumName<NoisePlacement>, 3> kNoisePlacementNames = 
      {NoisePlacement::kPrivateGradient, "private_gradient"}}};
 inline constexpr std::array<EnumName<NoiseDraw>, 3> kNoiseDrawNames = {
     {{NoiseDraw::kAuto, "auto"}, {NoiseDraw::kHost, "host"}, {NoiseDraw::kDevice, "device"}}};
+
+inline constexpr std::array<EnumName<NoiseMode>, 3> kNoiseModeNames = {
+    {{NoiseMode::kKeyed, "keyed"}, {NoiseMode::kSeeded, "seeded"}, {NoiseMode::kOs, "os"}}};
 
 inline const char* name_of(Clipping v) {
   return enum_name(v, kClippingNames);
@@ -60,6 +69,9 @@ inline const char* name_of(NoisePlacement v) {
 }
 inline const char* name_of(NoiseDraw v) {
   return enum_name(v, kNoiseDrawNames);
+}
+inline const char* name_of(NoiseMode v) {
+  return enum_name(v, kNoiseModeNames);
 }
 
 // Stabiliser gamma of automatic clipping (Bu et al. 2023): C / (||g|| + gamma).

@@ -2,7 +2,17 @@
 // mechanism, Dwork & Roth 2014 "The Algorithmic Foundations of Differential Privacy", Def. A.1 /
 // Thm. A.1; in DP-SGD, Abadi et al. 2016 Alg. 1 line "Add noise": std = sigma * C).
 //
-// Seeded mode (privacy.secure_noise false): a dedicated torch CPU generator
+// Three modes (NoiseMode, core/privacy/modes.hpp; a run's mode comes from
+// core/privacy/randomness.hpp, docs/privacy.md "Noise modes"):
+//
+// Keyed mode (the default for a run): the secure recipe below, its bits read from a ChaCha20
+// keystream of the run's secret key (keystream.hpp) instead of getrandom(2). Unpredictable to
+// anyone without <run>/noise.key, reproducible with it: the state is the stream offset (and the
+// key's fingerprint, so a checkpoint is never continued under another key). A tensor of n
+// values reserves ceil(n / 2048) blocks of 128 KiB of the stream, block b of the tensor reads
+// its own range, so the numbers do not depend on the thread count.
+//
+// Seeded mode (privacy.noise_seed): a dedicated torch CPU generator
 // (at::CPUGeneratorImpl, an MT19937) created from the seed, so the noise never depends on or
 // disturbs torch's global RNG. Samples are torch's own normal_ (Box-Muller on float uniforms).
 // Reproducible for a seed with the same LibTorch build on CPUs with the same vector
@@ -22,7 +32,7 @@
 // tensors are always drawn by normal() (a CPU generator keeps 32 bits of its seed, so per-tensor
 // keys would collide, repeating noise, after ~2^16 tensors; Philox's seed has 64).
 //
-// Secure mode (privacy.secure_noise true): not reproducible, nothing to checkpoint.
+// OS mode (privacy.secure_noise true): not reproducible, nothing to checkpoint.
 //  * Randomness: every bit comes from the kernel CSPRNG through getrandom(2) (flags 0: blocks
 //    only until the pool is first initialised; EINTR and short reads are retried); no
 //    user-space generator whose state could be recovered. RuntimeError if getrandom fails.
@@ -45,9 +55,11 @@
 #pragma once
 #include <torch/torch.h>
 
+#include "core/privacy/keystream.hpp"
 #include "core/privacy/modes.hpp"
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -55,8 +67,12 @@ namespace dpft::privacy {
 
 class NoiseSource {
  public:
-  // ConfigError for secure with NoiseDraw::kDevice (the CSPRNG is the host's).
+  // Seeded (secure false) or OS (secure true) mode. ConfigError for secure with
+  // NoiseDraw::kDevice (the CSPRNG is the host's).
   NoiseSource(uint64_t seed, bool secure, NoiseDraw draw = NoiseDraw::kHost);
+  // Keyed mode: bits from `stream` (ConfigError with NoiseDraw::kDevice: the keystream is the
+  // host's, and a device generator seeded from it would not be a CSPRNG).
+  explicit NoiseSource(const KeyStream& stream, NoiseDraw draw = NoiseDraw::kHost);
 
   // i.i.d. N(0, std^2) CPU tensor of `shape` (any rank; numel may be 0) and floating `dtype`.
   // std must be finite and >= 0 (0 gives zeros and draws nothing). Thread-safe.
@@ -65,23 +81,30 @@ class NoiseSource {
   torch::Tensor normal_on(at::IntArrayRef shape, double std, const torch::Device& device);
   // Whether normal_on(.., device) draws on the device (see the header comment).
   bool draws_on(const torch::Device& device) const;
-  bool secure() const { return secure_; }
+  bool secure() const { return mode_ == NoiseMode::kOs; }
+  NoiseMode mode() const { return mode_; }
   NoiseDraw draw() const { return draw_; }
 
-  // Seeded mode: the generator state as lowercase hex; secure mode: "" (nothing to restore).
+  // Seeded mode: the generator state as lowercase hex; keyed mode: "keyed-noise-v1
+  // <key fingerprint> <offset>"; OS mode: "" (nothing to restore).
   std::string state() const;
-  // Restores state(). InputError if the text is not such a state, or its mode differs (a
-  // non-empty state given to a secure source, or "" to a seeded one).
+  // Restores state(). InputError if the text is not such a state, or its mode (or key)
+  // differs from this source's.
   void set_state(const std::string& s);
 
   // Fills `bytes` bytes at `out` from getrandom(2). RuntimeError if the OS refuses.
   static void os_random(void* out, size_t bytes);
 
  private:
-  bool secure_;
+  NoiseMode mode_;
   NoiseDraw draw_;
   mutable at::Generator gen_;  // seeded mode only (mutable: locking its mutex in state())
-  mutable std::mutex mutex_;   // serialises state()/set_state() against normal()
+  std::unique_ptr<KeyStream> stream_;  // keyed mode only
+  uint64_t offset_ = 0;                // keyed mode: the next unread keystream byte
+  mutable std::mutex mutex_;           // serialises state()/set_state() against normal()
+
+  template <typename T>
+  void fill(T* data, int64_t n, double std);  // keyed / OS mode
 };
 
 }  // namespace dpft::privacy

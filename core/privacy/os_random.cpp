@@ -26,4 +26,15 @@ void os_random(void* out, size_t bytes) {
   }
 }
 
+std::string os_random_hex(size_t bytes) {
+  std::string raw(bytes, '\0'), s;
+  os_random(raw.data(), bytes);
+  static const char* d = "0123456789abcdef";
+  for (unsigned char c : raw) {
+    s += d[c >> 4];
+    s += d[c & 15];
+  }
+  return s;
+}
+
 }  // namespace dpft::privacy

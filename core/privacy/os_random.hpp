@@ -5,10 +5,13 @@
 // every noise draw, and neither the subsampling amplification nor the noise protects anything.
 #pragma once
 #include <cstddef>
+#include <string>
 
 namespace dpft::privacy {
 
 // Fills `bytes` bytes at `out`. RuntimeError naming privacy.secure_noise if the OS refuses.
 void os_random(void* out, size_t bytes);
+// `bytes` fresh bytes as lower-case hex (a run nonce: names a run, protects nothing).
+std::string os_random_hex(size_t bytes);
 
 }  // namespace dpft::privacy

@@ -14,6 +14,7 @@ namespace {
 
 constexpr const char* kStateTag = "poisson-v1";
 constexpr const char* kSecureTag = "poisson-secure-v1";
+constexpr const char* kPoissonKeyedTag = "poisson-keyed-v1";
 constexpr int64_t kSecureBlock = 4096;  // words per getrandom call (32 KiB)
 
 std::string hex_double(double x) {
@@ -38,14 +39,25 @@ PoissonSampler::PoissonSampler(int64_t n, double q, uint64_t seed, bool secure)
   }
 }
 
+PoissonSampler::PoissonSampler(int64_t n, double q, const KeyStream& stream)
+    : PoissonSampler(n, q, 0, false) {
+  stream_ = std::make_unique<KeyStream>(stream);
+}
+
 std::vector<int64_t> PoissonSampler::next() {
   std::vector<int64_t> out;
   out.reserve(static_cast<size_t>(std::min<double>(n_, q_ * n_ + 6 * std::sqrt(q_ * n_) + 16)));
-  if (secure_) {
+  if (secure_ || stream_) {
     std::vector<uint64_t> words(static_cast<size_t>(std::min(n_, kSecureBlock)));
     for (int64_t start = 0; start < n_; start += kSecureBlock) {
       const int64_t m = std::min(kSecureBlock, n_ - start);
-      os_random(words.data(), static_cast<size_t>(m) * sizeof(uint64_t));
+      const size_t bytes = static_cast<size_t>(m) * sizeof(uint64_t);
+      if (stream_) {  // kSecureBlock words are a whole number of 64-byte blocks
+        stream_->read(offset_, words.data(), bytes);
+        offset_ += (bytes + 63) / 64 * 64;
+      } else {
+        os_random(words.data(), bytes);
+      }
       for (int64_t j = 0; j < m; ++j) {
         double u = static_cast<double>(words[static_cast<size_t>(j)] >> 11) * 0x1.0p-53;
         if (u < q_) out.push_back(start + j);
@@ -63,8 +75,14 @@ std::vector<int64_t> PoissonSampler::next() {
 
 std::string PoissonSampler::state() const {
   std::ostringstream os;
-  os << (secure_ ? kSecureTag : kStateTag) << ' ' << n_ << ' ' << hex_double(q_) << ' ' << draws_;
-  if (!secure_) os << ' ' << rng_;
+  os << (stream_   ? kPoissonKeyedTag
+         : secure_ ? kSecureTag
+                   : kStateTag)
+     << ' ' << n_ << ' ' << hex_double(q_) << ' ' << draws_;
+  if (stream_)
+    os << ' ' << stream_->fingerprint() << ' ' << offset_;
+  else if (!secure_)
+    os << ' ' << rng_;
   return os.str();
 }
 
@@ -73,12 +91,18 @@ void PoissonSampler::set_state(const std::string& s) {
   std::string tag, qs;
   int64_t n = 0, draws = 0;
   is >> tag >> n >> qs >> draws;
-  if (is && (tag == kStateTag || tag == kSecureTag) && (tag == kSecureTag) != secure_)
+  const std::string mine = stream_ ? kPoissonKeyedTag : secure_ ? kSecureTag : kStateTag;
+  auto mode_of = [](const std::string& t) {
+    return t == kPoissonKeyedTag ? "keyed (the default)"
+           : t == kSecureTag     ? "os (privacy.secure_noise: true)"
+                                 : "seeded (privacy.noise_seed, or a dpft before keyed noise)";
+  };
+  if (is && (tag == kStateTag || tag == kSecureTag || tag == kPoissonKeyedTag) && tag != mine)
     throw InputError(fmt::format(
-        "Poisson sampler state was written with privacy.secure_noise: {} but this run has {}: "
-        "resume with the same setting",
-        !secure_, secure_));
-  const char* want = secure_ ? kSecureTag : kStateTag;
+        "Poisson sampler state was written with {} batches but this run's are {}: resume with "
+        "the settings the run was started with",
+        mode_of(tag), mode_of(mine)));
+  const char* want = mine.c_str();
   DPFT_CHECK_AS(InputError, is && tag == want && draws >= 0,
                 "Poisson sampler state is malformed (expected '{} <n> <q> <draws> [<rng>]', got "
                 "'{}...')",
@@ -91,13 +115,25 @@ void PoissonSampler::set_state(const std::string& s) {
                 "q = {}: resume with the same data and privacy.sampling_rate",
                 n, q, n_, q_);
   std::mt19937_64 rng = rng_;
-  if (!secure_) {
+  uint64_t offset = 0;
+  if (stream_) {
+    std::string fp;
+    is >> fp >> offset;
+    DPFT_CHECK_AS(InputError, !is.fail() && offset % 64 == 0,
+                  "Poisson sampler state has a malformed keystream position");
+    DPFT_CHECK_AS(InputError, fp == stream_->fingerprint(),
+                  "Poisson sampler state: the checkpoint's batches were drawn with key {}, but "
+                  "the run's noise.key is {}; the key file was replaced: restore it, or start a "
+                  "new run",
+                  fp, stream_->fingerprint());
+  } else if (!secure_) {
     is >> rng;
     DPFT_CHECK_AS(InputError, !is.fail(), "Poisson sampler state has a malformed generator state");
   }
   is >> std::ws;
   DPFT_CHECK_AS(InputError, is.eof(), "Poisson sampler state has trailing text");
   rng_ = rng;
+  offset_ = offset;
   draws_ = draws;
 }
 

@@ -8,12 +8,13 @@
 #include <map>
 #include <system_error>
 
+#include "core/privacy/randomness.hpp"
 #include "core/run/privacy_lock.hpp"
 #include "core/run/run_dir.hpp"
 #include "core/util/atomic_file.hpp"
-#include "core/util/system.hpp"
 #include "core/util/error.hpp"
 #include "core/util/sha256.hpp"
+#include "core/util/system.hpp"
 
 namespace dpft {
 
@@ -81,6 +82,10 @@ const std::map<std::string, Entry>& run_entries() {
         "pe / aug-pe's checkpoint: populations, ledger and the noise generator's state (which "
         "with the released counts gives the exact votes)"}},
       {".lock", {false, "internal", "the run directory's lock file"}},
+      {"noise.key",
+       {false, "secret",
+        "the run's secret noise key: with it the noise could be replayed and subtracted (a "
+        "stopped run keeps it to resume)"}},
   };
   return m;
 }
@@ -118,6 +123,18 @@ std::string not_dp_reason(const nlohmann::json& privacy) {
   return "";
 }
 
+// How the run's noise was drawn, from metrics.json's privacy block: {mode, shareable[, label]}.
+// Runs from before keyed noise have no "noise" entry: their noise was seeded from `seed`
+// unless privacy.secure_noise was true.
+nlohmann::json noise_of(const nlohmann::json& privacy) {
+  if (privacy.contains("noise") && privacy["noise"].is_object()) return privacy["noise"];
+  if (privacy.value("secure_noise", false)) return {{"mode", "os"}, {"shareable", true}};
+  return {{"mode", "seeded"},
+          {"shareable", false},
+          {"label", std::string(privacy::kNoiseSeededLabel) +
+                        " (a dpft before keyed noise: derived from the run's seed)"}};
+}
+
 }  // namespace
 
 nlohmann::json dp_metrics(const nlohmann::json& metrics) {
@@ -128,7 +145,7 @@ nlohmann::json dp_metrics(const nlohmann::json& metrics) {
   return m;
 }
 
-ExportResult export_run(const fs::path& run_dir, const fs::path& out_dir) {
+ExportResult export_run(const fs::path& run_dir, const fs::path& out_dir, const ExportOptions& o) {
   const fs::path metrics_path = run_dir / "metrics.json";
   DPFT_CHECK_AS(InputError, fs::is_directory(run_dir) && fs::is_regular_file(metrics_path),
                 "dpft export {}: not a dpft run directory (no metrics.json); give the directory "
@@ -153,6 +170,18 @@ ExportResult export_run(const fs::path& run_dir, const fs::path& out_dir) {
                 "dpft export {}: refused: {}; an export holds only DP outputs and this run has "
                 "none",
                 run_dir.string(), why_not);
+  const nlohmann::json noise = noise_of(privacy);
+  const bool seeded = !noise.value("shareable", false);
+  DPFT_CHECK_AS(ConfigError, !seeded || o.allow_seeded_noise,
+                "dpft export {}: refused: the run's noise was seeded ({}): anyone who has the "
+                "export can replay the noise from that seed and subtract it, so its outputs are "
+                "not DP to them. Run it again without privacy.noise_seed (keyed noise, the "
+                "default), or pass --allow-seeded-noise to export it labelled '{}'",
+                run_dir.string(),
+                noise.contains("noise_seed")
+                    ? fmt::format("privacy.noise_seed: {}", noise["noise_seed"].dump())
+                    : noise.value("label", "seeded"),
+                privacy::kNoiseSeededLabel);
 
   std::error_code ec;
   if (fs::exists(out_dir)) {
@@ -229,8 +258,10 @@ ExportResult export_run(const fs::path& run_dir, const fs::path& out_dir) {
         {"privacy",
          {{"epsilon", privacy.value("epsilon", nlohmann::json())},
           {"delta", privacy.value("delta", nlohmann::json())},
-          {"accountant", privacy.value("accountant_used", privacy.value("accountant", ""))}}},
+          {"accountant", privacy.value("accountant_used", privacy.value("accountant", ""))},
+          {"noise", noise}}},
         {"exported", iso_time_now()},
+        {"shareable", !seeded},
         {"included", included},
         {"left_out", left_out},
         {"note",

@@ -11,6 +11,11 @@
 //                    `non_private`, metrics.jsonl, log.txt), per-example eval values
 //                    (per_sample.jsonl), the private files' hashes (privacy_lock.json),
 //                    checkpoints (they hold the noise generator's state)
+//   secret           noise.key, the run's noise key (left out; a finished run has removed it)
+// A run whose noise was seeded (privacy.noise_seed, or a dpft from before keyed noise, whose
+// noise derived from the exported `seed`) is refused: its receiver could replay the noise and
+// subtract it. ExportOptions::allow_seeded_noise exports it anyway, labelled "noise seeded: not
+// shareable" in export_manifest.json.
 // Only the first three are exported; anything a run directory holds that is not classified is
 // left out too ("unclassified"), so a new output is private until it is classified.
 #pragma once
@@ -24,6 +29,10 @@ namespace dpft {
 inline constexpr const char* kExportManifestFile = "export_manifest.json";
 inline constexpr const char* kExportSchema = "dpft.export/1";
 
+struct ExportOptions {
+  bool allow_seeded_noise = false;  // --allow-seeded-noise
+};
+
 struct ExportResult {
   std::filesystem::path out_dir;
   nlohmann::json manifest;  // what export_manifest.json holds
@@ -33,8 +42,10 @@ struct ExportResult {
 // be an empty directory), written beside it and renamed into place when complete. Refuses
 // (ConfigError, exit 2) a run whose status is not ok and a run with no DP release or a
 // non-private one (epsilon inf): there is nothing DP to share; InputError (exit 3) for a
-// directory that is not a dpft run.
-ExportResult export_run(const std::filesystem::path& run_dir, const std::filesystem::path& out_dir);
+// directory that is not a dpft run. Also refused (ConfigError): a run whose noise was seeded,
+// unless `o` allows it (then labelled).
+ExportResult export_run(const std::filesystem::path& run_dir, const std::filesystem::path& out_dir,
+                        const ExportOptions& o = {});
 
 // metrics.json without its non-private statistics: the `non_private` block, and for
 // dpft.metrics/1 files the top-level `history`, `timing`, `memory` and `diagnostics`.

@@ -114,11 +114,7 @@ int64_t verify_checkpoint_lock(const nlohmann::json& j, const nlohmann::json& lo
 }
 
 std::string new_run_nonce() {
-  unsigned char b[16];
-  privacy::os_random(b, sizeof(b));
-  std::string s;
-  for (unsigned char c : b) s += fmt::format("{:02x}", c);
-  return s;
+  return privacy::os_random_hex(16);
 }
 
 }  // namespace dpft

@@ -1,11 +1,13 @@
 // What a method sees of the run it executes in: the resolved spec, the run directory (events,
-// artefacts) and the privacy ledger, where every DP release must be recorded. Later issues add
-// the model, data and device here.
+// artefacts), the privacy ledger, where every DP release must be recorded, and the run's
+// private randomness, the only source of its noise and Poisson batches
+// (core/privacy/randomness.hpp).
 #pragma once
 #include <nlohmann/json.hpp>
 
 #include "core/config/spec.hpp"
 #include "core/privacy/ledger.hpp"
+#include "core/privacy/randomness.hpp"
 #include "core/run/run_dir.hpp"
 
 namespace dpft {
@@ -14,6 +16,7 @@ struct RunContext {
   const Spec& spec;
   RunDir& dir;
   privacy::PrivacyLedger& ledger;
+  const privacy::PrivateRandomness& randomness;
   bool resume = false;  // continue from <dir>/checkpoint when present
   int64_t stop_after =
       0;                 // > 0: stop after this many steps of this invocation, leaving a checkpoint

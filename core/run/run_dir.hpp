@@ -6,6 +6,8 @@
 //   metrics.json          the final summary (schema "dpft.metrics/2"); its `non_private` block
 //                         holds the statistics of private data that no DP mechanism protects
 //   privacy_lock.json     the privacy settings the run started with (core/run/privacy_lock.hpp)
+//   noise.key             the run's secret noise key (keyed noise, the default; mode 0600):
+//                         never exported, removed when the run finishes
 //   .lock                 held (flock) by the process working in the directory
 // JSON files are replaced atomically (core/util/atomic_file.hpp).
 #pragma once
@@ -32,6 +34,7 @@ inline constexpr const char* kNonPrivateNote =
     "statistics of the private training data computed without noise: not covered by the run's "
     "privacy guarantee; dpft export leaves them out";
 inline constexpr const char* kManifestSchema = "dpft.manifest/1";
+inline constexpr const char* kNoiseKeyFile = "noise.key";
 
 class RunDir {
  public:

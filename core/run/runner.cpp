@@ -77,6 +77,16 @@ nlohmann::json read_privacy_lock(const std::string& run_dir) {
   return j;
 }
 
+// The run's private randomness (core/privacy/randomness.hpp): rank 0 holds the key.
+privacy::PrivateRandomness run_randomness(const Spec& spec, const RunDir& dir, bool resume) {
+  try {
+    return privacy::PrivateRandomness::for_run(spec.privacy.secure_noise, spec.privacy.noise_seed,
+                                               dir.file(kNoiseKeyFile), resume, dist::is_root());
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("--resume {}: refused: {}", dir.path().string(), e.what()));
+  }
+}
+
 }  // namespace
 
 void check_executable(const Spec& spec) {
@@ -176,10 +186,17 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
                : resume
                    ? RunDir::open(opts.resume_dir)
                    : RunDir::create(opts.out_dir.empty() ? spec.output.dir : opts.out_dir, spec);
+  const privacy::PrivateRandomness randomness = run_randomness(spec, dir, resume);
   if (!resume) {
     write_file_atomic(dir.file("config.resolved.yaml"), spec_to_yaml_string(spec));
     write_json_atomic(dir.file(kPrivacyLockFile), lock);
   }
+  if (!randomness.shareable() && dist::is_root())
+    spdlog::warn(
+        "privacy.noise_seed is set: the noise and batches are reproducible from it, so "
+        "anyone who knows it can subtract the noise; this run is labelled '{}' and "
+        "dpft export refuses it",
+        privacy::kNoiseSeededLabel);
   if (dist::is_root()) add_log_file(dir.file("log.txt"));
   struct LogGuard {
     ~LogGuard() { remove_log_files(); }
@@ -187,6 +204,7 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
 
   nlohmann::json manifest = base_manifest(spec, opts.command_line);
   manifest["start_time"] = iso_time_now();
+  manifest["noise"] = randomness.to_json();
   if (resume) manifest["resumed"] = true;
   manifest["status"] = "running";
   dir.write_manifest(manifest);
@@ -202,6 +220,7 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
     if (metrics.contains("privacy") && metrics["privacy"].is_object())
       for (auto& [k, v] : metrics["privacy"].items())
         if (!priv.contains(k)) priv[k] = v;
+    priv["noise"] = randomness.to_json();
     metrics["privacy"] = priv;
     if (spec.output.non_private_stats) {  // run time and memory follow the realised batch sizes
       nlohmann::json& np = metrics[kNonPrivate];
@@ -232,7 +251,7 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
   metrics["privacy"] = ledger.to_json();
   dir.write_metrics(metrics);  // a run killed outright still leaves a parseable metrics.json
   dir.event("start", {{"method", spec.method.name}, {"seed", spec.seed}});
-  RunContext ctx{spec, dir, ledger, resume, opts.stop_after, /*stopped=*/false, lock};
+  RunContext ctx{spec, dir, ledger, randomness, resume, opts.stop_after, /*stopped=*/false, lock};
   try {
     nlohmann::json block = hooks.run(ctx);
     if (block.is_object()) metrics.update(block);
@@ -274,6 +293,10 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
     r.status = "ok";
   }
   finish(r.status, r.exit_code, "");
+  if (r.status == "ok") {  // nothing resumes a finished run: its key has no further use
+    std::error_code ec;
+    std::filesystem::remove(dir.file(kNoiseKeyFile), ec);
+  }
   if (!ledger.releases().empty()) {
     nlohmann::json p = ledger.to_json();
     spdlog::info("privacy: epsilon spent {} (target {}, delta {}, {} accountant)",

@@ -177,8 +177,7 @@ Trainer::Trainer(RunContext& ctx, TrainInputs& in, LoopOptions opts, privacy::No
   DPFT_CHECK_AS(InputError, n > 0, "the training set has no usable examples ({})",
                 ctx.spec.data.train.path);
   if (s_->opts.sampling == "poisson")
-    s_->poisson = std::make_unique<privacy::PoissonSampler>(
-        n, s_->opts.q, derive_seed(seed, "sampler"), ctx.spec.privacy.secure_noise);
+    s_->poisson = ctx.randomness.poisson(n, s_->opts.q, "sampler");
   else
     s_->shuffle =
         std::make_unique<ShuffleSampler>(n, s_->opts.batch_size, derive_seed(seed, "sampler"));

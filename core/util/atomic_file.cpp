@@ -52,9 +52,10 @@ void fsync_path(const fs::path& path) {
     throw RuntimeError(fmt::format("cannot fsync {}: {}", path.string(), std::strerror(errno)));
 }
 
-AtomicFileWriter::AtomicFileWriter(const fs::path& path) : path_(path), tmp_(path) {
+AtomicFileWriter::AtomicFileWriter(const fs::path& path, unsigned mode) : path_(path), tmp_(path) {
   tmp_ += fmt::format(".tmp.{}", ::getpid());
-  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ::unlink(tmp_.c_str());  // O_CREAT keeps an existing file's mode: start from a new one
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, static_cast<mode_t>(mode));
   if (fd_ < 0)
     throw RuntimeError(fmt::format("cannot create {}: {} (is the output directory writable?)",
                                    tmp_.string(), std::strerror(errno)));

@@ -29,7 +29,9 @@ void fsync_path(const fs::path& path);
 // commit() (an exception mid-write), the temp file is removed and `path` is untouched.
 class AtomicFileWriter {
  public:
-  explicit AtomicFileWriter(const fs::path& path);  // throws RuntimeError naming the temp path
+  // mode: the new file's permission bits (0600 for a secret; umask still applies). Throws
+  // RuntimeError naming the temp path.
+  explicit AtomicFileWriter(const fs::path& path, unsigned mode = 0644);
   ~AtomicFileWriter();
   AtomicFileWriter(const AtomicFileWriter&) = delete;
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;

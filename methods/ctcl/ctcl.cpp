@@ -228,10 +228,9 @@ std::vector<int64_t> CtclMethod::histogram(RunContext& ctx, const std::vector<in
   }
   std::vector<int64_t> counts;
   if (hist_release_sigma_ > 0) {
-    privacy::NoiseSource noise(derive_seed(static_cast<uint64_t>(ctx.spec.seed), "ctcl-histogram"),
-                               ctx.spec.privacy.secure_noise);
+    auto noise = ctx.randomness.noise("ctcl-histogram");
     counts =
-        privacy::release_histogram(topic_of, K, hist_release_sigma_, noise, ctx.ledger, rel.label)
+        privacy::release_histogram(topic_of, K, hist_release_sigma_, *noise, ctx.ledger, rel.label)
             .counts;
   } else {  // privacy.epsilon inf: the true counts, recorded as a non-private release
     ctx.ledger.record(rel);

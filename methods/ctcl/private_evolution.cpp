@@ -433,8 +433,8 @@ nlohmann::json PrivateEvolution::run(RunContext& ctx, train::TrainInputs& in) {
     in.model->eval();
   }
 
-  privacy::NoiseSource noise(derive_seed(static_cast<uint64_t>(spec.seed), "pe-histogram"),
-                             spec.privacy.secure_noise);
+  auto noise_ptr = ctx.randomness.noise("pe-histogram");
+  privacy::NoiseSource& noise = *noise_ptr;
   const uint64_t seed = static_cast<uint64_t>(spec.seed);
   State st;
   const bool resumed = load_state(ctx, st, noise, classes);
@@ -447,9 +447,9 @@ nlohmann::json PrivateEvolution::run(RunContext& ctx, train::TrainInputs& in) {
         for (int64_t i : classes[c].members)
           class_of[static_cast<size_t>(i)] = static_cast<int64_t>(c);
       if (class_sigma_ > 0) {
-        privacy::NoiseSource hn(derive_seed(seed, "pe-class-histogram"), spec.privacy.secure_noise);
+        auto hn = ctx.randomness.noise("pe-class-histogram");
         weights = privacy::release_histogram(class_of, static_cast<int64_t>(classes.size()),
-                                             class_sigma_, hn, ctx.ledger, kClassLabel)
+                                             class_sigma_, *hn, ctx.ledger, kClassLabel)
                       .counts;
       } else {  // privacy.epsilon inf: the true counts, recorded as a non-private release
         ctx.ledger.record({kClassLabel, 0.0, 1.0, 1});

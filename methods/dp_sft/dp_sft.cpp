@@ -304,8 +304,7 @@ nlohmann::json DpSftMethod::run(RunContext& ctx, train::TrainInputs& in) {
     use_subspace(project::load_subspace(file_));
   }
 
-  privacy::NoiseSource noise(derive_seed(static_cast<uint64_t>(spec.seed), "noise"),
-                             spec.privacy.secure_noise, spec.privacy.noise_draw);
+  auto noise = ctx.randomness.noise("noise", spec.privacy.noise_draw);
   grad::PerSampleGrads psg(in.model, grad_);
   train::LoopOptions lo;
   lo.sampling = "poisson";
@@ -376,7 +375,7 @@ nlohmann::json DpSftMethod::run(RunContext& ctx, train::TrainInputs& in) {
   auto release = [&](std::vector<torch::Tensor>& g, const train::DpSettings& dp,
                      const std::vector<int64_t>& rows, train::BatchStats& st) {
     double noise_norm = 0, sum_norm = 0;
-    const double div = train::noise_and_scale(g, dp, noise, static_cast<int64_t>(rows.size()), &st,
+    const double div = train::noise_and_scale(g, dp, *noise, static_cast<int64_t>(rows.size()), &st,
                                               diagnostics_ ? &noise_norm : nullptr,
                                               diagnostics_ ? &sum_norm : nullptr);
     if (!diagnostics_) return;
@@ -409,7 +408,7 @@ nlohmann::json DpSftMethod::run(RunContext& ctx, train::TrainInputs& in) {
     }
     return gg > 0 ? std::sqrt(rr / gg) : 0.0;
   };
-  train::Trainer trainer(ctx, in, lo, &noise);
+  train::Trainer trainer(ctx, in, lo, noise.get());
   in.model->train();
   spdlog::info(
       "dp-sft: stage 1 {} steps (sigma {:.4f}, C {}), stage 2 {} steps (sigma {:.4f}, "
