@@ -1,10 +1,12 @@
-// `dpft config validate SPEC... [--set ...]` and `dpft config dump [SPEC] [--set ...]`
+// `dpft config validate SPEC... [--set ...]` (with each spec's privacy verdict),
+// `dpft config dump [SPEC] [--set ...]` and `dpft config privacy-options [--markdown]`
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
 #include <iostream>
 
 #include "cli/app.hpp"
+#include "core/config/privacy_options.hpp"
 #include "core/config/spec.hpp"
 #include "core/run/runner.hpp"
 #include "core/util/error.hpp"
@@ -42,6 +44,7 @@ void register_config(CLI::App& app, CliContext& ctx) {
           }
           std::cout << "ok: " << f << " (method " << s.method.name << ", config hash "
                     << config_hash(s) << ")" << std::endl;  // whole lines beside stderr's
+          for (const std::string& line : privacy_verdict(s)) std::cout << line << std::endl;
         } catch (const Error& e) {
           if (o->specs.size() == 1) throw;  // one spec: the usual error and exit status
           worst = std::max(worst, e.exit_code());
@@ -49,6 +52,25 @@ void register_config(CLI::App& app, CliContext& ctx) {
         }
       }
       return worst;
+    };
+  });
+
+  CLI::App* popts =
+      cfg->add_subcommand("privacy-options",
+                          "list every spec option that touches the privacy guarantee and its "
+                          "effect (safe | non-private | changes-unit | releases)");
+  auto markdown = std::make_shared<bool>(false);
+  popts->add_flag("--markdown", *markdown, "print the table as Markdown (docs/privacy.md's copy)");
+  popts->callback([markdown, &ctx] {
+    ctx.action = [markdown] {
+      if (*markdown) {
+        std::cout << privacy_options_markdown();
+        return 0;
+      }
+      for (const PrivacyOption& p : privacy_options())
+        std::cout << p.key << ": " << p.setting << " -> " << name_of(p.effect) << ": " << p.why
+                  << (*p.fix ? std::string("; ") + p.fix : std::string()) << "\n";
+      return 0;
     };
   });
 

@@ -4,7 +4,9 @@
 #include <cmath>
 
 #include "core/config/fields.hpp"
+#include "core/config/privacy_options.hpp"
 #include "core/config/spec.hpp"
+#include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
 #include "methods/method.hpp"
 #include "methods/registry.hpp"
@@ -395,4 +397,45 @@ TEST_CASE("privacy.delta: auto is 1 / (N ln N), resolved once N is known", "[con
   resolve_auto_delta(fixed, 75316);
   CHECK(fixed.privacy.delta == 1e-6);
   CHECK_THAT(config_error("privacy:\n  delta: often\n"), Contains("or auto"));
+}
+
+TEST_CASE(
+    "privacy options: a DP run with packing or a realised divisor is refused; non-private "
+    "runs keep them; docs/privacy.md's table is the code's",
+    "[config]") {
+  CHECK_THAT(config_error("privacy:\n  epsilon: 1\ndata:\n  packing: true\n"),
+             Contains("data.packing: true (changes-unit)") && Contains("data.packing: false"));
+  CHECK_THAT(config_error("privacy:\n  noise_multiplier: 1.0\n  noise_divisor: realized\n"),
+             Contains("privacy.noise_divisor: realized (releases)") &&
+                 Contains("noise_divisor: expected"));
+  // Both at once: both named.
+  CHECK_THAT(config_error("privacy:\n  epsilon: 2\n  noise_divisor: realized\ndata:\n  "
+                          "packing: true\n"),
+             Contains("data.packing") && Contains("privacy.noise_divisor"));
+  // Non-private runs (epsilon inf, sigma 0, no privacy block) keep them.
+  CHECK(parse("privacy:\n  epsilon: .inf\ndata:\n  packing: true\n").data.packing);
+  CHECK(
+      parse("privacy:\n  noise_multiplier: 0\n  noise_divisor: realized\n").privacy.noise_divisor ==
+      privacy::NoiseDivisor::kRealized);
+  CHECK(parse("data:\n  packing: true\n").data.packing);
+  // The verdict `dpft config validate` prints.
+  auto v = privacy_verdict(parse("privacy:\n  epsilon: 1\n  noise_seed: 2\n"));
+  REQUIRE(v.size() >= 2);
+  CHECK_THAT(v[0], Contains("DP run") && Contains("labelled non-private"));
+  bool seed_line = false;
+  for (const auto& l : v)
+    seed_line |= l.find("privacy.noise_seed: set -> non-private") != std::string::npos;
+  CHECK(seed_line);
+  CHECK_THAT(privacy_verdict(parse("privacy:\n  epsilon: 1\noutput:\n  non_private_stats: "
+                                   "false\n"))[0],
+             Contains("no option weakens"));
+  CHECK_THAT(privacy_verdict(parse("privacy:\n  epsilon: .inf\n"))[0], Contains("non-private run"));
+  // docs/privacy.md holds the table as the code prints it.
+  const std::string doc = read_file(fs::path(DPFT_SOURCE_DIR) / "docs" / "privacy.md");
+  const std::string open = "<!-- privacy-options: dpft config privacy-options --markdown -->\n",
+                    close = "<!-- /privacy-options -->";
+  const size_t a = doc.find(open), b = doc.find(close);
+  REQUIRE(a != std::string::npos);
+  REQUIRE(b != std::string::npos);
+  CHECK(doc.substr(a + open.size(), b - a - open.size()) == privacy_options_markdown());
 }

@@ -256,6 +256,15 @@ TEST_CASE(
   // A released histogram that cannot be read back is not released again: resume exits 3.
   REQUIRE(test::cli({"run", spec, "--out", out, "--stop-after", "1"}, &printed) == 0);
   const fs::path broken = test::last_line(printed);
+  const std::string kept = read_file(broken / "topic_histogram.json");
+  fs::remove(broken / "topic_histogram.json");  // gone: refused, not drawn again
+  const std::string metrics_before = read_file(broken / "metrics.json");
+  CHECK(test::cli({"run", "--resume", broken.string()}) == 3);
+  CHECK_THAT(nlohmann::json::parse(read_file(broken / "manifest.json"))["error"].get<std::string>(),
+             Contains("topic_histogram.json is missing"));
+  CHECK_FALSE(fs::exists(broken / "topic_histogram.json"));
+  CHECK(read_file(broken / "metrics.json") == metrics_before);  // the ledger stays recorded
+  write_file_atomic(broken / "topic_histogram.json", kept);
   write_file_atomic(broken / "topic_histogram.json", "{\"counts\": [1, 2");
   CHECK(test::cli({"run", "--resume", broken.string()}) == 3);
   write_file_atomic(broken / "topic_histogram.json", "{\"counts\": \"many\"}");

@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "core/privacy/noise.hpp"
+#include "core/privacy/randomness.hpp"
 #include "core/util/error.hpp"
 
 using namespace dpft;
@@ -133,16 +134,16 @@ TEST_CASE("noise: std 0 gives zeros, bad std or dtype is refused", "[noise]") {
 
 TEST_CASE("noise throughput", "[.][slow][noise-bench]") {
   const int64_t n = 1 << 24;
-  for (bool secure : {false, true}) {
-    NoiseSource s(1, secure);
-    s.normal({1024}, 1.0);  // warm up
+  for (NoiseMode mode : {NoiseMode::kSeeded, NoiseMode::kKeyed, NoiseMode::kOs}) {
+    auto s = PrivateRandomness::for_benchmark(mode).noise("noise");
+    s->normal({1024}, 1.0);  // warm up
     auto t0 = std::chrono::steady_clock::now();
-    int reps = secure ? 1 : 4;
-    for (int r = 0; r < reps; ++r) s.normal({n}, 1.0);
+    int reps = mode == NoiseMode::kSeeded ? 4 : 1;
+    for (int r = 0; r < reps; ++r) s->normal({n}, 1.0);
     double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::cout << (secure ? "secure" : "seeded") << " noise: " << reps * n / sec / 1e6
-              << " M float32/s (" << n << " floats x " << reps << ", " << sec << " s, "
-              << at::get_num_threads() << " torch threads)\n";
+    std::cout << name_of(mode) << " noise: " << reps * n / sec / 1e6 << " M float32/s (" << n
+              << " floats x " << reps << ", " << sec << " s, " << at::get_num_threads()
+              << " torch threads)\n";
   }
 }
 

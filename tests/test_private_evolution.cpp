@@ -281,6 +281,16 @@ TEST_CASE("dpft run aug-pe / pe: T releases, N_syn outputs, classes, resume, ref
   edited["ledger"]["releases"][0]["noise_multiplier"] = 100.0;
   write_file_atomic(part / "pe_state.json", edited.dump());
   CHECK(test::cli({"run", "--resume", part.string()}) == 3);
+  // A deleted state file is refused too (exit 3): without it every iteration would be released
+  // again while the outputs of the first one exist.
+  // The refused resume leaves the last recorded metrics.json (status, ledger) in place and names
+  // the file in manifest.json.
+  fs::remove(part / "pe_state.json");
+  const std::string metrics_before = read_file(part / "metrics.json");
+  CHECK(test::cli({"run", "--resume", part.string()}) == 3);
+  CHECK(read_file(part / "metrics.json") == metrics_before);
+  CHECK_THAT(nlohmann::json::parse(read_file(part / "manifest.json"))["error"].get<std::string>(),
+             Contains("pe_state.json is missing"));
   write_file_atomic(part / "pe_state.json", state);
   CHECK(test::cli({"eval-synthetic", "--run", part.string(), "--real", data.string(), "--embedder",
                    enc, "--k", "2"}) == 2);  // a stopped run: finish it first

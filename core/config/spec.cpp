@@ -1,5 +1,7 @@
 #include "core/config/spec.hpp"
 
+#include "core/config/privacy_options.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -564,6 +566,7 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
         "but output.non_private_stats is false; drop one of them");
   top.finish();
   keys->throw_if_unknown();
+  check_privacy_options(s);  // core/config/privacy_options.hpp
   return s;
 }
 

@@ -191,7 +191,8 @@ struct MethodSpec {
 struct Spec {
   std::string name = "experiment";  // run group name: letters, digits, '-', '_', '.'
   std::string label;                // display label for reports ("" = the method's, e.g. PE-SGD)
-  int64_t seed = 0;                 // drives sampling, noise, init, subsampling
+  int64_t seed = 0;  // public randomness: init, subsampling, public sampling, dropout, generation
+                     // (never the noise or Poisson batches: core/privacy/randomness.hpp)
   std::string device = "cpu";       // cpu | cuda | cuda:N
   ModelSpec model;
   DataSpec data;

@@ -213,7 +213,11 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
   nlohmann::json metrics = {
       {"schema", kMetricsSchema}, {"status", "running"}, {"run", identity(spec, dir)}};
   auto t0 = std::chrono::steady_clock::now();
+  // A resumed run that fails (a refused resume: a state file missing or altered) leaves the
+  // metrics.json and ledger of its last invocation in place: they describe the releases already
+  // made. The failure goes to manifest.json, the log and metrics.jsonl.
   auto finish = [&](const std::string& status, int exit_code, const std::string& error) {
+    const bool keep_metrics = resume && status == "failed";
     double total = seconds_since(t0);
     metrics["status"] = status;
     nlohmann::json priv = ledger.to_json();  // the ledger's numbers, plus the method's settings
@@ -229,7 +233,7 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
       np["memory"]["peak_rss_mb"] = peak_rss_mb();
     }
     if (!error.empty()) metrics["error"] = error;
-    dir.write_metrics(metrics);
+    if (!keep_metrics) dir.write_metrics(metrics);
     manifest["end_time"] = iso_time_now();
     manifest["status"] = status;
     manifest["exit_code"] = exit_code;
@@ -249,7 +253,9 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
   };
 
   metrics["privacy"] = ledger.to_json();
-  dir.write_metrics(metrics);  // a run killed outright still leaves a parseable metrics.json
+  // A run killed outright still leaves a parseable metrics.json: a fresh run's, or the one its
+  // last invocation wrote (a resume keeps it until it has something newer to say).
+  if (!resume) dir.write_metrics(metrics);
   dir.event("start", {{"method", spec.method.name}, {"seed", spec.seed}});
   RunContext ctx{spec, dir, ledger, randomness, resume, opts.stop_after, /*stopped=*/false, lock};
   try {

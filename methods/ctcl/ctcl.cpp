@@ -207,6 +207,14 @@ std::vector<int64_t> CtclMethod::histogram(RunContext& ctx, const std::vector<in
                                            int64_t K) const {
   const fs::path file = ctx.dir.file("topic_histogram.json");
   const privacy::Release rel{"topic_histogram", hist_release_sigma_, 1.0, 1};
+  // Training began after the release: a missing file is refused, never drawn again (a second
+  // draw would be a second release while the checkpoint's ledger holds one).
+  DPFT_CHECK_AS(InputError,
+                !ctx.resume || fs::exists(file) ||
+                    (!fs::exists(ctx.dir.file("checkpoint")) && ctx.dir.count_events("step") == 0),
+                "--resume: refused: {} is missing, but the run released its topic histogram "
+                "before training began; restore the file, or start a new run",
+                file.string());
   if (ctx.resume && fs::exists(file)) {
     // Released before: reuse it. The ledger holds it when a checkpoint restored the ledger;
     // without a checkpoint (killed before step 1) the fresh ledger needs it again.

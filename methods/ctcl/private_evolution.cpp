@@ -327,6 +327,12 @@ void PrivateEvolution::save_state(RunContext& ctx, const State& st, privacy::Noi
 bool PrivateEvolution::load_state(RunContext& ctx, State& st, privacy::NoiseSource& noise,
                                   std::vector<Class>& classes) const {
   const fs::path file = ctx.dir.file("pe_state.json");
+  // Iterations were released: without their state the run would release them all again.
+  DPFT_CHECK_AS(InputError,
+                !ctx.resume || fs::exists(file) || ctx.dir.count_events("pe_iteration") == 0,
+                "--resume: refused: {} is missing, but the run already released {} iteration(s) "
+                "of votes; restore the file, or start a new run",
+                file.string(), ctx.dir.count_events("pe_iteration"));
   if (!ctx.resume || !fs::exists(file)) return false;
   nlohmann::json j;
   try {
