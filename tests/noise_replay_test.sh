@@ -10,9 +10,8 @@
 # Usage: noise_replay_test.sh PATH/TO/dpft SOURCE_DIR
 set -u
 DPFT="$1"; SRC="$2"
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+source "$(dirname "$0")/shell_check.sh"  # $T, pass / fail, finish
 cd "$SRC"
-fail=0; pass=0
 ok()  { pass=$((pass+1)); }
 bad() { echo "FAIL: $*"; fail=$((fail+1)); }
 
@@ -103,5 +102,4 @@ else
 fi
 for e in "$T"/export-*; do [ ! -e "$e/noise.key" ] && ok || bad "$e holds noise.key"; done
 
-echo "noise_replay: $pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish noise_replay

@@ -421,7 +421,7 @@ TEST_CASE(
   // The verdict `dpft config validate` prints.
   auto v = privacy_verdict(parse("privacy:\n  epsilon: 1\n  noise_seed: 2\n"));
   REQUIRE(v.size() >= 2);
-  CHECK_THAT(v[0], Contains("DP run") && Contains("labelled non-private"));
+  CHECK_THAT(v[0], Contains("DP spec") && Contains("labelled non-private"));
   bool seed_line = false;
   for (const auto& l : v)
     seed_line |= l.find("privacy.noise_seed: set -> non-private") != std::string::npos;
@@ -429,7 +429,8 @@ TEST_CASE(
   CHECK_THAT(privacy_verdict(parse("privacy:\n  epsilon: 1\noutput:\n  non_private_stats: "
                                    "false\n"))[0],
              Contains("no option weakens"));
-  CHECK_THAT(privacy_verdict(parse("privacy:\n  epsilon: .inf\n"))[0], Contains("non-private run"));
+  CHECK_THAT(privacy_verdict(parse("privacy:\n  epsilon: .inf\n"))[0],
+             Contains("non-private spec"));
   // docs/privacy.md holds the table as the code prints it.
   const std::string doc = read_file(fs::path(DPFT_SOURCE_DIR) / "docs" / "privacy.md");
   const std::string open = "<!-- privacy-options: dpft config privacy-options --markdown -->\n",

@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/run/export.hpp"
 #include "core/util/sha256.hpp"
 #include "run_fixture.hpp"
 
@@ -155,7 +156,22 @@ TEST_CASE("dpft export copies only the DP outputs and names what it left out",
   auto em = nlohmann::json::parse(read_file(ex / "metrics.json"));
   nlohmann::json expect = m;
   expect.erase("non_private");
-  CHECK(em == expect);
+  CHECK(em == scrub_export_json(expect));
+  CHECK(em["run"]["dataset"] == "<local>/train.csv");  // no absolute local path
+  CHECK(em["privacy"] == m["privacy"]);
+  // No file of the export names the machine's layout or times the private work.
+  const std::string src = fs::canonical(DPFT_SOURCE_DIR).string(), tmp = f.tmp.path.string();
+  for (const char* name : {"metrics.json", "manifest.json", "config.resolved.yaml", "ledger.json",
+                           "adapter/adapter_config.json"}) {
+    CAPTURE(name);
+    const std::string text = read_file(ex / name);
+    CHECK(text.find(src) == std::string::npos);
+    CHECK(text.find(tmp) == std::string::npos);
+    CHECK(text.find("start_time") == std::string::npos);
+    CHECK(text.find("end_time") == std::string::npos);
+  }
+  CHECK(read_file(fs::path(dir) / "manifest.json").find("start_time") != std::string::npos);
+  CHECK(read_file(fs::path(dir) / "config.resolved.yaml").find(tmp) != std::string::npos);
   CHECK(nlohmann::json::parse(read_file(ex / "ledger.json")) == m["privacy"]);
   auto man = nlohmann::json::parse(read_file(ex / "export_manifest.json"));
   CHECK(man["schema"] == "dpft.export/1");
@@ -199,4 +215,31 @@ TEST_CASE("dpft export copies only the DP outputs and names what it left out",
   CHECK(test::cli({"export", f.tmp.path.string(), "--out", (f.tmp.path / "x").string()}) == 3);
   for (const auto& e : fs::directory_iterator(f.tmp.path))  // no temporary left behind
     CHECK(e.path().filename().string().find(".tmp-") == std::string::npos);
+}
+
+TEST_CASE("export scrubbing: absolute paths become <local>/name, timing keys go", "[outputs]") {
+  CHECK(scrub_path("/home/me/data/train.csv") == "<local>/train.csv");
+  CHECK(scrub_path("/home/me/models/tiny/") == "<local>/tiny");
+  CHECK(scrub_path("dpft run /x/s.yaml --set data.train.path=/home/u/t.csv --out '/r/o'") ==
+        "dpft run <local>/s.yaml --set data.train.path=<local>/t.csv --out '<local>/o'");
+  for (const char* kept : {"../shared/data/x.csv", "models/tiny-gpt2", "1/2", "http://h/x", "/",
+                           "a / b", "embedded-default"}) {
+    CAPTURE(kept);
+    CHECK(scrub_path(kept) == kept);
+  }
+  const nlohmann::json in = {
+      {"pe",
+       {{"history", {{{"iteration", 1}, {"seconds", 0.2}}}},
+        {"generation", {{"seconds_this_invocation", 1.0}, {"samples", 3}}}}},
+      {"synthetic", {{"file", "/tmp/run/synthetic/synthetic.jsonl"}, {"tokens_per_s", 9.0}}},
+      {"timing", {{"total_s", 3.0}}},
+      {"start_time", "t"},
+      {"steps", 4}};
+  const nlohmann::json want = {
+      {"pe", {{"history", {{{"iteration", 1}}}}, {"generation", {{"samples", 3}}}}},
+      {"synthetic", {{"file", "<local>/synthetic.jsonl"}}},
+      {"timing", nlohmann::json::object()},
+      {"steps", 4}};
+  CHECK(scrub_export_json(in) == want);
+  CHECK(scrub_export_json(in, /*timing=*/false)["pe"]["history"][0].contains("seconds"));
 }

@@ -121,9 +121,10 @@ std::vector<std::string> privacy_verdict(const Spec& spec) {
         fmt::format("  {}: {} -> {}: {}", o->key, o->setting, name_of(o->effect), o->why));
   }
   std::string verdict =
-      !spec.privacy.is_private() ? "privacy: non-private run (epsilon inf): nothing it writes is DP"
-      : labelled ? "privacy: DP run; the outputs named below are labelled non-private"
-                 : "privacy: DP run; no option weakens its guarantee";
+      !spec.privacy.is_private()
+          ? "privacy: non-private spec (epsilon inf): nothing a run of it writes is DP"
+      : labelled ? "privacy: DP spec; the outputs named below are labelled non-private"
+                 : "privacy: DP spec; no option weakens its guarantee";
   lines.insert(lines.begin(), verdict);
   return lines;
 }

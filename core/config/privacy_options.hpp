@@ -39,8 +39,8 @@ std::vector<const PrivacyOption*> active_privacy_options(const Spec& spec);
 // or releases something. Called by parse_spec.
 void check_privacy_options(const Spec& spec);
 
-// One line per active option that is not safe, then the verdict ("DP run: no option weakens its
-// guarantee", ...), for `dpft config validate`.
+// The verdict ("privacy: DP spec; no option weakens its guarantee", ...), then one line per
+// active option that is not safe, for `dpft config validate`.
 std::vector<std::string> privacy_verdict(const Spec& spec);
 
 // The table as Markdown (docs/privacy.md's copy is this text).

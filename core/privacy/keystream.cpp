@@ -10,6 +10,7 @@
 #include "core/privacy/os_random.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
+#include "core/util/hex.hpp"
 #include "core/util/sha256.hpp"
 
 namespace dpft::privacy {
@@ -18,22 +19,6 @@ namespace {
 
 constexpr const char* kKeyTag = "dpft.noise_key/1";
 constexpr uint64_t kChachaBlock = 64;  // one ChaCha20 block
-
-std::string key_hex(const uint8_t* p, size_t n) {
-  static const char* d = "0123456789abcdef";
-  std::string s(2 * n, '0');
-  for (size_t i = 0; i < n; ++i) {
-    s[2 * i] = d[p[i] >> 4];
-    s[2 * i + 1] = d[p[i] & 15];
-  }
-  return s;
-}
-
-int key_hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return -1;
-}
 
 std::string key_fingerprint(const uint8_t* k) {
   return sha256_hex(std::string_view(reinterpret_cast<const char*>(k), RunKey::kBytes))
@@ -57,8 +42,7 @@ RunKey RunKey::from_text(const std::string& text, const std::string& where) {
   bool ok = text.size() >= want.size() + 2 * kBytes && text.compare(0, want.size(), want) == 0;
   RunKey k;
   for (size_t i = 0; ok && i < kBytes; ++i) {
-    int hi = key_hex_digit(text[want.size() + 2 * i]),
-        lo = key_hex_digit(text[want.size() + 2 * i + 1]);
+    int hi = hex_digit(text[want.size() + 2 * i]), lo = hex_digit(text[want.size() + 2 * i + 1]);
     ok = hi >= 0 && lo >= 0;
     if (ok) k.k_[i] = static_cast<uint8_t>(hi * 16 + lo);
   }
@@ -74,7 +58,7 @@ RunKey RunKey::from_text(const std::string& text, const std::string& where) {
 }
 
 std::string RunKey::to_text() const {
-  return std::string(kKeyTag) + " " + key_hex(k_.data(), kBytes) + "\n";
+  return std::string(kKeyTag) + " " + to_hex(k_.data(), kBytes) + "\n";
 }
 
 std::string RunKey::fingerprint() const {
@@ -104,8 +88,7 @@ KeyStream::KeyStream(const RunKey& key, std::string_view stream)
   h.update(stream);
   const std::string d = h.hex();
   for (size_t i = 0; i < stream_id_.size(); ++i)
-    stream_id_[i] =
-        static_cast<uint8_t>(key_hex_digit(d[2 * i]) * 16 + key_hex_digit(d[2 * i + 1]));
+    stream_id_[i] = static_cast<uint8_t>(hex_digit(d[2 * i]) * 16 + hex_digit(d[2 * i + 1]));
 }
 
 void chacha20_keystream(const uint8_t* key, const uint8_t* nonce, uint32_t counter, void* out,

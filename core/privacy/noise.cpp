@@ -10,6 +10,7 @@
 
 #include "core/privacy/os_random.hpp"
 #include "core/util/error.hpp"
+#include "core/util/hex.hpp"
 
 namespace dpft::privacy {
 
@@ -64,23 +65,6 @@ void secure_fill(T* data, int64_t n, double std, const Words& words_for) {
       secure_block<T>(data + start, count, std, words.data());
     }
   });
-}
-
-std::string to_hex(const uint8_t* p, size_t n) {
-  static const char* d = "0123456789abcdef";
-  std::string s(2 * n, '0');
-  for (size_t i = 0; i < n; ++i) {
-    s[2 * i] = d[p[i] >> 4];
-    s[2 * i + 1] = d[p[i] & 15];
-  }
-  return s;
-}
-
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
 }
 
 }  // namespace

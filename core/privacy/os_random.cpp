@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/util/error.hpp"
+#include "core/util/hex.hpp"
 
 namespace dpft::privacy {
 
@@ -27,14 +28,9 @@ void os_random(void* out, size_t bytes) {
 }
 
 std::string os_random_hex(size_t bytes) {
-  std::string raw(bytes, '\0'), s;
+  std::string raw(bytes, '\0');
   os_random(raw.data(), bytes);
-  static const char* d = "0123456789abcdef";
-  for (unsigned char c : raw) {
-    s += d[c >> 4];
-    s += d[c & 15];
-  }
-  return s;
+  return to_hex(reinterpret_cast<const uint8_t*>(raw.data()), bytes);
 }
 
 }  // namespace dpft::privacy

@@ -3,9 +3,12 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
+#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <map>
+#include <sstream>
 #include <system_error>
 
 #include "core/privacy/randomness.hpp"
@@ -135,7 +138,75 @@ nlohmann::json noise_of(const nlohmann::json& privacy) {
                         " (a dpft before keyed noise: derived from the run's seed)"}};
 }
 
+bool timing_key(const std::string& k) {
+  auto ends = [&](const char* suf) {
+    const size_t n = std::char_traits<char>::length(suf);
+    return k.size() >= n && k.compare(k.size() - n, n, suf) == 0;
+  };
+  return k == "seconds" || k == "tokens_per_s" || k == "start_time" || k == "end_time" ||
+         ends("_seconds") || ends("_s") || k.rfind("seconds_", 0) == 0;
+}
+
+// YAML scalars that are absolute paths, scrubbed in place.
+void scrub_yaml(YAML::Node n) {
+  if (n.IsScalar()) {
+    const std::string v = n.Scalar(), w = scrub_path(v);
+    if (w != v) n = w;
+  } else if (n.IsSequence()) {
+    for (size_t i = 0; i < n.size(); ++i) scrub_yaml(n[i]);
+  } else if (n.IsMap()) {
+    for (auto it = n.begin(); it != n.end(); ++it) scrub_yaml(it->second);
+  }
+}
+
 }  // namespace
+
+std::string scrub_path(const std::string& s) {
+  // Each token that starts with '/' at the start of the string or after a space, '=', a quote or
+  // '(' and runs to the next space, quote, ',', ';' or ')' is an absolute path.
+  auto starts_token = [&](size_t i) {
+    if (i == 0) return true;
+    const char c = s[i - 1];
+    return std::isspace(static_cast<unsigned char>(c)) || c == '=' || c == '\'' || c == '"' ||
+           c == '(';
+  };
+  auto ends_token = [](char c) {
+    return std::isspace(static_cast<unsigned char>(c)) || c == '\'' || c == '"' || c == ',' ||
+           c == ';' || c == ')';
+  };
+  std::string out;
+  size_t i = 0;
+  while (i < s.size()) {
+    if (s[i] == '/' && starts_token(i) && i + 1 < s.size() && !ends_token(s[i + 1])) {
+      size_t j = i;
+      while (j < s.size() && !ends_token(s[j])) ++j;
+      fs::path p(s.substr(i, j - i));
+      std::string name = p.filename().string();
+      if (name.empty()) name = p.parent_path().filename().string();
+      out += "<local>/" + name;
+      i = j;
+    } else {
+      out += s[i++];
+    }
+  }
+  return out;
+}
+
+nlohmann::json scrub_export_json(const nlohmann::json& j, bool timing) {
+  if (j.is_object()) {
+    nlohmann::json out = nlohmann::json::object();
+    for (auto it = j.begin(); it != j.end(); ++it)
+      if (!timing || !timing_key(it.key())) out[it.key()] = scrub_export_json(it.value(), timing);
+    return out;
+  }
+  if (j.is_array()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& v : j) out.push_back(scrub_export_json(v, timing));
+    return out;
+  }
+  if (j.is_string()) return scrub_path(j.get<std::string>());
+  return j;
+}
 
 nlohmann::json dp_metrics(const nlohmann::json& metrics) {
   nlohmann::json m = metrics;
@@ -226,13 +297,13 @@ ExportResult export_run(const fs::path& run_dir, const fs::path& out_dir, const 
         continue;
       }
       if (name == "metrics.json") {
-        write_json_atomic(tmp / name, dp_metrics(metrics));
+        write_json_atomic(tmp / name, scrub_export_json(dp_metrics(metrics)));
         include(name, e);
         left_out.push_back({{"path", "metrics.json#non_private"},
                             {"class", "non-private"},
                             {"why", kNonPrivateNote}});
         // The ledger on its own: what epsilon the outputs carry and how it was computed.
-        write_json_atomic(tmp / "ledger.json", privacy);
+        write_json_atomic(tmp / "ledger.json", scrub_export_json(privacy));
         include("ledger.json", {true, "public", "the privacy ledger (metrics.json's privacy)"});
         continue;
       }
@@ -243,7 +314,21 @@ ExportResult export_run(const fs::path& run_dir, const fs::path& out_dir, const 
                       "dpft export: {} is not a regular file; the run directory was altered",
                       (run_dir / rel).string());
         fs::create_directories((tmp / rel).parent_path());
-        fs::copy_file(run_dir / rel, tmp / rel);
+        const std::string base = rel.filename().string();
+        if (rel == "config.resolved.yaml") {  // settings: without absolute local paths
+          YAML::Node y = YAML::LoadFile((run_dir / rel).string());
+          scrub_yaml(y);
+          YAML::Emitter out;
+          out << y;
+          write_file_atomic(tmp / rel, std::string(out.c_str()) + "\n");
+        } else if (rel == "manifest.json") {  // provenance: without times and local paths
+          write_json_atomic(tmp / rel, scrub_export_json(read_json_file(run_dir / rel)));
+        } else if (base == "adapter_config.json" || base == "config.json") {  // base model path
+          write_json_atomic(tmp / rel,
+                            scrub_export_json(read_json_file(run_dir / rel), /*timing=*/false));
+        } else {
+          fs::copy_file(run_dir / rel, tmp / rel);
+        }
         fsync_path(tmp / rel);
         include(rel, e);
       }
@@ -253,7 +338,7 @@ ExportResult export_run(const fs::path& run_dir, const fs::path& out_dir, const 
                    "the export holds its metrics only");
     nlohmann::json manifest = {
         {"schema", kExportSchema},
-        {"source", fs::weakly_canonical(run_dir).string()},
+        {"source", scrub_path(fs::weakly_canonical(run_dir).string())},
         {"run", metrics.value("run", nlohmann::json())},
         {"privacy",
          {{"epsilon", privacy.value("epsilon", nlohmann::json())},

@@ -17,7 +17,9 @@
 // subtract it. ExportOptions::allow_seeded_noise exports it anyway, labelled "noise seeded: not
 // shareable" in export_manifest.json.
 // Only the first three are exported; anything a run directory holds that is not classified is
-// left out too ("unclassified"), so a new output is private until it is classified.
+// left out too ("unclassified"), so a new output is private until it is classified. Exported
+// JSON and YAML carry no timing of private work (it follows the realised batch sizes) and no
+// absolute local paths (they name the machine's user and layout): scrub_export_json.
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -50,5 +52,15 @@ ExportResult export_run(const std::filesystem::path& run_dir, const std::filesys
 // metrics.json without its non-private statistics: the `non_private` block, and for
 // dpft.metrics/1 files the top-level `history`, `timing`, `memory` and `diagnostics`.
 nlohmann::json dp_metrics(const nlohmann::json& metrics);
+
+// What an export writes instead of a JSON file's value: without timing of private work (keys
+// "seconds", "*_seconds", "seconds_*", "*_s", "tokens_per_s", "start_time", "end_time") and
+// with every absolute local path replaced by "<local>/" + its file name (scrub_path);
+// timing false keeps every key (a model's config.json).
+nlohmann::json scrub_export_json(const nlohmann::json& j, bool timing = true);
+// "/home/me/data/train.csv" -> "<local>/train.csv": each absolute path in `s` (at its start or
+// after a space, '=', a quote or '('; up to a space, quote, ',', ';' or ')') becomes
+// "<local>/" + its last component; the rest of `s` is kept.
+std::string scrub_path(const std::string& s);
 
 }  // namespace dpft
