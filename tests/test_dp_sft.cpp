@@ -115,6 +115,25 @@ TEST_CASE("dp-sft: a run stopped in stage 1 or stage 2 resumes to the uninterrup
     CHECK(resumed["non_private"]["history"] == full["non_private"]["history"]);
     CHECK(torch::equal(project::load_subspace(fs::path(dir) / "subspace.safetensors").P, P_full));
   }
+  // A trajectory row changed after the checkpoint (a forged trajectory: another subspace than the
+  // one stage 1 released) refuses the resume, naming the file; metrics.json stays as it was.
+  {
+    std::string forged;
+    std::vector<std::string> stop3 = spec;
+    stop3.insert(stop3.end(), {"--stop-after", "3"});
+    CHECK(run_metrics(f, out, stop3, &forged)["status"] == "stopped");
+    const fs::path row = fs::path(forged) / "trajectory" / "row-00000.safetensors";
+    REQUIRE(fs::exists(row));
+    std::string bytes = read_file(row);
+    bytes.back() = static_cast<char>(bytes.back() ^ 0x40);  // one float of the row, changed
+    write_file_atomic(row, bytes);
+    const std::string before = read_file(fs::path(forged) / "metrics.json");
+    CHECK(test::cli({"run", "--resume", forged}) == 3);
+    CHECK_THAT(nlohmann::json::parse(read_file(fs::path(forged) / "manifest.json"))["error"]
+                   .get<std::string>(),
+               Catch::Matchers::Contains("row-00000.safetensors is changed"));
+    CHECK(read_file(fs::path(forged) / "metrics.json") == before);
+  }
   // Interrupted between saving P (which removes the trajectory) and the first checkpoint of stage
   // 2: the resume from the end of stage 1 finds no trajectory rows and takes the saved P.
   std::string dir;

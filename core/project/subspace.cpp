@@ -45,6 +45,10 @@ int64_t chunk_cols(int64_t rows, double chunk_mb) {
 
 }  // namespace
 
+fs::path Trajectory::row_file(int64_t i) const {
+  return row_path(dir_, i);
+}
+
 // ---------------------------------------------------------------------------------------------
 Trajectory::Trajectory(fs::path dir, int64_t d) : dir_(std::move(dir)), d_(d) {
   DPFT_CHECK(d > 0, "trajectory: the row length must be positive, got {}", d);

@@ -43,6 +43,7 @@ class Trajectory {
   int64_t rows() const { return static_cast<int64_t>(files_.size()); }
   int64_t dim() const { return d_; }
   const fs::path& dir() const { return dir_; }
+  fs::path row_file(int64_t i) const;     // <dir>/row-<i, 5 digits>.safetensors
   void append(const torch::Tensor& row);  // (d), any floating dtype; stored float32
   void truncate(int64_t m);               // drop rows m.. (a resume from an earlier checkpoint)
   torch::Tensor columns(int64_t begin, int64_t end) const;  // (rows, end - begin) float32

@@ -32,6 +32,7 @@
 #include "core/train/privatize.hpp"
 #include "core/train/trainer.hpp"
 #include "core/util/seed.hpp"
+#include "core/util/sha256.hpp"
 #include "core/util/system.hpp"
 #include "methods/method.hpp"
 
@@ -361,11 +362,36 @@ nlohmann::json DpSftMethod::run(RunContext& ctx, train::TrainInputs& in) {
     if (done <= T1 && done % y == 0 && traj->rows() < k_)
       traj->append(flat_params(params) - theta0);
   };
+  // Every file a resume reads back (Theta_0, the trajectory rows, P) is hashed into the
+  // checkpoint: a changed one refuses the resume, naming it (a forged trajectory would be a
+  // subspace nobody released). Rows may be gone only as P's saving removes them.
+  auto state_files = [&] {
+    std::vector<fs::path> files = {theta0_file, sub_file};
+    for (int64_t i = 0; traj && i < traj->rows(); ++i) files.push_back(traj->row_file(i));
+    nlohmann::json hashes = nlohmann::json::object();
+    for (const fs::path& p : files)
+      if (fs::exists(p))
+        hashes[fs::relative(p, ctx.dir.path()).generic_string()] = sha256_file_hex(p);
+    return hashes;
+  };
   lo.save_state = [&] {
     return nlohmann::json{{"trajectory_rows", traj ? traj->rows() : 0},
-                          {"subspace_ready", !blocks.empty() && T1 > 0}};
+                          {"subspace_ready", !blocks.empty() && T1 > 0},
+                          {"files", state_files()}};
   };
   lo.load_state = [&](const nlohmann::json& j) {
+    const nlohmann::json files = j.value("files", nlohmann::json::object());
+    for (auto it = files.begin(); it != files.end(); ++it) {
+      const std::string rel = it.key(), sha = it.value().get<std::string>();
+      const fs::path p = ctx.dir.path() / rel;
+      const bool row = rel.rfind("trajectory/", 0) == 0;
+      if (!fs::exists(p) && row && (!traj || traj->rows() == 0) && fs::exists(sub_file))
+        continue;  // all rows removed when P was saved (method.keep_trajectory: false)
+      DPFT_CHECK_AS(InputError, fs::exists(p) && sha256_file_hex(p) == sha,
+                    "--resume: refused: {} is {} since the last checkpoint; a resume must read "
+                    "back what the run wrote: restore it, or start a new run",
+                    p.string(), fs::exists(p) ? "changed" : "missing");
+    }
     if (traj) traj->truncate(j.at("trajectory_rows").get<int64_t>());
     if (j.at("subspace_ready").get<bool>()) use_subspace(project::load_subspace(sub_file));
   };
