@@ -310,7 +310,8 @@ void register_eval_synthetic(CLI::App& app, CliContext& ctx) {
   sub->add_option("--k", o->k, "neighbours of precision / recall")->capture_default_str();
   sub->add_option("--buckets", o->mauve.buckets,
                   "MAUVE's k-means clusters (0: max(2, min(n_real, n_synthetic) / 10))")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--seed", o->mauve.seed, "MAUVE's seed (k-means uses seed + 2)")
       ->capture_default_str();
   sub->add_option("--batch", o->batch, "texts per forward of the embedder")

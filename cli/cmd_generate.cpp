@@ -70,9 +70,10 @@ void register_generate(CLI::App& app, CliContext& ctx) {
   sub->add_option("--stop", o->g.stop_strings, "stop string (repeatable)");
   sub->add_option("--seed", o->g.seed, "sampling seed")->capture_default_str();
   sub->add_option("--num-beams", o->beam.num_beams,
-                  "beam search with this many beams (1: greedy / sampling; docs/nlg.md)")
+                  "beam search with this many beams (1: greedy / sampling; at most 1000; "
+                  "docs/nlg.md)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1000));
   sub->add_option("--length-penalty", o->beam.length_penalty,
                   "beam search: score = sum log p / length^this")
       ->capture_default_str();

@@ -73,6 +73,11 @@ void set_encoder_head(model::ModelConfig& cfg, const std::string& head,
   }
   DPFT_CHECK_AS(ConfigError, labels.empty() || cfg.head == EncoderHead::kSequenceClassification,
                 "--labels needs --head classification");
+  for (size_t i = 0; i < labels.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      DPFT_CHECK_AS(ConfigError, !labels[i].empty() && labels[i] != labels[j],
+                    "--labels: '{}' is {}; give distinct, non-empty names, one per class",
+                    labels[i], labels[i].empty() ? "empty" : "repeated");
   cfg.validate("dpft model init");
 }
 
@@ -190,6 +195,13 @@ void register_rehead(CLI::App* model, CliContext& ctx) {
       ->capture_default_str();
   sub->callback([o, &ctx] {
     ctx.action = [o] {
+      std::error_code ec;
+      DPFT_CHECK_AS(
+          ConfigError,
+          !fs::exists(o->out, ec) || (fs::is_directory(o->out, ec) && fs::is_empty(o->out, ec)),
+          "--out {} exists and is not an empty directory; rehead never overwrites a "
+          "checkpoint: choose a new path",
+          o->out);
       const ReheadResult r = rehead_model(*o);
       std::cout << fmt::format(
           "wrote {}: {} parameters copied from {}; new (seeded init): {}; left out: {}; {} "

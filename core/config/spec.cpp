@@ -153,6 +153,12 @@ YAML::Node load_spec_yaml(const std::string& path) {
     throw InputError(fmt::format(
         "spec '{}' is a directory; give a spec file (YAML), or --resume DIR to continue a run",
         path));
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw InputError(fmt::format("spec '{}' is not a regular file; give a spec file (YAML)", path));
+  constexpr uintmax_t kMaxSpecBytes = 16u << 20;  // a spec is kilobytes; its data live elsewhere
+  if (std::filesystem::file_size(path, ec) > kMaxSpecBytes)
+    throw InputError(
+        fmt::format("spec file '{}' is over 16 MiB; a spec holds settings, not data", path));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(fmt::format("spec file '{}' cannot be read (check its permissions)", path));
   std::ostringstream text;

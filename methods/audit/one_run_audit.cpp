@@ -93,6 +93,13 @@ std::vector<std::string> make_canaries(const tok::Tokenizer& t, int64_t m, int64
                 "dpft audit: the tokenizer has only {} printable tokens; canaries need at least "
                 "100",
                 pool.size());
+  // Distinct canaries must be plentiful: pool^len >= 4 m keeps the draws below ~2 m on average.
+  DPFT_CHECK_AS(ConfigError,
+                static_cast<double>(len) * std::log(static_cast<double>(pool.size())) >=
+                    std::log(4.0 * static_cast<double>(m)),
+                "--canaries {} with --canary-tokens {}: only {} printable tokens, too few distinct "
+                "canaries of that length; use more --canary-tokens (or fewer --canaries)",
+                m, len, pool.size());
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<size_t> pick(0, pool.size() - 1);
   std::vector<std::string> out;

@@ -81,7 +81,7 @@ class CtclMethod : public Method {
     f.get("embed_batch", embed_batch_, Range::at_least(1));
     labels_.read(f, name());
     Fields g = f.child("generation");
-    g.get("num_synthetic", gen_.num_synthetic, Range::at_least(1));
+    g.get("num_synthetic", gen_.num_synthetic, Range::closed(1, 1e7));  // 10^7: a bound, not a goal
     g.get("max_new_tokens", gen_.max_new_tokens, Range::at_least(1));
     g.get("top_p", gen_.top_p, Range{0, 1, true, false});
     g.get("temperature", gen_.temperature, Range::above(0));

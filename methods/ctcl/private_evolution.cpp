@@ -103,7 +103,7 @@ class PrivateEvolution : public Method {
     f.get("embed_max_length", embed_max_length_, Range::at_least(0));
     f.get("prompts", prompts_);
     f.get("iterations", iterations_, Range::at_least(1));
-    f.get("num_synthetic", num_synthetic_, Range::at_least(1));
+    f.get("num_synthetic", num_synthetic_, Range::closed(1, 1e7));
     f.get("variations", variations_, Range::at_least(0));
     f.get("initial_variations", initial_variations_, Range::at_least(0));
     f.get("keep_selected", keep_selected_);

@@ -37,7 +37,7 @@ class DenoiseMethod : public StepReleaseMethod {
     f.get("kappa", opts_.kappa, Range::at_least(1));
     f.get("norm_correction", opts_.norm_correction);
     f.get_choice("svd", svd_, {"exact", "randomized"});
-    f.get("rank", opts_.rank, Range::at_least(0));
+    f.get("rank", opts_.rank, Range::closed(0, 1e5));  // k of a matrix's randomized SVD
     f.get("apply_to", apply_to_);
     f.get("diagnostics", diagnostics_);
     opts_.svd = svd_ == "randomized" ? denoise::Svd::kRandomized : denoise::Svd::kExact;
