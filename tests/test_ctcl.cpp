@@ -3,6 +3,10 @@
 // generator's condition.
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+
+#include <cstdlib>
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -252,6 +256,36 @@ TEST_CASE(
   CHECK(read_file(part / "synthetic" / "synthetic.jsonl") ==
         read_file(run / "synthetic" / "synthetic.jsonl"));
   CHECK(r["eval"] == m["eval"]);
+
+  // SIGINT during synthesis (DPFT_SIGNAL_AT=ctcl_bins1: after the first bin's file is written):
+  // exit 130, status interrupted, the checkpoint and that bin kept, no set committed; the resume
+  // generates the other bins and writes the uninterrupted run's set, one histogram release.
+  {
+    const fs::path sig_out = tmp.path / "sig";
+    const std::string cmd =
+        fmt::format("DPFT_SIGNAL_AT=ctcl_bins1 '{}' --quiet run '{}' --out '{}' >/dev/null 2>&1",
+                    DPFT_BINARY, spec, sig_out.string());
+    const int rc = std::system(cmd.c_str());
+    CHECK(WIFEXITED(rc));
+    CHECK(WEXITSTATUS(rc) == 130);
+    fs::path sig_run;
+    for (const auto& e : fs::recursive_directory_iterator(sig_out))
+      if (e.path().filename() == "metrics.json") sig_run = e.path().parent_path();
+    REQUIRE_FALSE(sig_run.empty());
+    CHECK(nlohmann::json::parse(read_file(sig_run / "metrics.json"))["status"] == "interrupted");
+    CHECK(fs::exists(sig_run / "checkpoint"));
+    CHECK_FALSE(fs::exists(sig_run / "synthetic" / "synthetic.jsonl"));
+    int parts = 0;
+    for (const auto& e : fs::directory_iterator(sig_run / "synthetic"))
+      parts += e.path().filename().string().rfind("topic-", 0) == 0;
+    CHECK(parts == 1);
+    REQUIRE(test::cli({"run", "--resume", sig_run.string()}) == 0);
+    const auto sr = nlohmann::json::parse(read_file(sig_run / "metrics.json"));
+    CHECK(sr["status"] == "ok");
+    CHECK(sr["privacy"]["releases"] == rel);
+    CHECK(read_file(sig_run / "synthetic" / "synthetic.jsonl") ==
+          read_file(run / "synthetic" / "synthetic.jsonl"));
+  }
 
   // A released histogram that cannot be read back is not released again: resume exits 3.
   REQUIRE(test::cli({"run", spec, "--out", out, "--stop-after", "1"}, &printed) == 0);

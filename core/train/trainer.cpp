@@ -637,8 +637,15 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
     }
     fault_point("saved");
     if (s.opts.after_training && root) out[s.opts.after_training_key] = s.opts.after_training();
-    if (root) remove_tree(s.ckpt_dir());
-    s.ctx.finished = true;
+    const std::string& key = s.opts.after_training_key;
+    if (out.contains(key) && out[key].is_object() && out[key].value("interrupted", false)) {
+      // A signal stopped the after-training work (CTCL's synthesis): the resume continues it.
+      spdlog::warn("interrupted after training; the checkpoint is kept: dpft run --resume {}",
+                   s.ctx.dir.path().string());
+    } else {
+      if (root) remove_tree(s.ckpt_dir());
+      s.ctx.finished = true;
+    }
   }
   double train_s = 0;
   for (double x : s.step_seconds) train_s += x;

@@ -40,6 +40,7 @@
 #include "core/util/error.hpp"
 #include "core/util/progress.hpp"
 #include "core/util/seed.hpp"
+#include "core/util/signals.hpp"
 #include "data/lm_dataset.hpp"
 #include "methods/ctcl/synthesis.hpp"
 #include "methods/dp_sgd/dp_sgd_loop.hpp"
@@ -301,8 +302,12 @@ nlohmann::json CtclMethod::synthesize(RunContext& ctx, train::TrainInputs& in,
     sets.push_back(
         {&subset_seats[i], dir / fmt::format("synthetic_n{}.jsonl", gen_.subsets[i]), nullptr});
   for (auto& set : sets) set.writer = std::make_unique<AtomicFileWriter>(set.file);
+  int64_t bins_generated = 0;
   for (size_t k = 0; k < gen.size(); ++k) {
     if (gen[k] == 0) continue;
+    // SIGINT / SIGTERM: stop between bins (the done ones are on disk; no set is committed), the
+    // trainer keeps its checkpoint and the resume generates the remaining bins.
+    if (interrupted()) return {{"interrupted", true}, {"bins_done", k}};
     // One file per bin (topic, or topic x class), written whole: a resumed generation skips the
     // bins already done.
     const fs::path part = dir / fmt::format("topic-{:05d}.jsonl", k);
@@ -311,6 +316,7 @@ nlohmann::json CtclMethod::synthesize(RunContext& ctx, train::TrainInputs& in,
       lines = read_file(part);
     } else {
       for (int64_t b = 0; b < gen[k]; b += gen_.batch) {
+        if (interrupted()) return {{"interrupted", true}, {"bins_done", k}};  // bin unwritten
         const int64_t n = std::min(gen_.batch, gen[k] - b);
         std::vector<std::vector<int64_t>> prompts(
             static_cast<size_t>(n), std::vector<int64_t>(sources[k].begin(), sources[k].end()));
@@ -327,6 +333,7 @@ nlohmann::json CtclMethod::synthesize(RunContext& ctx, train::TrainInputs& in,
         bar.update(static_cast<long>(done + b + n));
       }
       write_file_atomic(part, lines);
+      fault_point(fmt::format("ctcl_bins{}", ++bins_generated).c_str());
     }
     done += gen[k];
     bar.update(static_cast<long>(done));
