@@ -55,7 +55,10 @@ int run_cli(int argc, const char* const* argv) {
                 << " (dpft --help)\n";
       return kExitUsage;
     }
-    app.exit(e);
+    // Every error in one form: "dpft: error: <what>" and where the flags are described.
+    std::cerr << "dpft: error: " << e.what() << " (dpft"
+              << (argc > 1 && argv[1][0] != '-' ? std::string(" ") + argv[1] : std::string())
+              << " --help)\n";
     return kExitUsage;
   }
 

@@ -260,6 +260,9 @@ TEST_CASE("nothing silently swaps a privacy value: empty, null, overflowing, dup
   CHECK_THAT(config_error("privacy: {delta: 1e-999}\n"),
              Contains("privacy.delta: 1e-999 is outside the range of a double"));
   CHECK_THAT(config_error("train: {steps: 1e999}\n"), Contains("outside the range of a double"));
+  // A subnormal double (strtod's ERANGE too) is named as such, not as out of range.
+  CHECK_THAT(config_error("privacy:\n  delta: 1e-320\n"),
+             Contains("privacy.delta: 1e-320 is below the smallest normal double"));
   CHECK(std::isinf(*parse("privacy: {epsilon: .inf}\n").privacy.epsilon));
   CHECK(!parse_double("1e309").has_value());
   CHECK(parse_double("1e308").value() == 1e308);

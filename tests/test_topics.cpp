@@ -133,6 +133,20 @@ TEST_CASE("a topic model saves and loads; a wrong file is refused by name", "[to
   model::save_safetensors(tmp.path / "bad" / "topic_model.safetensors",
                           {{"centroids", torch::zeros({2, 2})}}, {{"format", "other"}});
   CHECK_THROWS_AS(topics::load(tmp.path / "bad"), InputError);
+  // Zero topics (a SIGSEGV later in `topics assign`) and NaN centroids ("record 0 is in bin -1"
+  // later) are refused when the file is read, naming it.
+  const auto good = model::SafetensorsFile::open(tmp.path / "m" / "topic_model.safetensors");
+  const std::map<std::string, std::string> meta = good->metadata();
+  for (const torch::Tensor& c :
+       {torch::zeros({0, 5}), torch::full({3, 5}, std::nan("")), torch::zeros({5})}) {
+    CAPTURE(c.sizes());
+    fs::create_directories(tmp.path / "broken");
+    model::save_safetensors(tmp.path / "broken" / "topic_model.safetensors", {{"centroids", c}},
+                            meta);
+    CHECK_THROWS_WITH(topics::load(tmp.path / "broken"),
+                      Catch::Matchers::Contains("topic_model.safetensors") &&
+                          Catch::Matchers::Contains("rebuild the topic model"));
+  }
   m.sizes.pop_back();
   CHECK_THROWS_AS(topics::save(m, tmp.path / "m2"), RuntimeError);
 }

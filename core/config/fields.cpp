@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cfloat>
 #include <cmath>
 #include <cstdlib>
 
@@ -140,9 +141,18 @@ YAML::Node Fields::lookup_value(const std::string& key) {
 }
 
 std::string Fields::number_error(const std::string& key, const YAML::Node& n) const {
-  if (n.IsScalar() && overflows_double(n.Scalar()))
+  if (n.IsScalar() && overflows_double(n.Scalar())) {
+    // strtod's ERANGE is also its answer for a subnormal result, which is a double, but too
+    // small to compute with (privacy.delta: 1e-320).
+    const double v = std::strtod(n.Scalar().c_str(), nullptr);
+    if (v != 0 && std::fabs(v) < DBL_MIN)
+      return fmt::format(
+          "{}: {} is below the smallest normal double (about 2.2e-308), too small to compute "
+          "with; give a larger value (or 0 where 0 is allowed)",
+          key_path(key), n.Scalar());
     return fmt::format("{}: {} is outside the range of a double (write .inf for infinity)",
                        key_path(key), n.Scalar());
+  }
   return fmt::format("{}: expected a number, got {}", key_path(key), show(n));
 }
 

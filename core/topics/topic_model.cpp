@@ -11,6 +11,7 @@
 #include "core/model/safetensors.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
+#include "core/util/shape.hpp"
 #include "core/util/strings.hpp"
 
 #ifdef DPFT_HAVE_FAISS
@@ -310,6 +311,15 @@ TopicModel load(const std::filesystem::path& dir) {
                 fmt_it == md.end() ? "" : fmt_it->second, kFormat);
   TopicModel m;
   m.centroids = f->load("centroids").to(torch::kFloat32);
+  DPFT_CHECK_AS(InputError,
+                m.centroids.dim() == 2 && m.centroids.size(0) >= 1 && m.centroids.size(1) >= 1,
+                "topics: {}: centroids must be a (K >= 1 topics, d >= 1) matrix, got shape {}; "
+                "rebuild the topic model (dpft topics build)",
+                path.string(), shape_str(m.centroids.sizes()));
+  DPFT_CHECK_AS(InputError, torch::isfinite(m.centroids).all().item<bool>(),
+                "topics: {}: the centroids hold NaN or infinite values; rebuild the topic model "
+                "(dpft topics build)",
+                path.string());
   nlohmann::json meta;
   try {
     meta = nlohmann::json::parse(md.at("model"));
