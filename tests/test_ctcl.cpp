@@ -77,9 +77,14 @@ TEST_CASE("DP histogram: true counts + N(0, sigma^2), rounded, clamped, one ledg
   CHECK(j["releases"][0]["count"] == 1);
   // Bad input, and nothing recorded for it.
   CHECK_THROWS_AS(privacy::release_histogram({0, 3}, 3, 10.0, noise, ledger), RuntimeError);
-  CHECK_THROWS_AS(privacy::release_histogram({0}, 3, 0.0, noise, ledger), ConfigError);
+  CHECK_THROWS_AS(privacy::release_histogram({0}, 3, -1.0, noise, ledger), ConfigError);
   CHECK_THROWS_AS(privacy::release_histogram({0}, 0, 1.0, noise, ledger), ConfigError);
   CHECK(ledger.to_json()["releases"].size() == 1);
+  // sigma 0 (privacy.epsilon inf): the true counts, recorded as a non-private release.
+  CHECK(privacy::release_histogram({0, 2, 2}, 3, 0.0, noise, ledger, "h0").counts ==
+        std::vector<int64_t>{1, 0, 2});
+  CHECK(ledger.to_json()["releases"][1]["mechanism"] == "non_private");
+  CHECK(ledger.to_json()["epsilon"] == "inf");
 }
 
 TEST_CASE("largest-remainder apportionment sums to the total and follows the histogram", "[ctcl]") {

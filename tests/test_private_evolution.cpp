@@ -116,8 +116,11 @@ TEST_CASE("vote release: votes + N(0, sigma^2), one q = 1 release in the ledger 
   CHECK(j["releases"][0]["noise_multiplier"] == 2.0);
   CHECK(j["releases"][0]["sampling_rate"] == 1.0);
   CHECK(j["releases"][0]["count"] == 1);
-  CHECK_THROWS_AS(privacy::release_votes(votes, 0.0, noise, ledger), ConfigError);
+  CHECK_THROWS_AS(privacy::release_votes(votes, -1.0, noise, ledger), ConfigError);
   CHECK(ledger.to_json()["releases"].size() == 1);
+  // sigma 0 (privacy.epsilon inf): the true votes, recorded as a non-private release.
+  CHECK(privacy::release_votes(votes, 0.0, noise, ledger, "v0") == votes);
+  CHECK(ledger.to_json()["releases"][1]["mechanism"] == "non_private");
 }
 
 TEST_CASE("PE noise: the PRV calibration of T q = 1 releases matches the GDP closed form",

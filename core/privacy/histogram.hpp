@@ -21,8 +21,8 @@ struct HistogramRelease {
   double sigma = 0;             // noise multiplier = noise std (sensitivity 1)
 };
 
-// bin_of[i] in [0, K) is record i's bin (the one bin it is counted in). sigma > 0 and finite
-// (a non-private histogram is not offered: use the true counts knowingly instead). Throws
+// bin_of[i] in [0, K) is record i's bin (the one bin it is counted in). sigma >= 0 and finite;
+// sigma 0 releases the true counts, recorded as a non-private release (epsilon inf). Throws
 // RuntimeError for a bin outside [0, K), ConfigError for a bad sigma or K.
 HistogramRelease release_histogram(const std::vector<int64_t>& bin_of, int64_t K, double sigma,
                                    NoiseSource& noise, PrivacyLedger& ledger,
@@ -38,7 +38,8 @@ std::vector<double> nn_votes(const torch::Tensor& nn_idx /* (N, k) int64 */, int
 
 // The Gaussian release of a vote vector of L2 sensitivity 1 (nn_votes): votes + N(0, sigma^2 I),
 // real-valued (PE thresholds and selects on them: post-processing). Recorded in the ledger as
-// one release {sigma, q = 1, count 1} before the noise is drawn. sigma > 0 and finite.
+// one release {sigma, q = 1, count 1} before the noise is drawn. sigma >= 0 and finite (0: the
+// true votes, recorded as a non-private release).
 std::vector<double> release_votes(const std::vector<double>& votes, double sigma,
                                   NoiseSource& noise, PrivacyLedger& ledger,
                                   const std::string& label = "nn_histogram");

@@ -235,17 +235,11 @@ std::vector<int64_t> CtclMethod::histogram(RunContext& ctx, const std::vector<in
     spdlog::info("ctcl: the topic histogram released earlier ({})", file.string());
     return counts;
   }
-  std::vector<int64_t> counts;
-  if (hist_release_sigma_ > 0) {
-    auto noise = ctx.randomness.noise("ctcl-histogram");
-    counts =
-        privacy::release_histogram(topic_of, K, hist_release_sigma_, *noise, ctx.ledger, rel.label)
-            .counts;
-  } else {  // privacy.epsilon inf: the true counts, recorded as a non-private release
-    ctx.ledger.record(rel);
-    counts.assign(static_cast<size_t>(K), 0);
-    for (int64_t t : topic_of) ++counts[static_cast<size_t>(t)];
-  }
+  // privacy.epsilon inf: sigma 0, the true counts, recorded as a non-private release.
+  auto noise = ctx.randomness.noise("ctcl-histogram");
+  const std::vector<int64_t> counts =
+      privacy::release_histogram(topic_of, K, hist_release_sigma_, *noise, ctx.ledger, rel.label)
+          .counts;
   write_json_atomic(file, {{"schema", "dpft.topic_histogram/1"},
                            {"noise_multiplier", hist_release_sigma_},
                            {"private", hist_release_sigma_ > 0},

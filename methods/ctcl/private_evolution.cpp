@@ -452,16 +452,10 @@ nlohmann::json PrivateEvolution::run(RunContext& ctx, train::TrainInputs& in) {
       for (size_t c = 0; c < classes.size(); ++c)
         for (int64_t i : classes[c].members)
           class_of[static_cast<size_t>(i)] = static_cast<int64_t>(c);
-      if (class_sigma_ > 0) {
-        auto hn = ctx.randomness.noise("pe-class-histogram");
-        weights = privacy::release_histogram(class_of, static_cast<int64_t>(classes.size()),
-                                             class_sigma_, *hn, ctx.ledger, kClassLabel)
-                      .counts;
-      } else {  // privacy.epsilon inf: the true counts, recorded as a non-private release
-        ctx.ledger.record({kClassLabel, 0.0, 1.0, 1});
-        std::fill(weights.begin(), weights.end(), 0);
-        for (int64_t c : class_of) ++weights[static_cast<size_t>(c)];
-      }
+      auto hn = ctx.randomness.noise("pe-class-histogram");  // sigma 0: the true counts
+      weights = privacy::release_histogram(class_of, static_cast<int64_t>(classes.size()),
+                                           class_sigma_, *hn, ctx.ledger, kClassLabel)
+                    .counts;
     }
     bool uniform = false;
     const std::vector<int64_t> seats = ctcl::apportion(weights, num_synthetic_, &uniform);
@@ -527,13 +521,9 @@ nlohmann::json PrivateEvolution::run(RunContext& ctx, train::TrainInputs& in) {
         votes[static_cast<size_t>(offset[c] + j)] = v[static_cast<size_t>(j)];
     }
     // 3: the release.
-    std::vector<double> noisy;
-    if (sigma_ > 0) {
-      noisy = privacy::release_votes(votes, sigma_, noise, ctx.ledger, kVotesLabel);
-    } else {
-      ctx.ledger.record({kVotesLabel, 0.0, 1.0, 1});
-      noisy = votes;
-    }
+    // (sigma 0, privacy.epsilon inf: the true votes, recorded as a non-private release)
+    const std::vector<double> noisy =
+        privacy::release_votes(votes, sigma_, noise, ctx.ledger, kVotesLabel);
     // 4-5: threshold, selection, the next population.
     const bool last = t == iterations_;
     int64_t positive = 0, uniform_classes = 0;
