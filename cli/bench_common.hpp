@@ -3,11 +3,12 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/model/transformer.hpp"
-#include "core/privacy/randomness.hpp"
+#include "core/privacy/mechanism.hpp"
 
 namespace dpft {
 
@@ -19,7 +20,10 @@ double sgemm_gflops(const torch::Device& dev);
 double forward_flops_per_token(model::CausalLM& m, int64_t seq);
 // The noise a benchmark draws, as a run in noise mode `mode` would (keyed | seeded | os; the
 // spelling of privacy's NoiseMode): keyed by a fresh key, seeded by 0, or the OS CSPRNG.
-privacy::PrivateRandomness bench_randomness(const std::string& mode);
+// A benchmark's mechanisms: that randomness, a scratch ledger without a budget and a plan of
+// `per_step` releases without bound.
+std::unique_ptr<privacy::Mechanisms> bench_mechanisms(const std::string& mode,
+                                                      const privacy::Release& per_step);
 // The --noise-mode option's help text.
 inline constexpr const char* kBenchNoiseModeHelp =
     "noise bits as a run draws them: keyed (a run's default: ChaCha20 of a secret key) | seeded "

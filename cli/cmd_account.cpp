@@ -26,10 +26,10 @@
 #include <optional>
 
 #include "cli/app.hpp"
+#include "core/config/ledger_options.hpp"
 #include "core/config/spec.hpp"
 #include "core/privacy/calibrate.hpp"
 #include "core/privacy/ledger.hpp"
-#include "core/privacy/ledger_options.hpp"
 #include "core/run/runner.hpp"
 #include "core/util/error.hpp"
 #include "data/train_inputs.hpp"

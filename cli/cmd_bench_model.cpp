@@ -185,9 +185,14 @@ int bench_generate(const GenerateBench& b) {
 
 }  // namespace
 
-privacy::PrivateRandomness bench_randomness(const std::string& mode) {
-  return privacy::PrivateRandomness::for_benchmark(
-      enum_value(mode, privacy::kNoiseModeNames, "--noise-mode"));
+std::unique_ptr<privacy::Mechanisms> bench_mechanisms(const std::string& mode,
+                                                      const privacy::Release& per_step) {
+  privacy::Release unbounded = per_step;
+  unbounded.count = int64_t{1} << 40;
+  return std::make_unique<privacy::Mechanisms>(privacy::LedgerOptions{},
+                                               privacy::PrivateRandomness::for_benchmark(enum_value(
+                                                   mode, privacy::kNoiseModeNames, "--noise-mode")),
+                                               std::vector<privacy::Release>{unbounded});
 }
 
 double sgemm_gflops(const torch::Device& dev) {

@@ -73,8 +73,8 @@ int bench_pe(const PeBench& b) {
   dp.sigma = 1;
   dp.q = 0.2;
   dp.dataset_size = b.batch * 5;
-  auto noise_ptr = bench_randomness(b.noise_mode).noise("noise");
-  privacy::NoiseSource& noise = *noise_ptr;
+  auto mechanisms = bench_mechanisms(b.noise_mode, dp.release());
+  privacy::GaussianSum& noise = mechanisms->gaussian_sum("noise", dp.release());
   auto dp_step = [&] {
     auto t0 = Clock::now();
     train::BatchStats st;

@@ -157,10 +157,9 @@ int bench_train(const TrainBench& b) {
   dp.sigma = 1;
   dp.q = 0.01;
   dp.dataset_size = b.batch * 100;
-  auto noise_ptr =
-      bench_randomness(b.noise_mode)
-          .noise("noise", enum_value(b.noise_draw, privacy::kNoiseDrawNames, "--noise-draw"));
-  privacy::NoiseSource& noise = *noise_ptr;
+  auto mechanisms = bench_mechanisms(b.noise_mode, dp.release());
+  privacy::GaussianSum& noise = mechanisms->gaussian_sum(
+      "noise", dp.release(), enum_value(b.noise_draw, privacy::kNoiseDrawNames, "--noise-draw"));
   double psg_share = 0, noise_share = 0;
   std::vector<torch::Tensor> last_grad;  // the last DP step's noisy gradient (--denoise)
   auto dp_step = [&] {

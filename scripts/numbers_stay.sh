@@ -3,16 +3,18 @@
 # binaries and compares what they wrote: adapters / models and synthetic sets byte for byte,
 # metrics.json (eval, privacy, history, config hash) as JSON without timing, memory and the new
 # binary's noise block. Use it around a refactor that must not change any number.
-#   scripts/numbers_stay.sh OLD_DPFT NEW_DPFT [--new-set key=value ...]
+#   scripts/numbers_stay.sh OLD_DPFT NEW_DPFT [--new-set key=value ...] [--set key=value ...]
 # --new-set is given to the new binary only (e.g. privacy.noise_seed=SEED to draw the noise an
-# older binary drew from `seed`: use the word SEED, replaced by each spec's seed). Needs
+# older binary drew from `seed`: use the word SEED, replaced by each spec's seed); --set to both
+# (privacy.noise_seed=SEED between two binaries with keyed noise). Needs
 # ../shared/data. ONLY=TEXT runs the specs whose line holds TEXT. Prints one line per spec and
 # "numbers_stay: N passed, M failed".
 set -u
 OLD="$1"; NEW="$2"; shift 2
-NEWSET=()
+NEWSET=(); BOTHSET=()
 while [ $# -gt 0 ]; do
-  case "$1" in --new-set) NEWSET+=("$2"); shift 2 ;; *) echo "unknown argument $1" >&2; exit 2 ;; esac
+  case "$1" in --new-set) NEWSET+=("$2"); shift 2 ;; --set) BOTHSET+=("$2"); shift 2 ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;; esac
 done
 cd "$(dirname "$0")/.."
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
@@ -43,8 +45,9 @@ for entry in "${specs[@]}"; do
   spec=${entry%%|*}; read -r -a extra <<< "${entry#*|}"
   seed=$("$NEW" --quiet config dump "$spec" 2>/dev/null | sed -n 's/^seed: //p')
   ns=(); for s in "${NEWSET[@]}"; do ns+=(--set "${s//SEED/$seed}"); done
-  a=$("$OLD" --quiet run "$spec" --out "$T/old" "${short[@]}" "${extra[@]}" 2>"$T/old.err" | tail -1)
-  b=$("$NEW" --quiet run "$spec" --out "$T/new" "${short[@]}" "${extra[@]}" "${ns[@]}" 2>"$T/new.err" | tail -1)
+  bs=(); for s in "${BOTHSET[@]}"; do bs+=(--set "${s//SEED/$seed}"); done
+  a=$("$OLD" --quiet run "$spec" --out "$T/old" "${short[@]}" "${extra[@]}" "${bs[@]}" 2>"$T/old.err" | tail -1)
+  b=$("$NEW" --quiet run "$spec" --out "$T/new" "${short[@]}" "${extra[@]}" "${bs[@]}" "${ns[@]}" 2>"$T/new.err" | tail -1)
   if [ ! -f "$a/metrics.json" ] || [ ! -f "$b/metrics.json" ]; then
     echo "FAIL $spec ${extra[*]}: a run failed: $(tail -1 "$T/old.err") | $(tail -1 "$T/new.err")"
     fail=$((fail+1)); continue

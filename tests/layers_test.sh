@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one-way layers of docs/architecture.md, checked on the source tree:
 #   cli/ -> methods/ -> data/ -> core/        (an arrow = "may include")
-# and, inside core/, core/run/ (the run directory and runner) never includes core/train/.
+# and, inside core/, core/run/ (the run directory and runner) never includes core/train/, and
+# core/privacy/ includes only core/privacy/ and core/util/.
 # Every #include of a layer above is reported with file:line; every .cpp of a layer must be in
 # that layer's explicit source list in CMakeLists.txt (and no list names a missing file).
 # Usage: tests/layers_test.sh [REPO_ROOT]
@@ -25,6 +26,11 @@ forbid core  'data/|methods/|cli/' "core/ includes only core/"
 forbid data  'methods/|cli/'       "data/ includes only core/ and data/"
 forbid methods 'cli/'              "methods/ includes core/, data/ and methods/"
 forbid core/run 'core/train/'      "core/run/ never includes core/train/ (train uses run)"
+# core/privacy/ is the bottom of core (with core/util/): the mechanisms, accountants and noise
+# know nothing of specs, runs or models (the spec's privacy block becomes ledger settings in
+# core/config/ledger_options.hpp).
+forbid core/privacy 'core/(config|run|train|model|data|lm|grad|project|eval|dist)/' \
+  "core/privacy/ includes only core/privacy/ and core/util/"
 check "no include runs against the layers ($violations found)" [ "$violations" = 0 ]
 
 # The include scan saw the tree (not vacuous): each layer has files and includes.

@@ -20,6 +20,7 @@
 #include "core/topics/topic_model.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
+#include "mechanism_util.hpp"
 #include "methods/ctcl/synthesis.hpp"
 #include "test_util.hpp"
 
@@ -31,27 +32,31 @@ TEST_CASE("DP histogram: true counts + N(0, sigma^2), rounded, clamped, one ledg
   privacy::LedgerOptions lo;
   lo.accountant = "gaussian";
   lo.delta = 1e-6;
-  privacy::PrivacyLedger ledger(lo);
-  privacy::NoiseSource noise(11, false);
+  const privacy::Release rel{"topic_histogram", 10.0, 1.0, 1}, rel0{"h0", 0.0, 1.0, 1};
+  auto M = test::test_mechanisms(11, {rel, rel0}, lo);
+  privacy::Histogram& h = M->histogram("hist", rel);
   const int64_t K = 20000;
   std::vector<int64_t> bin;  // bins 0..K/2-1 hold 1000 records each, the rest none
   for (int64_t k = 0; k < K / 2; ++k)
     for (int i = 0; i < 1000; ++i) bin.push_back(k);
-  const auto r = privacy::release_histogram(bin, K, 10.0, noise, ledger, "topic_histogram");
-  REQUIRE(r.counts.size() == static_cast<size_t>(K));
-  // The same draws, made again from the same seed: released = max(0, round(true + z)).
-  privacy::NoiseSource again(11, false);
-  const torch::Tensor z = again.normal({K}, 10.0, torch::kFloat64);
+  // Bad input first, and nothing recorded for it.
+  CHECK_THROWS_AS(h.release({0, 3}, 3), RuntimeError);
+  CHECK_THROWS_AS(h.release({0}, 0), ConfigError);
+  CHECK(M->ledger().releases().empty());
+  const std::vector<int64_t> counts = h.release(bin, K);
+  REQUIRE(counts.size() == static_cast<size_t>(K));
+  // The same draws, made again from the stream's start: released = max(0, round(true + z)).
+  const torch::Tensor z = test::reference_stream(11, "hist")->normal({K}, 10.0, torch::kFloat64);
   for (int64_t k = 0; k < K; k += 997) {
     const double t = k < K / 2 ? 1000 : 0;
-    CHECK(r.counts[static_cast<size_t>(k)] ==
+    CHECK(counts[static_cast<size_t>(k)] ==
           std::max<int64_t>(0, std::llround(t + z[k].item<double>())));
   }
   // Noise std 10 on the full bins; empty bins clamped: P(round(z) <= 0) = Phi(0.05) ~ 0.52.
   double s = 0, s2 = 0;
   int64_t zeros = 0, negative = 0;
   for (int64_t k = 0; k < K; ++k) {
-    const double c = static_cast<double>(r.counts[static_cast<size_t>(k)]);
+    const double c = static_cast<double>(counts[static_cast<size_t>(k)]);
     if (k < K / 2) {
       s += c - 1000;
       s2 += (c - 1000) * (c - 1000);
@@ -67,24 +72,21 @@ TEST_CASE("DP histogram: true counts + N(0, sigma^2), rounded, clamped, one ledg
   CHECK(static_cast<double>(zeros) / n == Approx(0.5199).margin(0.03));
   // One Gaussian release of sensitivity 1: the ledger's epsilon is the analytic Gaussian's at
   // mu = 1 / 10.
-  const auto spent = ledger.spent();
+  const auto spent = M->ledger().spent();
   CHECK(spent.epsilon == Approx(privacy::gaussian_epsilon(0.1, 1e-6)).epsilon(1e-6));
-  const auto j = ledger.to_json();
+  const auto j = M->ledger().to_json();
   REQUIRE(j["releases"].size() == 1);
   CHECK(j["releases"][0]["label"] == "topic_histogram");
   CHECK(j["releases"][0]["noise_multiplier"] == 10.0);
   CHECK(j["releases"][0]["sampling_rate"] == 1.0);
   CHECK(j["releases"][0]["count"] == 1);
-  // Bad input, and nothing recorded for it.
-  CHECK_THROWS_AS(privacy::release_histogram({0, 3}, 3, 10.0, noise, ledger), RuntimeError);
-  CHECK_THROWS_AS(privacy::release_histogram({0}, 3, -1.0, noise, ledger), ConfigError);
-  CHECK_THROWS_AS(privacy::release_histogram({0}, 0, 1.0, noise, ledger), ConfigError);
-  CHECK(ledger.to_json()["releases"].size() == 1);
+  // Released once per run: a second draw is refused (the plan holds one).
+  CHECK_THROWS(h.release(bin, K));
+  CHECK(M->ledger().to_json()["releases"].size() == 1);
   // sigma 0 (privacy.epsilon inf): the true counts, recorded as a non-private release.
-  CHECK(privacy::release_histogram({0, 2, 2}, 3, 0.0, noise, ledger, "h0").counts ==
-        std::vector<int64_t>{1, 0, 2});
-  CHECK(ledger.to_json()["releases"][1]["mechanism"] == "non_private");
-  CHECK(ledger.to_json()["epsilon"] == "inf");
+  CHECK(M->histogram("hist0", rel0).release({0, 2, 2}, 3) == std::vector<int64_t>{1, 0, 2});
+  CHECK(M->ledger().to_json()["releases"][1]["mechanism"] == "non_private");
+  CHECK(M->ledger().to_json()["epsilon"] == "inf");
 }
 
 TEST_CASE("largest-remainder apportionment sums to the total and follows the histogram", "[ctcl]") {
@@ -255,7 +257,9 @@ TEST_CASE(
   REQUIRE(test::cli({"run", "--resume", part.string()}) == 0);
   const auto r = nlohmann::json::parse(read_file(part / "metrics.json"));
   CHECK(read_file(part / "topic_histogram.json") == hist_before);
-  CHECK(hist_before == read_file(run / "topic_histogram.json"));
+  CHECK(
+      nlohmann::json::parse(hist_before)["counts"] ==  // the same seeded release; the
+      nlohmann::json::parse(read_file(run / "topic_histogram.json"))["counts"]);  // hash is per run
   CHECK(r["privacy"]["releases"] == rel);
   CHECK(r["privacy"]["epsilon"] == m["privacy"]["epsilon"]);
   CHECK(read_file(part / "synthetic" / "synthetic.jsonl") ==
@@ -284,6 +288,22 @@ TEST_CASE(
     for (const auto& e : fs::directory_iterator(sig_run / "synthetic"))
       parts += e.path().filename().string().rfind("topic-", 0) == 0;
     CHECK(parts == 1);
+    // A generated bin edited before the resume: refused (exit 3) with the file's name, not
+    // mixed into the set; restored, the resume goes on.
+    fs::path part_file;
+    for (const auto& e : fs::directory_iterator(sig_run / "synthetic"))
+      if (e.path().filename().string().rfind("topic-", 0) == 0) part_file = e.path();
+    const std::string generated = read_file(part_file);
+    std::string edited = generated;
+    const size_t at = edited.find("\"text\":\"");
+    REQUIRE(at != std::string::npos);
+    edited.insert(at + 8, "EDITED ");
+    write_file_atomic(part_file, edited);
+    CHECK(test::cli({"run", "--resume", sig_run.string()}) == 3);
+    CHECK_THAT(
+        nlohmann::json::parse(read_file(sig_run / "manifest.json"))["error"].get<std::string>(),
+        Contains(part_file.filename().string()) && Contains("changed after it was generated"));
+    write_file_atomic(part_file, generated);
     REQUIRE(test::cli({"run", "--resume", sig_run.string()}) == 0);
     const auto sr = nlohmann::json::parse(read_file(sig_run / "metrics.json"));
     CHECK(sr["status"] == "ok");
@@ -303,7 +323,13 @@ TEST_CASE(
              Contains("topic_histogram.json is missing"));
   CHECK_FALSE(fs::exists(broken / "topic_histogram.json"));
   CHECK(read_file(broken / "metrics.json") == metrics_before);  // the ledger stays recorded
-  write_file_atomic(broken / "topic_histogram.json", kept);
+  // Edited counts (a bin moved by one): refused, never used to apportion the set.
+  nlohmann::json edited_hist = nlohmann::json::parse(kept);
+  edited_hist["counts"][0] = edited_hist["counts"][0].get<int64_t>() + 1;
+  write_file_atomic(broken / "topic_histogram.json", edited_hist.dump());
+  CHECK(test::cli({"run", "--resume", broken.string()}) == 3);
+  CHECK_THAT(nlohmann::json::parse(read_file(broken / "manifest.json"))["error"].get<std::string>(),
+             Contains("changed after it was released"));
   write_file_atomic(broken / "topic_histogram.json", "{\"counts\": [1, 2");
   CHECK(test::cli({"run", "--resume", broken.string()}) == 3);
   write_file_atomic(broken / "topic_histogram.json", "{\"counts\": \"many\"}");

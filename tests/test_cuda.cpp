@@ -14,6 +14,7 @@
 #include "core/train/privatize.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/system.hpp"
+#include "mechanism_util.hpp"
 #include "model_test_util.hpp"
 #include "run_fixture.hpp"
 
@@ -155,7 +156,7 @@ TEST_CASE("CUDA: noise is the CPU draw, added in float32 on the device", "[.][cu
   dp.dataset_size = 100000;
   std::vector<Tensor> g = {torch::zeros({1000, 1000}, torch::TensorOptions().device(kCuda))},
                       c = {torch::zeros({1000, 1000})};
-  privacy::NoiseSource ng(7, false, privacy::NoiseDraw::kHost), nc(7, false);
+  auto ng = test::test_sum(7, dp.sigma), nc = test::test_sum(7, dp.sigma);
   train::noise_and_scale(g, dp, ng, 0, nullptr);
   train::noise_and_scale(c, dp, nc, 0, nullptr);
   CHECK(g[0].device() == kCuda);

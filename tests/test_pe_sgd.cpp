@@ -16,6 +16,7 @@
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
 #include "data/lm_dataset.hpp"
+#include "mechanism_util.hpp"
 #include "methods/pe_sgd/projection_loop.hpp"
 #include "methods/registry.hpp"
 #include "model_test_util.hpp"
@@ -64,7 +65,7 @@ TEST_CASE("with sigma 0 and D containing the private samples, the projection is 
   CHECK((Hs - ref).abs().max().item<double>() < 1e-5 * ref.abs().max().item<double>());
   Tensor mean = ref.mean(0);
   project::GramSolver solver(Gs, 1e-6);
-  privacy::NoiseSource ns(0, false);
+  auto ns = test::test_sum(0, 0.0);
   for (std::string placement : {"coefficients", "inner_product", "private_gradient"}) {
     auto r = project::pe_project(Gs, Hs, solver, place(placement),
                                  {0.0, scaling("clip"), 1e30, 5.0}, ns);

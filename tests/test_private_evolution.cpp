@@ -15,6 +15,7 @@
 #include "core/topics/topic_model.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
+#include "mechanism_util.hpp"
 #include "methods/ctcl/pe_population.hpp"
 #include "test_util.hpp"
 
@@ -91,14 +92,14 @@ TEST_CASE("vote release: votes + N(0, sigma^2), one q = 1 release in the ledger 
   privacy::LedgerOptions lo;
   lo.accountant = "gaussian";
   lo.delta = 1e-5;
-  privacy::PrivacyLedger ledger(lo);
-  privacy::NoiseSource noise(21, false);
+  const privacy::Release rel{"pe_histogram", 2.0, 1.0, 1}, rel0{"v0", 0.0, 1.0, 1};
+  auto mech = test::test_mechanisms(21, {rel, rel0}, lo);
+  privacy::VoteHistogram& h = mech->votes("pe", rel);
   const int64_t M = 40000;
   std::vector<double> votes(M, 0.0);
   for (int64_t j = 0; j < M; j += 2) votes[static_cast<size_t>(j)] = 3.5;
-  const auto out = privacy::release_votes(votes, 2.0, noise, ledger, "pe_histogram");
-  privacy::NoiseSource again(21, false);
-  const torch::Tensor z = again.normal({M}, 2.0, torch::kFloat64);
+  const auto out = h.release(votes);
+  const torch::Tensor z = test::reference_stream(21, "pe")->normal({M}, 2.0, torch::kFloat64);
   double s = 0, s2 = 0;
   for (int64_t j = 0; j < M; ++j) {
     const double e = out[static_cast<size_t>(j)] - votes[static_cast<size_t>(j)];
@@ -110,17 +111,17 @@ TEST_CASE("vote release: votes + N(0, sigma^2), one q = 1 release in the ledger 
   const double mean = s / M, sd = std::sqrt(s2 / M - mean * mean);
   CHECK(std::fabs(mean) < 0.05);  // 5 standard errors of 2 / sqrt(40000)
   CHECK(sd == Approx(2.0).epsilon(0.02));
-  const auto j = ledger.to_json();
+  const auto j = mech->ledger().to_json();
   REQUIRE(j["releases"].size() == 1);
   CHECK(j["releases"][0]["label"] == "pe_histogram");
   CHECK(j["releases"][0]["noise_multiplier"] == 2.0);
   CHECK(j["releases"][0]["sampling_rate"] == 1.0);
   CHECK(j["releases"][0]["count"] == 1);
-  CHECK_THROWS_AS(privacy::release_votes(votes, -1.0, noise, ledger), ConfigError);
-  CHECK(ledger.to_json()["releases"].size() == 1);
+  CHECK_THROWS(h.release(votes));  // the plan holds one
+  CHECK(mech->ledger().to_json()["releases"].size() == 1);
   // sigma 0 (privacy.epsilon inf): the true votes, recorded as a non-private release.
-  CHECK(privacy::release_votes(votes, 0.0, noise, ledger, "v0") == votes);
-  CHECK(ledger.to_json()["releases"][1]["mechanism"] == "non_private");
+  CHECK(mech->votes("pe0", rel0).release(votes) == votes);
+  CHECK(mech->ledger().to_json()["releases"][1]["mechanism"] == "non_private");
 }
 
 TEST_CASE("PE noise: the PRV calibration of T q = 1 releases matches the GDP closed form",

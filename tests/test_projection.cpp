@@ -14,6 +14,7 @@
 #include "core/privacy/accountant.hpp"
 #include "core/project/projection.hpp"
 #include "core/util/error.hpp"
+#include "mechanism_util.hpp"
 #include "projection_modes.hpp"
 
 using namespace dpft;
@@ -123,11 +124,12 @@ TEST_CASE("pe_project: every noise placement matches the slow reference", "[proj
     const double C = 0.3, bound = sens == "clip" ? C : 1.0;
     project::NoiseOptions o{sigma, scaling(sens), C, div};
     SECTION("coefficients / " + sens) {
-      privacy::NoiseSource ns(9, false), ref(9, false);
+      auto ns = test::test_sum(9, sigma);
+      auto ref = test::reference_stream(9, "noise");
       auto r = project::pe_project(Gs, Hs, solver, place("coefficients"), o, ns);
       Tensor Z = Ainv.matmul(G.t().matmul(H));
       Tensor signal = ref_scale(Z, sens, C).sum(1),
-             n = ref.normal({N}, sigma * bound, torch::kFloat64);
+             n = ref->normal({N}, sigma * bound, torch::kFloat64);
       Tensor z = signal + n;
       CHECK(rel_err(r.z, z) < 1e-5);
       CHECK(r.signal_norm == Approx(signal.norm().item<double>()).epsilon(1e-6));
@@ -138,10 +140,11 @@ TEST_CASE("pe_project: every noise placement matches the slow reference", "[proj
       CHECK(project::clipped_fraction(r) == ref_clipped(Z, bound));
     }
     SECTION("inner_product / " + sens) {
-      privacy::NoiseSource ns(9, false), ref(9, false);
+      auto ns = test::test_sum(9, sigma);
+      auto ref = test::reference_stream(9, "noise");
       auto r = project::pe_project(Gs, Hs, solver, place("inner_product"), o, ns);
       Tensor A = G.t().matmul(H);
-      Tensor a = ref_scale(A, sens, C).sum(1) + ref.normal({N}, sigma * bound, torch::kFloat64);
+      Tensor a = ref_scale(A, sens, C).sum(1) + ref->normal({N}, sigma * bound, torch::kFloat64);
       Tensor z = Ainv.matmul(a);
       CHECK(rel_err(r.z, z) < 1e-5);
       CHECK(rel_err(r.direction, G.matmul(z) / div) < 1e-5);
@@ -150,10 +153,11 @@ TEST_CASE("pe_project: every noise placement matches the slow reference", "[proj
       CHECK(project::clipped_fraction(r) == ref_clipped(A, bound));
     }
     SECTION("private_gradient / " + sens) {
-      privacy::NoiseSource ns(9, false), ref(9, false);
+      auto ns = test::test_sum(9, sigma);
+      auto ref = test::reference_stream(9, "noise");
       auto r = project::pe_project(Gs, Hs, solver, place("private_gradient"), o, ns);
       Tensor h = ref_scale(H, sens, C).sum(1) +
-                 ref.normal({p}, sigma * bound, torch::kFloat32).to(torch::kFloat64);
+                 ref->normal({p}, sigma * bound, torch::kFloat32).to(torch::kFloat64);
       Tensor z = Ainv.matmul(G.t().matmul(h));
       CHECK(rel_err(r.z, z) < 1e-5);
       CHECK(rel_err(r.direction, G.matmul(z) / div) < 1e-5);
@@ -162,7 +166,6 @@ TEST_CASE("pe_project: every noise placement matches the slow reference", "[proj
       CHECK(project::clipped_fraction(r) == ref_clipped(H, bound));
     }
   }
-  privacy::NoiseSource ns(1, false);
   CHECK_THROWS_AS(place("gradient"),
                   ConfigError);  // parsed once: an unknown placement never reaches the maths
 }
@@ -170,10 +173,11 @@ TEST_CASE("pe_project: every noise placement matches the slow reference", "[proj
 TEST_CASE("pe_project with an empty batch releases pure noise", "[projection]") {
   Tensor Gs = rnd(6, 20, 6), Hs = torch::zeros({0, 20});
   project::GramSolver solver(Gs, 1e-6);
-  privacy::NoiseSource ns(3, false), ref(3, false);
+  auto ns = test::test_sum(3, 2.0);
+  auto ref = test::reference_stream(3, "noise");
   auto r = project::pe_project(Gs, Hs, solver, place("coefficients"),
                                {2.0, scaling("normalize"), 1, 16}, ns);
-  Tensor z = ref.normal({6}, 2.0, torch::kFloat64);
+  Tensor z = ref->normal({6}, 2.0, torch::kFloat64);
   CHECK(rel_err(r.z, z) < 1e-6);
   CHECK(r.noised_norms.numel() == 0);
 }
@@ -188,29 +192,31 @@ TEST_CASE("every projection releases pure noise on an empty batch", "[projection
   const double div = 4.0;
   for (std::string pl : {"coefficients", "inner_product", "private_gradient"}) {
     INFO(pl);
-    privacy::NoiseSource ns(3, false), ref(3, false);
+    auto ns = test::test_sum(3, 2.0);
+    auto ref = test::reference_stream(3, "noise");
     auto r = project::pe_project(Gs, Hs, solver, place(pl), {2.0, scaling("clip"), 0.5, div}, ns);
     Tensor want;
-    if (pl == "coefficients") want = G.matmul(ref.normal({N}, 1.0, torch::kFloat64));
+    if (pl == "coefficients") want = G.matmul(ref->normal({N}, 1.0, torch::kFloat64));
     if (pl == "inner_product")
-      want = G.matmul(torch::inverse(A).matmul(ref.normal({N}, 1.0, torch::kFloat64)));
+      want = G.matmul(torch::inverse(A).matmul(ref->normal({N}, 1.0, torch::kFloat64)));
     if (pl == "private_gradient")
       want = G.matmul(torch::inverse(A).matmul(
-          G.t().matmul(ref.normal({p}, 1.0, torch::kFloat32).to(torch::kFloat64))));
+          G.t().matmul(ref->normal({p}, 1.0, torch::kFloat32).to(torch::kFloat64))));
     CHECK(rel_err(r.direction, want / div) < 1e-5);
     CHECK(r.noise_std == 1.0);
   }
-  privacy::NoiseSource ns(4, false), ref(4, false);
+  auto ns = test::test_sum(4, 1.5);
+  auto ref = test::reference_stream(4, "noise");
   auto in = project::inpro_project(Gs, Hs, {1.5, scaling("normalize"), 1, div}, ns);
-  CHECK(rel_err(in.direction, G.matmul(ref.normal({N}, 1.5, torch::kFloat64)) / div) < 1e-5);
+  CHECK(rel_err(in.direction, G.matmul(ref->normal({N}, 1.5, torch::kFloat64)) / div) < 1e-5);
   auto pdp = project::pdp_project(E, Hs, {1.5, scaling("clip"), 2.0, div}, ns);
   Tensor E64 = E.to(torch::kFloat64);
   CHECK(rel_err(pdp.direction, E64.matmul(E64.t().matmul(
-                                   ref.normal({p}, 3.0, torch::kFloat32).to(torch::kFloat64))) /
+                                   ref->normal({p}, 3.0, torch::kFloat32).to(torch::kFloat64))) /
                                    div) < 1e-5);
   auto gep = project::gep_project(E, Hs, {1.0, 0.2, true}, {1.5, scaling("clip"), 1.0, div}, ns);
-  Tensor c = ref.normal({3}, 1.5 * std::sqrt(2.0), torch::kFloat32).to(torch::kFloat64);
-  Tensor res = ref.normal({p}, 1.5 * std::sqrt(2.0) * 0.2, torch::kFloat32).to(torch::kFloat64);
+  Tensor c = ref->normal({3}, 1.5 * std::sqrt(2.0), torch::kFloat32).to(torch::kFloat64);
+  Tensor res = ref->normal({p}, 1.5 * std::sqrt(2.0) * 0.2, torch::kFloat32).to(torch::kFloat64);
   CHECK(rel_err(gep.direction, (E64.matmul(c) + res) / div) < 1e-5);
   CHECK(gep.noise_std_residual == Approx(1.5 * std::sqrt(2.0) * 0.2));
 }
@@ -226,8 +232,8 @@ TEST_CASE("a private example with a NaN or Inf gradient contributes nothing to a
   project::GramSolver solver(Gs, 1e-6);
   Tensor E = project::top_basis(Gs, 3);
   auto same =
-      [&](const std::function<project::ProjectionResult(const Tensor&, privacy::NoiseSource&)>& f) {
-        privacy::NoiseSource a(9, false), b(9, false);
+      [&](const std::function<project::ProjectionResult(const Tensor&, privacy::GaussianSum&)>& f) {
+        auto a = test::test_sum(9, 0.5), b = test::test_sum(9, 0.5);
         auto clean = f(Hs, a), dirty = f(Hb, b);
         REQUIRE(torch::isfinite(dirty.direction).all().item<bool>());
         CHECK(rel_err(dirty.direction, clean.direction) < 1e-6);
@@ -235,17 +241,17 @@ TEST_CASE("a private example with a NaN or Inf gradient contributes nothing to a
   for (std::string pl : {"coefficients", "inner_product", "private_gradient"})
     for (std::string sens : {"normalize", "clip"}) {
       INFO(pl << " " << sens);
-      same([&](const Tensor& H, privacy::NoiseSource& ns) {
+      same([&](const Tensor& H, privacy::GaussianSum& ns) {
         return project::pe_project(Gs, H, solver, place(pl), {0.5, scaling(sens), 0.3, 3.0}, ns);
       });
     }
-  same([&](const Tensor& H, privacy::NoiseSource& ns) {
+  same([&](const Tensor& H, privacy::GaussianSum& ns) {
     return project::inpro_project(Gs, H, {0.5, scaling("normalize"), 1, 3.0}, ns);
   });
-  same([&](const Tensor& H, privacy::NoiseSource& ns) {
+  same([&](const Tensor& H, privacy::GaussianSum& ns) {
     return project::pdp_project(E, H, {0.5, scaling("clip"), 0.3, 3.0}, ns);
   });
-  same([&](const Tensor& H, privacy::NoiseSource& ns) {
+  same([&](const Tensor& H, privacy::GaussianSum& ns) {
     return project::gep_project(E, H, {0.3, 0.1, true}, {0.5, scaling("clip"), 0.3, 3.0}, ns);
   });
 }
@@ -255,7 +261,7 @@ TEST_CASE("With sigma 0 and G spanning H, the projection is the mean private gra
   Tensor Hs = rnd(5, 50, 7);
   Tensor Gs = torch::cat({rnd(3, 50, 8), Hs, rnd(4, 50, 9)});  // D contains the private samples
   project::GramSolver solver(Gs, 1e-6);
-  privacy::NoiseSource ns(0, false);
+  auto ns = test::test_sum(0, 0.0);
   project::NoiseOptions o{0.0, scaling("clip"), 1e30, 5.0};  // no scaling, no noise, divide by |B|
   for (std::string placement : {"coefficients", "inner_product", "private_gradient"}) {
     auto r = project::pe_project(Gs, Hs, solver, place(placement), o, ns);
@@ -266,11 +272,12 @@ TEST_CASE("With sigma 0 and G spanning H, the projection is the mean private gra
 
 TEST_CASE("inpro_project: G (sum of normalised G^T H columns + noise) / divisor", "[projection]") {
   Tensor Gs = rnd(7, 25, 10), Hs = rnd(4, 25, 11);
-  privacy::NoiseSource ns(5, false), ref(5, false);
+  auto ns = test::test_sum(5, 1.3);
+  auto ref = test::reference_stream(5, "noise");
   auto r = project::inpro_project(Gs, Hs, {1.3, scaling("normalize"), 1, 3.0}, ns);
   Tensor G = Gs.to(torch::kFloat64).t();
   Tensor a = ref_scale(G.t().matmul(Hs.to(torch::kFloat64).t()), "normalize", 0).sum(1) +
-             ref.normal({7}, 1.3, torch::kFloat64);
+             ref->normal({7}, 1.3, torch::kFloat64);
   CHECK(rel_err(r.direction, G.matmul(a) / 3.0) < 1e-5);
 }
 
@@ -324,14 +331,15 @@ TEST_CASE("pdp_project and gep_project match loops over the samples", "[projecti
   const double sigma = 0.9, C = 1.0, div = 5.0;
   Tensor Ed = E.to(torch::kFloat64);
   SECTION("pdp") {
-    privacy::NoiseSource ns(2, false), ref(2, false);
+    auto ns = test::test_sum(2, sigma);
+    auto ref = test::reference_stream(2, "noise");
     auto r = project::pdp_project(E, Hs, {sigma, scaling("clip"), C, div}, ns);
     Tensor h = torch::zeros({p}, torch::kFloat64);
     for (int64_t j = 0; j < M; ++j) {
       Tensor g = Hs[j].to(torch::kFloat64);
       h += g * std::min(1.0, C / g.norm().item<double>());
     }
-    h += ref.normal({p}, sigma * C, torch::kFloat32).to(torch::kFloat64);
+    h += ref->normal({p}, sigma * C, torch::kFloat32).to(torch::kFloat64);
     CHECK(rel_err(r.direction, Ed.matmul(Ed.t().matmul(h)) / div) < 1e-5);
     CHECK(r.norm_bound == C);
     CHECK(project::clipped_fraction(r) == ref_clipped(Hs.t().to(torch::kFloat64), C));
@@ -339,7 +347,8 @@ TEST_CASE("pdp_project and gep_project match loops over the samples", "[projecti
   SECTION("gep with and without residual") {
     for (bool residual : {true, false}) {
       project::GepOptions g{1.0, 0.2, residual};
-      privacy::NoiseSource ns(4, false), ref(4, false);
+      auto ns = test::test_sum(4, sigma);
+      auto ref = test::reference_stream(4, "noise");
       auto r = project::gep_project(E, Hs, g, {sigma, scaling("clip"), C, div}, ns);
       auto [sc, sr] = project::gep_noise_stds(g, sigma);
       Tensor c = torch::zeros({k}, torch::kFloat64), res = torch::zeros({p}, torch::kFloat64);
@@ -349,9 +358,9 @@ TEST_CASE("pdp_project and gep_project match loops over the samples", "[projecti
         c += cj * std::min(1.0, g.coef_clip / cj.norm().item<double>());
         res += rj * std::min(1.0, g.residual_clip / rj.norm().item<double>());
       }
-      c += ref.normal({k}, sc, torch::kFloat32).to(torch::kFloat64);
+      c += ref->normal({k}, sc, torch::kFloat32).to(torch::kFloat64);
       Tensor dir = Ed.matmul(c);
-      if (residual) dir += res + ref.normal({p}, sr, torch::kFloat32).to(torch::kFloat64);
+      if (residual) dir += res + ref->normal({p}, sr, torch::kFloat32).to(torch::kFloat64);
       INFO("residual " << residual);
       CHECK(rel_err(r.direction, dir / div) < 1e-5);
       CHECK(r.norm_bound == g.coef_clip);  // the coefficients' clip (the noise is added there)

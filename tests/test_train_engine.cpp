@@ -15,6 +15,7 @@
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
 #include "data/train_inputs.hpp"
+#include "mechanism_util.hpp"
 #include "methods/registry.hpp"
 #include "model_test_util.hpp"
 #include "run_fixture.hpp"
@@ -75,7 +76,7 @@ TEST_CASE("a privatised batch equals the hand computation from reference per-sam
     std::vector<Tensor> raw;
     auto g = train::clipped_sum(psg, h.ds, h.rows, 3, 0, dp, &st, &raw);
     CHECK(rel(flat(raw), h.ref.sum(0)) < 1e-5);  // the unclipped sum, for diagnostics
-    privacy::NoiseSource noise(1, false);
+    auto noise = test::test_sum(1, dp.sigma);
     double noise_norm = -1;
     CHECK(train::noise_and_scale(g, dp, noise, 7, &st, &noise_norm) == div);
     CHECK(noise_norm == 0.0);
@@ -88,12 +89,13 @@ TEST_CASE("a privatised batch equals the hand computation from reference per-sam
   SECTION("with noise: exactly sigma C z / divisor on top, z from the seeded source") {
     dp.sigma = 0.7;
     auto g = train::clipped_sum(psg, h.ds, h.rows, 4, 0, dp, nullptr);
-    privacy::NoiseSource noise(42, false), replay(42, false);
+    auto noise = test::test_sum(42, dp.sigma);
+    auto replay = test::reference_stream(42, "noise");
     double noise_norm = -1;
     train::noise_and_scale(g, dp, noise, 7, nullptr, &noise_norm);
     std::vector<Tensor> z;
     for (auto& p : psg.params())
-      z.push_back(replay.normal(p.param.sizes(), dp.sigma * dp.clip_norm));
+      z.push_back(replay->normal(p.param.sizes(), dp.sigma * dp.clip_norm));
     CHECK(rel(flat(g), expect + flat(z) / div) < 1e-5);
     CHECK(noise_norm == Approx(flat(z).norm().item<double>()).epsilon(1e-6));
     CHECK(flat(g).sub(expect).abs().sum().item<double>() > 0);
@@ -156,7 +158,7 @@ TEST_CASE("an empty Poisson batch releases pure noise", "[train-engine]") {
   dp.dataset_size = 4;
   auto g = train::clipped_sum(psg, ds, {}, 2, 0, dp, nullptr);
   CHECK(flat(g).abs().sum().item<double>() == 0.0);
-  privacy::NoiseSource noise(3, false);
+  auto noise = test::test_sum(3, dp.sigma);
   CHECK(train::noise_and_scale(g, dp, noise, 0, nullptr) == 1.0);  // q N = 1
   CHECK(flat(g).abs().sum().item<double>() > 0);
 }
@@ -390,7 +392,7 @@ TEST_CASE("the step's gradient check refuses a wrong dtype, shape or count; nois
   dp.sigma = 1;
   dp.q = 0.5;
   dp.dataset_size = 10;
-  privacy::NoiseSource noise(1, false);
+  auto noise = test::test_sum(1, dp.sigma);
   std::vector<Tensor> bf = {torch::zeros({4}, torch::kBFloat16)};
   CHECK_THROWS_AS(train::noise_and_scale(bf, dp, noise, 5, nullptr), RuntimeError);
 }

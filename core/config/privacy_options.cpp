@@ -59,9 +59,7 @@ const std::vector<PrivacyOption>& privacy_options() {
        "no noise: the run is non-private (epsilon inf), labelled so; dpft export refuses it",
        "give a finite privacy.epsilon or a noise_multiplier > 0",
        [](const Spec& s) {
-         return (s.privacy.noise_multiplier && *s.privacy.noise_multiplier == 0) ||
-                (!s.privacy.noise_multiplier && s.privacy.epsilon &&
-                 std::isinf(*s.privacy.epsilon));
+         return (s.privacy.noise_multiplier || s.privacy.epsilon) && !s.privacy.is_private();
        }},
       {"output.non_private_stats", "true", PrivacyEffect::kNonPrivate,
        "per-step batch loss, realised batch size, gradient norms, timing and memory of the "

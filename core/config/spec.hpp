@@ -128,6 +128,9 @@ struct PrivacySpec {
   std::optional<int64_t> noise_seed;
   // where seeded noise for a GPU's tensors is drawn (core/privacy/noise.hpp): auto = the device
   privacy::NoiseDraw noise_draw = privacy::NoiseDraw::kAuto;
+  // The one definition of a private spec: noise (given, or calibrated to a finite epsilon).
+  // Methods noise their fixed releases (CTCL's histogram, PE's class histogram) only then; the
+  // option table (privacy_options.hpp) labels the rest non-private.
   bool is_private() const {
     return noise_multiplier ? *noise_multiplier > 0 : epsilon && std::isfinite(*epsilon);
   }

@@ -37,11 +37,19 @@ void check_rows(const Tensor& Gs, const Tensor& Hs) {
              shape_str(Hs.sizes()));
 }
 
-// sum + noise, recording both norms in r (diagnostics).
-Tensor add_noise(const Tensor& sum, const Tensor& noise, ProjectionResult& r) {
+// The release of `sum` (per-unit L2 bound `bound`) through the mechanism: sum + N(0, (sigma
+// bound)^2 I), recording both norms in r (diagnostics).
+Tensor release_sum(privacy::GaussianSum& mechanism, const Tensor& sum, double bound,
+                   ProjectionResult& r) {
   r.signal_norm = sum.norm().item<double>();
-  r.noise_norm = noise.norm().item<double>();
-  return sum + noise.to(sum.options());  // host draw, moved to the sum's device and dtype
+  std::vector<Tensor> v{sum};
+  r.noise_norm = mechanism.release(v, bound);
+  return v[0];
+}
+
+void check_sigma(const privacy::GaussianSum& mechanism, const NoiseOptions& o) {
+  DPFT_CHECK(mechanism.sigma() == o.sigma, "projection: the mechanism's sigma {} is not {}",
+             mechanism.sigma(), o.sigma);
 }
 
 }  // namespace
@@ -127,29 +135,27 @@ Tensor scale_columns(const Tensor& X, ColumnScaling scaling, double C) {
 
 ProjectionResult pe_project(const Tensor& Gs, const Tensor& Hs, const GramSolver& solver,
                             NoisePlacement placement, const NoiseOptions& o,
-                            privacy::NoiseSource& noise) {
+                            privacy::GaussianSum& mechanism) {
   check_rows(Gs, Hs);
-  const int64_t N = Gs.size(0), p = Gs.size(1);
-  const double std = o.sigma * column_bound(o.scaling, o.clip_norm);
+  check_sigma(mechanism, o);
+  const double bound = column_bound(o.scaling, o.clip_norm);
   ProjectionResult r;
-  r.noise_std = std;
-  r.norm_bound = column_bound(o.scaling, o.clip_norm);
+  r.noise_std = o.sigma * bound;
+  r.norm_bound = bound;
   Tensor z;  // (N) double
   if (placement == NoisePlacement::kCoefficients) {
     Tensor Z = solver.solve(gram_f64(Gs, Hs));  // (N, M)
     r.noised_norms = col_norms(Z).to(torch::kFloat32);
-    z = add_noise(scale_columns(Z, o.scaling, o.clip_norm).sum(1),
-                  noise.normal({N}, std, torch::kFloat64), r);
+    z = release_sum(mechanism, scale_columns(Z, o.scaling, o.clip_norm).sum(1), bound, r);
   } else if (placement == NoisePlacement::kInnerProduct) {
     Tensor A = gram_f64(Gs, Hs);  // (N, M) = G^T H
     r.noised_norms = col_norms(A).to(torch::kFloat32);
-    Tensor a = add_noise(scale_columns(A, o.scaling, o.clip_norm).sum(1),
-                         noise.normal({N}, std, torch::kFloat64), r);
+    Tensor a = release_sum(mechanism, scale_columns(A, o.scaling, o.clip_norm).sum(1), bound, r);
     z = solver.solve(a);
   } else {  // NoisePlacement::kPrivateGradient
     r.noised_norms = row_norms(Hs);
-    Tensor h = add_noise(scale_columns(Hs.t(), o.scaling, o.clip_norm).sum(1),
-                         noise.normal({p}, std, Hs.scalar_type()), r);  // (p)
+    Tensor h = release_sum(mechanism, scale_columns(Hs.t(), o.scaling, o.clip_norm).sum(1), bound,
+                           r);  // (p)
     z = solver.solve(gram_f64(Gs, h.unsqueeze(0)).squeeze(1));
   }
   r.z = z.to(torch::kFloat32);
@@ -158,15 +164,16 @@ ProjectionResult pe_project(const Tensor& Gs, const Tensor& Hs, const GramSolver
 }
 
 ProjectionResult inpro_project(const Tensor& Gs, const Tensor& Hs, const NoiseOptions& o,
-                               privacy::NoiseSource& noise) {
+                               privacy::GaussianSum& mechanism) {
   check_rows(Gs, Hs);
+  check_sigma(mechanism, o);
   Tensor A = gram_f64(Gs, Hs);  // (N, M)
   ProjectionResult r;
   r.noised_norms = col_norms(A).to(torch::kFloat32);
   r.norm_bound = column_bound(o.scaling, o.clip_norm);
   r.noise_std = o.sigma * r.norm_bound;
-  Tensor a = add_noise(scale_columns(A, o.scaling, o.clip_norm).sum(1),
-                       noise.normal({Gs.size(0)}, r.noise_std, torch::kFloat64), r);
+  Tensor a = release_sum(mechanism, scale_columns(A, o.scaling, o.clip_norm).sum(1), r.norm_bound,
+                         r);  // (N)
   r.z = a.to(torch::kFloat32);
   r.direction = Gs.t().matmul(a.to(Gs.scalar_type())) / o.divisor;
   return r;
@@ -233,15 +240,16 @@ Tensor power_basis(const Tensor& Gs, int64_t k, int64_t iters, uint64_t seed) {
 }
 
 ProjectionResult pdp_project(const Tensor& E, const Tensor& Hs, const NoiseOptions& o,
-                             privacy::NoiseSource& noise) {
+                             privacy::GaussianSum& mechanism) {
+  check_sigma(mechanism, o);
   DPFT_CHECK(E.dim() == 2 && Hs.dim() == 2 && E.size(0) == Hs.size(1), "pdp_project: E {} and H {}",
              shape_str(E.sizes()), shape_str(Hs.sizes()));
   ProjectionResult r;
   r.noised_norms = row_norms(Hs);
   r.norm_bound = o.clip_norm;
   r.noise_std = o.sigma * o.clip_norm;
-  Tensor h = add_noise(scale_columns(Hs.t(), ColumnScaling::kClip, o.clip_norm).sum(1),
-                       noise.normal({Hs.size(1)}, r.noise_std, Hs.scalar_type()), r);  // (p)
+  Tensor h = release_sum(mechanism, scale_columns(Hs.t(), ColumnScaling::kClip, o.clip_norm).sum(1),
+                         o.clip_norm, r);                                              // (p)
   r.z = E.t().matmul(h);                                                               // (k)
   r.direction = E.matmul(r.z) / o.divisor;
   return r;
@@ -253,7 +261,8 @@ std::pair<double, double> gep_noise_stds(const GepOptions& g, double sigma) {
 }
 
 ProjectionResult gep_project(const Tensor& E, const Tensor& Hs, const GepOptions& g,
-                             const NoiseOptions& o, privacy::NoiseSource& noise) {
+                             const NoiseOptions& o, privacy::GaussianSum& mechanism) {
+  check_sigma(mechanism, o);
   DPFT_CHECK(E.dim() == 2 && Hs.dim() == 2 && E.size(0) == Hs.size(1), "gep_project: E {} and H {}",
              shape_str(E.sizes()), shape_str(Hs.sizes()));
   auto [std_c, std_r] = gep_noise_stds(g, o.sigma);
@@ -263,15 +272,19 @@ ProjectionResult gep_project(const Tensor& E, const Tensor& Hs, const GepOptions
   Tensor C = E.t().matmul(Hs.t());  // (k, M) coefficients c_j
   r.noised_norms = col_norms(C);
   r.norm_bound = g.coef_clip;
-  Tensor c = add_noise(scale_columns(C, ColumnScaling::kClip, g.coef_clip).sum(1),
-                       noise.normal({E.size(1)}, std_c, E.scalar_type()), r);  // (k)
-  r.z = c;
-  r.direction = E.matmul(c);
-  if (g.residual) {
+  Tensor c = scale_columns(C, ColumnScaling::kClip, g.coef_clip).sum(1);  // (k)
+  r.signal_norm = c.norm().item<double>();
+  if (g.residual) {  // one release of both parts (gep_noise_stds: sqrt(2) C1 and sqrt(2) C2)
     Tensor R = Hs.t() - E.matmul(C);  // (p, M) residuals r_j
-    Tensor res = scale_columns(R, ColumnScaling::kClip, g.residual_clip).sum(1) +
-                 noise.normal({Hs.size(1)}, std_r, Hs.scalar_type()).to(R.device());
-    r.direction = r.direction + res;
+    std::vector<Tensor> parts{c, scale_columns(R, ColumnScaling::kClip, g.residual_clip).sum(1)};
+    r.noise_norm = mechanism.release_blocks(parts, {g.coef_clip, g.residual_clip})[0];
+    r.z = parts[0];
+    r.direction = E.matmul(parts[0]) + parts[1];
+  } else {
+    std::vector<Tensor> parts{c};
+    r.noise_norm = mechanism.release(parts, g.coef_clip);
+    r.z = parts[0];
+    r.direction = E.matmul(parts[0]);
   }
   r.direction = r.direction / o.divisor;
   return r;

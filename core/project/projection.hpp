@@ -34,8 +34,8 @@
 #include <cstdint>
 #include <string>
 
+#include "core/privacy/mechanism.hpp"
 #include "core/privacy/modes.hpp"
-#include "core/privacy/noise.hpp"
 
 namespace dpft::project {
 
@@ -91,11 +91,11 @@ double clipped_fraction(const ProjectionResult& r);
 // PE-SGD with a noise placement: coefficients | inner_product | private_gradient.
 ProjectionResult pe_project(const torch::Tensor& Gs, const torch::Tensor& Hs,
                             const GramSolver& solver, NoisePlacement placement,
-                            const NoiseOptions& o, privacy::NoiseSource& noise);
+                            const NoiseOptions& o, privacy::GaussianSum& mechanism);
 
 // InPro: G (sum of normalised columns of G^T H + noise) / divisor.
 ProjectionResult inpro_project(const torch::Tensor& Gs, const torch::Tensor& Hs,
-                               const NoiseOptions& o, privacy::NoiseSource& noise);
+                               const NoiseOptions& o, privacy::GaussianSum& mechanism);
 
 // Orthonormal basis (p, k') of the top-k eigenspace of Gs^T Gs (= top-k right singular
 // vectors of Gs, the paper's left singular vectors of G), exactly, via the eigen-decomposition
@@ -110,7 +110,7 @@ torch::Tensor power_basis(const torch::Tensor& Gs, int64_t k, int64_t iters, uin
 
 // PDP-SGD: E E^T (sum_j clip_C(h_j) + N(0, (sigma C)^2 I_p)) / divisor. E: (p, k).
 ProjectionResult pdp_project(const torch::Tensor& E, const torch::Tensor& Hs, const NoiseOptions& o,
-                             privacy::NoiseSource& noise);
+                             privacy::GaussianSum& mechanism);
 
 // GEP with residual (clip bounds C1 for coefficients, C2 for residuals) or without.
 struct GepOptions {
@@ -119,7 +119,7 @@ struct GepOptions {
   bool residual = true;
 };
 ProjectionResult gep_project(const torch::Tensor& E, const torch::Tensor& Hs, const GepOptions& g,
-                             const NoiseOptions& o, privacy::NoiseSource& noise);
+                             const NoiseOptions& o, privacy::GaussianSum& mechanism);
 // Noise std of GEP's two parts: {coefficients, residual}, before division.
 std::pair<double, double> gep_noise_stds(const GepOptions& g, double sigma);
 

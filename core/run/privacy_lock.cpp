@@ -82,6 +82,11 @@ std::string checkpoint_integrity(const nlohmann::json& lock, const nlohmann::jso
   return sha256_hex(fmt::format("dpft.checkpoint/1\n{}\n{}\n{}", lock.dump(), ledger.dump(), step));
 }
 
+std::string state_integrity(const nlohmann::json& lock, std::string_view kind,
+                            const nlohmann::json& content) {
+  return sha256_hex(fmt::format("dpft.state/1\n{}\n{}\n{}", lock.dump(), kind, content.dump()));
+}
+
 int64_t verify_checkpoint_lock(const nlohmann::json& j, const nlohmann::json& lock_now,
                                const std::string& where) {
   auto refuse = [&](const std::string& why) {

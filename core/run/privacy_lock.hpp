@@ -43,6 +43,12 @@ std::vector<std::string> lock_differences(const nlohmann::json& started, const n
 std::string checkpoint_integrity(const nlohmann::json& lock, const nlohmann::json& ledger,
                                  int64_t step);
 
+// SHA-256 (hex) over the lock, a state file's kind and its content: the integrity hash of a
+// state file a method reads back on --resume (CTCL's topic histogram), so that an edited one is
+// refused, never used.
+std::string state_integrity(const nlohmann::json& lock, std::string_view kind,
+                            const nlohmann::json& content);
+
 // Refuses, with an InputError naming `where` (the checkpoint) and the fix, a checkpoint
 // {"privacy_lock", "integrity", "ledger", "step", ...} that lacks its lock or hash, belongs to
 // another run (run nonce), was written under other privacy settings than `lock_now` (the run's

@@ -1,13 +1,12 @@
 // What a method sees of the run it executes in: the resolved spec, the run directory (events,
-// artefacts), the privacy ledger, where every DP release must be recorded, and the run's
-// private randomness, the only source of its noise and Poisson batches
-// (core/privacy/randomness.hpp).
+// artefacts) and the run's release mechanisms (core/privacy/mechanism.hpp): the only way its
+// private data reach an output, drawing the noise and recording each release in the run's
+// ledger (which a method reads, never writes), and its Poisson samplers.
 #pragma once
 #include <nlohmann/json.hpp>
 
 #include "core/config/spec.hpp"
-#include "core/privacy/ledger.hpp"
-#include "core/privacy/randomness.hpp"
+#include "core/privacy/mechanism.hpp"
 #include "core/run/run_dir.hpp"
 
 namespace dpft {
@@ -15,8 +14,7 @@ namespace dpft {
 struct RunContext {
   const Spec& spec;
   RunDir& dir;
-  privacy::PrivacyLedger& ledger;
-  const privacy::PrivateRandomness& randomness;
+  privacy::Mechanisms& privacy;
   bool resume = false;  // continue from <dir>/checkpoint when present
   int64_t stop_after =
       0;                 // > 0: stop after this many steps of this invocation, leaving a checkpoint

@@ -7,8 +7,8 @@
 #include <chrono>
 #include <cmath>
 
+#include "core/config/ledger_options.hpp"
 #include "core/dist/world.hpp"
-#include "core/privacy/ledger_options.hpp"
 #include "core/run/run_context.hpp"
 #include "core/run/run_dir.hpp"
 #include "core/util/atomic_file.hpp"
@@ -130,7 +130,6 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
   DPFT_CHECK(hooks.plan && hooks.run, "run_experiment: the method's hooks are missing");
   const bool resume = !opts.resume_dir.empty();
   check_executable(spec);  // a resumed spec went through resumable_here() first
-  privacy::PrivacyLedger ledger(privacy::ledger_options(spec.privacy));
   if (resume) {  // a finished run has nothing to continue
     std::filesystem::path prev = std::filesystem::path(opts.resume_dir) / "metrics.json";
     nlohmann::json m = std::filesystem::exists(prev)
@@ -144,7 +143,10 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
   // Load what the method needs and plan its releases, once; refuse a plan over budget before
   // anything is created or released, and a resumed run whose settings changed since it began.
   const RunPlan plan = hooks.plan();
-  if (!resume) ledger.check_plan(plan.releases);
+  // The budget's first check: the whole plan, before anything is created or released (its
+  // second is at the end, on what the mechanisms recorded).
+  if (!resume)
+    privacy::PrivacyLedger(privacy::ledger_options(spec.privacy)).check_plan(plan.releases);
   if (dist::active()) {  // every rank must run the same experiment on the same data
     const std::string mine =
         config_hash(spec) + " " +
@@ -187,6 +189,8 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
                    ? RunDir::open(opts.resume_dir)
                    : RunDir::create(opts.out_dir.empty() ? spec.output.dir : opts.out_dir, spec);
   const privacy::PrivateRandomness randomness = run_randomness(spec, dir, resume);
+  privacy::Mechanisms mechanisms(privacy::ledger_options(spec.privacy), randomness, plan.releases);
+  const privacy::PrivacyLedger& ledger = mechanisms.ledger();
   if (!resume) {
     write_file_atomic(dir.file("config.resolved.yaml"), spec_to_yaml_string(spec));
     write_json_atomic(dir.file(kPrivacyLockFile), lock);
@@ -257,7 +261,7 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
   // last invocation wrote (a resume keeps it until it has something newer to say).
   if (!resume) dir.write_metrics(metrics);
   dir.event("start", {{"method", spec.method.name}, {"seed", spec.seed}});
-  RunContext ctx{spec, dir, ledger, randomness, resume, opts.stop_after, /*stopped=*/false, lock};
+  RunContext ctx{spec, dir, mechanisms, resume, opts.stop_after, /*stopped=*/false, lock};
   try {
     nlohmann::json block = hooks.run(ctx);
     if (block.is_object()) metrics.update(block);

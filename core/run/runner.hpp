@@ -35,7 +35,8 @@ struct RunHooks {
   // run whose plan exceeds privacy.epsilon is refused here, before anything is written or
   // released, and a resumed run whose plan differs from its privacy_lock.json is refused.
   std::function<RunPlan()> plan;
-  // The method itself; returns its blocks for metrics.json. Every release goes to ctx.ledger.
+  // The method itself; returns its blocks for metrics.json. Every release goes through ctx.privacy
+  // (its mechanisms record it).
   std::function<nlohmann::json(RunContext&)> run;
 };
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/config/ledger_options.hpp"
 #include "core/privacy/calibrate.hpp"
-#include "core/privacy/ledger_options.hpp"
 #include "core/util/error.hpp"
 
 namespace dpft::train {
@@ -41,6 +41,24 @@ nlohmann::json DpSettings::to_json() const {
   return j;
 }
 
+NoiseChoice choose_noise(const PrivacySpec& p, const std::string& method,
+                         const std::string& releases, const Calibrate& calibrate) {
+  if (p.noise_multiplier)
+    return {*p.noise_multiplier, *p.noise_multiplier > 0 ? "given" : "non-private"};
+  if (p.epsilon && std::isfinite(*p.epsilon)) {
+    auto acc =
+        privacy::make_accountant(p.accountant, privacy::ledger_options(p).accountant_options);
+    calibrate(*acc, *p.epsilon, p.delta);
+    return {0, "calibrated"};
+  }
+  if (p.epsilon) return {0, "non-private"};  // epsilon: .inf, a deliberate non-private run
+  throw ConfigError(fmt::format(
+      "privacy: method {} releases {} but neither privacy.epsilon (sigma is calibrated to it) "
+      "nor privacy.noise_multiplier (epsilon is computed) is set; give one (epsilon: .inf for "
+      "a deliberately non-private run)",
+      method, releases));
+}
+
 DpSettings dp_settings_before_noise(const Spec& spec, int64_t n) {
   const PrivacySpec& p = spec.privacy;
   DPFT_CHECK_AS(ConfigError, n > 0, "the private training set is empty (data.train.path = '{}')",
@@ -61,24 +79,12 @@ DpSettings resolve_dp(const Spec& spec, int64_t n,
                       const std::vector<privacy::GaussianBlock>& fixed) {
   const PrivacySpec& p = spec.privacy;
   DpSettings s = dp_settings_before_noise(spec, n);
-  if (p.noise_multiplier) {
-    s.sigma = *p.noise_multiplier;
-    s.sigma_source = s.sigma > 0 ? "given" : "non-private";
-  } else if (p.epsilon && std::isfinite(*p.epsilon)) {
-    auto acc =
-        privacy::make_accountant(p.accountant, privacy::ledger_options(p).accountant_options);
-    s.sigma = privacy::calibrate_sigma(*acc, s.q, s.steps, *p.epsilon, p.delta, 1e-3, fixed).sigma;
-    s.sigma_source = "calibrated";
-  } else if (p.epsilon) {  // epsilon: .inf, a deliberate non-private run
-    s.sigma = 0;
-    s.sigma_source = "non-private";
-  } else {
-    throw ConfigError(
-        fmt::format("privacy: method {} releases a DP model but neither privacy.epsilon (sigma is "
-                    "calibrated to it) nor privacy.noise_multiplier (epsilon is computed) is set; "
-                    "give one (epsilon: .inf for a deliberately non-private run)",
-                    spec.method.name));
-  }
+  const NoiseChoice c = choose_noise(
+      p, spec.method.name, "a DP model", [&](privacy::Accountant& acc, double eps, double delta) {
+        s.sigma = privacy::calibrate_sigma(acc, s.q, s.steps, eps, delta, 1e-3, fixed).sigma;
+      });
+  if (!c.calibrated()) s.sigma = c.sigma;
+  s.sigma_source = c.source;
   if (s.sigma > 0 && !std::isfinite(s.clip_norm))
     throw ConfigError(
         "privacy.clip_norm: inf (no clipping) leaves the sensitivity unbounded; set a finite "

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,6 +45,23 @@ struct DpSettings {
   privacy::Release release(int64_t count = 1) const;  // one step's release, for the ledger
   nlohmann::json to_json() const;
 };
+
+// The one resolver from a spec's privacy block to noise (every method's plan):
+//   privacy.noise_multiplier given -> it: "given" (or "non-private" when 0)
+//   privacy.epsilon finite         -> calibrate(accountant, epsilon, delta): "calibrated"
+//   privacy.epsilon .inf           -> sigma 0: "non-private"
+//   neither                        -> ConfigError naming `method` and what it `releases`.
+// `calibrate` sets the method's sigmas with the run's accountant (dp-sft calibrates two);
+// `sigma` is the given or non-private one (unused when calibrated).
+struct NoiseChoice {
+  double sigma = 0;
+  std::string source;  // given | calibrated | non-private
+  bool calibrated() const { return source == "calibrated"; }
+};
+using Calibrate =
+    std::function<void(privacy::Accountant& accountant, double epsilon, double delta)>;
+NoiseChoice choose_noise(const PrivacySpec& p, const std::string& method,
+                         const std::string& releases, const Calibrate& calibrate);
 
 // The spec's settings before the noise is chosen: N, T = train.steps, C, clipping, divisor and
 // q = privacy.sampling_rate, or train.batch_size / N (capped at 1); sigma 0. ConfigError when

@@ -194,37 +194,26 @@ void reduce_batch_stats(BatchStats& st) {
 }
 
 double noise_and_scale(std::vector<torch::Tensor>& grads, const DpSettings& dp,
-                       privacy::NoiseSource& noise, int64_t realized_batch, BatchStats* stats,
+                       privacy::GaussianSum& mechanism, int64_t realized_batch, BatchStats* stats,
                        double* noise_norm, double* signal_norm) {
   auto t0 = std::chrono::steady_clock::now();
-  double sq = 0;
-  std::vector<torch::Tensor> drawn;       // kept for signal_norm only
-  if (dp.sigma > 0 && dist::is_root()) {  // the noise enters the sum over ranks exactly once
-    const double std = dp.noise_std();  // sigma C
-    for (auto& g : grads) {
-      // Noise is drawn in float32 and added to a float32 sum: rounding either to a model's
-      // bfloat16 would change the mechanism the accountant analyses (docs/privacy.md).
-      DPFT_CHECK(g.scalar_type() == torch::kFloat32,
-                 "noise_and_scale: the clipped sum is {}, not float32",
-                 c10::toString(g.scalar_type()));
-      // On the host and copied, or on a GPU from a host-drawn key (NoiseSource::normal_on).
-      torch::Tensor z = noise.normal_on(g.sizes(), std, g.device());
-      if (noise_norm) sq += z.to(torch::kFloat64).pow(2).sum().item<double>();
-      g.add_(z);
-      if (signal_norm) drawn.push_back(z);
-    }
+  DPFT_CHECK(mechanism.sigma() == dp.sigma,
+             "noise_and_scale: the mechanism's sigma {} is not the step's {}", mechanism.sigma(),
+             dp.sigma);
+  double before = 0;  // || the summed clipped gradients || (diagnostics only)
+  if (signal_norm) {
+    std::vector<torch::Tensor> total;
+    for (const auto& g : grads) total.push_back(g.to(torch::kFloat64));
+    dist::all_reduce_sum(total, "the sum of clipped gradients (diagnostics)");
+    for (const auto& t : total) before += t.pow(2).sum().item<double>();
   }
+  // The release: recorded on every rank, noised on rank 0 only, so that the noise enters the
+  // sum over ranks exactly once. Noise drawn in float32 onto the float32 sum, on the host and
+  // copied or on a GPU from a host-drawn key (NoiseSource::normal_on).
+  const double z = mechanism.release(grads, dp.clip_norm, dist::is_root(), noise_norm != nullptr);
   dist::all_reduce_sum(grads, "the sum of clipped gradients");  // nothing with one rank
-  if (signal_norm) {  // || sum of clipped gradients || (rank 0; diagnostics only)
-    double ss = 0;
-    for (size_t i = 0; i < grads.size(); ++i) {
-      torch::Tensor g = grads[i].to(torch::kFloat64);
-      if (!drawn.empty()) g = g - drawn[i].to(torch::kFloat64);
-      ss += g.pow(2).sum().item<double>();
-    }
-    *signal_norm = std::sqrt(ss);
-  }
-  if (noise_norm) *noise_norm = std::sqrt(sq);
+  if (signal_norm) *signal_norm = std::sqrt(before);
+  if (noise_norm) *noise_norm = z;
   const double div = dp.divisor_for(realized_batch);
   for (auto& g : grads) g.div_(div);
   if (stats) stats->noise_seconds += seconds_since(t0);

@@ -14,7 +14,7 @@
 
 #include "core/grad/per_sample.hpp"
 #include "core/lm/examples.hpp"
-#include "core/privacy/noise.hpp"
+#include "core/privacy/mechanism.hpp"
 #include "core/train/dp_settings.hpp"
 
 namespace dpft::train {
@@ -83,14 +83,17 @@ void check_step_gradients(const std::vector<torch::Tensor>& grads,
 // every rank. One small all-reduce; nothing with one rank.
 void reduce_batch_stats(BatchStats& stats);
 
-// In place, the step's release: rank 0 adds N(0, (sigma C)^2) (drawn parameter by parameter, in
-// order) to its sum; the sums of all ranks' shards are added (one all-reduce; nothing with one
-// rank), so the noise enters the total exactly once; then g /= divisor (q N, or max(|B|, 1) for
-// "realized", |B| the whole logical batch). Every rank returns the same g. Returns the divisor.
-// Diagnostics only: `noise_norm`, the l2 norm of the noise (before division; rank 0, 0 without
-// noise), and `signal_norm`, that of the summed clipped gradients without the noise (rank 0).
+// In place, the step's release through `mechanism` (the subsampled Gaussian on the clipped
+// sum, sensitivity dp.clip_norm; its sigma must be dp.sigma): recorded on every rank, and rank
+// 0 adds N(0, (sigma C)^2) (drawn parameter by parameter, in order) to its sum; the sums of all
+// ranks' shards are added (one all-reduce; nothing with one rank), so the noise enters the
+// total exactly once; then g /= divisor (q N, or max(|B|, 1) for "realized", |B| the whole
+// logical batch). Every rank returns the same g. Returns the divisor. float32 sums only (a
+// bfloat16 one is refused). Diagnostics only: `noise_norm`, the l2 norm of the noise (before
+// division; rank 0, 0 without noise), and `signal_norm`, that of the summed clipped gradients
+// without the noise (an extra all-reduce of a float64 copy when asked for).
 double noise_and_scale(std::vector<torch::Tensor>& grads, const DpSettings& dp,
-                       privacy::NoiseSource& noise, int64_t realized_batch, BatchStats* stats,
+                       privacy::GaussianSum& mechanism, int64_t realized_batch, BatchStats* stats,
                        double* noise_norm = nullptr, double* signal_norm = nullptr);
 
 }  // namespace dpft::train

@@ -103,7 +103,7 @@ struct Trainer::State {
   RunContext& ctx;
   TrainInputs& in;
   LoopOptions opts;
-  privacy::NoiseSource* noise;
+  privacy::Mechanism* noise;  // whose noise stream the checkpoint carries (null: none)
   std::vector<std::string> names;
   std::vector<Tensor> params;
   std::unique_ptr<Optimizer> opt;
@@ -129,7 +129,7 @@ struct Trainer::State {
   fs::path ckpt_dir() const { return ctx.dir.path() / "checkpoint"; }
 };
 
-Trainer::Trainer(RunContext& ctx, TrainInputs& in, LoopOptions opts, privacy::NoiseSource* noise)
+Trainer::Trainer(RunContext& ctx, TrainInputs& in, LoopOptions opts, privacy::Mechanism* noise)
     : s_(std::make_unique<State>(ctx, in)) {
   s_->opts = std::move(opts);
   s_->noise = noise;
@@ -177,7 +177,7 @@ Trainer::Trainer(RunContext& ctx, TrainInputs& in, LoopOptions opts, privacy::No
   DPFT_CHECK_AS(InputError, n > 0, "the training set has no usable examples ({})",
                 ctx.spec.data.train.path);
   if (s_->opts.sampling == "poisson")
-    s_->poisson = ctx.randomness.poisson(n, s_->opts.q, "sampler");
+    s_->poisson = ctx.privacy.poisson(n, s_->opts.q, "sampler");
   else
     s_->shuffle =
         std::make_unique<ShuffleSampler>(n, s_->opts.batch_size, derive_seed(seed, "sampler"));
@@ -298,7 +298,7 @@ void Trainer::save_checkpoint() {
   nlohmann::json j = {{"step", s.step},
                       {"sampler", s.poisson ? s.poisson->state() : s.shuffle->state()},
                       {"noise", s.noise ? s.noise->state() : ""},
-                      {"ledger", s.ctx.ledger.to_json()},
+                      {"ledger", s.ctx.privacy.ledger().to_json()},
                       {"history", s.history},
                       {"eval_history", s.eval_history},
                       {"nlg_history", s.nlg_history},
@@ -385,7 +385,7 @@ bool Trainer::restore(const fs::path& dir) {
       s.phase_samplers[p]->set_state(
           j.at("phase_samplers").at(s.phases[p].name).get<std::string>());
   if (s.noise) s.noise->set_state(j.at("noise").get<std::string>());
-  s.ctx.ledger = privacy::PrivacyLedger::from_json(j.at("ledger"));
+  s.ctx.privacy.restore_ledger(j.at("ledger"));
   s.history = j.at("history");
   s.eval_history = j.at("eval_history");
   if (j.contains("nlg_history")) s.nlg_history = j.at("nlg_history");
@@ -513,15 +513,6 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
                  s.ckpt_dir().string());
   }
   if (!resumed) {
-    if (s.opts.check_budget) {  // the real plan, now that the data set's size is known
-      std::vector<privacy::Release> plan;
-      for (const Phase& p : s.phases)
-        if (p.release) {
-          plan.push_back(*p.release);
-          plan.back().count = p.steps;
-        }
-      if (!plan.empty()) s.ctx.ledger.check_plan(plan);
-    }
     s.eval_base = evaluate("base", 0, true);
     if (s.opts.before_training && root) {
       s.opts.before_training();
@@ -567,12 +558,19 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
     s.started = static_cast<int64_t>(ph);
     BatchStats st;
     st.step = s.step;
+    const int64_t released = phase.release ? s.ctx.privacy.recorded(*phase.release) : 0;
     std::vector<Tensor> grads = gradient(rows, st);
+    // The step's release went through the method's mechanism (core/privacy/mechanism.hpp),
+    // which recorded it: exactly one per step of a releasing phase.
+    if (phase.release)
+      DPFT_CHECK(s.ctx.privacy.recorded(*phase.release) == released + 1,
+                 "step {} of phase '{}' made {} releases '{}', not 1 (a bug in the method)",
+                 s.step + 1, phase.name, s.ctx.privacy.recorded(*phase.release) - released,
+                 phase.release->label);
     check_step_gradients(grads, s.opt->masters(), s.names);
     double lr = lr_at(phase.schedule, s.step - s.phase_start[ph]);
     s.opt->step(grads, lr);
     check_finite(st, s.step + 1);
-    if (phase.release) s.ctx.ledger.record(*phase.release);
     ++s.step;
     if (s.opts.after_step) s.opts.after_step(s.step);
     double secs = seconds_since(t0);

@@ -1,10 +1,12 @@
 // The training loop every gradient method runs in (sgd, dp-sgd, and the projection methods):
 //   base eval -> for step in [0, T): rows = sampler.next(); grads = method's gradient(rows);
-//   optimizer step at the scheduled lr; ledger.record(release); periodic eval / checkpoint
+//   optimizer step at the scheduled lr; periodic eval / checkpoint
 //   -> final eval, per_sample.jsonl, adapter / model saved.
-// The method supplies only the gradient of a logical batch (and its per-step DP release). The
-// trainer owns every stream of randomness it checkpoints: the batch sampler (Poisson, or
-// epoch shuffling for non-private runs), the method's noise source, and LibTorch's global CPU
+// The method supplies the gradient of a logical batch, privatised through its mechanism
+// (core/privacy/mechanism.hpp), which records the step's release; the trainer checks that
+// each step of a releasing phase made exactly one. The trainer checkpoints every stream of
+// randomness: the batch sampler (Poisson, or epoch shuffling for non-private runs), the
+// method's noise stream (through its mechanism), and LibTorch's global CPU
 // generator (LoRA dropout). A checkpoint (<run>/checkpoint/) holds the trainable parameters,
 // optimizer state, step, those RNG states, the ledger and the history, so that a resumed run
 // ends with exactly the numbers of an uninterrupted one (CPU).
@@ -17,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "core/privacy/noise.hpp"
+#include "core/privacy/mechanism.hpp"
 #include "core/run/run_context.hpp"
 #include "core/train/privatize.hpp"
 #include "core/train/schedule.hpp"
@@ -30,7 +32,7 @@ namespace dpft::train {
 struct Phase {
   std::string name;
   int64_t steps = 0;                        // >= 1
-  std::optional<privacy::Release> release;  // recorded once per step of the phase
+  std::optional<privacy::Release> release;  // made once per step of the phase
   ScheduleOptions schedule;                 // restarts at the phase's first step
   // Runs right before the phase's first step (also when a --resume lands exactly there; not
   // when it lands inside the phase: load_state restores what it set up). Phases after the
@@ -48,8 +50,7 @@ struct LoopOptions {
   std::string sampling = "poisson";  // poisson (rate q) | shuffle (epochs of batch_size rows)
   double q = 1;                      // Poisson rate
   int64_t batch_size = 1;            // shuffle batch size
-  std::optional<privacy::Release> release;  // recorded once per step (nullopt: nothing released)
-  bool check_budget = true;                 // refuse to start if T releases exceed privacy.epsilon
+  std::optional<privacy::Release> release;  // made once per step (nullopt: nothing released)
   nlohmann::json method_info;               // stored under metrics["train"]["method"]
   // Called once before step 1 of a fresh run, after the base evaluation (never on resume):
   // e.g. PE-SGD's initial synthetic set and its non-private SFT. May train the model.
@@ -82,7 +83,8 @@ using GradientFn =
 
 class Trainer {
  public:
-  Trainer(RunContext& ctx, TrainInputs& in, LoopOptions opts, privacy::NoiseSource* noise);
+  // `noise`: the mechanism whose noise stream the checkpoint saves and restores (null: none).
+  Trainer(RunContext& ctx, TrainInputs& in, LoopOptions opts, privacy::Mechanism* noise);
   ~Trainer();
   // Runs (or, with ctx.resume, continues) the loop; returns the metrics blocks
   // ("train", "eval", "history", "timing").

@@ -35,11 +35,13 @@
 #include "core/eval/embed.hpp"
 #include "core/generate/generate.hpp"
 #include "core/privacy/histogram.hpp"
+#include "core/run/privacy_lock.hpp"
 #include "core/topics/topic_model.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
 #include "core/util/progress.hpp"
 #include "core/util/seed.hpp"
+#include "core/util/sha256.hpp"
 #include "core/util/signals.hpp"
 #include "data/lm_dataset.hpp"
 #include "methods/ctcl/synthesis.hpp"
@@ -138,9 +140,7 @@ class CtclMethod : public Method {
   // The histogram (sigma_hist, q 1, once) and the T steps; the steps' sigma is calibrated with
   // the histogram composed in (privacy.epsilon inf: neither is noised).
   std::vector<privacy::Release> plan(const Spec& spec, int64_t n) override {
-    const bool non_private =
-        spec.privacy.epsilon && std::isinf(*spec.privacy.epsilon) && !spec.privacy.noise_multiplier;
-    hist_release_sigma_ = histogram_released() && !non_private ? hist_sigma_ : 0.0;
+    hist_release_sigma_ = histogram_released() && spec.privacy.is_private() ? hist_sigma_ : 0.0;
     std::vector<privacy::GaussianBlock> fixed;
     if (hist_release_sigma_ > 0) fixed.push_back({hist_release_sigma_, 1.0, 1});
     dp_ = train::resolve_dp(spec, n, fixed);
@@ -204,10 +204,21 @@ std::vector<int64_t> CtclMethod::assign_topics(const Spec& spec, const DatasetSp
   return std::vector<int64_t>(idx.data_ptr<int64_t>(), idx.data_ptr<int64_t>() + idx.numel());
 }
 
+namespace {
+// The topic histogram file's integrity hash: the run's lock, sigma, K and the released counts.
+std::string histogram_integrity(const RunContext& ctx, const std::vector<int64_t>& counts,
+                                int64_t K) {
+  return state_integrity(ctx.privacy_lock, "topic_histogram", {{"topics", K}, {"counts", counts}});
+}
+}  // namespace
+
 std::vector<int64_t> CtclMethod::histogram(RunContext& ctx, const std::vector<int64_t>& topic_of,
                                            int64_t K) const {
   const fs::path file = ctx.dir.file("topic_histogram.json");
   const privacy::Release rel{"topic_histogram", hist_release_sigma_, 1.0, 1};
+  // B.2: the Gaussian mechanism on the bin counts (sensitivity 1); privacy.epsilon inf: sigma
+  // 0, the true counts, recorded as a non-private release.
+  privacy::Histogram& mechanism = ctx.privacy.histogram("ctcl-histogram", rel);
   // Training began after the release: a missing file is refused, never drawn again (a second
   // draw would be a second release while the checkpoint's ledger holds one).
   DPFT_CHECK_AS(InputError,
@@ -231,20 +242,24 @@ std::vector<int64_t> CtclMethod::histogram(RunContext& ctx, const std::vector<in
     }
     DPFT_CHECK_AS(InputError, static_cast<int64_t>(counts.size()) == K,
                   "{}: {} topics, the topic model has {}", file.string(), counts.size(), K);
-    if (!fs::exists(ctx.dir.file("checkpoint"))) ctx.ledger.record(rel);
+    // The released counts, unchanged since: an edited histogram would apportion the synthetic
+    // set by numbers the mechanism never released.
+    DPFT_CHECK_AS(InputError, j.value("integrity", "") == histogram_integrity(ctx, counts, K),
+                  "--resume: refused: {} was changed after it was released (its integrity hash "
+                  "does not match its counts); restore the file as the run wrote it, or start "
+                  "a new run",
+                  file.string());
+    if (!fs::exists(ctx.dir.file("checkpoint"))) mechanism.restore();
     spdlog::info("ctcl: the topic histogram released earlier ({})", file.string());
     return counts;
   }
-  // privacy.epsilon inf: sigma 0, the true counts, recorded as a non-private release.
-  auto noise = ctx.randomness.noise("ctcl-histogram");
-  const std::vector<int64_t> counts =
-      privacy::release_histogram(topic_of, K, hist_release_sigma_, *noise, ctx.ledger, rel.label)
-          .counts;
+  const std::vector<int64_t> counts = mechanism.release(topic_of, K);
   write_json_atomic(file, {{"schema", "dpft.topic_histogram/1"},
                            {"noise_multiplier", hist_release_sigma_},
                            {"private", hist_release_sigma_ > 0},
                            {"topics", K},
-                           {"counts", counts}});
+                           {"counts", counts},
+                           {"integrity", histogram_integrity(ctx, counts, K)}});
   return counts;
 }
 
@@ -296,6 +311,14 @@ nlohmann::json CtclMethod::synthesize(RunContext& ctx, train::TrainInputs& in,
     sets.push_back(
         {&subset_seats[i], dir / fmt::format("synthetic_n{}.jsonl", gen_.subsets[i]), nullptr});
   for (auto& set : sets) set.writer = std::make_unique<AtomicFileWriter>(set.file);
+  // The bins already generated, with their SHA-256 (synthetic/parts.json, rewritten after each
+  // bin): a resumed generation reuses a part only when it is unchanged, regenerates one the
+  // index does not list (killed between the part and the index: the same seed gives the same
+  // rows), and refuses one that was edited.
+  const fs::path index_file = dir / "parts.json";
+  nlohmann::json index = {{"schema", "dpft.synthetic_parts/1"},
+                          {"parts", nlohmann::json::object()}};
+  if (fs::exists(index_file)) index = read_json(index_file);
   int64_t bins_generated = 0;
   for (size_t k = 0; k < gen.size(); ++k) {
     if (gen[k] == 0) continue;
@@ -306,8 +329,14 @@ nlohmann::json CtclMethod::synthesize(RunContext& ctx, train::TrainInputs& in,
     // bins already done.
     const fs::path part = dir / fmt::format("topic-{:05d}.jsonl", k);
     std::string lines;
-    if (fs::exists(part)) {
+    const std::string name = part.filename().string();
+    const std::string recorded = index["parts"].value(name, std::string());
+    if (fs::exists(part) && !recorded.empty()) {
       lines = read_file(part);
+      DPFT_CHECK_AS(InputError, sha256_hex(lines) == recorded,
+                    "--resume: refused: {} was changed after it was generated (its SHA-256 is "
+                    "not the one in {}); delete it and resume to generate the bin again",
+                    part.string(), index_file.string());
     } else {
       for (int64_t b = 0; b < gen[k]; b += gen_.batch) {
         if (interrupted()) return {{"interrupted", true}, {"bins_done", k}};  // bin unwritten
@@ -327,6 +356,8 @@ nlohmann::json CtclMethod::synthesize(RunContext& ctx, train::TrainInputs& in,
         bar.update(static_cast<long>(done + b + n));
       }
       write_file_atomic(part, lines);
+      index["parts"][name] = sha256_hex(lines);
+      write_json_atomic(index_file, index);
       fault_point(fmt::format("ctcl_bins{}", ++bins_generated).c_str());
     }
     done += gen[k];

@@ -12,7 +12,7 @@
 //     2    each private text of class l votes 1/sqrt(k) for its k nearest candidates of class l
 //          (core/topics knn: faiss exact L2 search on unit embeddings)
 //     3    one Gaussian release of all classes' votes together, sigma: L2 sensitivity 1
-//          (core/privacy/histogram.hpp release_votes), in the ledger
+//          (core/privacy/mechanism.hpp VoteHistogram), in the ledger
 //     4    h <- max(h - threshold, 0); select n_l: rank (Aug-PE) or sample ∝ h (PE)
 //     5    P_t = `variations` VARIATION_API copies of each selected (+ the selected with
 //          keep_selected): skipped after the last iteration with output: selected
@@ -39,12 +39,12 @@
 #include <unordered_map>
 
 #include "core/config/fields.hpp"
+#include "core/config/ledger_options.hpp"
 #include "core/config/spec.hpp"
 #include "core/dist/world.hpp"
 #include "core/eval/embed.hpp"
 #include "core/privacy/calibrate.hpp"
 #include "core/privacy/histogram.hpp"
-#include "core/privacy/ledger_options.hpp"
 #include "core/run/privacy_lock.hpp"
 #include "core/synth/synthetic.hpp"
 #include "core/tokenizer/chat.hpp"
@@ -181,29 +181,15 @@ class PrivateEvolution : public Method {
   std::vector<privacy::Release> plan(const Spec& spec, int64_t n) override {
     const PrivacySpec& p = spec.privacy;
     DPFT_CHECK_AS(ConfigError, n >= 1, "method {}: the private set is empty", name());
-    const bool non_private = p.epsilon && std::isinf(*p.epsilon) && !p.noise_multiplier;
-    class_sigma_ = class_release() && !non_private ? class_hist_sigma_ : 0.0;
+    class_sigma_ = class_release() && p.is_private() ? class_hist_sigma_ : 0.0;
     std::vector<privacy::GaussianBlock> fixed;
     if (class_sigma_ > 0) fixed.push_back({class_sigma_, 1.0, 1});
-    if (p.noise_multiplier) {
-      sigma_ = *p.noise_multiplier;
-      sigma_source_ = sigma_ > 0 ? "given" : "non-private";
-    } else if (p.epsilon && std::isfinite(*p.epsilon)) {
-      auto acc =
-          privacy::make_accountant(p.accountant, privacy::ledger_options(p).accountant_options);
-      sigma_ =
-          privacy::calibrate_sigma(*acc, 1.0, iterations_, *p.epsilon, p.delta, 1e-3, fixed).sigma;
-      sigma_source_ = "calibrated";
-    } else if (p.epsilon) {
-      sigma_ = 0;
-      sigma_source_ = "non-private";
-    } else {
-      throw ConfigError(fmt::format(
-          "privacy: method {} releases DP histograms but neither privacy.epsilon (sigma is "
-          "calibrated to it) nor privacy.noise_multiplier is set; give one (epsilon: .inf for a "
-          "deliberately non-private run)",
-          name()));
-    }
+    const train::NoiseChoice c = train::choose_noise(
+        p, name(), "DP histograms", [&](privacy::Accountant& acc, double eps, double delta) {
+          sigma_ = privacy::calibrate_sigma(acc, 1.0, iterations_, eps, delta, 1e-3, fixed).sigma;
+        });
+    if (!c.calibrated()) sigma_ = c.sigma;
+    sigma_source_ = c.source;
     std::vector<privacy::Release> out;
     if (class_release()) out.push_back({kClassLabel, class_sigma_, 1.0, 1});
     out.push_back({kVotesLabel, sigma_, 1.0, iterations_});
@@ -246,9 +232,9 @@ class PrivateEvolution : public Method {
   }
   std::vector<Class> make_classes(const Spec& spec, const train::TrainInputs& in,
                                   std::vector<std::string>& texts) const;
-  void save_state(RunContext& ctx, const State& st, privacy::NoiseSource& noise,
+  void save_state(RunContext& ctx, const State& st, privacy::VoteHistogram& noise,
                   const std::vector<Class>& classes) const;
-  bool load_state(RunContext& ctx, State& st, privacy::NoiseSource& noise,
+  bool load_state(RunContext& ctx, State& st, privacy::VoteHistogram& noise,
                   std::vector<Class>& classes) const;
   void write_output(RunContext& ctx, const State& st, const std::vector<Class>& classes,
                     const std::string& file, bool with_counts) const;
@@ -304,9 +290,9 @@ std::vector<PrivateEvolution::Class> PrivateEvolution::make_classes(
   return classes;
 }
 
-void PrivateEvolution::save_state(RunContext& ctx, const State& st, privacy::NoiseSource& noise,
+void PrivateEvolution::save_state(RunContext& ctx, const State& st, privacy::VoteHistogram& noise,
                                   const std::vector<Class>& classes) const {
-  const nlohmann::json ledger = ctx.ledger.to_json();
+  const nlohmann::json ledger = ctx.privacy.ledger().to_json();
   std::vector<int64_t> seats;
   for (const auto& c : classes) seats.push_back(c.seats);
   nlohmann::json j = {{"schema", kStateSchema},
@@ -324,7 +310,7 @@ void PrivateEvolution::save_state(RunContext& ctx, const State& st, privacy::Noi
   write_file_atomic(ctx.dir.file("pe_state.json"), j.dump(-1, ' ', false, kReplaceInvalid));
 }
 
-bool PrivateEvolution::load_state(RunContext& ctx, State& st, privacy::NoiseSource& noise,
+bool PrivateEvolution::load_state(RunContext& ctx, State& st, privacy::VoteHistogram& noise,
                                   std::vector<Class>& classes) const {
   const fs::path file = ctx.dir.file("pe_state.json");
   // Iterations were released: without their state the run would release them all again.
@@ -364,7 +350,7 @@ bool PrivateEvolution::load_state(RunContext& ctx, State& st, privacy::NoiseSour
     st.selected_counts = j.at("selected_counts").get<std::vector<std::vector<double>>>();
     st.history = j.at("history");
     noise.set_state(j.at("noise").get<std::string>());
-    ctx.ledger = privacy::PrivacyLedger::from_json(j.at("ledger"));
+    ctx.privacy.restore_ledger(j.at("ledger"));
   } catch (const nlohmann::json::exception& e) {
     throw InputError(fmt::format("{} is damaged ({}); start a new run", file.string(), e.what()));
   }
@@ -439,8 +425,10 @@ nlohmann::json PrivateEvolution::run(RunContext& ctx, train::TrainInputs& in) {
     in.model->eval();
   }
 
-  auto noise_ptr = ctx.randomness.noise("pe-histogram");
-  privacy::NoiseSource& noise = *noise_ptr;
+  // Step 3's mechanism: the Gaussian on the vote vector (sensitivity 1), one release a
+  // iteration (sigma 0, privacy.epsilon inf: the true votes, recorded as non-private).
+  privacy::VoteHistogram& noise =
+      ctx.privacy.votes("pe-histogram", privacy::Release{kVotesLabel, sigma_, 1.0, 1});
   const uint64_t seed = static_cast<uint64_t>(spec.seed);
   State st;
   const bool resumed = load_state(ctx, st, noise, classes);
@@ -452,10 +440,10 @@ nlohmann::json PrivateEvolution::run(RunContext& ctx, train::TrainInputs& in) {
       for (size_t c = 0; c < classes.size(); ++c)
         for (int64_t i : classes[c].members)
           class_of[static_cast<size_t>(i)] = static_cast<int64_t>(c);
-      auto hn = ctx.randomness.noise("pe-class-histogram");  // sigma 0: the true counts
-      weights = privacy::release_histogram(class_of, static_cast<int64_t>(classes.size()),
-                                           class_sigma_, *hn, ctx.ledger, kClassLabel)
-                    .counts;
+      weights =
+          ctx.privacy  // sigma 0: the true counts, recorded as non-private
+              .histogram("pe-class-histogram", privacy::Release{kClassLabel, class_sigma_, 1.0, 1})
+              .release(class_of, static_cast<int64_t>(classes.size()));
     }
     bool uniform = false;
     const std::vector<int64_t> seats = ctcl::apportion(weights, num_synthetic_, &uniform);
@@ -522,8 +510,7 @@ nlohmann::json PrivateEvolution::run(RunContext& ctx, train::TrainInputs& in) {
     }
     // 3: the release.
     // (sigma 0, privacy.epsilon inf: the true votes, recorded as a non-private release)
-    const std::vector<double> noisy =
-        privacy::release_votes(votes, sigma_, noise, ctx.ledger, kVotesLabel);
+    const std::vector<double> noisy = noise.release(votes);
     // 4-5: threshold, selection, the next population.
     const bool last = t == iterations_;
     int64_t positive = 0, uniform_classes = 0;

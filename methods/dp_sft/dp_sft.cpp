@@ -22,12 +22,12 @@
 #include <memory>
 
 #include "core/config/fields.hpp"
+#include "core/config/ledger_options.hpp"
 #include "core/config/spec.hpp"
 #include "core/dist/world.hpp"
 #include "core/model/peft.hpp"
 #include "core/model/safetensors.hpp"
 #include "core/privacy/calibrate.hpp"
-#include "core/privacy/ledger_options.hpp"
 #include "core/project/subspace.hpp"
 #include "core/train/privatize.hpp"
 #include "core/train/trainer.hpp"
@@ -135,39 +135,31 @@ class DpSftMethod : public Method {
     const int64_t T1 = source_ == SubspaceSource::kPrivate ? stage1_steps(spec, n) : 0;
     d1.steps = T1;
     nlohmann::json acct = {{"budget", enum_name(budget_, kBudgetNames)}};
-    if (p.noise_multiplier) {  // sigma given: both stages use it, epsilon is computed
-      d1.sigma = d2.sigma = *p.noise_multiplier;
-      d1.sigma_source = d2.sigma_source = *p.noise_multiplier > 0 ? "given" : "non-private";
-    } else if (p.epsilon && std::isfinite(*p.epsilon)) {
-      auto acc =
-          privacy::make_accountant(p.accountant, privacy::ledger_options(p).accountant_options);
-      privacy::TwoStageCalibration c = privacy::calibrate_two_stage(
-          *acc, d1.q, T1, d2.q, d2.steps, *p.epsilon, p.delta, split_, budget_ == Budget::kJoint);
-      d1.sigma = c.sigma1;
-      d2.sigma = c.sigma2;
-      d1.sigma_source = d2.sigma_source = "calibrated";
-      acct["epsilon_composed"] = c.epsilon;  // both stages, one accounting, at delta
-      if (T1 > 0) {
-        acct["split"] = {{"p1", split_},
-                         {"stage1",
-                          {{"sigma", c.split_sigma1},
-                           {"epsilon", c.split_epsilon1},
-                           {"delta", split_ * p.delta}}},
-                         {"stage2",
-                          {{"sigma", c.split_sigma2},
-                           {"epsilon", c.split_epsilon2},
-                           {"delta", (1 - split_) * p.delta}}},
-                         {"epsilon_total", *p.epsilon}};  // Theorem 3: p1 eps + p2 eps
-        acct["noise_scale_vs_split"] = c.scale;
-      }
-    } else if (p.epsilon) {
-      d1.sigma = d2.sigma = 0;
-      d1.sigma_source = d2.sigma_source = "non-private";
-    } else {
-      throw ConfigError(
-          "privacy: method dp-sft releases a DP model but neither privacy.epsilon nor "
-          "privacy.noise_multiplier is set; give one (epsilon: .inf for a non-private run)");
-    }
+    // sigma given: both stages use it, epsilon is computed; epsilon given: Theorem 3's split
+    // or the joint calibration of both stages.
+    const train::NoiseChoice choice = train::choose_noise(
+        p, "dp-sft", "a DP model", [&](privacy::Accountant& acc, double eps, double delta) {
+          privacy::TwoStageCalibration c = privacy::calibrate_two_stage(
+              acc, d1.q, T1, d2.q, d2.steps, eps, delta, split_, budget_ == Budget::kJoint);
+          d1.sigma = c.sigma1;
+          d2.sigma = c.sigma2;
+          acct["epsilon_composed"] = c.epsilon;  // both stages, one accounting, at delta
+          if (T1 > 0) {
+            acct["split"] = {{"p1", split_},
+                             {"stage1",
+                              {{"sigma", c.split_sigma1},
+                               {"epsilon", c.split_epsilon1},
+                               {"delta", split_ * delta}}},
+                             {"stage2",
+                              {{"sigma", c.split_sigma2},
+                               {"epsilon", c.split_epsilon2},
+                               {"delta", (1 - split_) * delta}}},
+                             {"epsilon_total", eps}};  // Theorem 3: p1 eps + p2 eps
+            acct["noise_scale_vs_split"] = c.scale;
+          }
+        });
+    if (!choice.calibrated()) d1.sigma = d2.sigma = choice.sigma;
+    d1.sigma_source = d2.sigma_source = choice.source;
     for (const train::DpSettings* d : {&d1, &d2})
       if (d->sigma > 0 && !std::isfinite(d->clip_norm))
         throw ConfigError(
@@ -305,7 +297,6 @@ nlohmann::json DpSftMethod::run(RunContext& ctx, train::TrainInputs& in) {
     use_subspace(project::load_subspace(file_));
   }
 
-  auto noise = ctx.randomness.noise("noise", spec.privacy.noise_draw);
   grad::PerSampleGrads psg(in.model, grad_);
   train::LoopOptions lo;
   lo.sampling = "poisson";
@@ -333,6 +324,13 @@ nlohmann::json DpSftMethod::run(RunContext& ctx, train::TrainInputs& in) {
   s2.name = "stage2";
   s2.steps = dp2.steps;
   s2.release = privacy::Release{"dp-sft stage 2", dp2.sigma, dp2.q, 1};
+  // The two stages' releases (subsampled Gaussians on clipped sums) share one noise stream.
+  privacy::GaussianSum& noise2 =
+      ctx.privacy.gaussian_sum("noise", *s2.release, spec.privacy.noise_draw);
+  privacy::GaussianSum* noise1 =
+      T1 > 0 && !public_stage1
+          ? &ctx.privacy.gaussian_sum("noise", *lo.phases[0].release, spec.privacy.noise_draw)
+          : nullptr;
   s2.schedule = {tr.schedule, tr.lr, tr.warmup_ratio, dp2.steps};
   if (T1 > 0)
     s2.on_start = [&] {  // Alg. 3 line 3: P from the trajectory (post-processing of stage 1)
@@ -399,10 +397,11 @@ nlohmann::json DpSftMethod::run(RunContext& ctx, train::TrainInputs& in) {
   // Noise and division (Alg. 1 lines 9-10, Alg. 2 lines 9-10); with method.diagnostics the
   // step's norms around them (the reference's grad_debug columns, non-private statistics).
   auto release = [&](std::vector<torch::Tensor>& g, const train::DpSettings& dp,
-                     const std::vector<int64_t>& rows, train::BatchStats& st) {
+                     privacy::GaussianSum& mechanism, const std::vector<int64_t>& rows,
+                     train::BatchStats& st) {
     double noise_norm = 0, sum_norm = 0;
-    const double div = train::noise_and_scale(g, dp, *noise, static_cast<int64_t>(rows.size()), &st,
-                                              diagnostics_ ? &noise_norm : nullptr,
+    const double div = train::noise_and_scale(g, dp, mechanism, static_cast<int64_t>(rows.size()),
+                                              &st, diagnostics_ ? &noise_norm : nullptr,
                                               diagnostics_ ? &sum_norm : nullptr);
     if (!diagnostics_) return;
     double sq = 0;
@@ -434,7 +433,7 @@ nlohmann::json DpSftMethod::run(RunContext& ctx, train::TrainInputs& in) {
     }
     return gg > 0 ? std::sqrt(rr / gg) : 0.0;
   };
-  train::Trainer trainer(ctx, in, lo, noise.get());
+  train::Trainer trainer(ctx, in, lo, &noise2);
   in.model->train();
   spdlog::info(
       "dp-sft: stage 1 {} steps (sigma {:.4f}, C {}), stage 2 {} steps (sigma {:.4f}, "
@@ -447,14 +446,14 @@ nlohmann::json DpSftMethod::run(RunContext& ctx, train::TrainInputs& in) {
                                   st);
     if (st.step < T1) {  // Alg. 1 lines 5-11: clip to C1, sum, noise sigma1 C1, divide
       auto g = train::clipped_sum(psg, in.train, rows, micro, in.pad_id, dp1, &st);
-      release(g, dp1, rows, st);
+      release(g, dp1, *noise1, rows, st);
       return g;
     }
     // Alg. 2 lines 4-11: g^s_i = P^T g_i clipped to C2 in R^k, summed, noise sigma2 C2 in R^k,
     // divided by the lot size
     std::vector<torch::Tensor> gs = {
         train::projected_clipped_sum(psg, in.train, rows, micro, in.pad_id, blocks, dp2, &st)};
-    release(gs, dp2, rows, st);
+    release(gs, dp2, noise2, rows, st);
     if (diagnostics_) st.extra["dp_sft"]["residual"] = residual(rows, st);
     // Alg. 2 lines 12-13: g~ = P g~^s, reshaped to the parameters
     std::vector<torch::Tensor> g;

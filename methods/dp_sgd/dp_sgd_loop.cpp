@@ -27,7 +27,9 @@ nlohmann::json run_dp_sgd(RunContext& ctx, train::TrainInputs& in, const train::
   spdlog::info("dp-sgd: sigma {:.4f} ({}), q {:.5f}, T {}, C {}, {} clipping, divisor {} ({:.1f})",
                dp.sigma, dp.sigma_source, dp.q, dp.steps, dp.clip_norm,
                privacy::name_of(dp.clipping), privacy::name_of(dp.divisor), dp.expected_batch());
-  auto noise = ctx.randomness.noise("noise", spec.privacy.noise_draw);
+  // Alg. 1's "add noise": the subsampled Gaussian mechanism on the clipped sum, one release a step
+  privacy::GaussianSum& noise =
+      ctx.privacy.gaussian_sum("noise", dp.release(), spec.privacy.noise_draw);
   grad::PerSampleGrads psg(in.model, o.grad);
   train::LoopOptions lo;
   lo.sampling = "poisson";  // line 4: Poisson lots at rate q
@@ -43,7 +45,7 @@ nlohmann::json run_dp_sgd(RunContext& ctx, train::TrainInputs& in, const train::
     lo.load_state = [&](const nlohmann::json& j) { prepared = j; };
     lo.eval_after_prepare = o.eval_after_prepare;
   }
-  train::Trainer trainer(ctx, in, lo, noise.get());
+  train::Trainer trainer(ctx, in, lo, &noise);
   in.model->train();
   nlohmann::json out = trainer.run([&](const std::vector<int64_t>& rows, train::BatchStats& st) {
     // Abadi et al. 2016, Alg. 1: per-sample gradients, clipped and summed ("clip gradient");
@@ -60,7 +62,7 @@ nlohmann::json run_dp_sgd(RunContext& ctx, train::TrainInputs& in, const train::
       dist::all_reduce_sum(clipped, "the clipped sum (post-processing diagnostics)");
     }
     double noise_norm = 0, signal_norm = 0;
-    const double divisor = train::noise_and_scale(g, dp, *noise, static_cast<int64_t>(rows.size()),
+    const double divisor = train::noise_and_scale(g, dp, noise, static_cast<int64_t>(rows.size()),
                                                   &st, o.diagnostics ? &noise_norm : nullptr,
                                                   o.diagnostics ? &signal_norm : nullptr);
     for (auto& t : clipped) t.div_(divisor);

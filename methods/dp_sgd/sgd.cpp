@@ -62,8 +62,9 @@ class SgdMethod : public Method {
     lo.q = dp.q;
     lo.batch_size = spec.train.batch_size;
     lo.release = dp.release();  // non-private: eps = inf, whatever privacy.epsilon says
-    lo.check_budget = false;
     lo.method_info = {{"sampling", sampling_}, {"clip", clip_}};
+    // Each step is a release without noise: recorded as non-private (epsilon inf).
+    privacy::NonPrivate& step_release = ctx.privacy.non_private(*lo.release);
     train::Trainer trainer(ctx, in, lo, nullptr);
     std::unique_ptr<grad::PerSampleGrads> psg;
     if (clip_) psg = std::make_unique<grad::PerSampleGrads>(in.model);
@@ -71,6 +72,7 @@ class SgdMethod : public Method {
     in.model->train();
     auto gradient = [&](const std::vector<int64_t>& rows, train::BatchStats& st) {
       double denom = static_cast<double>(std::max<size_t>(rows.size(), 1));
+      step_release.release();
       if (psg) {
         auto g = train::clipped_sum(*psg, in.train, dist::shard(rows), spec.train.micro_batch_size,
                                     in.pad_id, dp, &st);

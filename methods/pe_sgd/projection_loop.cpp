@@ -33,7 +33,7 @@ class ProjectionLoop {
         dp_(dp),
         so_(so),
         project_(project),
-        noise_(ctx.randomness.noise("noise", ctx.spec.privacy.noise_draw)),
+        noise_(ctx.privacy.gaussian_sum("noise", dp.release(), ctx.spec.privacy.noise_draw)),
         psg_(in.model, so.grad),
         diag_(so.diagnostics_k) {
     spdlog::info("{}: sigma {:.4f} ({}), q {:.5f}, T {}, p {}, N {}, L {}",
@@ -52,7 +52,7 @@ class ProjectionLoop {
     if (so_.sft_epochs > 0) lo.eval_after_prepare = "sft";  // the model after SFT on D(0)
     lo.save_state = [this] { return save_state(); };
     lo.load_state = [this](const nlohmann::json& j) { load_state(j); };
-    train::Trainer trainer(ctx_, in_, lo, noise_.get());
+    train::Trainer trainer(ctx_, in_, lo, &noise_);
     in_.model->train();
     nlohmann::json out = trainer.run(
         [this](const std::vector<int64_t>& rows, train::BatchStats& st) { return step(rows, st); });
@@ -127,8 +127,10 @@ class ProjectionLoop {
     const int64_t M = Hs.size(0);
     project::ProjectionResult r;  // line 8: z, and the direction G z / divisor (rank 0 draws)
     if (dist::is_root()) {
-      r = project_(ProjectionInput{Gs, Hs, step_, dp_.divisor_for(M), dp_.sigma, *noise_});
+      r = project_(ProjectionInput{Gs, Hs, step_, dp_.divisor_for(M), dp_.sigma, noise_});
       check_noise_std(r);
+    } else {
+      noise_.count_remote();  // rank 0 made the release: every rank's ledger counts it
     }
     share_projection(r);
     pending_z_ =
@@ -230,7 +232,7 @@ class ProjectionLoop {
   const train::DpSettings& dp_;
   const SyntheticOptions& so_;
   const ProjectFn& project_;
-  std::unique_ptr<privacy::NoiseSource> noise_;
+  privacy::GaussianSum& noise_;
   grad::PerSampleGrads psg_;
   std::unique_ptr<Generator> gen_;
   eval::ProjectionDiagnostics diag_;

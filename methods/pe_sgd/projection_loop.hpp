@@ -40,7 +40,7 @@ struct ProjectionInput {
   int64_t step;             // 0-based
   double divisor;           // q N or max(|B|, 1)
   double sigma;             // noise multiplier (0: eps = inf)
-  privacy::NoiseSource& noise;
+  privacy::GaussianSum& noise;  // the step's release (core/privacy/mechanism.hpp)
 };
 // Algorithm 1 line 8 (or the baseline's counterpart): the noised update direction.
 using ProjectFn = std::function<project::ProjectionResult(const ProjectionInput&)>;

@@ -1,4 +1,4 @@
-#include "core/privacy/ledger_options.hpp"
+#include "core/config/ledger_options.hpp"
 
 namespace dpft::privacy {
 
