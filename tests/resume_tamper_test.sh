@@ -76,6 +76,7 @@ refused "clip norm"            2 "privacy.clip_norm" 'cfg privacy.clip_norm 10'
 refused "accountant"           2 "privacy.accountant" 'cfg privacy.accountant rdp'
 refused "seed"                 2 "seed: 0 when the run started, 1 now" 'cfg seed 1'
 refused "method"               2 "method.name" 'cfg method.name "{name: sgd}"'
+refused "lr edited"            3 "config.resolved.yaml was changed after the run started" 'cfg train.lr 0.5'
 refused "data file edited"     2 "sha256" 'cp "$T/train.csv" "$T/train.orig"; sed -i "2s/e/E/" "$T/train.csv"'
 cp "$T/train.orig" "$T/train.csv"  # restore the private file for the cases below
 refused "ledger emptied"       3 "fails its integrity check" 'state "j[\"ledger\"][\"releases\"] = []"'
@@ -83,14 +84,22 @@ refused "step edited"          3 "fails its integrity check" 'state "j[\"step\"]
 refused "another seed's checkpoint" 3 "belongs to another run" 'rm -rf "$D/checkpoint" && cp -r "$S/checkpoint" "$D/checkpoint"'
 refused "lock file removed"    3 "has no privacy_lock.json" 'rm "$D/privacy_lock.json"'
 refused "lock file damaged"    3 "is damaged" 'echo "{" > "$D/privacy_lock.json"'
-# A forged lock: config and privacy_lock.json both rewritten to another budget (epsilon 8,
-# with the plan that goes with it); the checkpoint still carries the lock it was written under.
+# A forged lock: config, privacy_lock.json and the manifest's config hash all rewritten to
+# another budget (epsilon 8, with the plan that goes with it); the checkpoint still carries the
+# lock it was written under.
 E8=$("$DPFT" --quiet run "$T/s.yaml" --out "$T/runs8" --set privacy.epsilon=8 --stop-after 1 2>/dev/null | tail -1)
 refused "lock and config forged" 3 "was written under other privacy settings" 'cp "$E8/config.resolved.yaml" "$D/config.resolved.yaml" && python3 - "$D/privacy_lock.json" "$E8/privacy_lock.json" <<PY
 import json, sys
 mine, other = (json.load(open(p)) for p in sys.argv[1:])
 other["run_nonce"] = mine["run_nonce"]
 json.dump(other, open(sys.argv[1], "w"))
+PY
+python3 - "$D" <<PY
+import hashlib, json, sys
+d = sys.argv[1]
+m = json.load(open(d + "/manifest.json"))
+m["config_sha256"] = hashlib.sha256(open(d + "/config.resolved.yaml", "rb").read()).hexdigest()
+json.dump(m, open(d + "/manifest.json", "w"))
 PY'
 refused "checkpoint removed after steps" 3 "recorded 2 training steps but has no checkpoint" 'rm -rf "$D/checkpoint"'
 

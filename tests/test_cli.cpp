@@ -388,6 +388,9 @@ TEST_CASE("a run an older dpft started with device: cuda resumes on the CPU", "[
   auto m = nlohmann::json::parse(read_file(run / "metrics.json"));
   m["status"] = "interrupted";
   write_file_atomic(run / "metrics.json", m.dump());
+  auto man = nlohmann::json::parse(read_file(run / "manifest.json"));
+  man.erase("config_sha256");  // older builds kept no hash of the config
+  write_file_atomic(run / "manifest.json", man.dump());
   // A finished run has removed its noise key; an interrupted one keeps it.
   CHECK_FALSE(fs::exists(run / "noise.key"));
   privacy::write_run_key(run / "noise.key", privacy::RunKey::generate());

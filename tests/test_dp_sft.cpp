@@ -303,3 +303,80 @@ TEST_CASE("dp-sft: diagnostics measure clipping, noise and what the subspace lea
   CHECK(m["non_private"]["dp_sft_diagnostics"]["residual_mean"].get<double>() > 0.5);
   CHECK(m["non_private"]["dp_sft_diagnostics"]["steps"] == 6);
 }
+
+TEST_CASE(
+    "dp-sft: a subspace file carries its run's releases: composed, refused or declared "
+    "public",
+    "[dp-sft][privacy]") {
+  Fixture f;
+  make_fixture(f);
+  const std::string out = (f.tmp.path / "runs").string();
+  std::string dp_dir, np_dir;
+  run_metrics(f, out, sft_args(), &dp_dir);  // epsilon 2: stage 1's 4 releases in P
+  const std::string dp_file = (fs::path(dp_dir) / "subspace.safetensors").string();
+  const nlohmann::json prov = project::subspace_provenance(dp_file);
+  REQUIRE(prov.is_object());
+  CHECK(prov["schema"] == "dpft.provenance/1");
+  CHECK(prov["private"] == true);
+  REQUIRE(prov["releases"].size() == 1);
+  CHECK(prov["releases"][0]["label"] == "dp-sft stage 1");
+  CHECK(prov["releases"][0]["count"] == 4);
+  REQUIRE(prov["data"]["files"].size() == 1);
+  CHECK(prov["data"]["files"][0]["name"] == fs::path(f.train).filename().string());
+  // The adapter embodies both stages.
+  const auto ap =
+      nlohmann::json::parse(read_file(fs::path(dp_dir) / "adapter" / "provenance.json"));
+  CHECK(ap["releases"].size() == 2);
+  CHECK(ap["private"] == true);
+
+  auto from = [&](const std::string& file, std::vector<std::string> more = {}) {
+    std::vector<std::string> a = {"--set", "method.source=file", "--set", "method.file=" + file};
+    a.insert(a.end(), more.begin(), more.end());
+    return sft_args(a);
+  };
+  // Made from this run's private data: its releases are composed, and stage 2's sigma is
+  // calibrated so that both together meet epsilon 2.
+  auto c = run_metrics(f, out, from(dp_file));
+  CHECK(c["status"] == "ok");
+  CHECK(release_count(c, "source: dp-sft stage 1") == 4);
+  CHECK(release_count(c, "dp-sft stage 2") == 6);
+  CHECK(c["privacy"]["epsilon"].get<double>() <= 2.0);
+  CHECK(c["privacy"]["epsilon"].get<double>() > 1.9);
+  CHECK_THAT(c["subspace"]["provenance"]["decision"].get<std::string>(),
+             Catch::Contains("composed"));
+  // Stopped and resumed: composed once (the checkpoint's ledger holds them), the same numbers.
+  std::string part_dir;
+  std::vector<std::string> stop = from(dp_file, {"--set", "output.checkpoint_every=1"});
+  stop.insert(stop.end(), {"--stop-after", "2"});
+  REQUIRE(run_metrics(f, out, stop, &part_dir)["status"] == "stopped");
+  REQUIRE(test::cli({"run", "--resume", part_dir}) == 0);
+  const auto resumed = nlohmann::json::parse(read_file(fs::path(part_dir) / "metrics.json"));
+  CHECK(release_count(resumed, "source: dp-sft stage 1") == 4);
+  CHECK(resumed["privacy"]["epsilon"] == c["privacy"]["epsilon"]);
+  CHECK(resumed["eval"] == c["eval"]);
+
+  // Without provenance: refused (exit 2), unless the spec declares the file public; then the
+  // whole budget goes to stage 2 (a smaller sigma than when composing).
+  project::Subspace bare = project::load_subspace(dp_file);
+  bare.provenance = nullptr;
+  const std::string bare_file = (f.tmp.path / "bare.safetensors").string();
+  project::save_subspace(bare_file, bare);
+  std::string printed;
+  CHECK(test::cli(test::run_args(f, out, from(bare_file)), &printed) == 2);
+  auto pub = run_metrics(f, out, from(bare_file, {"--set", "method.file_public=true"}));
+  CHECK(release_count(pub, "source: dp-sft stage 1") == 0);
+  CHECK(pub["privacy"]["stage2"]["noise_multiplier"].get<double>() <
+        c["privacy"]["stage2"]["noise_multiplier"].get<double>());
+
+  // Made without noise (epsilon inf) from the same private data: refused, exit 2.
+  run_metrics(f, out, sft_args({"--set", "privacy.epsilon=inf"}), &np_dir);
+  const std::string np_file = (fs::path(np_dir) / "subspace.safetensors").string();
+  CHECK(project::subspace_provenance(np_file)["private"] == false);
+  CHECK(test::cli(test::run_args(f, out, from(np_file)), &printed) == 2);
+  // ... but another private data set has nothing to compose: accepted, said so.
+  auto other = run_metrics(f, out, from(np_file, {"--set", "data.train.path=" + f.eval}));
+  CHECK(other["status"] == "ok");
+  CHECK(release_count(other, "source: dp-sft stage 1") == 0);
+  CHECK_THAT(other["subspace"]["provenance"]["decision"].get<std::string>(),
+             Catch::Contains("other private data"));
+}

@@ -148,8 +148,9 @@ TEST_CASE("dpft export copies only the DP outputs and names what it left out",
   REQUIRE(test::cli({"export", dir, "--out", ex.string()}) == 0);
   CHECK(files_under(ex) == std::set<std::string>{"adapter/adapter_config.json",
                                                  "adapter/adapter_model.safetensors",
-                                                 "config.resolved.yaml", "export_manifest.json",
-                                                 "ledger.json", "manifest.json", "metrics.json"});
+                                                 "adapter/provenance.json", "config.resolved.yaml",
+                                                 "export_manifest.json", "ledger.json",
+                                                 "manifest.json", "metrics.json"});
   // The adapter byte for byte; metrics.json without its non_private block, nothing else lost.
   CHECK(read_file(ex / "adapter" / "adapter_model.safetensors") ==
         read_file(fs::path(dir) / "adapter" / "adapter_model.safetensors"));
@@ -162,7 +163,7 @@ TEST_CASE("dpft export copies only the DP outputs and names what it left out",
   // No file of the export names the machine's layout or times the private work.
   const std::string src = fs::canonical(DPFT_SOURCE_DIR).string(), tmp = f.tmp.path.string();
   for (const char* name : {"metrics.json", "manifest.json", "config.resolved.yaml", "ledger.json",
-                           "adapter/adapter_config.json"}) {
+                           "adapter/adapter_config.json", "adapter/provenance.json"}) {
     CAPTURE(name);
     const std::string text = read_file(ex / name);
     CHECK(text.find(src) == std::string::npos);
@@ -187,7 +188,17 @@ TEST_CASE("dpft export copies only the DP outputs and names what it left out",
   }
   for (const auto& e : man["left_out"])
     if (e["path"] == "notes.txt") CHECK(e["class"] == "unclassified");
-  REQUIRE(man["included"].size() == 6);
+  // The adapter's provenance travels with it: the run, its data's SHA-256, its releases.
+  const auto prov = nlohmann::json::parse(read_file(ex / "adapter" / "provenance.json"));
+  const auto ledger_releases = nlohmann::json::parse(read_file(ex / "ledger.json"))["releases"];
+  REQUIRE(prov["releases"].size() == ledger_releases.size());
+  for (size_t i = 0; i < ledger_releases.size(); ++i)
+    for (const char* k : {"label", "noise_multiplier", "sampling_rate", "count"})
+      CHECK(prov["releases"][i][k] == ledger_releases[i][k]);
+  CHECK(prov["private"] == true);
+  CHECK(prov["data"]["files"][0]["name"] == "train.csv");
+  CHECK(prov["data"]["files"][0]["sha256"] == sha256_file_hex(f.train));
+  REQUIRE(man["included"].size() == 7);
   for (const auto& e : man["included"]) {
     const fs::path p = ex / e["path"].get<std::string>();
     CAPTURE(p.string());

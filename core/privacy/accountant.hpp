@@ -63,7 +63,7 @@ inline constexpr int64_t kMaxSteps = 100000000;
 
 // Validates a block (sigma >= 0, q in (0, 1], 1 <= steps <= kMaxSteps); throws ConfigError
 // naming `what`.
-void check_block(const GaussianBlock& b, const std::string& what = "block");
+void check_block(const GaussianBlock& b, const std::string& what = "privacy accounting");
 // True if any block releases without noise (sigma == 0): epsilon is then infinite.
 bool has_non_private(const std::vector<GaussianBlock>& blocks);
 

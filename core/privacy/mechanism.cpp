@@ -33,8 +33,10 @@ std::string describe(const Release& r) {
 
 // ---- Mechanism ------------------------------------------------------------------------------
 
-void Mechanism::record() {
-  run_.record(planned_);
+void Mechanism::record(int64_t count) {
+  Release r = planned_;
+  r.count = count;
+  run_.record(r);
 }
 
 NoiseSource& Mechanism::noise() {
@@ -139,6 +141,10 @@ void NonPrivate::release() {
   record();
 }
 
+void Prior::record_all() {
+  record(count_);
+}
+
 // ---- Mechanisms -----------------------------------------------------------------------------
 
 Mechanisms::Mechanisms(LedgerOptions ledger, PrivateRandomness randomness,
@@ -233,6 +239,12 @@ VoteHistogram& Mechanisms::votes(std::string_view stream, const Release& planned
   DPFT_CHECK(planned.sampling_rate == 1, "vote histogram {}: released over the whole set (q 1)",
              describe(planned));
   return get<VoteHistogram>(stream, planned, NoiseDraw::kHost);
+}
+
+Prior& Mechanisms::prior(const Release& planned) {
+  Prior& p = get<Prior>("", planned, NoiseDraw::kHost);
+  p.count_ = planned.count;
+  return p;
 }
 
 NonPrivate& Mechanisms::non_private(const Release& planned) {

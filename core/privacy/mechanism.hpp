@@ -62,7 +62,8 @@ class Mechanism {
   friend class Mechanisms;
   Mechanism(Mechanisms& run, const Release& planned, NoiseStream* stream)
       : run_(run), planned_(planned), stream_(stream) {}
-  void record();  // the plan check and the ledger entry of one release (count 1)
+  // The plan check and the ledger entry of `count` releases (1 but for Prior).
+  void record(int64_t count = 1);
   NoiseSource& noise();
   Mechanisms& run_;
   Release planned_;  // count: 1 per call
@@ -144,6 +145,19 @@ class NonPrivate : public Mechanism {
   using Mechanism::Mechanism;
 };
 
+// Releases an earlier run made on the same private data, embodied in an artefact this run
+// builds on (dp-sft's subspace file): composed into this run's ledger, nothing drawn.
+class Prior : public Mechanism {
+ public:
+  void compose() { record_all(); }
+
+ private:
+  friend class Mechanisms;
+  using Mechanism::Mechanism;
+  void record_all();
+  int64_t count_ = 1;  // the planned count, recorded at once
+};
+
 class Mechanisms {
  public:
   // A run's: its ledger (empty), randomness and plan (every release it may make, with counts).
@@ -159,6 +173,7 @@ class Mechanisms {
   Histogram& histogram(std::string_view stream, const Release& planned);
   VoteHistogram& votes(std::string_view stream, const Release& planned);
   NonPrivate& non_private(const Release& planned);  // planned sigma must be 0
+  Prior& prior(const Release& planned);             // the whole planned count, composed at once
   // The Poisson sampler of stream `stream` over n units at rate q (each name once per run).
   std::unique_ptr<PoissonSampler> poisson(int64_t n, double q, std::string_view stream) const;
 

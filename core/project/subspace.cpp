@@ -261,10 +261,26 @@ void save_subspace(const fs::path& path, const Subspace& s) {
                                              {"source", s.source},
                                              {"k", std::to_string(s.k())},
                                              {"energy_top_k", fmt::format("{}", s.energy_top_k())}};
+  if (!s.provenance.is_null()) meta["dpft.provenance"] = s.provenance.dump();
   std::vector<std::pair<std::string, Tensor>> tensors = {{"P", s.P.to(torch::kCPU)}};
   if (s.singular_values.defined())
     tensors.push_back({"singular_values", s.singular_values.to(torch::kCPU, torch::kFloat64)});
   model::save_safetensors(path, tensors, meta);
+}
+
+json subspace_provenance(const fs::path& path) {
+  auto f = model::SafetensorsFile::open(path);
+  auto format = f->metadata().find("format");
+  DPFT_CHECK_AS(InputError, format != f->metadata().end() && format->second == kFormat,
+                "{}: not a dpft subspace file: metadata 'format' is not '{}' (write one with a "
+                "dp-sft run, subspace.save)",
+                path.string(), kFormat);
+  auto it = f->metadata().find("dpft.provenance");
+  if (it == f->metadata().end()) return nullptr;
+  json j = json::parse(it->second, nullptr, false);
+  DPFT_CHECK_AS(InputError, !j.is_discarded(), "{}: metadata 'dpft.provenance' is not JSON",
+                path.string());
+  return j;
 }
 
 Subspace load_subspace(const fs::path& path) {
@@ -297,6 +313,7 @@ Subspace load_subspace(const fs::path& path) {
   s.origin = path.string();
   auto src = meta.find("source");
   s.source = src == meta.end() ? "" : src->second;
+  s.provenance = subspace_provenance(path);
   json params;
   try {
     params = json::parse(get("params"));

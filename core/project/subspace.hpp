@@ -13,6 +13,7 @@
 // shapes in order, the SHA-256 of the base weights Theta_0) is never applied to another model.
 #pragma once
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <filesystem>
@@ -68,6 +69,9 @@ struct Subspace {
   std::string base_sha256;         // params_sha256() of Theta_0
   std::string source;              // how P was made: "private" or "public" stage 1
   std::string origin;              // the file it was loaded from ("": made in this process)
+  // The run that made it, its private data and releases (core/run/provenance.hpp), stored as
+  // metadata "dpft.provenance"; null when the file has none.
+  nlohmann::json provenance;
   std::string where() const { return origin.empty() ? "(" + source + ")" : origin; }
   int64_t k() const { return P.defined() ? P.size(1) : 0; }
   int64_t dim() const { return P.defined() ? P.size(0) : 0; }
@@ -115,6 +119,8 @@ void save_subspace(const fs::path& path, const Subspace& s);  // atomic
 // Validates the file (P 2-D float32/bfloat16, singular values 1-D, metadata present and
 // consistent with P's rows); InputError naming the file otherwise.
 Subspace load_subspace(const fs::path& path);
+// The file's provenance metadata alone (without reading P); null when it has none.
+nlohmann::json subspace_provenance(const fs::path& path);
 // Refuses (ConfigError naming the first difference and the way out) a subspace whose parameter
 // list differs from `params` or whose base weights hash differs from `base_sha256`.
 void check_applies(const Subspace& s, const std::vector<ParamEntry>& params,

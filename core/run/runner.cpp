@@ -16,6 +16,7 @@
 #include "core/util/error.hpp"
 #include "core/util/git_commit.hpp"
 #include "core/util/log.hpp"
+#include "core/util/sha256.hpp"
 #include "core/util/signals.hpp"
 #include "core/util/strings.hpp"
 #include "core/util/system.hpp"
@@ -156,6 +157,7 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
                 "--set on some node?); every rank must see the same spec and data");
   }
   nlohmann::json lock;
+  std::string config_sha;  // config.resolved.yaml's SHA-256, kept in manifest.json
   if (resume) {
     lock = read_privacy_lock(opts.resume_dir);
     nlohmann::json now =
@@ -167,6 +169,20 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
           "({}):\n  {}\nA run's budget is fixed when it starts: restore config.resolved.yaml "
           "and the data files, or start a new run with dpft run SPEC",
           opts.resume_dir, kPrivacyLockFile, join(diffs, "\n  ")));
+    // Any other setting (train.lr, the model, ...): a resumed run continues the run it started.
+    const std::filesystem::path man = std::filesystem::path(opts.resume_dir) / "manifest.json";
+    const nlohmann::json old = std::filesystem::exists(man)
+                                   ? nlohmann::json::parse(read_file(man), nullptr, false)
+                                   : nlohmann::json();
+    const std::string want = old.is_object() ? old.value("config_sha256", "") : "";
+    config_sha = sha256_file_hex(std::filesystem::path(opts.resume_dir) / "config.resolved.yaml");
+    if (!want.empty() && want != config_sha)
+      throw InputError(fmt::format(
+          "--resume {}: refused: config.resolved.yaml was changed after the run started (its "
+          "SHA-256 is not the one in manifest.json); a resumed run continues the run it "
+          "started with its settings: restore the file, or start a new run with the changed "
+          "spec (dpft run SPEC)",
+          opts.resume_dir));
   } else {
     lock = make_privacy_lock(spec, plan, new_run_nonce());
   }
@@ -192,7 +208,9 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
   privacy::Mechanisms mechanisms(privacy::ledger_options(spec.privacy), randomness, plan.releases);
   const privacy::PrivacyLedger& ledger = mechanisms.ledger();
   if (!resume) {
-    write_file_atomic(dir.file("config.resolved.yaml"), spec_to_yaml_string(spec));
+    const std::string resolved = spec_to_yaml_string(spec);
+    config_sha = sha256_hex(resolved);
+    write_file_atomic(dir.file("config.resolved.yaml"), resolved);
     write_json_atomic(dir.file(kPrivacyLockFile), lock);
   }
   if (!randomness.shareable() && dist::is_root())
@@ -210,6 +228,7 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
   manifest["start_time"] = iso_time_now();
   manifest["noise"] = randomness.to_json();
   if (resume) manifest["resumed"] = true;
+  manifest["config_sha256"] = config_sha;
   manifest["status"] = "running";
   dir.write_manifest(manifest);
   spdlog::info("run {} -> {}", spec.name, dir.path().string());

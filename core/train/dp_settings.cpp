@@ -61,7 +61,7 @@ NoiseChoice choose_noise(const PrivacySpec& p, const std::string& method,
 
 DpSettings dp_settings_before_noise(const Spec& spec, int64_t n) {
   const PrivacySpec& p = spec.privacy;
-  DPFT_CHECK_AS(ConfigError, n > 0, "the private training set is empty (data.train.path = '{}')",
+  DPFT_CHECK_AS(InputError, n > 0, "the private training set is empty (data.train.path = '{}')",
                 spec.data.train.path);
   DpSettings s;
   s.dataset_size = n;

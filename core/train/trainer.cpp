@@ -18,6 +18,7 @@
 #include "core/model/safetensors.hpp"
 #include "core/privacy/sampler.hpp"
 #include "core/run/privacy_lock.hpp"
+#include "core/run/provenance.hpp"
 #include "core/run/run_dir.hpp"
 #include "core/train/optimizer.hpp"
 #include "core/train/schedule.hpp"
@@ -628,9 +629,11 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
       if (s.in.peft.kind == "lora" || s.in.peft.kind == "adapter") {
         model::save_adapter(s.in.model, s.in.peft, s.ctx.dir.file("adapter"),
                             s.in.model_dir.string());
+        write_provenance(s.ctx.dir.file("adapter"), s.ctx);  // the run's releases, its data
       } else {
         model::save_checkpoint(s.in.model, s.ctx.dir.file("model"), false, dt);
         model::copy_tokenizer_files(s.in.model_dir, s.ctx.dir.file("model"));
+        write_provenance(s.ctx.dir.file("model"), s.ctx);
       }
     }
     fault_point("saved");

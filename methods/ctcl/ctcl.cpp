@@ -36,6 +36,7 @@
 #include "core/generate/generate.hpp"
 #include "core/privacy/histogram.hpp"
 #include "core/run/privacy_lock.hpp"
+#include "core/run/provenance.hpp"
 #include "core/topics/topic_model.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
@@ -259,7 +260,8 @@ std::vector<int64_t> CtclMethod::histogram(RunContext& ctx, const std::vector<in
                            {"private", hist_release_sigma_ > 0},
                            {"topics", K},
                            {"counts", counts},
-                           {"integrity", histogram_integrity(ctx, counts, K)}});
+                           {"integrity", histogram_integrity(ctx, counts, K)},
+                           {"provenance", make_provenance(ctx)}});
   return counts;
 }
 
@@ -402,6 +404,7 @@ nlohmann::json CtclMethod::synthesize(RunContext& ctx, train::TrainInputs& in,
                           {"file", set.file.string()}};
   };
   nlohmann::json out = summary(sets[0]);
+  write_provenance(dir, ctx);  // the sets embody the histogram and the training
   spdlog::info("ctcl: {} synthetic documents generated, {} kept, {} dropped by the filter",
                out["requested"].get<int64_t>(), out["kept"].get<int64_t>(),
                out["dropped"].get<int64_t>());

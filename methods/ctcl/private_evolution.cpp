@@ -46,6 +46,7 @@
 #include "core/privacy/calibrate.hpp"
 #include "core/privacy/histogram.hpp"
 #include "core/run/privacy_lock.hpp"
+#include "core/run/provenance.hpp"
 #include "core/synth/synthetic.hpp"
 #include "core/tokenizer/chat.hpp"
 #include "core/topics/topic_model.hpp"
@@ -180,7 +181,7 @@ class PrivateEvolution : public Method {
   // histogram; sigma calibrated with the latter composed in.
   std::vector<privacy::Release> plan(const Spec& spec, int64_t n) override {
     const PrivacySpec& p = spec.privacy;
-    DPFT_CHECK_AS(ConfigError, n >= 1, "method {}: the private set is empty", name());
+    DPFT_CHECK_AS(InputError, n >= 1, "method {}: the private set is empty", name());
     class_sigma_ = class_release() && p.is_private() ? class_hist_sigma_ : 0.0;
     std::vector<privacy::GaussianBlock> fixed;
     if (class_sigma_ > 0) fixed.push_back({class_sigma_, 1.0, 1});
@@ -380,6 +381,7 @@ void PrivateEvolution::write_output(RunContext& ctx, const State& st,
   }
   fs::create_directories(ctx.dir.file("synthetic"));
   write_file_atomic(ctx.dir.file("synthetic") / file, lines);
+  write_provenance(ctx.dir.file("synthetic"), ctx);  // the iterations released so far
 }
 
 nlohmann::json PrivateEvolution::run(RunContext& ctx, train::TrainInputs& in) {

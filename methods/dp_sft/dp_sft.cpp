@@ -29,11 +29,13 @@
 #include "core/model/safetensors.hpp"
 #include "core/privacy/calibrate.hpp"
 #include "core/project/subspace.hpp"
+#include "core/run/provenance.hpp"
 #include "core/train/privatize.hpp"
 #include "core/train/trainer.hpp"
 #include "core/util/seed.hpp"
 #include "core/util/sha256.hpp"
 #include "core/util/system.hpp"
+#include "data/train_inputs.hpp"
 #include "methods/method.hpp"
 
 namespace dpft {
@@ -68,6 +70,7 @@ class DpSftMethod : public Method {
     f.get("k", k_, Range::at_least(1));
     f.get_enum("source", source_, kSourceNames);
     f.get("file", file_);
+    f.get("file_public", file_public_);
     std::string storage = "float32";
     f.get_choice("storage", storage, {"float32", "bfloat16"});
     storage_ = storage == "bfloat16" ? torch::kBFloat16 : torch::kFloat32;
@@ -102,6 +105,7 @@ class DpSftMethod : public Method {
     n["k"] = k_;                                     // subspace dimension
     n["source"] = enum_name(source_, kSourceNames);  // private (DP stage 1) | public | file
     n["file"] = file_;                               // source file: a subspace.safetensors
+    n["file_public"] = file_public_;  // a file without provenance, declared made from public data
     n["storage"] = storage_ == torch::kBFloat16 ? "bfloat16" : "float32";  // P's entries
     n["split"] = split_;                             // p1: stage 1's share of (epsilon, delta)
     n["budget"] = enum_name(budget_, kBudgetNames);  // joint | split (Theorem 3)
@@ -134,11 +138,22 @@ class DpSftMethod : public Method {
     // Only a private stage 1 is a release (a public one is free, a file has none).
     const int64_t T1 = source_ == SubspaceSource::kPrivate ? stage1_steps(spec, n) : 0;
     d1.steps = T1;
+    // A subspace file made from this run's private data: its releases are this run's too.
+    prior_ = source_ == SubspaceSource::kFile ? source_file_releases(spec)
+                                              : std::vector<privacy::Release>{};
+    std::vector<privacy::GaussianBlock> fixed;
+    for (const privacy::Release& r : prior_)
+      fixed.push_back({r.noise_multiplier, r.sampling_rate, r.count});
     nlohmann::json acct = {{"budget", enum_name(budget_, kBudgetNames)}};
     // sigma given: both stages use it, epsilon is computed; epsilon given: Theorem 3's split
     // or the joint calibration of both stages.
     const train::NoiseChoice choice = train::choose_noise(
         p, "dp-sft", "a DP model", [&](privacy::Accountant& acc, double eps, double delta) {
+          if (!fixed.empty()) {  // stage 2 alone, the source file's releases composed in
+            d1.sigma = d2.sigma =
+                privacy::calibrate_sigma(acc, d2.q, d2.steps, eps, delta, 1e-3, fixed).sigma;
+            return;
+          }
           privacy::TwoStageCalibration c = privacy::calibrate_two_stage(
               acc, d1.q, T1, d2.q, d2.steps, eps, delta, split_, budget_ == Budget::kJoint);
           d1.sigma = c.sigma1;
@@ -168,7 +183,7 @@ class DpSftMethod : public Method {
     dp1_ = d1;
     dp2_ = d2;
     accounting_ = acct;
-    std::vector<privacy::Release> out;
+    std::vector<privacy::Release> out = prior_;
     if (T1 > 0) out.push_back({"dp-sft stage 1", d1.sigma, d1.q, T1});
     out.push_back({"dp-sft stage 2", d2.sigma, d2.q, d2.steps});
     return out;
@@ -181,6 +196,7 @@ class DpSftMethod : public Method {
                         {"stage2", dp2_->to_json()},
                         {"accounting", accounting_}};
     if (dp1_->steps > 0) j["stage1"] = dp1_->to_json();
+    if (source_ == SubspaceSource::kFile) j["source_file"] = source_file_;
     return j;
   }
 
@@ -197,6 +213,52 @@ class DpSftMethod : public Method {
            k_;
   }
 
+  // method.source: file: the file's provenance decides (docs/dp_sft.md, "A subspace from a
+  // file"): made from this run's private data by a DP run: its releases, relabelled "source:
+  // <label>", composed into this run's plan and ledger; by a non-private run: refused; from
+  // other data: nothing to compose; no provenance: refused unless method.file_public.
+  std::vector<privacy::Release> source_file_releases(const Spec& spec) {
+    const nlohmann::json j = project::subspace_provenance(file_);
+    std::vector<privacy::Release> out;
+    if (j.is_null()) {
+      DPFT_CHECK_AS(ConfigError, file_public_,
+                    "method.file {}: the subspace carries no provenance (which run made it, from "
+                    "which data, spending what), so this run cannot tell whether it embodies "
+                    "releases of its private data. Write it again with a dp-sft run of this "
+                    "dpft, or, if it was made from public data only, declare so with "
+                    "method.file_public: true",
+                    file_);
+      source_file_ = {{"decision", "declared public (no provenance)"}};
+      return out;
+    }
+    const Provenance p = parse_provenance(j, file_);
+    source_file_ = {{"run_id", j.value("run_id", "")}, {"private", p.is_private}};
+    if (!same_private_data(p, data::train_file_identity(spec))) {
+      source_file_["decision"] = "other private data: nothing composed";
+      return out;
+    }
+    DPFT_CHECK_AS(ConfigError, p.is_private,
+                  "method.file {}: run {} made this subspace from this run's private data "
+                  "without noise (non-private: epsilon inf), so no DP run can build on it. "
+                  "Make it with a DP run (a finite privacy.epsilon), or from public data "
+                  "(method.source: public)",
+                  file_, j.value("run_id", "?"));
+    for (privacy::Release r : p.releases) {
+      r.label = "source: " + r.label;
+      out.push_back(r);
+    }
+    source_file_["decision"] = "same private data: its releases composed";
+    source_file_["releases"] = j["releases"];
+    spdlog::info(
+        "dp-sft: {} was made by run {} from this run's private data; its {} "
+        "release(s) are composed into this run's ledger",
+        file_, j.value("run_id", "?"), p.releases.size());
+    return out;
+  }
+
+  bool file_public_ = false;
+  std::vector<privacy::Release> prior_;  // the source file's releases (composed)
+  nlohmann::json source_file_;           // what was decided about the source file, and why
   int64_t k_ = 32;
   SubspaceSource source_ = SubspaceSource::kPrivate;
   std::string file_;
@@ -295,6 +357,9 @@ nlohmann::json DpSftMethod::run(RunContext& ctx, train::TrainInputs& in) {
     y = T1 / k_;  // Alg. 1 line 2: y = floor(T1 / k)
   } else {
     use_subspace(project::load_subspace(file_));
+    // The source file's releases, once per run (a checkpoint's ledger already holds them).
+    if (!fs::exists(ctx.dir.file("checkpoint")))
+      for (const privacy::Release& r : prior_) ctx.privacy.prior(r).compose();
   }
 
   grad::PerSampleGrads psg(in.model, grad_);
@@ -347,6 +412,19 @@ nlohmann::json DpSftMethod::run(RunContext& ctx, train::TrainInputs& in) {
       s.params = entries;
       s.base_sha256 = base_sha;
       s.source = enum_name(source_, kSourceNames);
+      // What P embodies: stage 1's releases on the private data, or nothing private (a public
+      // stage 1 saw data.public only).
+      s.provenance = make_provenance(ctx);
+      if (public_stage1) {
+        const std::string& pub = spec.data.public_data.path;
+        s.provenance["data"] = {{"files",
+                                 {{{"name", fs::path(pub).filename().string()},
+                                   {"bytes", static_cast<int64_t>(fs::file_size(pub))},
+                                   {"sha256", sha256_file_hex(pub)}}}},
+                                {"examples", in.public_train.size()}};
+        s.provenance["releases"] = nlohmann::json::array();
+        s.provenance["private"] = false;
+      }
       project::save_subspace(sub_file, s);
       if (!keep_trajectory_) {  // k x d floats no later step reads (the size of P again)
         traj->truncate(0);
@@ -498,7 +576,10 @@ nlohmann::json DpSftMethod::run(RunContext& ctx, train::TrainInputs& in) {
                        {"source", sub.source},
                        {"energy_top_k", sub.energy_top_k()},
                        {"singular_values", sv}};
-    if (source_ == SubspaceSource::kFile) out["subspace"]["file"] = file_;
+    if (source_ == SubspaceSource::kFile) {
+      out["subspace"]["file"] = file_;
+      out["subspace"]["provenance"] = source_file_;
+    }
   }
   return out;
 }
