@@ -425,6 +425,21 @@ void register_eval_synthetic(CLI::App& app, CliContext& ctx) {
       const std::vector<std::string> real = read(o->real, o->real_column, o->max_real),
                                      synth = read(o->synthetic, o->synthetic_column,
                                                   o->max_synthetic);
+      // Empty texts embed to one point: scored, they would measure the embedder, not the text.
+      for (const auto& [name, texts] : {std::pair{"synthetic", &synth}, std::pair{"real", &real}}) {
+        const auto blank = std::count_if(texts->begin(), texts->end(), [](const std::string& t) {
+          return t.find_first_not_of(" \t\r\n") == std::string::npos;
+        });
+        DPFT_CHECK_AS(InputError, texts->empty() || blank < static_cast<int64_t>(texts->size()),
+                      "eval-synthetic: every {} text ({} of them) is empty; there is nothing to "
+                      "score (check --{}-column and the file)",
+                      name, texts->size(), name);
+        if (blank > 0)
+          spdlog::warn(
+              "eval-synthetic: {} of the {} {} texts are empty; they are scored as "
+              "given (an empty generation is a failed one)",
+              blank, texts->size(), name);
+      }
       DPFT_CHECK_AS(InputError, static_cast<int64_t>(std::min(real.size(), synth.size())) > o->k,
                     "eval-synthetic: {} real and {} synthetic texts; precision / recall with "
                     "--k {} needs more than {} of each",
