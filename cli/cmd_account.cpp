@@ -138,9 +138,8 @@ int account_spec(const AccountOpts& o, const std::string& spec_path, bool as_lin
   const bool delta_auto = spec.privacy.delta != delta_before;
   privacy::LedgerOptions lo = privacy::ledger_options(spec.privacy);
   if (o.eps) lo.target_epsilon = *o.eps;  // the budget to check the spec's spend against
-  privacy::PrivacyLedger ledger(lo);
   auto plan = planned_releases(spec, n);
-  for (const auto& r : plan) ledger.record(r);
+  const privacy::PrivacyLedger ledger = privacy::PrivacyLedger::of_plan(lo, plan);
   nlohmann::json j = ledger.to_json();
   j["method"] = spec.method.name;
   if (method_trains(spec)) {

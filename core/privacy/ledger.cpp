@@ -83,6 +83,12 @@ void PrivacyLedger::record(const Release& r) {
   releases_.push_back(r);
 }
 
+PrivacyLedger PrivacyLedger::of_plan(LedgerOptions opts, const std::vector<Release>& plan) {
+  PrivacyLedger l(std::move(opts));
+  for (const Release& r : plan) l.record(r);
+  return l;
+}
+
 EpsilonResult PrivacyLedger::spent() const { return compute(releases_); }
 
 nlohmann::json PrivacyLedger::to_json() const {

@@ -50,6 +50,9 @@ class PrivacyLedger {
   // {"accountant", "delta", "target_epsilon", "epsilon", "releases": [...], ...}
   nlohmann::json to_json() const;
   static PrivacyLedger from_json(const nlohmann::json& j);
+  // What a plan would spend, without a run: a ledger holding `plan` as if every release had
+  // been made (`dpft account --spec`; no data, no noise, nothing released).
+  static PrivacyLedger of_plan(LedgerOptions opts, const std::vector<Release>& plan);
 
  private:
   LedgerOptions opts_;
