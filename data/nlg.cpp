@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
+
 #include <map>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
@@ -162,10 +164,35 @@ std::vector<eval::NlgSegment> nlg_segments(const std::vector<Example>& examples,
   return out;
 }
 
+namespace {
+
+// A segment is a sentence or a paragraph: ROUGE-L's LCS and METEOR's alignment cost the product
+// of two segments' lengths, so a 200,000-word line would score for minutes. Refused, naming it.
+constexpr size_t kMaxSegmentWords = 10000;
+
+void check_segment_words(const std::string& s, const std::filesystem::path& path, size_t line) {
+  size_t words = 0;
+  bool in_word = false;
+  for (const char c : s) {
+    const bool space = std::isspace(static_cast<unsigned char>(c)) != 0;
+    words += !space && !in_word;
+    in_word = !space;
+  }
+  DPFT_CHECK_AS(InputError, words <= kMaxSegmentWords,
+                "{}:{}: a segment of {} words; eval-nlg scores sentences and paragraphs (at most "
+                "{} words each): split the text into segments, one per line",
+                path.string(), line, words, kMaxSegmentWords);
+}
+
+}  // namespace
+
 std::vector<std::string> read_hypotheses(const std::filesystem::path& path) {
   std::vector<std::string> lines = split_lines(file_text(path, "hypotheses"));
   if (!lines.empty() && lines.back().empty()) lines.pop_back();  // the final newline
-  if (!is_jsonl(path)) return lines;
+  if (!is_jsonl(path)) {
+    for (size_t i = 0; i < lines.size(); ++i) check_segment_words(lines[i], path, i + 1);
+    return lines;
+  }
   std::vector<std::string> out;
   for (size_t i = 0; i < lines.size(); ++i) {
     try {
@@ -178,6 +205,7 @@ std::vector<std::string> read_hypotheses(const std::filesystem::path& path) {
                       "string",
                       path.string(), i + 1));
     }
+    check_segment_words(out.back(), path, i + 1);
   }
   return out;
 }
@@ -201,16 +229,19 @@ std::vector<std::vector<std::string>> read_references(const std::filesystem::pat
       }
       if (group.empty())
         throw InputError(fmt::format("{}:{}: a segment without references", path.string(), i + 1));
+      for (const std::string& r : group) check_segment_words(r, path, i + 1);
       out.push_back(std::move(group));
     }
     return out;
   }
   std::vector<std::string> group;
-  for (const auto& line : lines) {
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string& line = lines[i];
     if (trim(line).empty()) {
       if (!group.empty()) out.push_back(std::move(group));
       group.clear();
     } else {
+      check_segment_words(line, path, i + 1);
       group.push_back(line);
     }
   }

@@ -6,8 +6,9 @@
 
 namespace dpft {
 
-std::vector<privacy::Release> StepReleaseMethod::plan(const Spec& spec, int64_t dataset_size) {
-  train::DpSettings dp = train::resolve_dp(spec, dataset_size);
+std::vector<privacy::Release> StepReleaseMethod::plan(const Spec& spec, int64_t dataset_size,
+                                                      const Inheritance& inherited) {
+  train::DpSettings dp = train::resolve_dp(spec, dataset_size, inherited.releases);
   set_noise_std(dp, spec);
   dp_ = dp;
   return {dp.release(spec.train.steps)};

@@ -6,9 +6,14 @@
 // options_yaml() returns the resolved options for `dpft config dump` and config.resolved.yaml
 // (the spec keeps them, and the run rebuilds the method from them: methods/registry.hpp).
 // A run then goes (methods/run.cpp):
-//   plan(spec, N)   once, with the tokenised private set's size N: resolves the DP settings
-//                   (sigma calibrated once) and returns every DP release the run will make, so
-//                   the ledger can refuse a run over budget before anything is written;
+//   inputs          the artefacts the run builds on (model.path, data files, a method's own
+//                   such as dp-sft's method.file) are judged by their provenance
+//                   (core/run/provenance.hpp): the releases they embody of this run's
+//                   private data are inherited;
+//   plan(spec, N, inherited)  once, with the tokenised private set's size N: resolves the DP
+//                   settings (sigma calibrated once, the inherited releases composed in) and
+//                   returns every DP release the run itself will make, so the ledger can refuse
+//                   a run over budget before anything is written;
 //   run(ctx, in)    trains and returns the method's blocks for metrics.json.
 // A method never computes epsilon itself: every DP release goes to the run's PrivacyLedger
 // (core/privacy/ledger.hpp), the only place epsilon is computed.
@@ -22,6 +27,7 @@
 #include <vector>
 
 #include "core/privacy/ledger.hpp"
+#include "core/run/provenance.hpp"
 #include "core/run/run_context.hpp"
 #include "core/train/dp_settings.hpp"
 #include "core/train/setup.hpp"
@@ -51,15 +57,24 @@ class Method {
   virtual bool trains_encoders() const { return false; }
   // Whether the method trains an encoder-decoder on data.task seq2seq, and only that (ctcl).
   virtual bool needs_seq2seq() const { return false; }
+  // Whether it makes each seq2seq example's source itself (ctcl: from the document's topic), so
+  // that the data give targets alone.
+  virtual bool makes_sources() const { return false; }
   // Whether a spec that sets no privacy.delta gets 1 / (N ln N) (privacy.delta: auto) rather
   // than the global default 1e-5: ctcl, as its paper and reference code.
   virtual bool delta_auto_by_default() const { return false; }
   // Whether this method (as configured) reads data.public; other methods refuse it.
   virtual bool reads_public_data() const { return false; }
-  // The DP releases a run on a private set of `dataset_size` examples makes (for the ledger's
-  // budget check and `dpft account --spec`); {} for a method that releases nothing. Resolves
-  // and keeps the method's DP settings: called once per run, before run().
-  virtual std::vector<privacy::Release> plan(const Spec& spec, int64_t dataset_size) { return {}; }
+  // Artefacts the method's own options name (dp-sft's method.file), judged with the spec's.
+  virtual std::vector<InputArtefact> input_artefacts() const { return {}; }
+  // The DP releases a run on a private set of `dataset_size` examples makes itself (for the
+  // ledger's budget check and `dpft account --spec`), its noise calibrated with the releases it
+  // `inherited` composed in (train::choose_noise); {} for a method that releases nothing.
+  // Resolves and keeps the method's DP settings: called once per run, before run().
+  virtual std::vector<privacy::Release> plan(const Spec& spec, int64_t dataset_size,
+                                             const Inheritance& inherited) {
+    return {};
+  }
   // The settings plan() resolved that the releases rest on (sigma, q, C, divisor, noise std),
   // for the run's privacy lock (core/run/privacy_lock.hpp); null for a method without any.
   virtual nlohmann::json plan_settings() const { return nullptr; }
@@ -80,7 +95,8 @@ void check_model(const Method& m, const train::TrainInputs& in);
 
 class StepReleaseMethod : public Method {
  public:
-  std::vector<privacy::Release> plan(const Spec& spec, int64_t dataset_size) override;
+  std::vector<privacy::Release> plan(const Spec& spec, int64_t dataset_size,
+                                     const Inheritance& inherited) override;
   nlohmann::json plan_settings() const override { return dp().to_json(); }
 
  protected:

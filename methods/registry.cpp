@@ -89,7 +89,7 @@ std::unique_ptr<Method> make_method(const std::string& name) {
 MethodBlock parse_method_block(const std::string& name, Fields& block) {
   std::unique_ptr<Method> m = make_method(name);
   m->configure(block);
-  return {m->options_yaml(), m->label()};
+  return {m->options_yaml(), m->label(), m->makes_sources()};
 }
 
 std::unique_ptr<Method> configured_method(const MethodSpec& spec) {

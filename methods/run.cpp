@@ -1,7 +1,9 @@
 #include "methods/run.hpp"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "core/util/error.hpp"
@@ -21,6 +23,29 @@ Spec with_delta_mode(const Spec& given, const Method& method) {
                 spec.method.name);
   return spec;
 }
+// The artefacts a run reads and the releases of its private data they embody (docs/privacy.md,
+// "Provenance"): model.path, the data files and the method's own (dp-sft's method.file).
+Inheritance inherited_releases(const Spec& spec, const Method& method) {
+  std::vector<InputArtefact> inputs;
+  auto add = [&](const std::string& option, const std::string& path) {
+    if (!path.empty()) inputs.push_back({option, path, provenance_of(path)});
+  };
+  add("model.path", spec.model.path);
+  add("data.train.path", spec.data.train.path);
+  for (size_t i = 0; i < spec.data.train_extra.size(); ++i)
+    add(fmt::format("data.train_extra[{}].path", i), spec.data.train_extra[i].path);
+  add("data.public.path", spec.data.public_data.path);
+  add("data.eval.path", spec.data.eval.path);
+  for (size_t i = 0; i < spec.data.eval_sets.size(); ++i)
+    add(fmt::format("data.eval_sets[{}].path", i), spec.data.eval_sets[i].path);
+  for (InputArtefact& a : method.input_artefacts()) inputs.push_back(std::move(a));
+  const bool any = std::any_of(inputs.begin(), inputs.end(), [](const InputArtefact& a) {
+    return a.provenance || a.needs_provenance;
+  });
+  if (!any) return {};  // nothing to judge: the private files are not even hashed again
+  return inherit(inputs, data::train_file_identity(spec), spec.privacy.is_private());
+}
+
 }  // namespace
 
 RunResult run_method(const Spec& given, const RunOptions& opts) {
@@ -39,16 +64,22 @@ RunResult run_method(const Spec& given, const RunOptions& opts) {
   RunHooks hooks;
   hooks.plan = [&spec, method, in, loaded] {
     RunPlan p;
+    const Inheritance inherited = inherited_releases(spec, *method);
+    std::vector<privacy::Release> own;
     if (!method->trains()) {
-      p.releases = method->plan(spec, 0);
+      own = method->plan(spec, 0, inherited);
     } else {
       if (!loaded) *in = data::load_train_inputs(spec);  // each file read once
       check_model(*method, *in);
-      p.releases = method->plan(spec, in->train.size());
+      own = method->plan(spec, in->train.size(), inherited);
       p.settings["data"] = {{"files", data::train_file_identity(spec)},
                             {"examples", in->train.size()}};
     }
+    p.inherited = inherited.releases;
+    p.releases = inherited.releases;
+    p.releases.insert(p.releases.end(), own.begin(), own.end());
     p.settings["dp"] = method->plan_settings();
+    if (!inherited.decisions.empty()) p.settings["inherited"] = inherited.decisions;
     return p;
   };
   hooks.run = [method, in](RunContext& ctx) {
@@ -61,9 +92,16 @@ RunResult run_method(const Spec& given, const RunOptions& opts) {
 std::vector<privacy::Release> planned_releases(const Spec& spec, int64_t dataset_size) {
   std::unique_ptr<Method> method = configured_method(spec.method);
   check_task(*method, spec);
-  if (!method->trains()) return method->plan(spec, 0);
-  const int64_t n = dataset_size > 0 ? dataset_size : data::count_train_examples(spec);
-  return method->plan(resolved_delta(spec, n), n);
+  const Inheritance inherited = inherited_releases(spec, *method);
+  std::vector<privacy::Release> out = inherited.releases, own;
+  if (!method->trains()) {
+    own = method->plan(spec, 0, inherited);
+  } else {
+    const int64_t n = dataset_size > 0 ? dataset_size : data::count_train_examples(spec);
+    own = method->plan(resolved_delta(spec, n), n, inherited);
+  }
+  out.insert(out.end(), own.begin(), own.end());
+  return out;
 }
 
 Spec resolved_delta(const Spec& spec, int64_t n) {

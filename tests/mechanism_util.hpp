@@ -12,13 +12,14 @@ namespace dpft::test {
 
 // Mechanisms over seeded randomness (privacy.noise_seed `noise_seed`) for the planned releases
 // `plan`; a release of count 0 in `plan` gets an effectively unbounded count.
-inline std::unique_ptr<privacy::Mechanisms> test_mechanisms(uint64_t noise_seed,
-                                                            std::vector<privacy::Release> plan,
-                                                            privacy::LedgerOptions lo = {}) {
+// `inherited`: releases of artefacts the run builds on (each also in `plan`).
+inline std::unique_ptr<privacy::Mechanisms> test_mechanisms(
+    uint64_t noise_seed, std::vector<privacy::Release> plan, privacy::LedgerOptions lo = {},
+    std::vector<privacy::Release> inherited = {}) {
   for (auto& r : plan)
     if (r.count == 0) r.count = int64_t{1} << 40;
   return std::make_unique<privacy::Mechanisms>(lo, privacy::PrivateRandomness::seeded(noise_seed),
-                                               std::move(plan));
+                                               std::move(plan), std::move(inherited));
 }
 
 // A fresh source of the draws stream `stream` of those Mechanisms makes, from its start.

@@ -303,13 +303,13 @@ TEST_CASE("a DP method needs epsilon or noise_multiplier given: no default budge
                                     : "";
     Spec s = parse(fmt::format("method: {{name: {}{}}}\n", m, prompts));
     std::unique_ptr<Method> method = configured_method(s.method);
-    CHECK_THROWS_WITH(method->plan(s, 100),
+    CHECK_THROWS_WITH(method->plan(s, 100, {}),
                       Contains("neither privacy.epsilon") && Contains("noise_multiplier"));
     s.privacy.epsilon = 1.0;
-    CHECK(method->plan(s, 100).size() == 1);
+    CHECK(method->plan(s, 100, {}).size() == 1);
   }
   Spec s = parse("method: {name: sgd}\n");  // non-private methods need neither
-  auto plan = configured_method(s.method)->plan(s, 100);
+  auto plan = configured_method(s.method)->plan(s, 100, {});
   REQUIRE(plan.size() == 1);  // T non-private releases: the run reports epsilon inf
   CHECK(plan[0].noise_multiplier == 0);
   CHECK(plan[0].count == s.train.steps);
@@ -442,4 +442,23 @@ TEST_CASE(
   REQUIRE(a != std::string::npos);
   REQUIRE(b != std::string::npos);
   CHECK(doc.substr(a + open.size(), b - a - open.size()) == privacy_options_markdown());
+}
+
+TEST_CASE("seq2seq sources: from denoising, from the method or from the data, one of them",
+          "[config]") {
+  const std::string base = "data: {task: seq2seq, train: {path: t.csv";
+  // A method that makes its sources (ctcl, from topics) takes the documents alone.
+  CHECK_THAT(config_error(base + ", prompt_column: src}}\nmethod: {name: ctcl, topic_model: tm}\n"
+                                 "privacy: {epsilon: 1}\n"),
+             Contains("method ctcl takes the documents alone"));
+  CHECK_THAT(config_error(base + "}, denoising: {}}\n"
+                                 "method: {name: ctcl, topic_model: tm}\nprivacy: {epsilon: 1}\n"),
+             Contains("method ctcl makes its own sources"));
+  CHECK(parse(base + "}}\nmethod: {name: ctcl, topic_model: tm}\nprivacy: {epsilon: 1}\n")
+            .method.name == "ctcl");
+  // Any other method needs sources from the data.
+  CHECK_THAT(config_error(base + "}}\nmethod: {name: dp-sgd}\nprivacy: {epsilon: 1}\n"),
+             Contains("needs sources"));
+  CHECK(parse(base + ", prompt_column: src}}\nmethod: {name: dp-sgd}\nprivacy: {epsilon: 1}\n")
+            .data.train.prompt_column == "src");
 }

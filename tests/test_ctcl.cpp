@@ -20,6 +20,7 @@
 #include "core/topics/topic_model.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
+#include "core/util/sha256.hpp"
 #include "mechanism_util.hpp"
 #include "methods/ctcl/synthesis.hpp"
 #include "test_util.hpp"
@@ -248,6 +249,30 @@ TEST_CASE(
   CHECK(static_cast<int64_t>(read_jsonl(run / "synthetic" / "synthetic.jsonl").size()) ==
         syn["kept"].get<int64_t>());
   CHECK(m["train"]["method"]["topics"] == 4);
+  // The histogram and the synthetic set carry the run's provenance; no file of an export names
+  // the private data by their SHA-256 or by a hash over it (the histogram's resume check).
+  // (the histogram embodies its own release; the set, the histogram's and the training's)
+  REQUIRE(hist["provenance"]["releases"].size() == 1);
+  CHECK(hist["provenance"]["releases"][0]["label"] == "topic_histogram");
+  const auto syn_prov = nlohmann::json::parse(read_file(run / "synthetic" / "provenance.json"));
+  REQUIRE(syn_prov["releases"].size() == 2);
+  CHECK(syn_prov["releases"][1]["count"] == 4);
+  CHECK(syn_prov["private"] == true);
+  const fs::path ex = tmp.path / "export";
+  REQUIRE(test::cli({"export", run.string(), "--out", ex.string(), "--allow-seeded-noise"}) == 0);
+  const auto ex_hist = nlohmann::json::parse(read_file(ex / "topic_histogram.json"));
+  CHECK(ex_hist["counts"] == hist["counts"]);
+  CHECK(ex_hist["provenance"] == hist["provenance"]);
+  CHECK_FALSE(ex_hist.contains("integrity"));
+  CHECK(hist.contains("integrity"));
+  const std::string data_sha = sha256_file_hex(data);
+  for (const auto& e : fs::recursive_directory_iterator(ex))
+    if (e.is_regular_file()) {
+      CAPTURE(e.path().string());
+      const std::string bytes = read_file(e.path());
+      CHECK(bytes.find(data_sha) == std::string::npos);
+      CHECK(bytes.find(hist["integrity"].get<std::string>()) == std::string::npos);
+    }
 
   // Stopped after step 2 and resumed: the histogram is not released again and the outputs
   // equal the uninterrupted run's.

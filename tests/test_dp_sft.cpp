@@ -5,6 +5,7 @@
 
 #include "core/project/subspace.hpp"
 #include "core/util/atomic_file.hpp"
+#include "core/util/sha256.hpp"
 #include "run_fixture.hpp"
 
 using namespace dpft;
@@ -316,13 +317,20 @@ TEST_CASE(
   const std::string dp_file = (fs::path(dp_dir) / "subspace.safetensors").string();
   const nlohmann::json prov = project::subspace_provenance(dp_file);
   REQUIRE(prov.is_object());
-  CHECK(prov["schema"] == "dpft.provenance/1");
+  CHECK(prov["schema"] == "dpft.provenance/2");
   CHECK(prov["private"] == true);
   REQUIRE(prov["releases"].size() == 1);
   CHECK(prov["releases"][0]["label"] == "dp-sft stage 1");
   CHECK(prov["releases"][0]["count"] == 4);
   REQUIRE(prov["data"]["files"].size() == 1);
   CHECK(prov["data"]["files"][0]["name"] == fs::path(f.train).filename().string());
+  // The data are named by a keyed fingerprint, never by their SHA-256 (which would let whoever
+  // holds the file test a guess of the data).
+  const std::string train_sha = sha256_file_hex(f.train);
+  CHECK(prov["data"]["files"][0]["fingerprint"].get<std::string>().size() == 64);
+  CHECK(prov["data"]["files"][0]["fingerprint"] != train_sha);
+  CHECK(prov.dump().find(train_sha) == std::string::npos);
+  CHECK(read_file(dp_file).find(train_sha) == std::string::npos);
   // The adapter embodies both stages.
   const auto ap =
       nlohmann::json::parse(read_file(fs::path(dp_dir) / "adapter" / "provenance.json"));
@@ -379,4 +387,18 @@ TEST_CASE(
   CHECK(release_count(other, "source: dp-sft stage 1") == 0);
   CHECK_THAT(other["subspace"]["provenance"]["decision"].get<std::string>(),
              Catch::Contains("other private data"));
+
+  // Under another data key nothing can tell whether the data are the same: a DP file's releases
+  // are composed (over-counting at worst), a non-private one is refused unless declared.
+  test::SetEnv key("DPFT_DATA_KEY", (f.tmp.path / "other.key").string());
+  auto unknown = run_metrics(f, out, from(dp_file, {"--set", "data.train.path=" + f.eval}));
+  CHECK(release_count(unknown, "source: dp-sft stage 1") == 4);
+  CHECK_THAT(unknown["subspace"]["provenance"]["decision"].get<std::string>(),
+             Catch::Contains("another data key"));
+  CHECK(test::cli(test::run_args(f, out, from(np_file, {"--set", "data.train.path=" + f.eval})),
+                  &printed) == 2);
+  auto declared = run_metrics(
+      f, out,
+      from(np_file, {"--set", "data.train.path=" + f.eval, "--set", "method.file_public=true"}));
+  CHECK(release_count(declared, "source: dp-sft stage 1") == 0);
 }

@@ -13,12 +13,14 @@
 #include <filesystem>
 #include <vector>
 
+#include "core/privacy/data_key.hpp"
 #include "core/privacy/keystream.hpp"
 #include "core/privacy/randomness.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
 #include "core/util/seed.hpp"
 #include "core/util/sha256.hpp"
+#include "test_util.hpp"
 
 using namespace dpft;
 using namespace dpft::privacy;
@@ -180,6 +182,54 @@ TEST_CASE("run key: fresh keys differ, the file is 0600 and round trips, damage 
   std::filesystem::remove(p);
   CHECK_THROWS_WITH(read_run_key(p), Contains("missing"));
   CHECK_THROWS_AS(RunKey::from_text("dpft.noise_key/1 " + std::string(64, 'g'), "x"), InputError);
+  remove_tree(dir);
+}
+
+TEST_CASE("HMAC-SHA256 meets RFC 4231's first test case", "[keyed]") {
+  CHECK(hmac_sha256_hex(std::string(20, '\x0b'), "Hi There") ==
+        "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+}
+
+TEST_CASE(
+    "data key: created once (0600), keyed fingerprints that the file's SHA-256 cannot give, "
+    "damage refused",
+    "[keyed]") {
+  const auto dir = std::filesystem::temp_directory_path() / "dpft_test_data_key";
+  remove_tree(dir);
+  const auto p = dir / "sub" / "data.key", q = dir / "other.key";
+  const DataKey a = DataKey::load_or_create(p);  // creates the folder and the key
+  struct stat st {};
+  REQUIRE(::stat(p.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  const std::string text = read_file(p);
+  const DataKey again = DataKey::load_or_create(p);  // read back, not replaced
+  CHECK(read_file(p) == text);
+  CHECK(again.id() == a.id());
+  const std::string sha = sha256_hex("the private data");
+  CHECK(again.fingerprint(sha) == a.fingerprint(sha));
+  CHECK(a.fingerprint(sha) != sha);
+  CHECK(a.fingerprint(sha).size() == 64);
+  CHECK(a.fingerprint(sha) != a.fingerprint(sha256_hex("other data")));
+  // The fingerprint is HMAC-SHA256 under the key in the file, and the id does not reveal it.
+  const std::string key_hex = text.substr(std::string("dpft.data_key/1 ").size(), 64);
+  std::string key_bytes;
+  for (size_t i = 0; i < 32; ++i)
+    key_bytes.push_back(static_cast<char>(std::stoi(key_hex.substr(2 * i, 2), nullptr, 16)));
+  CHECK(a.fingerprint(sha) == hmac_sha256_hex(key_bytes, "dpft.data/1:" + sha));
+  CHECK(text.find(a.id()) == std::string::npos);
+  const DataKey b = DataKey::load_or_create(q);  // another key: other names
+  CHECK(b.id() != a.id());
+  CHECK(b.fingerprint(sha) != a.fingerprint(sha));
+  // DPFT_DATA_KEY decides where the key is.
+  {
+    test::SetEnv env("DPFT_DATA_KEY", q.string());
+    CHECK(DataKey::default_path() == q);
+    CHECK(DataKey::load_or_create().id() == b.id());
+  }
+  write_file_atomic(q, "dpft.data_key/1 " + std::string(64, 'g') + "\n");
+  CHECK_THROWS_AS(DataKey::load_or_create(q), InputError);
+  write_file_atomic(q, text.substr(0, 40));
+  CHECK_THROWS_WITH(DataKey::load_or_create(q), Contains("not a dpft data key"));
   remove_tree(dir);
 }
 

@@ -142,6 +142,39 @@ TEST_CASE("restore_ledger: only into an empty ledger, counted against the plan",
   CHECK_THROWS_WITH(other->restore_ledger(saved), Catch::Contains("not one the run planned"));
 }
 
+TEST_CASE(
+    "inherited releases: in the ledger before anything of the run's own; a restore keeps them",
+    "[privacy][mechanism]") {
+  const privacy::Release src{"source: dp-sft stage 1", 2.0, 0.5, 3}, step{"train", 1.0, 0.1, 4};
+  auto M = test_mechanisms(1, {src, step}, {}, {src});
+  REQUIRE(M->ledger().releases().size() == 1);
+  CHECK(M->recorded(src) == 3);
+  const double eps_inherited = M->ledger().spent().epsilon;
+  CHECK(eps_inherited > 0);
+  std::vector<Tensor> f = {torch::zeros({2})};
+  privacy::GaussianSum& g = M->gaussian_sum("noise", step);
+  g.release(f, 1.0);
+  CHECK(M->ledger().spent().epsilon > eps_inherited);
+  const nlohmann::json saved = M->ledger().to_json();
+  // Resumed: the checkpoint's ledger (inherited + 1 step) replaces the inherited alone, once.
+  auto resumed = test_mechanisms(1, {src, step}, {}, {src});
+  resumed->restore_ledger(saved);
+  CHECK(resumed->recorded(src) == 3);
+  CHECK(resumed->recorded(step) == 1);
+  CHECK(resumed->ledger().to_json() == saved);
+  // A ledger holding a release of the run's own: refused as before.
+  CHECK_THROWS_WITH(M->restore_ledger(saved), Catch::Contains("never replaces"));
+  // A checkpoint without the inherited releases (another run's): refused.
+  auto plain = test_mechanisms(1, {step});
+  plain->gaussian_sum("noise", step).release(f, 1.0);
+  auto other = test_mechanisms(1, {src, step}, {}, {src});
+  CHECK_THROWS_WITH(other->restore_ledger(plain->ledger().to_json()),
+                    Catch::Contains("lacks the inherited release"));
+  // An inherited release must be planned, whole.
+  CHECK_THROWS(test_mechanisms(1, {step}, {}, {src}));
+  CHECK_THROWS(test_mechanisms(1, {{"source: dp-sft stage 1", 2.0, 0.5, 2}, step}, {}, {src}));
+}
+
 TEST_CASE("NonPrivate records sigma-0 releases (epsilon inf), draws nothing",
           "[privacy][mechanism]") {
   const privacy::Release step{"train", 0.0, 0.2, 2};

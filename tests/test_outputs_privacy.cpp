@@ -188,7 +188,8 @@ TEST_CASE("dpft export copies only the DP outputs and names what it left out",
   }
   for (const auto& e : man["left_out"])
     if (e["path"] == "notes.txt") CHECK(e["class"] == "unclassified");
-  // The adapter's provenance travels with it: the run, its data's SHA-256, its releases.
+  // The adapter's provenance travels with it: the run, its data's keyed fingerprint, its
+  // releases.
   const auto prov = nlohmann::json::parse(read_file(ex / "adapter" / "provenance.json"));
   const auto ledger_releases = nlohmann::json::parse(read_file(ex / "ledger.json"))["releases"];
   REQUIRE(prov["releases"].size() == ledger_releases.size());
@@ -197,7 +198,18 @@ TEST_CASE("dpft export copies only the DP outputs and names what it left out",
       CHECK(prov["releases"][i][k] == ledger_releases[i][k]);
   CHECK(prov["private"] == true);
   CHECK(prov["data"]["files"][0]["name"] == "train.csv");
-  CHECK(prov["data"]["files"][0]["sha256"] == sha256_file_hex(f.train));
+  CHECK(prov["data"]["files"][0]["fingerprint"].get<std::string>().size() == 64);
+  CHECK_FALSE(prov["data"]["files"][0].contains("bytes"));  // a record's length, all but one known
+  // No exported file names the private data by their SHA-256: knowing every record but one, its
+  // receiver could hash each candidate file and learn the missing record.
+  const std::string train_sha = sha256_file_hex(f.train);
+  CHECK(prov["data"]["files"][0]["fingerprint"] != train_sha);
+  for (const auto& e : fs::recursive_directory_iterator(ex))
+    if (e.is_regular_file()) {
+      CAPTURE(e.path().string());
+      CHECK(read_file(e.path()).find(train_sha) == std::string::npos);
+    }
+  CHECK(read_file(fs::path(dir) / "privacy_lock.json").find(train_sha) != std::string::npos);
   REQUIRE(man["included"].size() == 7);
   for (const auto& e : man["included"]) {
     const fs::path p = ex / e["path"].get<std::string>();

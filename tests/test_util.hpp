@@ -37,6 +37,23 @@ struct TempDir {
   }
 };
 
+// Sets one environment variable for the object's lifetime, then restores what was there.
+struct SetEnv {
+  std::string name;
+  bool had = false;
+  std::string old;
+  SetEnv(std::string n, const std::string& value) : name(std::move(n)) {
+    if (const char* v = std::getenv(name.c_str())) had = true, old = v;
+    ::setenv(name.c_str(), value.c_str(), 1);
+  }
+  ~SetEnv() {
+    if (had)
+      ::setenv(name.c_str(), old.c_str(), 1);
+    else
+      ::unsetenv(name.c_str());
+  }
+};
+
 // Redirects std::cout into a string for the object's lifetime.
 struct CaptureStdout {
   std::ostringstream buf;

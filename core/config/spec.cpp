@@ -103,6 +103,10 @@ YAML::Node opt(const std::optional<double>& v) {
 namespace {
 
 constexpr int kMaxSpecDepth = 32;  // a spec is 3-4 levels deep; method blocks add a few
+// A spec holds hundreds of values. YAML aliases can make a 1 KB file stand for billions (each
+// level of `b: &b [*a, *a, ...]` multiplies by the list's length): every walk of such a tree,
+// this one first, would take hours, so the walk stops counting at this many.
+constexpr int64_t kMaxSpecNodes = 100000;
 
 std::string where(const YAML::Node& n) {
   const YAML::Mark m = n.Mark();
@@ -112,7 +116,12 @@ std::string where(const YAML::Node& n) {
 // Keys are plain names, each at most once per mapping, and nesting is shallow: yaml-cpp accepts
 // duplicate keys (the first wins on lookup, so `epsilon: 1` then `epsilon: 8` reads 1 while a
 // reader of the file may see 8), complex keys and very deep nesting, none of which a spec needs.
-void check_structure(const YAML::Node& n, const std::string& path, int depth) {
+void check_structure(const YAML::Node& n, const std::string& path, int depth, int64_t* nodes) {
+  if (++*nodes > kMaxSpecNodes)
+    throw ConfigError(
+        fmt::format("{}: the spec expands to more than {} values{} (YAML aliases "
+                    "repeating aliases?); a spec is a few hundred settings",
+                    path.empty() ? "spec" : path, kMaxSpecNodes, where(n)));
   if (depth > kMaxSpecDepth)
     throw ConfigError(fmt::format("{}: nested more than {} levels deep{}; a spec is a few levels "
                                   "of mappings",
@@ -130,18 +139,19 @@ void check_structure(const YAML::Node& n, const std::string& path, int depth) {
         throw ConfigError(fmt::format(
             "{}: the key appears twice{} and{}; keep one (YAML readers disagree on which wins)",
             kp, where(prev->second), where(it->first)));
-      check_structure(it->second, kp, depth + 1);
+      check_structure(it->second, kp, depth + 1, nodes);
     }
   } else if (n.IsSequence()) {
     for (size_t i = 0; i < n.size(); ++i)
-      check_structure(n[i], fmt::format("{}[{}]", path, i), depth + 1);
+      check_structure(n[i], fmt::format("{}[{}]", path, i), depth + 1, nodes);
   }
 }
 
 }  // namespace
 
 void check_spec_structure(const YAML::Node& root) {
-  check_structure(root, "", 0);
+  int64_t nodes = 0;
+  check_structure(root, "", 0, &nodes);
 }
 
 YAML::Node load_spec_yaml(const std::string& path) {
@@ -183,7 +193,7 @@ YAML::Node load_spec_yaml(const std::string& path) {
                                   "got {}",
                                   path, n.IsSequence() ? "a list" : "a single value"));
   try {
-    check_structure(n, "", 0);
+    check_spec_structure(n);
   } catch (const ConfigError& e) {
     throw ConfigError(fmt::format("{}: {}", path, e.what()));
   }
@@ -238,9 +248,45 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
   last[parts.back()] = parsed;
 }
 
+namespace {
+
+// data.task seq2seq: each example's source (the encoder's input) comes from data.denoising (its
+// own target, infilled), from the method (`method` makes them: MethodBlock::makes_sources), or
+// from the data (prompt_column or prompt), exactly one of them.
+void check_seq2seq_sources(const DataSpec& da, const std::string& method, bool makes_sources) {
+  auto need = [&](bool ok, const std::string& what) {
+    if (!ok) throw ConfigError(fmt::format("data.task: seq2seq {}", what));
+  };
+  if (da.denoising.enabled) {
+    need(!makes_sources, fmt::format("with data.denoising is BART's denoising pretraining; method "
+                                     "{} makes its own sources: drop data.denoising",
+                                     method));
+    for (const DatasetSpec* ds : {&da.train, &da.eval})
+      need(ds->prompt_column.empty() && ds->prompt.empty(),
+           "with data.denoising makes each source from its own target (text infilling); "
+           "leave data.train / data.eval prompt_column and prompt unset");
+  } else if (makes_sources) {
+    need(da.train.prompt_column.empty() && da.train.prompt.empty(),
+         fmt::format("with method {} takes the documents alone (text_column): the method makes "
+                     "each source; leave data.train.prompt_column and prompt unset",
+                     method));
+    need(da.eval.prompt_column.empty() && da.eval.prompt.empty(),
+         fmt::format("with method {} takes the eval documents alone (text_column): the method "
+                     "gives each its source; leave data.eval.prompt_column and prompt unset",
+                     method));
+  } else {
+    need(!da.train.prompt_column.empty() || !da.train.prompt.empty(),
+         "needs sources: data.train.prompt_column (or prompt) names the encoder's input, "
+         "text_column the target");
+  }
+}
+
+}  // namespace
+
 Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
   DPFT_CHECK(static_cast<bool>(parse_method), "parse_spec: no method parser given");
-  check_structure(root, "", 0);
+  bool makes_sources = false;  // the method block's: it makes seq2seq sources itself
+  check_spec_structure(root);
   auto keys = std::make_shared<KeyRegistry>();
   Fields top(root, "", keys);
   Spec s;
@@ -404,29 +450,7 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
       auto need = [&](bool ok, const std::string& what) {
         if (!ok) throw ConfigError(fmt::format("data.task: seq2seq {}", what));
       };
-      // The method block is parsed later; its name decides where the sources come from.
-      const YAML::Node mb = root["method"];
-      const bool ctcl = mb && mb.IsMap() && mb["name"] && mb["name"].IsScalar() &&
-                        mb["name"].as<std::string>() == "ctcl";
-      if (da.denoising.enabled) {  // each source is its own target, infilled
-        need(!ctcl,
-             "with data.denoising is BART's denoising pretraining; method ctcl makes its "
-             "sources from topics: drop data.denoising");
-        for (const DatasetSpec* ds : {&da.train, &da.eval})
-          need(ds->prompt_column.empty() && ds->prompt.empty(),
-               "with data.denoising makes each source from its own target (text infilling); "
-               "leave data.train / data.eval prompt_column and prompt unset");
-      } else if (ctcl) {  // its sources are the documents' topics (methods/ctcl)
-        need(da.train.prompt_column.empty() && da.train.prompt.empty(),
-             "with method ctcl takes the documents alone (text_column): the method makes each "
-             "source from the document's topic; leave data.train.prompt_column and prompt unset");
-        need(da.eval.prompt_column.empty() && da.eval.prompt.empty(),
-             "with method ctcl takes the eval documents alone (text_column): the method gives "
-             "each its topic's condition; leave data.eval.prompt_column and prompt unset");
-      } else
-        need(!da.train.prompt_column.empty() || !da.train.prompt.empty(),
-             "needs sources: data.train.prompt_column (or prompt) names the encoder's input, "
-             "text_column the target");
+      // Where the sources come from is checked with the method block (check_seq2seq_sources).
       need(!da.packing && da.chat_format == "none" && da.loss_on == "all",
            "scores every target token of each (source, target) pair; leave data.packing, "
            "data.chat_format and data.loss_on unset");
@@ -564,7 +588,9 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
     m.finish();
     s.method.options = b.options;
     s.method.label = b.label;
+    makes_sources = b.makes_sources;
   }
+  if (s.data.task == "seq2seq") check_seq2seq_sources(s.data, s.method.name, makes_sources);
   if (!s.output.non_private_stats && s.method.options.IsMap() &&
       s.method.options["diagnostics"] && s.method.options["diagnostics"].as<std::string>() == "true")
     throw ConfigError(

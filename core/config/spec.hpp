@@ -225,6 +225,7 @@ void apply_override(YAML::Node& root, const std::string& assignment);
 struct MethodBlock {
   YAML::Node options;
   std::string label;
+  bool makes_sources = false;  // data.task seq2seq: the method makes each source (from topics)
 };
 using MethodParser = std::function<MethodBlock(const std::string& name, Fields& block)>;
 

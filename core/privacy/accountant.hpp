@@ -54,6 +54,24 @@ class Accountant {
   virtual EpsilonResult epsilon(const std::vector<GaussianBlock>& blocks, double delta) const = 0;
 };
 
+// `inner` with `fixed` composed before the blocks of every question: a run's inherited releases
+// (core/run/provenance.hpp) counted in every calibration of its own noise.
+class ComposedAccountant : public Accountant {
+ public:
+  ComposedAccountant(const Accountant& inner, std::vector<GaussianBlock> fixed)
+      : inner_(inner), fixed_(std::move(fixed)) {}
+  std::string name() const override { return inner_.name(); }
+  EpsilonResult epsilon(const std::vector<GaussianBlock>& blocks, double delta) const override {
+    std::vector<GaussianBlock> all = fixed_;
+    all.insert(all.end(), blocks.begin(), blocks.end());
+    return inner_.epsilon(all, delta);
+  }
+
+ private:
+  const Accountant& inner_;
+  std::vector<GaussianBlock> fixed_;
+};
+
 // name: prv | rdp | gaussian. Throws ConfigError for an unknown name.
 std::unique_ptr<Accountant> make_accountant(const std::string& name, const AccountantOptions& opts = {});
 

@@ -141,18 +141,18 @@ void NonPrivate::release() {
   record();
 }
 
-void Prior::record_all() {
-  record(count_);
-}
-
 // ---- Mechanisms -----------------------------------------------------------------------------
 
 Mechanisms::Mechanisms(LedgerOptions ledger, PrivateRandomness randomness,
-                       std::vector<Release> plan)
-    : ledger_(std::move(ledger)), randomness_(std::move(randomness)), plan_(std::move(plan)) {
+                       std::vector<Release> plan, std::vector<Release> inherited)
+    : ledger_(std::move(ledger)),
+      randomness_(std::move(randomness)),
+      plan_(std::move(plan)),
+      inherited_(std::move(inherited)) {
   for (const Release& r : plan_)
     DPFT_CHECK(std::isfinite(r.noise_multiplier) && r.noise_multiplier >= 0 && r.count >= 0,
                "the run's plan has release {} with count {}", describe(r), r.count);
+  for (const Release& r : inherited_) record(r);
 }
 
 const Release& Mechanisms::planned_entry(const Release& r) const {
@@ -186,15 +186,22 @@ void Mechanisms::record(const Release& r) {
 }
 
 void Mechanisms::restore_ledger(const nlohmann::json& ledger_json) {
-  DPFT_CHECK(ledger_.releases().empty(),
-             "privacy: a checkpoint's ledger is restored into a ledger that holds {} release(s); "
-             "a restore never replaces releases already made",
-             ledger_.releases().size());
+  DPFT_CHECK(ledger_.releases().size() == inherited_.size(),
+             "privacy: a checkpoint's ledger is restored into a ledger that holds {} release(s) "
+             "of this run; a restore never replaces releases already made",
+             ledger_.releases().size() - inherited_.size());
   const PrivacyLedger saved = PrivacyLedger::from_json(ledger_json);
-  for (const Release& r : saved.releases()) {
-    planned_entry(r);
-    record(r);
+  for (const Release& r : inherited_) {
+    int64_t n = 0;
+    for (const Release& s : saved.releases())
+      if (same_release(s, r)) n += s.count;
+    DPFT_CHECK_AS(InputError, n >= r.count,
+                  "privacy: the checkpoint's ledger lacks the inherited release {} x{} (it holds "
+                  "{}): it was written by another run; start a new run",
+                  describe(r), r.count, n);
   }
+  ledger_ = PrivacyLedger(ledger_.options());
+  for (const Release& r : saved.releases()) record(r);
 }
 
 NoiseStream* Mechanisms::stream(std::string_view name, NoiseDraw draw) {
@@ -239,12 +246,6 @@ VoteHistogram& Mechanisms::votes(std::string_view stream, const Release& planned
   DPFT_CHECK(planned.sampling_rate == 1, "vote histogram {}: released over the whole set (q 1)",
              describe(planned));
   return get<VoteHistogram>(stream, planned, NoiseDraw::kHost);
-}
-
-Prior& Mechanisms::prior(const Release& planned) {
-  Prior& p = get<Prior>("", planned, NoiseDraw::kHost);
-  p.count_ = planned.count;
-  return p;
 }
 
 NonPrivate& Mechanisms::non_private(const Release& planned) {

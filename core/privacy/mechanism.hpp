@@ -15,6 +15,9 @@
 //   VoteHistogram  Private Evolution's nearest-neighbour votes (sensitivity 1, histogram.hpp)
 //   NonPrivate     a release without noise (sigma 0, epsilon inf: `sgd`'s steps, a run with
 //                  privacy.epsilon: .inf), recorded and labelled so
+// and the releases a run inherits: those an artefact it builds on embodies (a subspace, a model
+// or a synthetic set made from the same private data: core/run/provenance.hpp), composed into
+// the ledger when the run's Mechanisms are made, before anything of its own.
 //
 // Methods get these from RunContext::privacy (a Mechanisms) and never see a noise generator or
 // a writable ledger; tests/privacy_boundary_test.sh keeps it so. Each noise stream (a name in
@@ -62,7 +65,7 @@ class Mechanism {
   friend class Mechanisms;
   Mechanism(Mechanisms& run, const Release& planned, NoiseStream* stream)
       : run_(run), planned_(planned), stream_(stream) {}
-  // The plan check and the ledger entry of `count` releases (1 but for Prior).
+  // The plan check and the ledger entry of `count` releases.
   void record(int64_t count = 1);
   NoiseSource& noise();
   Mechanisms& run_;
@@ -145,23 +148,12 @@ class NonPrivate : public Mechanism {
   using Mechanism::Mechanism;
 };
 
-// Releases an earlier run made on the same private data, embodied in an artefact this run
-// builds on (dp-sft's subspace file): composed into this run's ledger, nothing drawn.
-class Prior : public Mechanism {
- public:
-  void compose() { record_all(); }
-
- private:
-  friend class Mechanisms;
-  using Mechanism::Mechanism;
-  void record_all();
-  int64_t count_ = 1;  // the planned count, recorded at once
-};
-
 class Mechanisms {
  public:
-  // A run's: its ledger (empty), randomness and plan (every release it may make, with counts).
-  Mechanisms(LedgerOptions ledger, PrivateRandomness randomness, std::vector<Release> plan);
+  // A run's: its ledger, randomness and plan (every release it may make, with counts). The
+  // ledger starts with `inherited` (each a plan entry, its whole count) and nothing else.
+  Mechanisms(LedgerOptions ledger, PrivateRandomness randomness, std::vector<Release> plan,
+             std::vector<Release> inherited = {});
   Mechanisms(const Mechanisms&) = delete;
   Mechanisms& operator=(const Mechanisms&) = delete;
 
@@ -173,14 +165,14 @@ class Mechanisms {
   Histogram& histogram(std::string_view stream, const Release& planned);
   VoteHistogram& votes(std::string_view stream, const Release& planned);
   NonPrivate& non_private(const Release& planned);  // planned sigma must be 0
-  Prior& prior(const Release& planned);             // the whole planned count, composed at once
   // The Poisson sampler of stream `stream` over n units at rate q (each name once per run).
   std::unique_ptr<PoissonSampler> poisson(int64_t n, double q, std::string_view stream) const;
 
   const PrivacyLedger& ledger() const { return ledger_; }
-  // The releases of a checkpoint's ledger (its JSON), into this run's ledger: only while it is
-  // empty (a restore never erases a release), each checked against the plan. The ledger's
-  // options stay the run's.
+  // The releases of a checkpoint's ledger (its JSON), into this run's ledger: only while it holds
+  // the inherited releases alone (a restore never erases a release made), each checked against
+  // the plan; the checkpoint's ledger must hold the inherited ones (it was written after them).
+  // The ledger's options stay the run's.
   void restore_ledger(const nlohmann::json& ledger_json);
   const PrivateRandomness& randomness() const { return randomness_; }
   const std::vector<Release>& plan() const { return plan_; }
@@ -198,6 +190,7 @@ class Mechanisms {
   PrivacyLedger ledger_;
   PrivateRandomness randomness_;
   std::vector<Release> plan_;
+  std::vector<Release> inherited_;
   std::map<std::string, NoiseStream, std::less<>> streams_;
   std::vector<std::unique_ptr<Mechanism>> mechanisms_;
 };

@@ -323,6 +323,12 @@ ExportResult export_run(const fs::path& run_dir, const fs::path& out_dir, const 
           write_file_atomic(tmp / rel, std::string(out.c_str()) + "\n");
         } else if (rel == "manifest.json") {  // provenance: without times and local paths
           write_json_atomic(tmp / rel, scrub_export_json(read_json_file(run_dir / rel)));
+        } else if (rel == "topic_histogram.json") {
+          // Without its resume check: a hash over the privacy lock, which holds the private
+          // files' SHA-256 (whoever knows the rest of the lock could test a guess of the data).
+          nlohmann::json h = read_json_file(run_dir / rel);
+          h.erase("integrity");
+          write_json_atomic(tmp / rel, h);
         } else if (base == "adapter_config.json" || base == "config.json") {  // base model path
           write_json_atomic(tmp / rel,
                             scrub_export_json(read_json_file(run_dir / rel), /*timing=*/false));

@@ -24,8 +24,12 @@ namespace dpft {
 // What a run will do, from the method's plan (methods/method.hpp), before anything runs.
 struct RunPlan {
   std::vector<privacy::Release> releases;  // every DP release the run will make
+  // Those of `releases` it inherits from the artefacts it builds on (core/run/provenance.hpp),
+  // composed into its ledger first.
+  std::vector<privacy::Release> inherited;
   // The method's resolved DP settings and the private data's identity, e.g.
-  // {"dp": DpSettings::to_json(), "data": {"files": [{path, bytes, sha256}], "examples": N}}.
+  // {"dp": DpSettings::to_json(), "data": {"files": [{path, bytes, sha256}], "examples": N}},
+  // and "inherited": the decisions about those artefacts (Inheritance::decisions).
   nlohmann::json settings = nlohmann::json::object();
 };
 

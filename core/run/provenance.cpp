@@ -4,21 +4,34 @@
 
 #include <algorithm>
 
+#include "core/privacy/data_key.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
 
 namespace dpft {
+
+namespace {
+
+std::string file_name(const nlohmann::json& f) {
+  return std::filesystem::path(f.value("path", f.value("name", ""))).filename().string();
+}
+
+}  // namespace
+
+nlohmann::json provenance_data(const nlohmann::json& files, int64_t examples) {
+  const privacy::DataKey key = privacy::DataKey::load_or_create();
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& f : files)
+    out.push_back(
+        {{"name", file_name(f)}, {"fingerprint", key.fingerprint(f.value("sha256", ""))}});
+  return {{"key", key.id()}, {"files", out}, {"examples", examples}};
+}
 
 nlohmann::json make_provenance(const RunContext& ctx) {
   const nlohmann::json& lock_data = ctx.privacy_lock.value("settings", nlohmann::json::object())
                                         .value("plan", nlohmann::json::object())
                                         .value("settings", nlohmann::json::object())
                                         .value("data", nlohmann::json::object());
-  nlohmann::json files = nlohmann::json::array();
-  for (const auto& f : lock_data.value("files", nlohmann::json::array()))
-    files.push_back({{"name", std::filesystem::path(f.value("path", "")).filename().string()},
-                     {"bytes", f.value("bytes", int64_t{-1})},
-                     {"sha256", f.value("sha256", "")}});
   const privacy::PrivacyLedger& ledger = ctx.privacy.ledger();
   nlohmann::json releases = nlohmann::json::array();
   bool noised = !ledger.releases().empty();
@@ -31,7 +44,8 @@ nlohmann::json make_provenance(const RunContext& ctx) {
   }
   return {{"schema", kProvenanceSchema},
           {"run_id", ctx.dir.run_id()},
-          {"data", {{"files", files}, {"examples", lock_data.value("examples", int64_t{0})}}},
+          {"data", provenance_data(lock_data.value("files", nlohmann::json::array()),
+                                   lock_data.value("examples", int64_t{0}))},
           {"private", noised},
           {"accountant", ledger.options().accountant},
           {"delta", ledger.options().delta},
@@ -46,11 +60,17 @@ Provenance parse_provenance(const nlohmann::json& j, const std::string& where) {
   Provenance p;
   p.json = j;
   try {
-    DPFT_CHECK_AS(InputError, j.is_object() && j.value("schema", "") == kProvenanceSchema,
-                  "{}: not a dpft provenance record (schema '{}')", where,
-                  j.is_object() ? j.value("schema", "") : std::string("none"));
-    for (const auto& f : j.at("data").at("files")) p.data_sha256.push_back(f.at("sha256"));
-    std::sort(p.data_sha256.begin(), p.data_sha256.end());
+    const std::string schema = j.is_object() ? j.value("schema", "") : std::string("none");
+    DPFT_CHECK_AS(InputError, schema != "dpft.provenance/1",
+                  "{}: a provenance record of an earlier dpft, which named the private data by "
+                  "their SHA-256 (anyone holding the file can test a guess of the data with it); "
+                  "make the artefact again with this dpft",
+                  where);
+    DPFT_CHECK_AS(InputError, schema == kProvenanceSchema,
+                  "{}: not a dpft provenance record (schema '{}')", where, schema);
+    p.data_key = j.at("data").at("key").get<std::string>();
+    for (const auto& f : j.at("data").at("files")) p.data_files.push_back(f.at("fingerprint"));
+    std::sort(p.data_files.begin(), p.data_files.end());
     for (const auto& r : j.at("releases"))
       p.releases.push_back({r.at("label").get<std::string>(),
                             r.at("noise_multiplier").get<double>(),
@@ -69,12 +89,109 @@ std::optional<Provenance> read_provenance(const std::filesystem::path& dir) {
   return parse_provenance(read_json(f), f.string());
 }
 
-bool same_private_data(const Provenance& p, const nlohmann::json& data_files) {
+std::optional<Provenance> provenance_of(const std::filesystem::path& input) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(input, ec)) return read_provenance(input);
+  if (!std::filesystem::is_regular_file(input, ec)) return std::nullopt;
+  return read_provenance(input.parent_path().empty() ? "." : input.parent_path());
+}
+
+DataMatch same_private_data(const Provenance& p, const nlohmann::json& data_files) {
+  const privacy::DataKey key = privacy::DataKey::load_or_create();
+  if (p.data_key != key.id()) return DataMatch::kUnknown;
   for (const auto& f : data_files)
-    if (std::binary_search(p.data_sha256.begin(), p.data_sha256.end(),
-                           f.value("sha256", std::string())))
-      return true;
-  return false;
+    if (std::binary_search(p.data_files.begin(), p.data_files.end(),
+                           key.fingerprint(f.value("sha256", std::string()))))
+      return DataMatch::kSame;
+  return DataMatch::kOther;
+}
+
+const nlohmann::json* Inheritance::decision(const std::string& option) const {
+  for (const auto& d : decisions)
+    if (d.value("option", "") == option) return &d;
+  return nullptr;
+}
+
+Inheritance inherit(const std::vector<InputArtefact>& inputs, const nlohmann::json& data_files,
+                    bool dp_run) {
+  Inheritance out;
+  // Per source run, the most of each release any of its artefacts embodies (a run's artefacts
+  // are snapshots of one growing ledger: counted once, at the largest).
+  std::vector<std::pair<std::string, std::vector<privacy::Release>>> by_run;
+  for (const InputArtefact& in : inputs) {
+    nlohmann::json d = {{"option", in.option}, {"path", file_name({{"path", in.path}})}};
+    if (!in.provenance) {
+      DPFT_CHECK_AS(ConfigError, !in.needs_provenance || in.declared_public,
+                    "{} {}: the file carries no provenance (which run made it, from which data, "
+                    "spending what), so this run cannot tell whether it embodies releases of its "
+                    "private data. Write it again with this dpft, or, if it was made from public "
+                    "data only, declare so (method.file_public: true)",
+                    in.option, in.path);
+      if (in.needs_provenance) {
+        d["decision"] = "declared public (no provenance)";
+        out.decisions.push_back(d);
+      }
+      continue;
+    }
+    const Provenance& p = *in.provenance;
+    const std::string run_id = p.json.value("run_id", "?");
+    d["run_id"] = run_id;
+    d["private"] = p.is_private;
+    const DataMatch match = same_private_data(p, data_files);
+    if (match == DataMatch::kOther) {
+      d["decision"] = "other private data: nothing composed";
+      out.decisions.push_back(d);
+      continue;
+    }
+    if (match == DataMatch::kUnknown && !p.is_private && in.declared_public) {
+      d["decision"] = "another data key, non-private, declared not this run's data";
+      out.decisions.push_back(d);
+      continue;
+    }
+    DPFT_CHECK_AS(ConfigError, !dp_run || match == DataMatch::kSame || p.is_private,
+                  "{} {}: run {} made it without noise (non-private) under another data key, so "
+                  "this run cannot tell whether it came from its private data. Point "
+                  "DPFT_DATA_KEY at the data key of the machine that made it, or, if it was "
+                  "made from other data, declare so (method.file_public: true)",
+                  in.option, in.path, run_id);
+    DPFT_CHECK_AS(ConfigError, !dp_run || p.is_private,
+                  "{} {}: run {} made it from this run's private data without noise "
+                  "(non-private: epsilon inf), so no DP run can build on it. Make it with a DP "
+                  "run (a finite privacy.epsilon), or from public data",
+                  in.option, in.path, run_id);
+    d["decision"] = match == DataMatch::kSame
+                        ? "same private data: its releases composed"
+                        : "another data key, cannot tell the data: its releases composed "
+                          "(over-counts if the data differ)";
+    d["releases"] = p.json.at("releases");
+    out.decisions.push_back(d);
+    auto it = std::find_if(by_run.begin(), by_run.end(),
+                           [&](const auto& e) { return e.first == run_id; });
+    if (it == by_run.end()) it = by_run.insert(by_run.end(), {run_id, {}});
+    for (privacy::Release r : p.releases) {
+      r.label = "source: " + r.label;
+      auto same = std::find_if(it->second.begin(), it->second.end(), [&](const auto& x) {
+        return x.label == r.label && x.noise_multiplier == r.noise_multiplier &&
+               x.sampling_rate == r.sampling_rate;
+      });
+      if (same == it->second.end())
+        it->second.push_back(r);
+      else
+        same->count = std::max(same->count, r.count);
+    }
+  }
+  for (const auto& [run, releases] : by_run)
+    for (const privacy::Release& r : releases) {
+      auto same = std::find_if(out.releases.begin(), out.releases.end(), [&](const auto& x) {
+        return x.label == r.label && x.noise_multiplier == r.noise_multiplier &&
+               x.sampling_rate == r.sampling_rate;
+      });
+      if (same == out.releases.end())
+        out.releases.push_back(r);
+      else
+        same->count += r.count;
+    }
+  return out;
 }
 
 }  // namespace dpft

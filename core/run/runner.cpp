@@ -205,7 +205,8 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
                    ? RunDir::open(opts.resume_dir)
                    : RunDir::create(opts.out_dir.empty() ? spec.output.dir : opts.out_dir, spec);
   const privacy::PrivateRandomness randomness = run_randomness(spec, dir, resume);
-  privacy::Mechanisms mechanisms(privacy::ledger_options(spec.privacy), randomness, plan.releases);
+  privacy::Mechanisms mechanisms(privacy::ledger_options(spec.privacy), randomness, plan.releases,
+                                 plan.inherited);
   const privacy::PrivacyLedger& ledger = mechanisms.ledger();
   if (!resume) {
     const std::string resolved = spec_to_yaml_string(spec);
@@ -248,6 +249,8 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
       for (auto& [k, v] : metrics["privacy"].items())
         if (!priv.contains(k)) priv[k] = v;
     priv["noise"] = randomness.to_json();
+    if (plan.settings.contains("inherited"))  // what the artefacts it builds on embody, and why
+      priv["inherited"] = plan.settings["inherited"];
     metrics["privacy"] = priv;
     if (spec.output.non_private_stats) {  // run time and memory follow the realised batch sizes
       nlohmann::json& np = metrics[kNonPrivate];

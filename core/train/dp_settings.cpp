@@ -42,13 +42,28 @@ nlohmann::json DpSettings::to_json() const {
 }
 
 NoiseChoice choose_noise(const PrivacySpec& p, const std::string& method,
-                         const std::string& releases, const Calibrate& calibrate) {
+                         const std::string& releases,
+                         const std::vector<privacy::Release>& inherited,
+                         const Calibrate& calibrate) {
   if (p.noise_multiplier)
     return {*p.noise_multiplier, *p.noise_multiplier > 0 ? "given" : "non-private"};
   if (p.epsilon && std::isfinite(*p.epsilon)) {
     auto acc =
         privacy::make_accountant(p.accountant, privacy::ledger_options(p).accountant_options);
-    calibrate(*acc, *p.epsilon, p.delta);
+    std::vector<privacy::GaussianBlock> fixed;
+    for (const privacy::Release& r : inherited)
+      fixed.push_back({r.noise_multiplier, r.sampling_rate, r.count});
+    if (!fixed.empty()) {
+      const double spent = acc->epsilon(fixed, p.delta).epsilon;
+      DPFT_CHECK_AS(ConfigError, spent < *p.epsilon,
+                    "privacy.epsilon {}: the releases this run inherits from the artefacts it "
+                    "builds on (metrics.json's privacy.inherited) already spend epsilon {:.4g} "
+                    "at delta {:g}, so nothing is left for its own; raise privacy.epsilon or "
+                    "build on artefacts of other data",
+                    *p.epsilon, spent, p.delta);
+    }
+    privacy::ComposedAccountant composed(*acc, fixed);
+    calibrate(composed, *p.epsilon, p.delta);
     return {0, "calibrated"};
   }
   if (p.epsilon) return {0, "non-private"};  // epsilon: .inf, a deliberate non-private run
@@ -75,12 +90,13 @@ DpSettings dp_settings_before_noise(const Spec& spec, int64_t n) {
   return s;
 }
 
-DpSettings resolve_dp(const Spec& spec, int64_t n,
+DpSettings resolve_dp(const Spec& spec, int64_t n, const std::vector<privacy::Release>& inherited,
                       const std::vector<privacy::GaussianBlock>& fixed) {
   const PrivacySpec& p = spec.privacy;
   DpSettings s = dp_settings_before_noise(spec, n);
   const NoiseChoice c = choose_noise(
-      p, spec.method.name, "a DP model", [&](privacy::Accountant& acc, double eps, double delta) {
+      p, spec.method.name, "a DP model", inherited,
+      [&](privacy::Accountant& acc, double eps, double delta) {
         s.sigma = privacy::calibrate_sigma(acc, s.q, s.steps, eps, delta, 1e-3, fixed).sigma;
       });
   if (!c.calibrated()) s.sigma = c.sigma;

@@ -51,8 +51,10 @@ struct DpSettings {
 //   privacy.epsilon finite         -> calibrate(accountant, epsilon, delta): "calibrated"
 //   privacy.epsilon .inf           -> sigma 0: "non-private"
 //   neither                        -> ConfigError naming `method` and what it `releases`.
-// `calibrate` sets the method's sigmas with the run's accountant (dp-sft calibrates two);
-// `sigma` is the given or non-private one (unused when calibrated).
+// `calibrate` sets the method's sigmas with the run's accountant (dp-sft calibrates two), which
+// composes the run's `inherited` releases (core/run/provenance.hpp) before every question, so
+// that they and the method's own releases together meet epsilon (ConfigError when the inherited
+// ones alone reach it); `sigma` is the given or non-private one (unused when calibrated).
 struct NoiseChoice {
   double sigma = 0;
   std::string source;  // given | calibrated | non-private
@@ -61,7 +63,9 @@ struct NoiseChoice {
 using Calibrate =
     std::function<void(privacy::Accountant& accountant, double epsilon, double delta)>;
 NoiseChoice choose_noise(const PrivacySpec& p, const std::string& method,
-                         const std::string& releases, const Calibrate& calibrate);
+                         const std::string& releases,
+                         const std::vector<privacy::Release>& inherited,
+                         const Calibrate& calibrate);
 
 // The spec's settings before the noise is chosen: N, T = train.steps, C, clipping, divisor and
 // q = privacy.sampling_rate, or train.batch_size / N (capped at 1); sigma 0. ConfigError when
@@ -69,9 +73,10 @@ NoiseChoice choose_noise(const PrivacySpec& p, const std::string& method,
 DpSettings dp_settings_before_noise(const Spec& spec, int64_t dataset_size);
 // The same with sigma: privacy.noise_multiplier, or calibrated to privacy.epsilon over T steps.
 // `fixed`: the run's other releases with their noise set (CTCL's topic histogram), composed
-// with the T steps when calibrating (privacy::calibrate_sigma).
+// with the T steps when calibrating (privacy::calibrate_sigma); `inherited` as choose_noise.
 // Throws ConfigError when clip_norm is inf with noise, or when the target cannot be met.
 DpSettings resolve_dp(const Spec& spec, int64_t dataset_size,
+                      const std::vector<privacy::Release>& inherited,
                       const std::vector<privacy::GaussianBlock>& fixed = {});
 
 }  // namespace dpft::train

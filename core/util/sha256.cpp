@@ -1,6 +1,7 @@
 #include "core/util/sha256.hpp"
 
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include <array>
 #include <fstream>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "core/util/error.hpp"
+#include "core/util/hex.hpp"
 
 namespace dpft {
 
@@ -27,14 +29,7 @@ struct DigestCtx {
     unsigned int len = 0;
     DPFT_CHECK(EVP_DigestFinal_ex(ctx.get(), md.data(), &len) == 1 && len == 32,
                "OpenSSL: SHA-256 final failed");
-    static const char* digits = "0123456789abcdef";
-    std::string out;
-    out.reserve(2 * len);
-    for (unsigned int i = 0; i < len; ++i) {
-      out.push_back(digits[md[i] >> 4]);
-      out.push_back(digits[md[i] & 15]);
-    }
-    return out;
+    return to_hex(md.data(), len);
   }
 };
 
@@ -56,6 +51,17 @@ std::string sha256_hex(std::string_view data) {
   DigestCtx d;
   d.update(data.data(), data.size());
   return d.hex();
+}
+
+std::string hmac_sha256_hex(std::string_view key, std::string_view data) {
+  std::array<unsigned char, EVP_MAX_MD_SIZE> md{};
+  unsigned int len = 0;
+  DPFT_CHECK(HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+                  reinterpret_cast<const unsigned char*>(data.data()), data.size(), md.data(),
+                  &len) != nullptr &&
+                 len == 32,
+             "OpenSSL: HMAC-SHA256 failed");
+  return to_hex(md.data(), len);
 }
 
 std::string sha256_file_hex(const std::filesystem::path& path) {

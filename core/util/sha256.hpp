@@ -1,5 +1,6 @@
-// SHA-256 (FIPS 180-4) through OpenSSL's libcrypto: the identity of a private data file and the
-// integrity hash of a checkpoint's privacy ledger (core/run/privacy_lock.hpp).
+// SHA-256 (FIPS 180-4) and HMAC-SHA256 (RFC 2104) through OpenSSL's libcrypto: the identity of
+// a private data file inside a run, the integrity hash of a checkpoint's privacy ledger
+// (core/run/privacy_lock.hpp) and the keyed data fingerprints of provenance records.
 #pragma once
 #include <cstddef>
 #include <filesystem>
@@ -27,6 +28,10 @@ class Sha256 {
 
 // Lower-case hex digest of `data`.
 std::string sha256_hex(std::string_view data);
+
+// Lower-case hex HMAC-SHA256 (RFC 2104) of `data` under `key`: a keyed fingerprint that only
+// the key's holder can compute (core/privacy/data_key.hpp).
+std::string hmac_sha256_hex(std::string_view key, std::string_view data);
 
 // Lower-case hex digest of a file's bytes, read in 1 MiB blocks. InputError naming the file if
 // it cannot be read.

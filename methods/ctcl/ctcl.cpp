@@ -73,6 +73,7 @@ class CtclMethod : public Method {
   std::string name() const override { return "ctcl"; }
   std::string label() const override { return keywords_ ? "CTCL" : "DP fine-tuned generator"; }
   bool needs_seq2seq() const override { return true; }
+  bool makes_sources() const override { return true; }          // each from its document's topic
   bool delta_auto_by_default() const override { return true; }  // 1 / (N ln N), Appendix E
 
   void configure(Fields& f) override {
@@ -140,11 +141,12 @@ class CtclMethod : public Method {
 
   // The histogram (sigma_hist, q 1, once) and the T steps; the steps' sigma is calibrated with
   // the histogram composed in (privacy.epsilon inf: neither is noised).
-  std::vector<privacy::Release> plan(const Spec& spec, int64_t n) override {
+  std::vector<privacy::Release> plan(const Spec& spec, int64_t n,
+                                     const Inheritance& inherited) override {
     hist_release_sigma_ = histogram_released() && spec.privacy.is_private() ? hist_sigma_ : 0.0;
     std::vector<privacy::GaussianBlock> fixed;
     if (hist_release_sigma_ > 0) fixed.push_back({hist_release_sigma_, 1.0, 1});
-    dp_ = train::resolve_dp(spec, n, fixed);
+    dp_ = train::resolve_dp(spec, n, inherited.releases, fixed);
     std::vector<privacy::Release> out;
     if (histogram_released()) out.push_back({"topic_histogram", hist_release_sigma_, 1.0, 1});
     out.push_back(dp_->release(dp_->steps));

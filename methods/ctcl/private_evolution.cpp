@@ -179,14 +179,16 @@ class PrivateEvolution : public Method {
 
   // T vote releases at sigma (q 1) and, with class_shares dp over several classes, the class
   // histogram; sigma calibrated with the latter composed in.
-  std::vector<privacy::Release> plan(const Spec& spec, int64_t n) override {
+  std::vector<privacy::Release> plan(const Spec& spec, int64_t n,
+                                     const Inheritance& inherited) override {
     const PrivacySpec& p = spec.privacy;
     DPFT_CHECK_AS(InputError, n >= 1, "method {}: the private set is empty", name());
     class_sigma_ = class_release() && p.is_private() ? class_hist_sigma_ : 0.0;
     std::vector<privacy::GaussianBlock> fixed;
     if (class_sigma_ > 0) fixed.push_back({class_sigma_, 1.0, 1});
     const train::NoiseChoice c = train::choose_noise(
-        p, name(), "DP histograms", [&](privacy::Accountant& acc, double eps, double delta) {
+        p, name(), "DP histograms", inherited.releases,
+        [&](privacy::Accountant& acc, double eps, double delta) {
           sigma_ = privacy::calibrate_sigma(acc, 1.0, iterations_, eps, delta, 1e-3, fixed).sigma;
         });
     if (!c.calibrated()) sigma_ = c.sigma;

@@ -59,8 +59,9 @@ class DenoiseMethod : public StepReleaseMethod {
     return n;
   }
 
-  std::vector<privacy::Release> plan(const Spec& spec, int64_t n) override {
-    auto r = StepReleaseMethod::plan(spec, n);
+  std::vector<privacy::Release> plan(const Spec& spec, int64_t n,
+                                     const Inheritance& inherited) override {
+    auto r = StepReleaseMethod::plan(spec, n, inherited);
     DPFT_CHECK_AS(ConfigError, dp().sigma > 0,
                   "method denoise shrinks the noise of DP-SGD's gradient, and this run adds none "
                   "(sigma 0: privacy.epsilon is inf); use method dp-sgd (or sgd) for a "

@@ -125,7 +125,21 @@ class DpSftMethod : public Method {
     return n;
   }
 
-  std::vector<privacy::Release> plan(const Spec& spec, int64_t n) override {
+  // method.source: file: the subspace file, judged by its provenance with the run's other inputs
+  // (docs/privacy.md, "Provenance"; core/run/provenance.hpp): made from this run's
+  // private data by a DP run, its releases are inherited ("source: <label>"); by a non-private
+  // run, refused; from other data, nothing; without provenance, refused unless
+  // method.file_public.
+  std::vector<InputArtefact> input_artefacts() const override {
+    if (source_ != SubspaceSource::kFile) return {};
+    const nlohmann::json j = project::subspace_provenance(file_);
+    std::optional<Provenance> p;
+    if (!j.is_null()) p = parse_provenance(j, file_);
+    return {{"method.file", file_, p, file_public_, /*needs_provenance=*/true}};
+  }
+
+  std::vector<privacy::Release> plan(const Spec& spec, int64_t n,
+                                     const Inheritance& inherited) override {
     const PrivacySpec& p = spec.privacy;
     // Stage 2 is the spec's train.* and privacy.* block: its q, C, T = train.steps.
     train::DpSettings d2 = train::dp_settings_before_noise(spec, n);
@@ -138,22 +152,13 @@ class DpSftMethod : public Method {
     // Only a private stage 1 is a release (a public one is free, a file has none).
     const int64_t T1 = source_ == SubspaceSource::kPrivate ? stage1_steps(spec, n) : 0;
     d1.steps = T1;
-    // A subspace file made from this run's private data: its releases are this run's too.
-    prior_ = source_ == SubspaceSource::kFile ? source_file_releases(spec)
-                                              : std::vector<privacy::Release>{};
-    std::vector<privacy::GaussianBlock> fixed;
-    for (const privacy::Release& r : prior_)
-      fixed.push_back({r.noise_multiplier, r.sampling_rate, r.count});
+    if (const nlohmann::json* d = inherited.decision("method.file")) source_file_ = *d;
     nlohmann::json acct = {{"budget", enum_name(budget_, kBudgetNames)}};
     // sigma given: both stages use it, epsilon is computed; epsilon given: Theorem 3's split
     // or the joint calibration of both stages.
     const train::NoiseChoice choice = train::choose_noise(
-        p, "dp-sft", "a DP model", [&](privacy::Accountant& acc, double eps, double delta) {
-          if (!fixed.empty()) {  // stage 2 alone, the source file's releases composed in
-            d1.sigma = d2.sigma =
-                privacy::calibrate_sigma(acc, d2.q, d2.steps, eps, delta, 1e-3, fixed).sigma;
-            return;
-          }
+        p, "dp-sft", "a DP model", inherited.releases,
+        [&](privacy::Accountant& acc, double eps, double delta) {
           privacy::TwoStageCalibration c = privacy::calibrate_two_stage(
               acc, d1.q, T1, d2.q, d2.steps, eps, delta, split_, budget_ == Budget::kJoint);
           d1.sigma = c.sigma1;
@@ -183,7 +188,7 @@ class DpSftMethod : public Method {
     dp1_ = d1;
     dp2_ = d2;
     accounting_ = acct;
-    std::vector<privacy::Release> out = prior_;
+    std::vector<privacy::Release> out;
     if (T1 > 0) out.push_back({"dp-sft stage 1", d1.sigma, d1.q, T1});
     out.push_back({"dp-sft stage 2", d2.sigma, d2.q, d2.steps});
     return out;
@@ -213,51 +218,7 @@ class DpSftMethod : public Method {
            k_;
   }
 
-  // method.source: file: the file's provenance decides (docs/dp_sft.md, "A subspace from a
-  // file"): made from this run's private data by a DP run: its releases, relabelled "source:
-  // <label>", composed into this run's plan and ledger; by a non-private run: refused; from
-  // other data: nothing to compose; no provenance: refused unless method.file_public.
-  std::vector<privacy::Release> source_file_releases(const Spec& spec) {
-    const nlohmann::json j = project::subspace_provenance(file_);
-    std::vector<privacy::Release> out;
-    if (j.is_null()) {
-      DPFT_CHECK_AS(ConfigError, file_public_,
-                    "method.file {}: the subspace carries no provenance (which run made it, from "
-                    "which data, spending what), so this run cannot tell whether it embodies "
-                    "releases of its private data. Write it again with a dp-sft run of this "
-                    "dpft, or, if it was made from public data only, declare so with "
-                    "method.file_public: true",
-                    file_);
-      source_file_ = {{"decision", "declared public (no provenance)"}};
-      return out;
-    }
-    const Provenance p = parse_provenance(j, file_);
-    source_file_ = {{"run_id", j.value("run_id", "")}, {"private", p.is_private}};
-    if (!same_private_data(p, data::train_file_identity(spec))) {
-      source_file_["decision"] = "other private data: nothing composed";
-      return out;
-    }
-    DPFT_CHECK_AS(ConfigError, p.is_private,
-                  "method.file {}: run {} made this subspace from this run's private data "
-                  "without noise (non-private: epsilon inf), so no DP run can build on it. "
-                  "Make it with a DP run (a finite privacy.epsilon), or from public data "
-                  "(method.source: public)",
-                  file_, j.value("run_id", "?"));
-    for (privacy::Release r : p.releases) {
-      r.label = "source: " + r.label;
-      out.push_back(r);
-    }
-    source_file_["decision"] = "same private data: its releases composed";
-    source_file_["releases"] = j["releases"];
-    spdlog::info(
-        "dp-sft: {} was made by run {} from this run's private data; its {} "
-        "release(s) are composed into this run's ledger",
-        file_, j.value("run_id", "?"), p.releases.size());
-    return out;
-  }
-
   bool file_public_ = false;
-  std::vector<privacy::Release> prior_;  // the source file's releases (composed)
   nlohmann::json source_file_;           // what was decided about the source file, and why
   int64_t k_ = 32;
   SubspaceSource source_ = SubspaceSource::kPrivate;
@@ -356,10 +317,7 @@ nlohmann::json DpSftMethod::run(RunContext& ctx, train::TrainInputs& in) {
     traj = std::make_unique<project::Trajectory>(ctx.dir.file("trajectory"), d);
     y = T1 / k_;  // Alg. 1 line 2: y = floor(T1 / k)
   } else {
-    use_subspace(project::load_subspace(file_));
-    // The source file's releases, once per run (a checkpoint's ledger already holds them).
-    if (!fs::exists(ctx.dir.file("checkpoint")))
-      for (const privacy::Release& r : prior_) ctx.privacy.prior(r).compose();
+    use_subspace(project::load_subspace(file_));  // its releases: inherited (the ledger's first)
   }
 
   grad::PerSampleGrads psg(in.model, grad_);
@@ -417,11 +375,8 @@ nlohmann::json DpSftMethod::run(RunContext& ctx, train::TrainInputs& in) {
       s.provenance = make_provenance(ctx);
       if (public_stage1) {
         const std::string& pub = spec.data.public_data.path;
-        s.provenance["data"] = {{"files",
-                                 {{{"name", fs::path(pub).filename().string()},
-                                   {"bytes", static_cast<int64_t>(fs::file_size(pub))},
-                                   {"sha256", sha256_file_hex(pub)}}}},
-                                {"examples", in.public_train.size()}};
+        s.provenance["data"] = provenance_data({{{"path", pub}, {"sha256", sha256_file_hex(pub)}}},
+                                               static_cast<int64_t>(in.public_train.size()));
         s.provenance["releases"] = nlohmann::json::array();
         s.provenance["private"] = false;
       }

@@ -38,7 +38,7 @@ class SgdMethod : public Method {
 
   // T non-private releases (sigma 0: the run reports epsilon inf whatever privacy.epsilon
   // says, and so does `dpft account --spec`); keeps the clip-only settings.
-  std::vector<privacy::Release> plan(const Spec& spec, int64_t n) override {
+  std::vector<privacy::Release> plan(const Spec& spec, int64_t n, const Inheritance&) override {
     dp_ = train::DpSettings();  // clip-only settings: no noise, divisor = realised batch size
     dp_.sigma = 0;
     dp_.q = std::min(1.0, static_cast<double>(spec.train.batch_size) /
