@@ -14,16 +14,13 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <iostream>
-#include <sstream>
 
 #include "cli/app.hpp"
 #include "core/eval/embed.hpp"
 #include "core/topics/topic_model.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
-#include "core/util/progress.hpp"
 #include "core/util/strings.hpp"
 #include "data/table.hpp"
 #include "methods/ctcl/synthesis.hpp"
@@ -32,35 +29,17 @@ namespace dpft {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-size_t word_count(const std::string& s) {
-  std::istringstream in(s);
-  size_t n = 0;
-  for (std::string w; in >> w;) ++n;
-  return n;
-}
-
 std::string rate(size_t n, double secs) {
   return fmt::format("{:.0f} documents/s", secs > 0 ? static_cast<double>(n) / secs : 0.0);
 }
 
-}  // namespace
-
-void register_topics(CLI::App& app, CliContext& ctx) {
-  CLI::App* topics = app.add_subcommand(
-      "topics", "CTCL's topic model: build one from public text, assign documents to topics");
-  topics->require_subcommand(1);
-
+void register_build(CLI::App* topics, CliContext& ctx) {
   struct Build {
     std::vector<std::string> corpus, column{"text"};
     std::string model, out, format = "auto", device = "cpu";
-    int64_t k = 64, keywords = 10, iterations = 25, redo = 1, batch = 32;
+    int64_t keywords = 10, batch = 32;
+    topics::KMeansOptions kmeans;
     size_t min_words = 1, max_length = 128;
-    uint64_t seed = 0;
   };
   auto b = std::make_shared<Build>();
   CLI::App* build = topics->add_subcommand(
@@ -80,7 +59,7 @@ void register_topics(CLI::App& app, CliContext& ctx) {
       ->required();
   build->add_option("--out", b->out, "output directory (topic_model.safetensors, topics.jsonl)")
       ->required();
-  build->add_option("--topics", b->k, "number of topics (k-means k)")
+  build->add_option("--topics", b->kmeans.k, "number of topics (k-means k)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   build->add_option("--keywords", b->keywords, "keywords per topic (c-TF-IDF)")
@@ -95,93 +74,55 @@ void register_topics(CLI::App& app, CliContext& ctx) {
       ->add_option("--max-length", b->max_length,
                    "tokens embedded per document, specials included (0: the model's positions)")
       ->capture_default_str();
-  build->add_option("--iterations", b->iterations, "k-means iterations")
+  build->add_option("--iterations", b->kmeans.iterations, "k-means iterations")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  build->add_option("--redo", b->redo, "k-means runs from different seeds (the best is kept)")
+  build
+      ->add_option("--redo", b->kmeans.redo, "k-means runs from different seeds (the best is kept)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  build->add_option("--seed", b->seed, "k-means seed")->capture_default_str();
+  build->add_option("--seed", b->kmeans.seed, "k-means seed")->capture_default_str();
   build->add_option("--batch", b->batch, "documents per encoder forward")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   build->add_option("--device", b->device, "cpu | cuda | cuda:N")->capture_default_str();
   build->callback([b, &ctx] {
     ctx.action = [b] {
-      DPFT_CHECK_AS(ConfigError, b->column.size() == 1 || b->column.size() == b->corpus.size(),
-                    "topics build: {} --column values for {} --corpus files: give one for all, "
-                    "or one per corpus",
-                    b->column.size(), b->corpus.size());
       DPFT_CHECK_AS(ConfigError, topics::have_faiss(),
                     "topics build: this dpft was built without faiss (k-means); install "
                     "libfaiss-dev (scripts/setup.sh) and rebuild");
-      std::vector<std::string> docs;
-      nlohmann::json sources = nlohmann::json::array();
-      for (size_t i = 0; i < b->corpus.size(); ++i) {
-        const std::string& col = b->column[b->column.size() == 1 ? 0 : i];
-        const auto texts = data::column_texts(b->corpus[i], col, b->format);
-        size_t kept = 0;
-        for (const auto& t : texts)
-          if (word_count(t) >= std::max<size_t>(b->min_words, 1)) {
-            docs.push_back(t);
-            ++kept;
-          }
-        sources.push_back(
-            {{"path", b->corpus[i]}, {"column", col}, {"rows", texts.size()}, {"documents", kept}});
-      }
-      DPFT_CHECK_AS(InputError, !docs.empty(),
-                    "topics build: no document has {} or more words in the corpus files",
-                    b->min_words);
+      const data::Documents docs =
+          data::read_documents(b->corpus, b->column, b->format, b->min_words, "topics build");
       eval::Embedder em = eval::load_embedder(b->model, b->device, "dpft topics build");
       double embed_s = 0;
       const torch::Tensor x =
-          eval::embed_with_progress(em, docs, b->batch, b->max_length, "embed", &embed_s);
-      const auto t0 = Clock::now();
-      topics::TopicModel m;
-      m.centroids = topics::kmeans(x, {b->k, b->iterations, b->redo, b->seed});
-      const double kmeans_s = seconds_since(t0);
-      const auto [idx, sim] = topics::nearest(x, m.centroids);
-      std::vector<int64_t> topic(idx.data_ptr<int64_t>(), idx.data_ptr<int64_t>() + idx.numel());
-      m.sizes.assign(static_cast<size_t>(b->k), 0);
-      for (int64_t t : topic) ++m.sizes[static_cast<size_t>(t)];
-      m.keywords = topics::ctfidf_keywords(docs, topic, b->k, b->keywords);
+          eval::embed_with_progress(em, docs.texts, b->batch, b->max_length, "embed", &embed_s);
+      topics::TopicModel m = topics::build_topic_model(docs.texts, x, b->kmeans, b->keywords);
       m.embedder = em.identity(b->max_length);
       m.embedder["abs_path"] = std::filesystem::absolute(b->model).lexically_normal().string();
-      m.build = {{"corpus", sources},
-                 {"documents", docs.size()},
-                 {"min_words", b->min_words},
-                 {"topics", b->k},
-                 {"keywords", b->keywords},
-                 {"kmeans",
-                  {{"library", "faiss"},
-                   {"spherical", true},
-                   {"iterations", b->iterations},
-                   {"redo", b->redo},
-                   {"seed", b->seed}}},
-                 {"mean_similarity", sim.numel() ? sim.mean().item<double>() : 0.0},
-                 {"embed_seconds", embed_s},
-                 {"kmeans_seconds", kmeans_s}};
+      m.build["corpus"] = docs.sources;
+      m.build["min_words"] = b->min_words;
+      m.build["embed_seconds"] = embed_s;
       topics::save(m, b->out);
-      std::vector<int64_t> sorted = m.sizes;
-      std::sort(sorted.begin(), sorted.end());
-      const int64_t empty = std::count(sorted.begin(), sorted.end(), 0);
-      std::cout << fmt::format(
-          "wrote {}: {} topics from {} documents (sizes min {}, median {}, max {}; {} empty), "
-          "embedding {}, k-means {:.1f} s\n",
-          b->out, b->k, docs.size(), sorted.front(), sorted[sorted.size() / 2], sorted.back(),
-          empty, rate(docs.size(), embed_s), kmeans_s);
-      for (int64_t c = 0; c < std::min<int64_t>(b->k, 10); ++c)
+      std::cout << fmt::format("wrote {}: {}, embedding {}, k-means {:.1f} s\n", b->out,
+                               topics::describe(m), rate(docs.texts.size(), embed_s),
+                               m.build["kmeans_seconds"].get<double>());
+      for (int64_t c = 0; c < std::min<int64_t>(m.num_topics(), 10); ++c)
         std::cout << fmt::format("  topic {} ({} docs): {}\n", c, m.sizes[static_cast<size_t>(c)],
                                  m.keyword_line(c));
-      if (b->k > 10) std::cout << fmt::format("  ... all topics in {}/topics.jsonl\n", b->out);
+      if (m.num_topics() > 10)
+        std::cout << fmt::format("  ... all topics in {}/topics.jsonl\n", b->out);
       return 0;
     };
   });
+}
 
+void register_pairs(CLI::App* topics, CliContext& ctx) {
   struct Pairs {
     std::string topics, out, model, format = "auto", device = "cpu";
     std::vector<std::string> corpus, column = {"text"}, doc_type;
-    int64_t own = 5, keywords = 10, batch = 32, min_words = 8;
+    int64_t own = 5, keywords = 10, batch = 32;
+    size_t min_words = 8;
     bool empty_condition = false;
   };
   auto p = std::make_shared<Pairs>();
@@ -221,10 +162,6 @@ void register_topics(CLI::App& app, CliContext& ctx) {
   pairs->add_option("--device", p->device, "cpu | cuda | cuda:N")->capture_default_str();
   pairs->callback([p, &ctx] {
     ctx.action = [p] {
-      DPFT_CHECK_AS(ConfigError, p->column.size() == 1 || p->column.size() == p->corpus.size(),
-                    "topics pairs: {} --column values for {} --corpus files: give one for all, "
-                    "or one per corpus",
-                    p->column.size(), p->corpus.size());
       DPFT_CHECK_AS(ConfigError, p->empty_condition || p->doc_type.size() == p->corpus.size(),
                     "topics pairs: {} --doc-type values for {} --corpus files: give one per corpus",
                     p->doc_type.size(), p->corpus.size());
@@ -233,56 +170,35 @@ void register_topics(CLI::App& app, CliContext& ctx) {
       DPFT_CHECK_AS(ConfigError, p->own <= p->keywords,
                     "--own-keywords {} exceeds --keywords {}", p->own, p->keywords);
       const topics::TopicModel m = topics::load(p->topics);
-      std::vector<std::string> docs;
-      std::vector<size_t> type_of;
-      for (size_t i = 0; i < p->corpus.size(); ++i) {
-        const std::string& col = p->column[p->column.size() == 1 ? 0 : i];
-        for (auto& t : data::column_texts(p->corpus[i], col, p->format))
-          if (static_cast<int64_t>(word_count(t)) >= std::max<int64_t>(p->min_words, 1)) {
-            docs.push_back(std::move(t));
-            type_of.push_back(i);
-          }
-      }
-      DPFT_CHECK_AS(InputError, !docs.empty(),
-                    "topics pairs: no document has {} or more words in the corpus files",
-                    p->min_words);
+      const data::Documents docs =
+          data::read_documents(p->corpus, p->column, p->format, p->min_words, "topics pairs");
       // The conditions (none to make with --empty-condition: nothing embedded or counted).
-      std::vector<std::string> cond(docs.size());
+      std::vector<std::string> cond(docs.texts.size());
       if (!p->empty_condition) {
-        const size_t max_length = m.embedder.value("max_length", size_t{0});
         eval::Embedder em = eval::load_embedder_matching(m.embedder, p->model, p->device,
                                                          "topics pairs: topic model " + p->topics,
                                                          "pass --model with that encoder");
-        const torch::Tensor x = eval::embed_with_progress(em, docs, p->batch, max_length, "embed");
-        const torch::Tensor idx = topics::nearest(x, m.centroids).first;
-        // Each document its own class: c-TF-IDF over single documents is TF-IDF.
-        std::vector<int64_t> self(docs.size());
-        for (size_t i = 0; i < docs.size(); ++i) self[i] = static_cast<int64_t>(i);
-        const auto own = p->own > 0 ? topics::ctfidf_keywords(
-                                          docs, self, static_cast<int64_t>(docs.size()), p->own)
-                                    : std::vector<std::vector<topics::Keyword>>(docs.size());
-        for (size_t i = 0; i < docs.size(); ++i) {
-          std::vector<std::string> words;
-          for (const auto& k : own[i]) words.push_back(k.word);
-          const int64_t topic = idx[static_cast<int64_t>(i)].item<int64_t>();
-          for (const auto& k : m.keywords[static_cast<size_t>(topic)]) {
-            if (static_cast<int64_t>(words.size()) >= p->keywords) break;
-            if (std::find(words.begin(), words.end(), k.word) == words.end())
-              words.push_back(k.word);
-          }
-          cond[i] = ctcl::condition(p->doc_type[type_of[i]], join(words, ", "));
-        }
+        const torch::Tensor x = eval::embed_with_progress(
+            em, docs.texts, p->batch, m.embedder.value("max_length", size_t{0}), "embed");
+        const torch::Tensor idx = topics::nearest(x, m.centroids).first.contiguous();
+        const std::vector<int64_t> topic(idx.data_ptr<int64_t>(),
+                                         idx.data_ptr<int64_t>() + idx.numel());
+        std::vector<std::string> types;
+        for (const size_t c : docs.corpus) types.push_back(p->doc_type[c]);
+        cond = ctcl::pretraining_conditions(m, docs.texts, topic, types, p->own, p->keywords);
       }
       std::string csv = "condition,text\n";
-      for (size_t i = 0; i < docs.size(); ++i)
-        csv += csv_quote(cond[i]) + "," + csv_quote(docs[i]) + "\n";
+      for (size_t i = 0; i < docs.texts.size(); ++i)
+        csv += csv_quote(cond[i]) + "," + csv_quote(docs.texts[i]) + "\n";
       write_file_atomic(p->out, csv);
       std::cout << fmt::format("wrote {}: {} (condition, document) pairs from {} corpora\n", p->out,
-                               docs.size(), p->corpus.size());
+                               docs.texts.size(), p->corpus.size());
       return 0;
     };
   });
+}
 
+void register_assign(CLI::App* topics, CliContext& ctx) {
   struct Assign {
     std::string topics, input, out, model, column = "text", format = "auto", device = "cpu";
     int64_t batch = 32;
@@ -340,6 +256,17 @@ void register_topics(CLI::App& app, CliContext& ctx) {
       return 0;
     };
   });
+}
+
+}  // namespace
+
+void register_topics(CLI::App& app, CliContext& ctx) {
+  CLI::App* topics = app.add_subcommand(
+      "topics", "CTCL's topic model: build one from public text, assign documents to topics");
+  topics->require_subcommand(1);
+  register_build(topics, ctx);
+  register_pairs(topics, ctx);
+  register_assign(topics, ctx);
 }
 
 }  // namespace dpft

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <random>
+#include <sstream>
 
 #include "core/tokenizer/unicode.hpp"
 #include "core/util/atomic_file.hpp"
@@ -357,6 +358,36 @@ std::vector<Example> subsample(const std::vector<Example>& all, int64_t k, uint6
   std::vector<Example> out;
   for (size_t i : idx) out.push_back(all[i]);
   return out;
+}
+
+Documents read_documents(const std::vector<std::string>& files,
+                         const std::vector<std::string>& columns, const std::string& format,
+                         size_t min_words, const std::string& who) {
+  DPFT_CHECK_AS(ConfigError, columns.size() == 1 || columns.size() == files.size(),
+                "{}: {} --column values for {} --corpus files: give one for all, or one per "
+                "corpus",
+                who, columns.size(), files.size());
+  Documents d;
+  d.sources = nlohmann::json::array();
+  for (size_t i = 0; i < files.size(); ++i) {
+    const std::string& col = columns[columns.size() == 1 ? 0 : i];
+    std::vector<std::string> texts = column_texts(files[i], col, format);
+    size_t kept = 0;
+    for (std::string& t : texts) {
+      std::istringstream in(t);
+      size_t words = 0;
+      for (std::string w; in >> w;) ++words;
+      if (words < std::max<size_t>(min_words, 1)) continue;
+      d.texts.push_back(std::move(t));
+      d.corpus.push_back(i);
+      ++kept;
+    }
+    d.sources.push_back(
+        {{"path", files[i]}, {"column", col}, {"rows", texts.size()}, {"documents", kept}});
+  }
+  DPFT_CHECK_AS(InputError, !d.texts.empty(),
+                "{}: no document has {} or more words in the corpus files", who, min_words);
+  return d;
 }
 
 std::vector<std::string> column_texts(const std::filesystem::path& path, const std::string& column,

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,6 +44,19 @@ using lm::Example;
 // "text" (`dpft embed`, `dpft topics`). InputError as read_table, or naming the columns.
 std::vector<std::string> column_texts(const std::filesystem::path& path, const std::string& column,
                                       const std::string& format = "auto");
+
+// The documents of several corpus files (`dpft topics build` and `pairs`): column[i] of file i
+// (one column for all when columns has one entry), kept when they have at least `min_words`
+// whitespace-separated words (at least 1). ConfigError when the column count fits neither;
+// InputError as column_texts, or when no document is kept (naming `who`).
+struct Documents {
+  std::vector<std::string> texts;
+  std::vector<size_t> corpus;  // the file each came from (an index into the files)
+  nlohmann::json sources;      // per file: {path, column, rows, documents}
+};
+Documents read_documents(const std::vector<std::string>& files,
+                         const std::vector<std::string>& columns, const std::string& format,
+                         size_t min_words, const std::string& who);
 
 // The text (and optional label, prompt and second-sentence) columns of a table; empty texts are
 // kept (callers decide).

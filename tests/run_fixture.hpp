@@ -69,4 +69,12 @@ inline nlohmann::json run_metrics(const Fixture& f, const std::string& out,
   return nlohmann::json::parse(read_file(fs::path(d) / "metrics.json"));
 }
 
+// How many releases labelled `label` a run's metrics.json ledger holds.
+inline int64_t release_count(const nlohmann::json& m, const std::string& label) {
+  int64_t n = 0;
+  for (const auto& r : m["privacy"]["releases"])
+    if (r["label"] == label) n += r["count"].get<int64_t>();
+  return n;
+}
+
 }  // namespace dpft::test

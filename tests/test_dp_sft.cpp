@@ -25,13 +25,6 @@ std::vector<std::string> sft_args(std::vector<std::string> extra = {}) {
   return a;
 }
 
-int64_t release_count(const nlohmann::json& m, const std::string& label) {
-  int64_t n = 0;
-  for (const auto& r : m["privacy"]["releases"])
-    if (r["label"] == label) n += r["count"].get<int64_t>();
-  return n;
-}
-
 }  // namespace
 
 TEST_CASE("dp-sft: two stages, both in the ledger, the trajectory's subspace saved", "[dp-sft]") {
@@ -46,8 +39,8 @@ TEST_CASE("dp-sft: two stages, both in the ledger, the trajectory's subspace sav
   CHECK(m["train"]["steps_done"] == 10);
   REQUIRE(m["train"]["phases"].size() == 2);
   CHECK(m["train"]["phases"][1]["first_step"] == 5);
-  CHECK(release_count(m, "dp-sft stage 1") == 4);
-  CHECK(release_count(m, "dp-sft stage 2") == 6);
+  CHECK(test::release_count(m, "dp-sft stage 1") == 4);
+  CHECK(test::release_count(m, "dp-sft stage 2") == 6);
   const double eps = m["privacy"]["epsilon"].get<double>();
   CHECK(eps <= 2.0);
   const auto& acct = m["privacy"]["accounting"];
@@ -228,8 +221,8 @@ TEST_CASE("dp-sft: a public stage 1 costs nothing, reads no private row, and res
   auto m = run_metrics(f, out, pub, &dir);
   CHECK(m["status"] == "ok");
   CHECK(m["train"]["steps_done"] == 10);  // stage 1's 4 public steps, stage 2's 6
-  CHECK(release_count(m, "dp-sft stage 1") == 0);
-  CHECK(release_count(m, "dp-sft stage 2") == 6);
+  CHECK(test::release_count(m, "dp-sft stage 1") == 0);
+  CHECK(test::release_count(m, "dp-sft stage 2") == 6);
   CHECK_FALSE(m["privacy"].contains("stage1"));
   CHECK(m["privacy"]["stage1_public"]["examples"] == 12);
   const double eps = m["privacy"]["epsilon"].get<double>();
@@ -346,8 +339,8 @@ TEST_CASE(
   // calibrated so that both together meet epsilon 2.
   auto c = run_metrics(f, out, from(dp_file));
   CHECK(c["status"] == "ok");
-  CHECK(release_count(c, "source: dp-sft stage 1") == 4);
-  CHECK(release_count(c, "dp-sft stage 2") == 6);
+  CHECK(test::release_count(c, "source: dp-sft stage 1") == 4);
+  CHECK(test::release_count(c, "dp-sft stage 2") == 6);
   CHECK(c["privacy"]["epsilon"].get<double>() <= 2.0);
   CHECK(c["privacy"]["epsilon"].get<double>() > 1.9);
   CHECK_THAT(c["subspace"]["provenance"]["decision"].get<std::string>(),
@@ -359,7 +352,7 @@ TEST_CASE(
   REQUIRE(run_metrics(f, out, stop, &part_dir)["status"] == "stopped");
   REQUIRE(test::cli({"run", "--resume", part_dir}) == 0);
   const auto resumed = nlohmann::json::parse(read_file(fs::path(part_dir) / "metrics.json"));
-  CHECK(release_count(resumed, "source: dp-sft stage 1") == 4);
+  CHECK(test::release_count(resumed, "source: dp-sft stage 1") == 4);
   CHECK(resumed["privacy"]["epsilon"] == c["privacy"]["epsilon"]);
   CHECK(resumed["eval"] == c["eval"]);
 
@@ -372,7 +365,7 @@ TEST_CASE(
   std::string printed;
   CHECK(test::cli(test::run_args(f, out, from(bare_file)), &printed) == 2);
   auto pub = run_metrics(f, out, from(bare_file, {"--set", "method.file_public=true"}));
-  CHECK(release_count(pub, "source: dp-sft stage 1") == 0);
+  CHECK(test::release_count(pub, "source: dp-sft stage 1") == 0);
   CHECK(pub["privacy"]["stage2"]["noise_multiplier"].get<double>() <
         c["privacy"]["stage2"]["noise_multiplier"].get<double>());
 
@@ -384,7 +377,7 @@ TEST_CASE(
   // ... but another private data set has nothing to compose: accepted, said so.
   auto other = run_metrics(f, out, from(np_file, {"--set", "data.train.path=" + f.eval}));
   CHECK(other["status"] == "ok");
-  CHECK(release_count(other, "source: dp-sft stage 1") == 0);
+  CHECK(test::release_count(other, "source: dp-sft stage 1") == 0);
   CHECK_THAT(other["subspace"]["provenance"]["decision"].get<std::string>(),
              Catch::Contains("other private data"));
 
@@ -392,7 +385,7 @@ TEST_CASE(
   // are composed (over-counting at worst), a non-private one is refused unless declared.
   test::SetEnv key("DPFT_DATA_KEY", (f.tmp.path / "other.key").string());
   auto unknown = run_metrics(f, out, from(dp_file, {"--set", "data.train.path=" + f.eval}));
-  CHECK(release_count(unknown, "source: dp-sft stage 1") == 4);
+  CHECK(test::release_count(unknown, "source: dp-sft stage 1") == 4);
   CHECK_THAT(unknown["subspace"]["provenance"]["decision"].get<std::string>(),
              Catch::Contains("another data key"));
   CHECK(test::cli(test::run_args(f, out, from(np_file, {"--set", "data.train.path=" + f.eval})),
@@ -400,5 +393,5 @@ TEST_CASE(
   auto declared = run_metrics(
       f, out,
       from(np_file, {"--set", "data.train.path=" + f.eval, "--set", "method.file_public=true"}));
-  CHECK(release_count(declared, "source: dp-sft stage 1") == 0);
+  CHECK(test::release_count(declared, "source: dp-sft stage 1") == 0);
 }

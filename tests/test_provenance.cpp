@@ -23,13 +23,6 @@ std::vector<std::string> full_args(const std::string& eps, std::vector<std::stri
   return a;
 }
 
-int64_t count_of(const nlohmann::json& m, const std::string& label) {
-  int64_t n = 0;
-  for (const auto& r : m["privacy"]["releases"])
-    if (r["label"] == label) n += r["count"].get<int64_t>();
-  return n;
-}
-
 }  // namespace
 
 TEST_CASE(
@@ -50,8 +43,8 @@ TEST_CASE(
   // is calibrated so that both together meet epsilon 4 (more noise than alone).
   auto alone = run_metrics(f, out, full_args("4"));
   auto b = run_metrics(f, out, full_args("4", {"--set", "model.path=" + a_model}));
-  CHECK(count_of(b, "source: train") == 6);
-  CHECK(count_of(b, "train") == 6);
+  CHECK(test::release_count(b, "source: train") == 6);
+  CHECK(test::release_count(b, "train") == 6);
   CHECK(b["privacy"]["epsilon"].get<double>() <= 4.0);
   CHECK(b["privacy"]["epsilon"].get<double>() > 3.9);
   CHECK(b["privacy"]["epsilon"].get<double>() > eps_a);
@@ -69,7 +62,7 @@ TEST_CASE(
   REQUIRE(run_metrics(f, out, stop, &part)["status"] == "stopped");
   REQUIRE(test::cli({"run", "--resume", part}) == 0);
   const auto resumed = nlohmann::json::parse(read_file(fs::path(part) / "metrics.json"));
-  CHECK(count_of(resumed, "source: train") == 6);
+  CHECK(test::release_count(resumed, "source: train") == 6);
   CHECK(resumed["privacy"]["epsilon"] == b["privacy"]["epsilon"]);
   CHECK(resumed["eval"] == b["eval"]);
   // The new model's provenance embodies both runs' releases.
@@ -82,7 +75,7 @@ TEST_CASE(
   auto other = run_metrics(
       f, out,
       full_args("4", {"--set", "model.path=" + a_model, "--set", "data.train.path=" + f.eval}));
-  CHECK(count_of(other, "source: train") == 0);
+  CHECK(test::release_count(other, "source: train") == 0);
   CHECK_THAT(other["privacy"]["inherited"][0]["decision"].get<std::string>(),
              Catch::Contains("other private data"));
 
@@ -93,13 +86,13 @@ TEST_CASE(
   fs::copy_file(fs::path(a_model) / "provenance.json", syn / "provenance.json");
   auto e = run_metrics(f, out,
                        full_args("4", {"--set", "data.eval.path=" + (syn / "eval.csv").string()}));
-  CHECK(count_of(e, "source: train") == 6);
+  CHECK(test::release_count(e, "source: train") == 6);
   CHECK(e["privacy"]["inherited"][0]["option"] == "data.eval.path");
   // The same source run through two inputs: counted once.
   auto twice = run_metrics(f, out,
                            full_args("4", {"--set", "model.path=" + a_model, "--set",
                                            "data.eval.path=" + (syn / "eval.csv").string()}));
-  CHECK(count_of(twice, "source: train") == 6);
+  CHECK(test::release_count(twice, "source: train") == 6);
   CHECK(twice["privacy"]["inherited"].size() == 2);
 
   // A model trained without noise on the same data: a DP run is refused (exit 2) before it
@@ -114,7 +107,7 @@ TEST_CASE(
   CHECK(std::distance(fs::directory_iterator(runs), fs::directory_iterator()) == before);
   auto np = run_metrics(f, out, full_args("inf", {"--set", "model.path=" + np_model}));
   CHECK(np["status"] == "ok");
-  CHECK(count_of(np, "source: train") == 6);
+  CHECK(test::release_count(np, "source: train") == 6);
 
   // The budget cannot hold what is inherited: refused, naming the inherited releases.
   CHECK(test::cli(test::run_args(f, out, full_args("0.5", {"--set", "model.path=" + a_model})),

@@ -1,8 +1,10 @@
 #include "core/topics/topic_model.hpp"
 
+#include <fmt/format.h>
 #include <utf8proc.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <numeric>
@@ -261,6 +263,46 @@ std::string TopicModel::keyword_line(int64_t topic) const {
 
 namespace {
 constexpr const char* kFormat = "dpft-topics-1";
+}
+
+TopicModel build_topic_model(const std::vector<std::string>& docs, const torch::Tensor& x,
+                             KMeansOptions kmeans, int64_t keywords) {
+  DPFT_CHECK(x.dim() == 2 && x.size(0) == static_cast<int64_t>(docs.size()),
+             "build_topic_model: {} embeddings for {} documents", x.dim() ? x.size(0) : 0,
+             docs.size());
+  kmeans.spherical = true;
+  const auto t0 = std::chrono::steady_clock::now();
+  TopicModel m;
+  m.centroids = topics::kmeans(x, kmeans);
+  const double kmeans_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto [idx, sim] = nearest(x, m.centroids);
+  const std::vector<int64_t> topic(idx.data_ptr<int64_t>(), idx.data_ptr<int64_t>() + idx.numel());
+  m.sizes.assign(static_cast<size_t>(kmeans.k), 0);
+  for (const int64_t t : topic) ++m.sizes[static_cast<size_t>(t)];
+  m.keywords = ctfidf_keywords(docs, topic, kmeans.k, keywords);
+  m.build = {{"documents", docs.size()},
+             {"topics", kmeans.k},
+             {"keywords", keywords},
+             {"kmeans",
+              {{"library", "faiss"},
+               {"spherical", true},
+               {"iterations", kmeans.iterations},
+               {"redo", kmeans.redo},
+               {"seed", kmeans.seed}}},
+             {"mean_similarity", sim.numel() ? sim.mean().item<double>() : 0.0},
+             {"kmeans_seconds", kmeans_s}};
+  return m;
+}
+
+std::string describe(const TopicModel& m) {
+  std::vector<int64_t> sorted = m.sizes;
+  std::sort(sorted.begin(), sorted.end());
+  if (sorted.empty()) return "0 topics";
+  return fmt::format("{} topics from {} documents (sizes min {}, median {}, max {}; {} empty)",
+                     m.num_topics(), std::accumulate(sorted.begin(), sorted.end(), int64_t{0}),
+                     sorted.front(), sorted[sorted.size() / 2], sorted.back(),
+                     std::count(sorted.begin(), sorted.end(), 0));
 }
 
 void save(const TopicModel& m, const std::filesystem::path& dir) {

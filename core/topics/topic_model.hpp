@@ -91,6 +91,17 @@ struct TopicModel {
   std::string keyword_line(int64_t topic) const;
 };
 
+// Section 3.2's build from the embeddings x (N, d) float32, unit rows, of `docs` (public text):
+// spherical k-means into kmeans.k topics (kmeans.spherical is forced), each document's nearest
+// topic, the topic sizes and `keywords` c-TF-IDF words per topic. Sets centroids, keywords,
+// sizes and build {documents, topics, keywords, kmeans {library, spherical, iterations, redo,
+// seed}, mean_similarity, kmeans_seconds}; the caller adds the embedder and the corpus.
+// ConfigError as kmeans.
+TopicModel build_topic_model(const std::vector<std::string>& docs, const torch::Tensor& x,
+                             KMeansOptions kmeans, int64_t keywords);
+// "K topics from N documents (sizes min a, median b, max c; e empty)", for people.
+std::string describe(const TopicModel& m);
+
 // DIR/topic_model.safetensors (tensor `centroids`; metadata `format` = "dpft-topics-1" and
 // `model`: JSON {keywords, sizes, embedder, build}) and DIR/topics.jsonl (one line per topic:
 // {topic, size, keywords, weights}; for people, not read back). Atomic writes.

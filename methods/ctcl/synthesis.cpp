@@ -179,6 +179,35 @@ void LabelOptions::write(YAML::Node& n) const {
   n["label_values"] = lv;  // the public values of each label column
 }
 
+std::vector<std::string> pretraining_conditions(const topics::TopicModel& m,
+                                                const std::vector<std::string>& docs,
+                                                const std::vector<int64_t>& topic,
+                                                const std::vector<std::string>& doc_type,
+                                                int64_t own, int64_t keywords) {
+  DPFT_CHECK_AS(ConfigError, own >= 0 && own <= keywords,
+                "{} of the document's own keywords out of {}: give 0 to {}", own, keywords,
+                keywords);
+  DPFT_CHECK(topic.size() == docs.size() && doc_type.size() == docs.size(),
+             "pretraining_conditions: {} documents, {} topics, {} types", docs.size(), topic.size(),
+             doc_type.size());
+  std::vector<int64_t> self(docs.size());  // each document its own class: TF-IDF
+  std::iota(self.begin(), self.end(), int64_t{0});
+  const auto mine =
+      own > 0 ? topics::ctfidf_keywords(docs, self, static_cast<int64_t>(docs.size()), own)
+              : std::vector<std::vector<topics::Keyword>>(docs.size());
+  std::vector<std::string> out(docs.size());
+  for (size_t i = 0; i < docs.size(); ++i) {
+    std::vector<std::string> words;
+    for (const auto& k : mine[i]) words.push_back(k.word);
+    for (const auto& k : m.keywords.at(static_cast<size_t>(topic[i]))) {
+      if (static_cast<int64_t>(words.size()) >= keywords) break;
+      if (std::find(words.begin(), words.end(), k.word) == words.end()) words.push_back(k.word);
+    }
+    out[i] = condition(doc_type[i], join(words, ", "));
+  }
+  return out;
+}
+
 Classes class_combinations(const std::vector<std::vector<std::string>>& label_values) {
   Classes out;
   int64_t n = 1;

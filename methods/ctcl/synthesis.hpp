@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/topics/topic_model.hpp"
+
 namespace dpft {
 class Fields;
 }
@@ -39,6 +41,16 @@ std::string filter_reason(std::string_view text, size_t max_word_len = 25, int64
 // empty).
 std::string condition(const std::string& doc_type, const std::string& keyword_line,
                       const std::vector<std::string>& class_lines = {});
+
+// CTCL-Generator's pretraining conditions (Section 3.2) for public documents: for docs[i] of
+// type doc_type[i] in topic topic[i] of `m`, condition(doc_type[i], its `keywords` keywords:
+// the document's own `own` top TF-IDF words (c-TF-IDF with each document its own class), then
+// its topic's c-TF-IDF words not already there). ConfigError when own > keywords.
+std::vector<std::string> pretraining_conditions(const topics::TopicModel& m,
+                                                const std::vector<std::string>& docs,
+                                                const std::vector<int64_t>& topic,
+                                                const std::vector<std::string>& doc_type,
+                                                int64_t own, int64_t keywords);
 
 // The classes of a labelled private set (Yelp's category and stars): every combination of the
 // public values of its label columns, the first column's varying slowest. `label` is the
