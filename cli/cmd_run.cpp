@@ -20,16 +20,59 @@
 
 namespace dpft {
 
+namespace {
+
+struct RunCliOptions {
+  std::string spec, out, resume;
+  std::vector<std::string> sets, check_eps;
+  bool dry_run = false;
+  int64_t stop_after = 0;
+  int nproc = 1;
+  double dist_timeout = 0;
+};
+
+// --dry-run: the resolved spec, and with --check-eps the spec at each epsilon (one line each;
+// the first refused is the error).
+int print_dry_run(const RunCliOptions& o, const Spec& spec) {
+  std::cout << spec_to_yaml_string(spec);
+  std::cout << "# dry run: method " << spec.method.name << ", config hash " << config_hash(spec)
+            << "; nothing written" << std::endl;
+  for (const std::string& e : o.check_eps) {
+    std::vector<std::string> sets{"privacy.epsilon=" + e};
+    sets.insert(sets.end(), o.sets.begin(), o.sets.end());
+    try {
+      Spec at = load_spec(o.spec, sets);
+      check_executable(at);
+      std::cout << "# dry run at privacy.epsilon=" << e << ": method " << at.method.name
+                << ", config hash " << config_hash(at) << std::endl;
+    } catch (const Error& err) {
+      throw Error(err.exit_code(),
+                  "the spec does not accept privacy.epsilon=" + e + ": " + err.what());
+    }
+  }
+  return 0;
+}
+
+// --nproc N: this process starts N ranks of the same command line (without --nproc), waits.
+int launch_ranks(const RunCliOptions& o, const CliContext& ctx) {
+  std::vector<std::string> args;
+  for (size_t i = 0; i < ctx.argv.size(); ++i) {
+    const std::string& a = ctx.argv[i];
+    if (a == "--nproc") {
+      ++i;
+      continue;
+    }
+    if (a.rfind("--nproc=", 0) == 0) continue;
+    args.push_back(a);
+  }
+  const double timeout = o.dist_timeout > 0 ? o.dist_timeout : dist::options_from_env().timeout_s;
+  return dist::launch_local(o.nproc, args, timeout);
+}
+
+}  // namespace
+
 void register_run(CLI::App& app, CliContext& ctx) {
-  struct Opts {
-    std::string spec, out, resume;
-    std::vector<std::string> sets, check_eps;
-    bool dry_run = false;
-    int64_t stop_after = 0;
-    int nproc = 1;
-    double dist_timeout = 0;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<RunCliOptions>();
   CLI::App* sub = app.add_subcommand("run", "run an experiment spec");
   sub->add_option("spec", o->spec, "experiment spec (YAML)");
   sub->add_option("--resume", o->resume,
@@ -79,40 +122,8 @@ void register_run(CLI::App& app, CliContext& ctx) {
         throw ConfigError(
             "--check-eps checks a spec without running it: give it with --dry-run "
             "and a spec file (not --resume)");
-      if (o->dry_run) {
-        std::cout << spec_to_yaml_string(spec);
-        std::cout << "# dry run: method " << spec.method.name << ", config hash "
-                  << config_hash(spec) << "; nothing written" << std::endl;
-        for (const std::string& e : o->check_eps) {
-          std::vector<std::string> sets{"privacy.epsilon=" + e};
-          sets.insert(sets.end(), o->sets.begin(), o->sets.end());
-          try {
-            Spec at = load_spec(o->spec, sets);
-            check_executable(at);
-            std::cout << "# dry run at privacy.epsilon=" << e << ": method " << at.method.name
-                      << ", config hash " << config_hash(at) << std::endl;
-          } catch (const Error& err) {
-            throw Error(err.exit_code(),
-                        "the spec does not accept privacy.epsilon=" + e + ": " + err.what());
-          }
-        }
-        return 0;
-      }
-      if (o->nproc > 1) {  // the parent: start the ranks, wait for them
-        std::vector<std::string> args;
-        for (size_t i = 0; i < ctx.argv.size(); ++i) {
-          const std::string& a = ctx.argv[i];
-          if (a == "--nproc") {
-            ++i;
-            continue;
-          }
-          if (a.rfind("--nproc=", 0) == 0) continue;
-          args.push_back(a);
-        }
-        const double timeout =
-            o->dist_timeout > 0 ? o->dist_timeout : dist::options_from_env().timeout_s;
-        return dist::launch_local(o->nproc, args, timeout);
-      }
+      if (o->dry_run) return print_dry_run(*o, spec);
+      if (o->nproc > 1) return launch_ranks(*o, ctx);  // the parent: start the ranks, wait
       dist::WorldOptions w = dist::options_from_env();
       if (o->dist_timeout > 0) w.timeout_s = o->dist_timeout;
       dist::init(w);

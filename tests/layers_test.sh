@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The one-way layers of docs/architecture.md, checked on the source tree:
 #   cli/ -> methods/ -> data/ -> core/        (an arrow = "may include")
-# and, inside core/, core/run/ (the run directory and runner) never includes core/train/, and
-# core/privacy/ includes only core/privacy/ and core/util/.
+# and, inside core/, the levels of docs/architecture.md ("Levels inside core"): a directory
+# includes only itself and directories of lower levels (so core/run/ never includes core/train/,
+# and core/privacy/ includes only core/privacy/ and core/util/).
 # Every #include of a layer above is reported with file:line; every .cpp of a layer must be in
 # that layer's explicit source list in CMakeLists.txt (and no list names a missing file).
 # Usage: tests/layers_test.sh [REPO_ROOT]
@@ -31,6 +32,23 @@ forbid core/run 'core/train/'      "core/run/ never includes core/train/ (train 
 # core/config/ledger_options.hpp).
 forbid core/privacy 'core/(config|run|train|model|data|lm|grad|project|eval|dist)/' \
   "core/privacy/ includes only core/privacy/ and core/util/"
+# Levels inside core: a new directory needs a level here and in docs/architecture.md.
+declare -A LEVEL=([util]=0 [model]=1 [tokenizer]=1 [privacy]=1 [dist]=1 [denoise]=1
+  [config]=2 [lm]=2 [generate]=2 [topics]=2 [project]=2 [grad]=3 [run]=3 [synth]=3 [eval]=3
+  [report]=4 [train]=4)
+for d in core/*/; do
+  n=$(basename "$d")
+  if [ -z "${LEVEL[$n]:-}" ]; then
+    echo "layers: core/$n/ has no level (tests/layers_test.sh LEVEL, docs/architecture.md)"
+    violations=$((violations + 1))
+    continue
+  fi
+  up=""
+  for m in "${!LEVEL[@]}"; do
+    if [ "$m" != "$n" ] && [ "${LEVEL[$m]}" -ge "${LEVEL[$n]}" ]; then up="$up|$m"; fi
+  done
+  forbid "core/$n" "core/(${up#|})/" "core/$n/ (level ${LEVEL[$n]}) includes only lower levels"
+done
 check "no include runs against the layers ($violations found)" [ "$violations" = 0 ]
 
 # The include scan saw the tree (not vacuous): each layer has files and includes.

@@ -1,5 +1,6 @@
-// `dpft model init` and `dpft model rehead` as functions (cli/cmd_model_lm.cpp), for commands
-// that make a model to train (dpft eval-synthetic's downstream language model and classifier).
+// `dpft model init` and `dpft model rehead` as functions (cli/cmd_model_lm.cpp is their CLI),
+// for whatever makes a model to train (dpft eval-synthetic's downstream language model and
+// classifier: methods/synthetic_eval).
 #pragma once
 #include <cstdint>
 #include <string>
