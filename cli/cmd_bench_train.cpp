@@ -85,7 +85,7 @@ int bench_train(const TrainBench& b) {
   }
   model::CausalLM m = model::make_causal_lm(c, 0);
   model::PeftOptions po;
-  po.kind = b.peft;
+  po.kind = enum_value(b.peft, model::kPeftKindNames, "--peft");
   po.r = b.r;
   po.targets = !b.targets.empty() ? b.targets
                : b.peft == "full" ? std::vector<std::string>{"all"}

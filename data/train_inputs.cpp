@@ -26,7 +26,7 @@ namespace {
 // An encoder's data.task mlm or lm set (data/encoder_lm.hpp); masking seeded by (seed, salt).
 lm::LmDataset encoder_lm_dataset(const Spec& spec, const std::vector<Example>& examples,
                                  const tok::EncoderTokenizer& tok, const std::string& salt) {
-  const bool mlm = spec.data.task == "mlm";
+  const bool mlm = spec.data.task == Task::kMlm;
   lm::LmDataset ds = build_encoder_lm_dataset(
       examples, tok, static_cast<size_t>(spec.data.max_length), spec.data.packing,
       mlm ? lm::Objective::kMaskedLM : lm::Objective::kNextToken);
@@ -52,7 +52,8 @@ train::TrainInputs load_train_inputs(const Spec& spec) {
                 "data.train.path: no private training set given");
   const std::vector<Example> train_examples = select_examples(
       spec.data.train, spec.data.train_extra, spec.data, derive_seed(spec.seed, "data"));
-  const bool classify = spec.data.task == "classification", seq2seq = spec.data.task == "seq2seq";
+  const bool classify = spec.data.task == Task::kClassification,
+             seq2seq = spec.data.task == Task::kSeq2seq;
   const size_t max_len = static_cast<size_t>(spec.data.max_length);
   if (classify) {
     in.labels = resolve_labels(spec.data.labels, in.model->config().labels);
@@ -151,7 +152,7 @@ int64_t count_train_examples(const Spec& spec) {
   // pack), without the model's weights: only its tokenizer.
   const std::vector<Example> examples = select_examples(
       spec.data.train, spec.data.train_extra, spec.data, derive_seed(spec.seed, "data"));
-  if (spec.data.task == "classification" || spec.data.task == "seq2seq")
+  if (spec.data.task == Task::kClassification || spec.data.task == Task::kSeq2seq)
     return static_cast<int64_t>(examples.size());  // every row is one example (none dropped)
   const std::filesystem::path dir = train::resolve_model_dir(spec.model.path);
   if (model::load_model_config(dir).is_encoder())

@@ -20,19 +20,20 @@ const train::DpSettings& StepReleaseMethod::dp() const {
 }
 
 void check_task(const Method& m, const Spec& spec) {
-  DPFT_CHECK_AS(ConfigError, spec.data.task == "seq2seq" || !m.needs_seq2seq(),
+  DPFT_CHECK_AS(ConfigError, spec.data.task == Task::kSeq2seq || !m.needs_seq2seq(),
                 "method {} fine-tunes an encoder-decoder (bart) on (condition -> document): set "
                 "data.task: seq2seq (data.task is {})",
-                m.name(), spec.data.task);
-  DPFT_CHECK_AS(ConfigError, spec.data.task == "lm" || m.trains_encoders() || m.needs_seq2seq(),
+                m.name(), name_of(spec.data.task));
+  DPFT_CHECK_AS(ConfigError,
+                spec.data.task == Task::kLm || m.trains_encoders() || m.needs_seq2seq(),
                 "method {} trains decoder language models only (it generates or scores text); "
                 "data.task: {} runs with sgd or dp-sgd",
-                m.name(), spec.data.task);
+                m.name(), name_of(spec.data.task));
   DPFT_CHECK_AS(ConfigError, spec.data.public_data.path.empty() || m.reads_public_data(),
                 "data.public ({}) is read by method dp-sft with method.source: public only; "
                 "method {} would ignore it: remove it",
                 spec.data.public_data.path, m.name());
-  DPFT_CHECK_AS(ConfigError, spec.data.task != "mlm" || m.name() == "sgd",
+  DPFT_CHECK_AS(ConfigError, spec.data.task != Task::kMlm || m.name() == "sgd",
                 "data.task: mlm is pretraining on public text: method sgd (DP masked-LM "
                 "training is not offered: no experiment here needs it, and its per-sample "
                 "gradients are not held to the reference); method {} was given",

@@ -276,7 +276,7 @@ TEST_CASE("per-sample gradients of BART equal the one-sample reference", "[bart]
       Seq2Seq s = test::random_bart(test::bart_json(), 23);
       CausalLM m = s;
       PeftOptions o;
-      o.kind = peft;
+      o.kind = enum_value(peft, model::kPeftKindNames, "peft");
       o.r = 4;
       o.targets = peft == "full" ? std::vector<std::string>{"all"}
                                  : std::vector<std::string>{"q_proj",   "k_proj", "v_proj",

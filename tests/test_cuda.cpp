@@ -81,7 +81,7 @@ TEST_CASE("CUDA: DP-SFT's per-sample projection and denoising equal the CPU's", 
   auto full = [] {
     model::CausalLM m = model::make_causal_lm(test::tiny_config("gpt2"), 3);
     model::PeftOptions o;
-    o.kind = "full";
+    o.kind = model::PeftKind::kFull;
     o.targets = {"all"};
     model::apply_peft(m, o, 4);
     return m;
@@ -254,7 +254,7 @@ TEST_CASE("CUDA: BART's per-sample gradients, cached generation and beam search 
         torch::manual_seed(5);
         model::CausalLM m = test::random_bart(test::bart_json(), 23);
         model::PeftOptions o;
-        o.kind = peft;
+        o.kind = enum_value(peft, model::kPeftKindNames, "peft");
         o.r = 4;
         o.targets = peft == "full" ? std::vector<std::string>{"all"}
                                    : std::vector<std::string>{"q_proj", "v_proj", "fc1", "fc2"};

@@ -292,7 +292,9 @@ TEST_CASE("per-sample gradients of encoder classifiers equal the one-sample refe
                                                     : "RobertaForSequenceClassification"),
             11);
         PeftOptions o;
-        o.kind = peft == "full" ? "full" : peft == "adapter" ? "adapter" : "lora";
+        o.kind = peft == "full"      ? model::PeftKind::kFull
+                 : peft == "adapter" ? model::PeftKind::kAdapter
+                                     : model::PeftKind::kLora;  // lora, lora+head
         o.r = 4;
         o.reduction_factor = 8;  // width 6
         o.targets = peft == "full" ? std::vector<std::string>{"all"}
@@ -354,7 +356,7 @@ TEST_CASE(
         j["tie_word_embeddings"] = tied;
         CausalLM m = test::random_encoder(j, 13);
         PeftOptions o;
-        o.kind = "full";
+        o.kind = model::PeftKind::kFull;
         o.targets = {"all"};
         apply_peft(m, o, 0);
         {  // a bias away from 0, as after training
@@ -508,7 +510,7 @@ TEST_CASE("bottleneck adapters: identity at init, only they and the head train, 
       before = as_encoder(m)->classify(ids, mask, torch::Tensor());
     }
     PeftOptions o;
-    o.kind = "adapter";
+    o.kind = model::PeftKind::kAdapter;
     o.reduction_factor = 8;  // 48 / 8 = 6 wide
     o.modules_to_save = {"classifier"};
     apply_peft(m, o, 5);
@@ -542,7 +544,7 @@ TEST_CASE("bottleneck adapters: identity at init, only they and the head train, 
     CHECK(cfg["bottleneck_size"] == 6);
     CausalLM back = load_checkpoint(d.path / "base");
     PeftOptions read = load_adapter(back, d.path / "adapter");
-    CHECK(read.kind == "adapter");
+    CHECK(read.kind == model::PeftKind::kAdapter);
     CHECK(read.reduction_factor == 8);
     CHECK(torch::equal(as_encoder(back)->classify(ids, mask, torch::Tensor()), trained));
     // An adapter made for another width is refused, naming the mismatch.
@@ -555,7 +557,7 @@ TEST_CASE("bottleneck adapters: identity at init, only they and the head train, 
   // Decoders have no adapters.
   CausalLM gpt2 = test::tiny_lora_gpt2(1);
   PeftOptions o;
-  o.kind = "adapter";
+  o.kind = model::PeftKind::kAdapter;
   CHECK_THROWS_WITH(apply_peft(gpt2, o, 0), Catch::Contains("built for encoders"));
 }
 
@@ -568,7 +570,7 @@ TEST_CASE("auto grad mode takes ghost norms for an untied word embedding (a look
   j["vocab_size"] = 5000;
   CausalLM m = make_causal_lm(parse_model_config(j, "t"), 4);
   PeftOptions o;
-  o.kind = "full";
+  o.kind = model::PeftKind::kFull;
   o.targets = {"all"};
   apply_peft(m, o, 0);
   grad::PerSampleGrads psg(m);

@@ -360,7 +360,7 @@ TEST_CASE("PEFT: LoRA targets, frozen base, full and none; bad targets are confi
       apply_peft(g, bad),
       Catch::Contains("matches no linear module of this gpt2 model") && Catch::Contains("c_attn"));
   PeftOptions full;
-  full.kind = "full";
+  full.kind = model::PeftKind::kFull;
   full.targets = {"ln_f"};
   apply_peft(g, full);
   CHECK(trainable_parameters(g).size() == 2);  // ln_f weight, bias
@@ -368,7 +368,7 @@ TEST_CASE("PEFT: LoRA targets, frozen base, full and none; bad targets are confi
   apply_peft(g, full);
   CHECK(count_parameters(g, true) == count_parameters(g, false));
   PeftOptions none;
-  none.kind = "none";
+  none.kind = model::PeftKind::kNone;
   apply_peft(g, none);
   CHECK(count_parameters(g, true) == 0);
 }

@@ -75,7 +75,7 @@ TEST_CASE("model info --peft adapter counts what apply_peft makes trainable", "[
               &out) == 0);
   model::CausalLM m = model::load_checkpoint(ck);
   model::PeftOptions o;
-  o.kind = "adapter";
+  o.kind = model::PeftKind::kAdapter;
   o.reduction_factor = 8;
   model::apply_peft(m, o, 0);
   CHECK(nlohmann::json::parse(out)["trainable_parameters"] == model::count_parameters(m, true));

@@ -40,7 +40,7 @@ double rel_max_err(const Tensor& a, const Tensor& ref) {
 model::CausalLM make_model(const std::string& type, const std::string& kind) {
   model::CausalLM m = model::make_causal_lm(test::tiny_config(type), 3);
   model::PeftOptions o;
-  o.kind = kind;
+  o.kind = enum_value(kind, model::kPeftKindNames, "kind");
   if (kind == "full")
     o.targets = {"all"};
   else if (type == "gpt2")
@@ -124,7 +124,7 @@ TEST_CASE("per-sample gradients with LoRA dropout equal a reference replaying th
   CAPTURE(type);
   model::CausalLM m = model::make_causal_lm(test::tiny_config(type), 3);
   model::PeftOptions o;
-  o.kind = "lora";
+  o.kind = model::PeftKind::kLora;
   o.dropout = 0.3;
   o.targets = type == "gpt2" ? std::vector<std::string>{"c_attn", "c_proj", "c_fc"}
                              : std::vector<std::string>{"q_proj", "v_proj", "up_proj", "down_proj"};

@@ -190,7 +190,7 @@ TEST_CASE("per-sample projection P^T g_i equals the reference gradients times P"
   {  // GPT-2, full: tied embedding (lookup + head), position embeddings, padding, a prompt
     model::CausalLM m = model::make_causal_lm(test::tiny_config("gpt2"), 3);
     model::PeftOptions o;
-    o.kind = "full";
+    o.kind = model::PeftKind::kFull;
     o.targets = {"all"};
     model::apply_peft(m, o, 4);
     torch::manual_seed(7);
@@ -211,7 +211,7 @@ TEST_CASE("per-sample projection P^T g_i equals the reference gradients times P"
                                                 : "RobertaForSequenceClassification"),
         11);
     model::PeftOptions o;
-    o.kind = "full";
+    o.kind = model::PeftKind::kFull;
     o.targets = type == "roberta" ? std::vector<std::string>{"all"}
                                   : std::vector<std::string>{"query", "dense", "classifier"};
     model::apply_peft(m, o, 3);

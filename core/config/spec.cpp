@@ -311,19 +311,19 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
     m.get("path", s.model.path);
     m.get_choice("dtype", s.model.dtype, {"float32", "bfloat16", "float16"});
     Fields p = m.child("peft");
-    p.get_choice("kind", s.model.peft.kind, {"lora", "adapter", "full", "none"});
+    p.get_enum("kind", s.model.peft.kind, model::kPeftKindNames);
     p.get("reduction_factor", s.model.peft.reduction_factor, Range::at_least(1));
-    if (s.model.peft.kind != "adapter" && p.has("reduction_factor"))
+    if (s.model.peft.kind != model::PeftKind::kAdapter && p.has("reduction_factor"))
       throw ConfigError(
           fmt::format("model.peft.reduction_factor belongs to kind adapter; this spec's kind is {}",
-                      s.model.peft.kind));
+                      model::name_of(s.model.peft.kind)));
     p.get("r", s.model.peft.r, Range::at_least(1));
     p.get("alpha", s.model.peft.alpha, Range::above(0));
     p.get("dropout", s.model.peft.dropout, Range{0, 1, false, true});
     p.get("targets", s.model.peft.targets);
     if (std::vector<std::string> mts; p.get("modules_to_save", mts))
       s.model.peft.modules_to_save = mts;
-    if (s.model.peft.kind == "lora" && s.model.peft.targets.empty())
+    if (s.model.peft.kind == model::PeftKind::kLora && s.model.peft.targets.empty())
       throw ConfigError(
           "model.peft.targets: empty: LoRA needs the names of the modules it wraps, e.g. "
           "[c_attn, c_fc] (GPT-2) or [q_proj, v_proj] (Llama, Qwen2)");
@@ -333,7 +333,7 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
   {
     Fields d = top.child("data");
     DataSpec& da = s.data;
-    d.get_choice("task", da.task, {"lm", "classification", "mlm", "seq2seq"});
+    d.get_enum("task", da.task, kTaskNames);
     d.get("mlm_probability", da.mlm_probability, Range{0, 1, true, false});
     if (d.has("denoising")) {
       Fields dn = d.child("denoising");
@@ -408,7 +408,7 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
                         "loss_on: all",
                         join(missing, ", "), missing[0]));
     }
-    if (da.task == "classification") {
+    if (da.task == Task::kClassification) {
       auto need = [&](bool ok, const std::string& what) {
         if (!ok) throw ConfigError(fmt::format("data.task: classification {}", what));
       };
@@ -435,9 +435,9 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
         throw ConfigError(
             fmt::format("data.labels and text_pair_column belong to data.task: classification "
                         "(an encoder checkpoint); this spec's task is {}",
-                        da.task));
+                        name_of(da.task)));
     }
-    if (da.task == "mlm") {
+    if (da.task == Task::kMlm) {
       auto need = [&](bool ok, const std::string& what) {
         if (!ok) throw ConfigError(fmt::format("data.task: mlm {}", what));
       };
@@ -446,7 +446,7 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
       need(da.train.prompt_column.empty() && da.train.prompt.empty(),
            "takes plain text, not prompts");
     }
-    if (da.task == "seq2seq") {
+    if (da.task == Task::kSeq2seq) {
       auto need = [&](bool ok, const std::string& what) {
         if (!ok) throw ConfigError(fmt::format("data.task: seq2seq {}", what));
       };
@@ -455,12 +455,14 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
            "scores every target token of each (source, target) pair; leave data.packing, "
            "data.chat_format and data.loss_on unset");
     }
-    if (da.task != "seq2seq" && da.denoising.enabled)
-      throw ConfigError(fmt::format(
-          "data.denoising belongs to data.task: seq2seq (BART); this spec's task is {}", da.task));
-    if (da.task != "mlm" && d.has("mlm_probability"))
-      throw ConfigError(fmt::format(
-          "data.mlm_probability belongs to data.task: mlm; this spec's task is {}", da.task));
+    if (da.task != Task::kSeq2seq && da.denoising.enabled)
+      throw ConfigError(
+          fmt::format("data.denoising belongs to data.task: seq2seq (BART); this spec's task is {}",
+                      name_of(da.task)));
+    if (da.task != Task::kMlm && d.has("mlm_probability"))
+      throw ConfigError(
+          fmt::format("data.mlm_probability belongs to data.task: mlm; this spec's task is {}",
+                      name_of(da.task)));
     d.finish();
   }
   {
@@ -564,7 +566,7 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
         throw ConfigError(
             "eval.nlg needs data.eval.prompt_column: the column of sources "
             "(format e2e / dart: prompt)");
-      if (!n.at_steps.empty() && (s.data.task != "lm" || s.data.chat_format != "none"))
+      if (!n.at_steps.empty() && (s.data.task != Task::kLm || s.data.chat_format != "none"))
         throw ConfigError(
             "eval.nlg decodes a language model's prompt + response pairs: it needs "
             "data.task lm and data.chat_format none");
@@ -590,7 +592,7 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
     s.method.label = b.label;
     makes_sources = b.makes_sources;
   }
-  if (s.data.task == "seq2seq") check_seq2seq_sources(s.data, s.method.name, makes_sources);
+  if (s.data.task == Task::kSeq2seq) check_seq2seq_sources(s.data, s.method.name, makes_sources);
   if (!s.output.non_private_stats && s.method.options.IsMap() &&
       s.method.options["diagnostics"] && s.method.options["diagnostics"].as<std::string>() == "true")
     throw ConfigError(
@@ -618,16 +620,18 @@ YAML::Node spec_to_yaml(const Spec& s) {
   YAML::Node m;
   m["path"] = s.model.path;
   m["dtype"] = s.model.dtype;
-  m["peft"]["kind"] = s.model.peft.kind;
+  m["peft"]["kind"] = model::name_of(s.model.peft.kind);
   m["peft"]["r"] = s.model.peft.r;
   m["peft"]["alpha"] = num(s.model.peft.alpha);
   m["peft"]["dropout"] = num(s.model.peft.dropout);
   m["peft"]["targets"] = s.model.peft.targets;
   if (s.model.peft.modules_to_save) m["peft"]["modules_to_save"] = *s.model.peft.modules_to_save;
-  if (s.model.peft.kind == "adapter") m["peft"]["reduction_factor"] = s.model.peft.reduction_factor;
+  if (s.model.peft.kind == model::PeftKind::kAdapter)
+    m["peft"]["reduction_factor"] = s.model.peft.reduction_factor;
   n["model"] = m;
-  if (s.data.task != "lm") n["data"]["task"] = s.data.task;  // lm specs keep their hash
-  if (s.data.task == "mlm") n["data"]["mlm_probability"] = num(s.data.mlm_probability);
+  if (s.data.task != Task::kLm)
+    n["data"]["task"] = name_of(s.data.task);  // lm specs keep their hash
+  if (s.data.task == Task::kMlm) n["data"]["mlm_probability"] = num(s.data.mlm_probability);
   if (s.data.denoising.enabled) {  // absent otherwise: earlier specs keep their hash
     n["data"]["denoising"]["mask_ratio"] = num(s.data.denoising.mask_ratio);
     n["data"]["denoising"]["poisson_lambda"] = num(s.data.denoising.poisson_lambda);

@@ -6,6 +6,7 @@
 
 #include "core/privacy/modes.hpp"
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -16,12 +17,15 @@
 #include <string>
 #include <vector>
 
+#include "core/model/peft_kind.hpp"
+#include "core/util/enum_names.hpp"
+
 namespace dpft {
 
 class Fields;
 
 struct PeftSpec {
-  std::string kind = "lora";  // lora | adapter | full | none
+  model::PeftKind kind = model::PeftKind::kLora;
   int r = 8;                  // LoRA rank
   double alpha = 16;          // LoRA scaling alpha (scale = alpha / r)
   double dropout = 0.0;       // LoRA dropout probability, [0, 1)
@@ -76,12 +80,23 @@ struct DenoisingSpec {
   double poisson_lambda = 3.0;
 };
 
+// data.task: what the model learns (DataSpec::task).
+enum class Task { kLm, kClassification, kMlm, kSeq2seq };
+inline constexpr std::array<EnumName<Task>, 4> kTaskNames = {
+    {{Task::kLm, "lm"},
+     {Task::kClassification, "classification"},
+     {Task::kMlm, "mlm"},
+     {Task::kSeq2seq, "seq2seq"}}};
+inline const char* name_of(Task t) {
+  return enum_name(t, kTaskNames);
+}
+
 struct DataSpec {
   // lm: language modelling (next-token loss; decoders, or an encoder with a causal-LM head).
   // classification: sequence classification with an encoder's classifier (label_column required;
   // text_pair_column for sentence pairs). mlm: masked-LM pretraining of an encoder. seq2seq: an
   // encoder-decoder (bart) learns target = text_column given source = prompt_column / prompt.
-  std::string task = "lm";
+  Task task = Task::kLm;
   double mlm_probability = 0.15;         // mlm: share of text ids masked (lm::MaskingOptions::rate)
   DenoisingSpec denoising;               // seq2seq: sources made from the targets (see above)
   std::vector<std::string> labels;       // classification: label names in class-id order

@@ -48,15 +48,16 @@ void save_checkpoint(CausalLM& model, const fs::path& dir, bool merge_lora, torc
 }
 
 void save_adapter(CausalLM& model, const PeftOptions& o, const fs::path& dir, const std::string& base_model) {
-  DPFT_CHECK(o.kind == "lora" || o.kind == "adapter",
-             "save_adapter: PEFT kind is '{}', not lora or adapter", o.kind);
+  DPFT_CHECK(saves_adapter(o.kind), "save_adapter: PEFT kind is '{}', not lora or adapter",
+             name_of(o.kind));
   fs::create_directories(dir);
   std::vector<std::pair<std::string, torch::Tensor>> tensors;
   const ModelConfig& mc = model->config();
   const char* task = mc.head == EncoderHead::kSequenceClassification ? "SEQ_CLS"
                      : mc.head == EncoderHead::kMaskedLM             ? "MASKED_LM"
                                                                      : "CAUSAL_LM";
-  if (o.kind == "adapter") {  // every trainable parameter: the adapters and modules_to_save
+  if (o.kind ==
+      PeftKind::kAdapter) {  // every trainable parameter: the adapters and modules_to_save
     for (auto& [name, t] : trainable_parameters(model))
       tensors.emplace_back(kAdapterPrefix + name, t.detach().to(torch::kCPU).contiguous());
     DPFT_CHECK(!tensors.empty(), "save_adapter: the model has no adapters");
@@ -134,7 +135,7 @@ PeftOptions load_adapter(CausalLM& model, const fs::path& dir) {
     if (j.contains("modules_to_save") && !j["modules_to_save"].is_null())
       o.modules_to_save = j["modules_to_save"].get<std::vector<std::string>>();
     if (type == "BOTTLENECK") {
-      o.kind = "adapter";
+      o.kind = PeftKind::kAdapter;
       o.reduction_factor = j.at("reduction_factor").get<int64_t>();
       if (j.value("non_linearity", "relu") != "relu" || !j.value("ln_before", true))
         throw InputError(fmt::format("{}: only relu adapters with a LayerNorm before are built",
@@ -151,7 +152,7 @@ PeftOptions load_adapter(CausalLM& model, const fs::path& dir) {
   } catch (const nlohmann::json::exception& e) {
     throw InputError(fmt::format("{}: {}", cfg_path.string(), e.what()));
   }
-  if (o.kind == "lora") try {
+  if (o.kind == PeftKind::kLora) try {
       o.r = j.at("r").get<int64_t>();
       o.alpha = j.at("lora_alpha").get<double>();
       o.dropout = j.value("lora_dropout", 0.0);

@@ -55,13 +55,10 @@ void train_saved_modules(CausalLM& model, const PeftOptions& o) {
 }  // namespace
 
 void apply_peft(CausalLM& model, const PeftOptions& o, uint64_t seed) {
-  if (o.kind != "lora" && o.kind != "adapter" && o.kind != "full" && o.kind != "none")
-    throw ConfigError(fmt::format(
-        "model.peft.kind: '{}' is not allowed; use lora, adapter, full or none", o.kind));
   for (auto& p : model->parameters()) p.set_requires_grad(false);
-  if (o.kind == "none") return;
+  if (o.kind == PeftKind::kNone) return;
   bool all = o.targets.size() == 1 && o.targets[0] == "all";
-  if (o.kind == "adapter") {
+  if (o.kind == PeftKind::kAdapter) {
     auto gen = at::detail::createCPUGenerator(seed);
     model->add_adapters(adapter_width(model->config().hidden_size, o.reduction_factor), &gen);
     for (auto& p : model->named_parameters(true))
@@ -69,7 +66,7 @@ void apply_peft(CausalLM& model, const PeftOptions& o, uint64_t seed) {
     train_saved_modules(model, o);
     return;
   }
-  if (o.kind == "lora") {
+  if (o.kind == PeftKind::kLora) {
     if (all) throw ConfigError("model.peft.targets: 'all' is only for kind full; list module names for LoRA");
     auto gen = at::detail::createCPUGenerator(seed);
     auto lins = model->linears();
@@ -95,7 +92,8 @@ void apply_peft(CausalLM& model, const PeftOptions& o, uint64_t seed) {
     return;
   }
   DPFT_CHECK_AS(ConfigError, o.modules_to_save.empty(),
-                "model.peft.modules_to_save is for kind lora (kind {} trains its targets)", o.kind);
+                "model.peft.modules_to_save is for kind lora (kind {} trains its targets)",
+                name_of(o.kind));
   // full: parameters whose module path matches a target
   bool any = false;
   for (auto& p : model->named_parameters(true)) {

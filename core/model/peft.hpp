@@ -7,12 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "core/model/peft_kind.hpp"
 #include "core/model/transformer.hpp"
 
 namespace dpft::model {
 
 struct PeftOptions {
-  std::string kind = "lora";  // lora | adapter | full | none
+  PeftKind kind = PeftKind::kLora;
   int64_t r = 8;
   double alpha = 16;
   double dropout = 0.0;

@@ -52,7 +52,7 @@ model::PeftOptions peft_options(const Spec& spec) {
   o.reduction_factor = spec.model.peft.reduction_factor;
   if (spec.model.peft.modules_to_save)
     o.modules_to_save = *spec.model.peft.modules_to_save;
-  else if ((o.kind == "lora" || o.kind == "adapter") && spec.data.task == "classification")
+  else if (model::saves_adapter(o.kind) && spec.data.task == Task::kClassification)
     o.modules_to_save = {"classifier"};  // a new head must train (HF peft's SEQ_CLS default)
   return o;
 }
@@ -90,11 +90,11 @@ void load_model(const Spec& spec, TrainInputs& in) {
                     in.model_dir.string(), p.key());
   }
   const model::ModelConfig& mc = in.model->config();
-  const bool classify = spec.data.task == "classification", mlm = spec.data.task == "mlm";
-  DPFT_CHECK_AS(ConfigError, (spec.data.task == "seq2seq") == mc.is_seq2seq(),
+  const bool classify = spec.data.task == Task::kClassification, mlm = spec.data.task == Task::kMlm;
+  DPFT_CHECK_AS(ConfigError, (spec.data.task == Task::kSeq2seq) == mc.is_seq2seq(),
                 "data.task: {} with model.path {}, a {} model: an encoder-decoder (bart) trains "
                 "with data.task: seq2seq, and only it does",
-                spec.data.task, in.model_dir.string(), mc.model_type);
+                name_of(spec.data.task), in.model_dir.string(), mc.model_type);
   // Which head each task trains (an encoder's head is its config.json architecture).
   const model::EncoderHead need = classify ? model::EncoderHead::kSequenceClassification
                                   : mlm    ? model::EncoderHead::kMaskedLM
@@ -106,7 +106,7 @@ void load_model(const Spec& spec, TrainInputs& in) {
   DPFT_CHECK_AS(ConfigError,
                 (mc.is_encoder() && mc.head == need) || (!mc.is_encoder() && !classify && !mlm),
                 "data.task: {} needs {} (config.json architectures {}); model.path {} is a {}{}",
-                spec.data.task,
+                name_of(spec.data.task),
                 classify ? "an encoder with a sequence-classification head"
                 : mlm    ? "an encoder with a masked-LM head"
                          : "a decoder, or an encoder with a causal-LM head",
@@ -149,9 +149,8 @@ std::string describe(const TrainInputs& in, bool non_private_stats) {
   return fmt::format(
       "model {} ({} trainable of {} parameters, peft {}); train {} examples{}, eval {}",
       in.model_dir.string(), model::count_parameters(m, true), model::count_parameters(m, false),
-      in.peft.kind, in.train.size(),
-      non_private_stats ? fmt::format(" ({} tokens)", in.train.num_tokens()) : "",
-      in.eval.size());
+      model::name_of(in.peft.kind), in.train.size(),
+      non_private_stats ? fmt::format(" ({} tokens)", in.train.num_tokens()) : "", in.eval.size());
 }
 
 }  // namespace dpft::train

@@ -626,7 +626,7 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
     s.eval_final = evaluate("final", s.step, true);
     if (spec.output.save_model && root) {
       const torch::Dtype dt = dtype_named(spec.output.save_dtype, "output.save_dtype");
-      if (s.in.peft.kind == "lora" || s.in.peft.kind == "adapter") {
+      if (model::saves_adapter(s.in.peft.kind)) {
         model::save_adapter(s.in.model, s.in.peft, s.ctx.dir.file("adapter"),
                             s.in.model_dir.string());
         write_provenance(s.ctx.dir.file("adapter"), s.ctx);  // the run's releases, its data

@@ -41,7 +41,7 @@ void check_auditable(const Spec& spec, const AuditOptions& o) {
   DPFT_CHECK_AS(ConfigError, method_trains(spec),
                 "dpft audit: method {} does not train on the private data; nothing to audit",
                 spec.method.name);
-  DPFT_CHECK_AS(ConfigError, spec.data.task == "lm",
+  DPFT_CHECK_AS(ConfigError, spec.data.task == Task::kLm,
                 "dpft audit: canaries are random-token texts for a language model; data.task "
                 "classification runs are not auditable yet (mislabelled-example canaries are "
                 "not built)");
@@ -151,10 +151,9 @@ std::vector<double> gradient_scores(const Spec& a, const fs::path& run_dir, int6
   train::TrainInputs in = data::load_train_inputs(a);  // theta_0: base + seeded LoRA init
   in.model->eval();                                    // g_i without LoRA dropout
   DPFT_CHECK(in.eval.size() == m, "audit: {} of the {} canaries tokenised", in.eval.size(), m);
-  model::CausalLM released = model::load_checkpoint(
-      in.peft.kind == "lora" || in.peft.kind == "adapter" ? in.model_dir : run_dir / "model");
-  if (in.peft.kind == "lora" || in.peft.kind == "adapter")
-    model::load_adapter(released, run_dir / "adapter");
+  model::CausalLM released =
+      model::load_checkpoint(model::saves_adapter(in.peft.kind) ? in.model_dir : run_dir / "model");
+  if (model::saves_adapter(in.peft.kind)) model::load_adapter(released, run_dir / "adapter");
   const auto named = released->named_parameters();
   std::vector<torch::Tensor> delta;  // theta_T - theta_0 per trainable parameter, flattened
   for (const auto& [name, p0] : model::trainable_parameters(in.model)) {
