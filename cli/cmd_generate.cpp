@@ -42,6 +42,33 @@ std::vector<std::string> read_prompts(const std::string& path) {
   return out;
 }
 
+// The prompts as token ids: a seq2seq model's source (<s> prompt </s>, as BART's sources are
+// trained), a user turn in the chat format (--chat), or the plain encoding.
+std::vector<std::vector<int64_t>> encode_prompts(const tok::Tokenizer& tk,
+                                                 const std::vector<std::string>& prompts,
+                                                 bool seq2seq, bool chat) {
+  std::vector<std::vector<int64_t>> ids;
+  for (const auto& p : prompts) {
+    std::vector<int64_t> row;
+    if (seq2seq) {
+      if (chat) throw ConfigError("--chat is for decoder-only chat models, not bart");
+      if (tk.bos_id()) row.push_back(*tk.bos_id());
+      for (auto t : tk.encode(p)) row.push_back(t);
+      if (tk.eos_id()) row.push_back(*tk.eos_id());
+    } else if (chat) {
+      tok::ChatPrompt cp = tok::render_chat(tk, {{"user", p}}, /*add_generation_prompt=*/true);
+      for (auto t : tok::encode_chat(tk, cp).ids) row.push_back(t);
+    } else {
+      tok::EncodeOptions eo;
+      eo.add_special = tk.add_bos();
+      for (auto t : tk.encode(p, eo)) row.push_back(t);
+    }
+    if (row.empty()) throw ConfigError("a prompt encodes to no tokens");
+    ids.push_back(std::move(row));
+  }
+  return ids;
+}
+
 }  // namespace
 
 void register_generate(CLI::App& app, CliContext& ctx) {
@@ -96,25 +123,7 @@ void register_generate(CLI::App& app, CliContext& ctx) {
       const bool s2s = m->config().is_seq2seq();  // the prompt is the encoder's source
       if (tk.eos_id()) g.stop_ids.push_back(*tk.eos_id());
       if (tk.pad_id()) g.pad_id = *tk.pad_id();
-      std::vector<std::vector<int64_t>> ids;
-      for (const auto& p : prompts) {
-        std::vector<int64_t> row;
-        if (s2s) {  // <s> source </s>, as BART's sources are trained (data.task seq2seq)
-          if (o->chat) throw ConfigError("--chat is for decoder-only chat models, not bart");
-          if (tk.bos_id()) row.push_back(*tk.bos_id());
-          for (auto t : tk.encode(p)) row.push_back(t);
-          if (tk.eos_id()) row.push_back(*tk.eos_id());
-        } else if (o->chat) {
-          tok::ChatPrompt cp = tok::render_chat(tk, {{"user", p}}, /*add_generation_prompt=*/true);
-          for (auto t : tok::encode_chat(tk, cp).ids) row.push_back(t);
-        } else {
-          tok::EncodeOptions eo;
-          eo.add_special = tk.add_bos();
-          for (auto t : tk.encode(p, eo)) row.push_back(t);
-        }
-        if (row.empty()) throw ConfigError("a prompt encodes to no tokens");
-        ids.push_back(std::move(row));
-      }
+      const std::vector<std::vector<int64_t>> ids = encode_prompts(tk, prompts, s2s, o->chat);
       auto decode = [&tk](const std::vector<int64_t>& v) {
         return tk.decode(std::vector<tok::TokenId>(v.begin(), v.end()), /*skip_special=*/true);
       };
