@@ -14,12 +14,17 @@
 
 namespace dpft::data {
 
+std::optional<tok::ChatFormat> fixed_chat_format(ChatFormatChoice c) {
+  if (c == ChatFormatChoice::kNone || c == ChatFormatChoice::kAuto) return std::nullopt;
+  return tok::parse_chat_format(name_of(c));
+}
+
 LmDataOptions lm_data_options(const DataSpec& d) {
   LmDataOptions o;
   o.max_length = d.max_length;
   o.add_eos = d.add_eos;
   o.packing = d.packing;
-  o.response_only = d.loss_on == "response";
+  o.response_only = d.loss_on == LossOn::kResponse;
   o.chat_format = d.chat_format;
   return o;
 }
@@ -71,10 +76,9 @@ bool usable(const std::vector<int32_t>& ids, const std::vector<uint8_t>& scored)
   return std::any_of(scored.begin() + 1, scored.end(), [](uint8_t s) { return s != 0; });
 }
 
-std::optional<tok::ChatFormat> chat_format_of(const std::string& name, const tok::Tokenizer& tok) {
-  if (name == "none") return std::nullopt;
-  if (name == "auto") return tok.chat_format();
-  return tok::parse_chat_format(name);  // ConfigError listing the formats
+std::optional<tok::ChatFormat> chat_format_of(ChatFormatChoice c, const tok::Tokenizer& tok) {
+  if (c == ChatFormatChoice::kAuto) return tok.chat_format();
+  return fixed_chat_format(c);
 }
 
 }  // namespace

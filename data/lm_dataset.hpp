@@ -46,9 +46,11 @@ struct LmDataOptions {
   bool packing = false;
   bool response_only = false;  // loss_on == response
   // none | auto (the tokenizer's) | plain | chatml | qwen2.5 | llama3
-  std::string chat_format = "none";
+  ChatFormatChoice chat_format = ChatFormatChoice::kNone;
 };
 
+// The chat format a choice names (chatml, qwen2.5, ...); nullopt for none and auto.
+std::optional<tok::ChatFormat> fixed_chat_format(ChatFormatChoice c);
 LmDataOptions lm_data_options(const DataSpec& d);
 
 // data.task seq2seq: each example's prompt is the source, its text the target, for an

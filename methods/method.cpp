@@ -1,10 +1,17 @@
 // Shared method behaviour: the per-step release plan of StepReleaseMethod.
 #include "methods/method.hpp"
 
+#include "core/config/fields.hpp"
 #include "core/config/spec.hpp"
 #include "core/util/error.hpp"
 
 namespace dpft {
+
+YAML::Node Method::options_yaml() {
+  Fields w = Fields::writer("method");
+  configure(w);
+  return w.written();
+}
 
 std::vector<privacy::Release> StepReleaseMethod::plan(const Spec& spec, int64_t dataset_size,
                                                       const Inheritance& inherited) {

@@ -1,10 +1,12 @@
 // The interface every fine-tuning method implements (methods/<paper>/<method>.cpp, listed in
 // methods/registry.cpp).
 //
-// A method owns its spec block: `method: {name: X, ...}`. configure() reads the block (without
-// `name`) through Fields, so unknown keys are rejected with suggestions, and validates it;
-// options_yaml() returns the resolved options for `dpft config dump` and config.resolved.yaml
-// (the spec keeps them, and the run rebuilds the method from them: methods/registry.hpp).
+// A method owns its spec block: `method: {name: X, ...}`. configure() is its one field list:
+// through a reading Fields it parses the block (without `name`), so unknown keys are rejected
+// with suggestions, and validates it; through a Fields writer it dumps the resolved options
+// (options_yaml(), for `dpft config dump` and config.resolved.yaml: the spec keeps them, and
+// the run rebuilds the method from them: methods/registry.hpp). Each option's meaning is the
+// comment at its get() call.
 // A run then goes (methods/run.cpp):
 //   inputs          the artefacts the run builds on (model.path, data files, a method's own
 //                   such as dp-sft's method.file) are judged by their provenance
@@ -44,10 +46,12 @@ class Method {
   // The label reports print for runs of this configuration (e.g. "PE-SGD-FixSample"); the
   // spec's top-level `label` overrides it.
   virtual std::string label() const { return name(); }
-  // Read and validate the method's options.
+  // The method's option list: read and validate them, or (options.writing()) write them.
+  // Nothing but Fields getters may change an option, so that a writer pass changes nothing.
   virtual void configure(Fields& options) = 0;
-  // The resolved options, every key with its value (defaults included).
-  virtual YAML::Node options_yaml() const = 0;
+  // The resolved options, every key with its value (defaults included): configure() through a
+  // Fields writer.
+  YAML::Node options_yaml();
   // Whether run() trains on the private data: the run loads the model and the data sets once
   // (data/train_inputs.hpp) and hands them to plan() (their size) and run().
   virtual bool trains() const { return true; }

@@ -21,15 +21,8 @@ class NoopMethod : public Method {
   std::string name() const override { return "noop"; }
 
   void configure(Fields& f) override {
-    f.get("steps", steps_, Range::at_least(0));
-    f.get("step_ms", step_ms_, Range::closed(0, 60000));
-  }
-
-  YAML::Node options_yaml() const override {
-    YAML::Node n;
-    n["steps"] = steps_;      // empty steps to tick (0 = none)
-    n["step_ms"] = step_ms_;  // sleep per step, milliseconds
-    return n;
+    f.get("steps", steps_, Range::at_least(0));           // empty steps to tick (0 = none)
+    f.get("step_ms", step_ms_, Range::closed(0, 60000));  // sleep per step, milliseconds
   }
 
   bool trains() const override { return false; }

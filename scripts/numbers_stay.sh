@@ -53,7 +53,7 @@ for entry in "${specs[@]}"; do
     fail=$((fail+1)); continue
   fi
   verdict=$(python3 - "$a" "$b" <<'PY'
-import filecmp, json, os, sys
+import filecmp, json, os, re, sys
 a, b = sys.argv[1:3]
 def clean(m, run):  # without timing, memory, the run id, the new noise block and the run's path
     if isinstance(m, dict):
@@ -63,6 +63,11 @@ def clean(m, run):  # without timing, memory, the run id, the new noise block an
     if isinstance(m, list): return [clean(x, run) for x in m]
     if isinstance(m, str): return m.replace(run, "RUN")
     return m
+def without_run_id(raw):  # a run id is the run's start time: provenance records it
+    return re.sub(rb'run_id\\?": ?\\?"[0-9a-zA-Z_-]*', b'run_id:RUN', raw)
+def same_file(x, y):  # byte for byte, but for the run id in provenance (JSON, safetensors header)
+    return filecmp.cmp(x, y, shallow=False) or \
+        without_run_id(open(x, "rb").read()) == without_run_id(open(y, "rb").read())
 bad = []
 ma, mb = (clean(json.load(open(os.path.join(d, "metrics.json"))), d) for d in (a, b))
 for k in sorted(set(ma) | set(mb)):
@@ -74,7 +79,7 @@ for root, _, names in os.walk(a):
         if not (n.endswith(".safetensors") or rel.startswith("synthetic")): continue
         files += 1
         other = os.path.join(b, rel)
-        if not os.path.exists(other) or not filecmp.cmp(os.path.join(a, rel), other, shallow=False):
+        if not os.path.exists(other) or not same_file(os.path.join(a, rel), other):
             bad.append(rel)
 print(("differ: " + ", ".join(bad)) if bad else f"identical ({files} files, metrics)")
 PY

@@ -2,6 +2,9 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <limits>
+#include <map>
+#include <optional>
 
 #include "core/config/fields.hpp"
 #include "core/config/privacy_options.hpp"
@@ -41,7 +44,7 @@ TEST_CASE("defaults parse and are what the struct says", "[config]") {
   CHECK(!s.privacy.epsilon.has_value());  // no default: a DP method must be given one
   CHECK(!s.privacy.noise_multiplier.has_value());
   CHECK(s.privacy.delta == 1e-5);
-  CHECK(s.privacy.accountant == "prv");
+  CHECK(s.privacy.accountant == privacy::AccountantKind::kPrv);
   CHECK(s.method.name == "noop");
   CHECK(s.method.options.IsMap());
   CHECK(s.model.peft.targets == std::vector<std::string>{"q_proj", "v_proj"});
@@ -335,13 +338,13 @@ TEST_CASE("data keys: text format, pairs, train_extra, packing, loss_on, chat_fo
   CHECK(s.data.train_extra[1].num_samples == 5);
   CHECK(s.data.packing);
   CHECK_FALSE(s.data.add_eos);
-  CHECK(s.data.chat_format == "qwen2.5");
+  CHECK(s.data.chat_format == ChatFormatChoice::kQwen25);
   Spec def = parse("");
   CHECK(def.data.train_extra.empty());
   CHECK_FALSE(def.data.packing);
   CHECK(def.data.add_eos);
-  CHECK(def.data.loss_on == "all");
-  CHECK(def.data.chat_format == "none");
+  CHECK(def.data.loss_on == LossOn::kAll);
+  CHECK(def.data.chat_format == ChatFormatChoice::kNone);
   CHECK(def.data.train.prompt_column.empty());
   // round trip keeps every new key, the list included
   std::string once = spec_to_yaml_string(s);
@@ -367,7 +370,14 @@ TEST_CASE("data keys: errors name the key and what is allowed", "[config]") {
                           "[{path: x.txt}]\n"),
              Contains("data.train_extra[0] has no prompt_column"));
   CHECK(parse("data:\n  loss_on: response\n  train: {prompt_column: q}\n").data.loss_on ==
-        "response");
+        LossOn::kResponse);
+  CHECK_THAT(config_error("train:\n  optimizer: adam\n"),
+             Contains("train.optimizer: 'adam' is not allowed; use one of: sgd, adamw"));
+  CHECK_THAT(
+      config_error("train:\n  schedule: step\n"),
+      Contains("train.schedule: 'step' is not allowed; use one of: constant, linear, cosine"));
+  CHECK(parse("train:\n  schedule: cosine\n  optimizer: sgd\n").train.schedule ==
+        Schedule::kCosine);
   std::string unk = config_error("data:\n  train_extra:\n    - {path: a.txt, text_colum: t}\n");
   CHECK_THAT(unk, Contains("unknown key `data.train_extra[0].text_colum` (did you mean "
                            "`data.train_extra[0].text_column`?)"));
@@ -461,4 +471,101 @@ TEST_CASE("seq2seq sources: from denoising, from the method or from the data, on
              Contains("needs sources"));
   CHECK(parse(base + ", prompt_column: src}}\nmethod: {name: dp-sgd}\nprivacy: {epsilon: 1}\n")
             .data.train.prompt_column == "src");
+}
+
+TEST_CASE("a Fields writer writes what the getters are given and changes nothing", "[config]") {
+  std::string s = "x";
+  bool b = true;
+  int64_t i = 7;
+  double d = std::numeric_limits<double>::infinity();
+  std::optional<double> unset, set = 0.25;
+  std::vector<std::string> list = {"a", "b"};
+  std::vector<std::vector<std::string>> lists = {{"1", "2"}, {"c"}};
+  Fields w = Fields::writer("method");
+  CHECK(w.writing());
+  CHECK_FALSE(w.get("s", s));
+  w.get("b", b);
+  w.get("i", i, Range::at_least(100));  // a writer validates nothing: it only writes
+  w.get("d", d);
+  w.get("unset", unset);
+  w.get("set", set);
+  w.get("list", list);
+  w.get("lists", lists);
+  Fields c = w.child("block");
+  c.get("inner", i);
+  c.finish();
+  w.finish();
+  const YAML::Node& n = w.written();
+  CHECK(n["s"].as<std::string>() == "x");
+  CHECK(n["b"].as<bool>());
+  CHECK(n["i"].as<int64_t>() == 7);
+  CHECK(n["d"].as<std::string>() == ".inf");
+  CHECK_FALSE(n["unset"]);  // an unset optional is left out
+  CHECK(n["set"].as<double>() == 0.25);
+  CHECK(n["list"].as<std::vector<std::string>>() == list);
+  CHECK(n["lists"].as<std::vector<std::vector<std::string>>>() == lists);
+  CHECK(n["block"]["inner"].as<int64_t>() == 7);
+  CHECK(s == "x");
+  CHECK(i == 7);
+  CHECK_THROWS(w.raw("s"));
+}
+
+TEST_CASE("label_values: a list of non-empty lists, each error naming the entry", "[config]") {
+  auto read = [](const std::string& yaml) {
+    auto keys = std::make_shared<KeyRegistry>();
+    Fields f(YAML::Load(yaml), "method", keys);
+    std::vector<std::vector<std::string>> v;
+    f.get("label_values", v);
+    return v;
+  };
+  CHECK(read("label_values: [[a, b], [c]]") ==
+        std::vector<std::vector<std::string>>{{"a", "b"}, {"c"}});
+  CHECK_THROWS_WITH(read("label_values: a"), Contains("method.label_values: expected a list"));
+  CHECK_THROWS_WITH(read("label_values: [[a], []]"),
+                    Contains("method.label_values[1]: expected a non-empty list"));
+  CHECK_THROWS_WITH(read("label_values: [[a, [b]]]"),
+                    Contains("method.label_values[0][1]: expected a value"));
+}
+
+// Each method's options are one field list (configure): read, then written by a Fields writer,
+// then read back, they write the same text, with non-default values kept.
+TEST_CASE("every method's options round-trip through its one field list", "[config]") {
+  const std::map<std::string, std::string> needed = {
+      {"pe-sgd", "prompts: p.yaml, variation_fold: .inf, evolve: false"},
+      {"gep", "prompts: p.yaml, k: 3"},
+      {"pdp-sgd", "prompts: p.yaml, k: 5"},
+      {"inpro", "prompts: p.yaml, generation: {top_k: 9}"},
+      {"sft+dp-sgd", "prompts: p.yaml"},
+      {"pe", "embedder: e, prompts: p.yaml, label_columns: [s], label_values: [[a, b]]"},
+      {"aug-pe", "embedder: e, prompts: p.yaml"},
+      {"ctcl",
+       "topic_model: t, generation: {subsets: [20, 10]}, label_columns: [s], "
+       "label_values: [[a]]"},
+      {"dp-sft", "storage: bfloat16, stage1: {lr: 0.5}, budget: split"},
+      {"denoise", "svd: randomized, apply_to: [q_proj]"},
+      {"dp-sgd", "grad_mode: ghost"},
+      {"sgd", "sampling: poisson"},
+      {"noop", "steps: 4"}};
+  for (const std::string& name : method_names()) {
+    INFO(name);
+    const auto it = needed.find(name);
+    REQUIRE(it != needed.end());  // a new method gets its line here
+    auto read = [&](const YAML::Node& node) {
+      auto keys = std::make_shared<KeyRegistry>();
+      Fields f(node, "method", keys);
+      std::unique_ptr<Method> m = make_method(name);
+      m->configure(f);
+      f.finish();
+      keys->throw_if_unknown();  // every written key is one the list reads
+      return YAML::Dump(m->options_yaml());
+    };
+    const std::string first = read(YAML::Load("{" + it->second + "}"));
+    const std::string again = read(YAML::Load(first));
+    CHECK(first == again);
+    for (const auto& kv : YAML::Load("{" + it->second + "}")) {  // given values are kept
+      if (!kv.second.IsScalar()) continue;
+      CHECK(YAML::Dump(YAML::Load(first)[kv.first.as<std::string>()]) ==
+            YAML::Dump(YAML::Load(YAML::Dump(kv.second))));
+    }
+  }
 }

@@ -31,7 +31,7 @@ namespace fs = std::filesystem;
 TEST_CASE("DP histogram: true counts + N(0, sigma^2), rounded, clamped, one ledger entry",
           "[ctcl][privacy]") {
   privacy::LedgerOptions lo;
-  lo.accountant = "gaussian";
+  lo.accountant = privacy::AccountantKind::kGaussian;
   lo.delta = 1e-6;
   const privacy::Release rel{"topic_histogram", 10.0, 1.0, 1}, rel0{"h0", 0.0, 1.0, 1};
   auto M = test::test_mechanisms(11, {rel, rel0}, lo);

@@ -15,7 +15,7 @@ using Catch::Matchers::Contains;
 
 TEST_CASE("ledger merges consecutive identical releases and computes eps with its accountant", "[ledger]") {
   LedgerOptions o;
-  o.accountant = "rdp";
+  o.accountant = AccountantKind::kRdp;
   o.delta = 1e-5;
   PrivacyLedger l(o);
   CHECK(l.spent().epsilon == 0.0);
@@ -31,7 +31,7 @@ TEST_CASE("ledger merges consecutive identical releases and computes eps with it
 
 TEST_CASE("ledger refuses a plan over budget before any release", "[ledger]") {
   LedgerOptions o;
-  o.accountant = "prv";
+  o.accountant = AccountantKind::kPrv;
   o.delta = 1e-5;
   o.target_epsilon = 1.0;
   PrivacyLedger l(o);
@@ -54,7 +54,7 @@ TEST_CASE("non-private releases: eps is inf, serialised as \"inf\"", "[ledger]")
 
 TEST_CASE("ledger JSON round-trips", "[ledger]") {
   LedgerOptions o;
-  o.accountant = "rdp";
+  o.accountant = AccountantKind::kRdp;
   o.delta = 3e-6;
   o.target_epsilon = 4.0;
   PrivacyLedger l(o);

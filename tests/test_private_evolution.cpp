@@ -90,7 +90,7 @@ TEST_CASE("nn votes: 1/sqrt(k) per neighbour, one record changes the vector by e
 TEST_CASE("vote release: votes + N(0, sigma^2), one q = 1 release in the ledger first",
           "[pe][privacy]") {
   privacy::LedgerOptions lo;
-  lo.accountant = "gaussian";
+  lo.accountant = privacy::AccountantKind::kGaussian;
   lo.delta = 1e-5;
   const privacy::Release rel{"pe_histogram", 2.0, 1.0, 1}, rel0{"v0", 0.0, 1.0, 1};
   auto mech = test::test_mechanisms(21, {rel, rel0}, lo);

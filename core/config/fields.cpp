@@ -113,6 +113,12 @@ Fields::Fields(const YAML::Node& node, std::string path, std::shared_ptr<KeyRegi
                                   path_.empty() ? "spec" : path_, show(node_)));
 }
 
+Fields Fields::writer(std::string path) {
+  Fields f(YAML::Node(YAML::NodeType::Map), std::move(path), std::make_shared<KeyRegistry>());
+  f.writing_ = true;
+  return f;
+}
+
 std::string Fields::key_path(const std::string& key) const {
   return path_.empty() ? key : path_ + "." + key;
 }
@@ -161,6 +167,7 @@ bool Fields::has(const std::string& key) const {
 }
 
 bool Fields::get(const std::string& key, std::string& out) {
+  if (writing_) return write(key, out);
   YAML::Node n = lookup_value(key);
   if (!n || n.IsNull()) return false;
   if (!n.IsScalar())
@@ -170,6 +177,7 @@ bool Fields::get(const std::string& key, std::string& out) {
 }
 
 bool Fields::get(const std::string& key, bool& out) {
+  if (writing_) return write(key, out);
   YAML::Node n = lookup_value(key);
   if (!n || n.IsNull()) return false;
   std::string s = n.IsScalar() ? to_lower(n.Scalar()) : "";
@@ -180,6 +188,7 @@ bool Fields::get(const std::string& key, bool& out) {
 }
 
 bool Fields::get(const std::string& key, double& out, Range r) {
+  if (writing_) return write(key, out);
   YAML::Node n = lookup_value(key);
   if (!n || n.IsNull()) return false;
   std::optional<double> v = n.IsScalar() ? parse_double(n.Scalar()) : std::nullopt;
@@ -190,6 +199,7 @@ bool Fields::get(const std::string& key, double& out, Range r) {
 }
 
 bool Fields::get(const std::string& key, std::optional<double>& out, Range r) {
+  if (writing_) return out ? write(key, *out) : false;
   YAML::Node n = lookup(key);
   if (present_null(n)) {  // an explicit null unsets an optional value
     out.reset();
@@ -202,6 +212,7 @@ bool Fields::get(const std::string& key, std::optional<double>& out, Range r) {
 }
 
 bool Fields::get(const std::string& key, int64_t& out, Range r) {
+  if (writing_) return write(key, out);
   YAML::Node n = lookup_value(key);
   if (!n || n.IsNull()) return false;
   bool ok = n.IsScalar();
@@ -230,6 +241,7 @@ bool Fields::get(const std::string& key, int64_t& out, Range r) {
 }
 
 bool Fields::get(const std::string& key, int& out, Range r) {
+  if (writing_) return write(key, out);
   int64_t v = out;
   Range rr = r;
   rr.lo = std::max(rr.lo, static_cast<double>(std::numeric_limits<int>::min()));
@@ -240,6 +252,7 @@ bool Fields::get(const std::string& key, int& out, Range r) {
 }
 
 bool Fields::get(const std::string& key, std::optional<int64_t>& out, Range r) {
+  if (writing_) return out ? write(key, *out) : false;
   YAML::Node n = lookup(key);
   if (present_null(n)) {
     out.reset();
@@ -252,6 +265,7 @@ bool Fields::get(const std::string& key, std::optional<int64_t>& out, Range r) {
 }
 
 bool Fields::get(const std::string& key, std::vector<std::string>& out) {
+  if (writing_) return write(key, out);
   YAML::Node n = lookup_value(key);
   if (!n || n.IsNull()) return false;
   std::vector<std::string> v;
@@ -271,6 +285,7 @@ bool Fields::get(const std::string& key, std::vector<std::string>& out) {
 }
 
 bool Fields::get(const std::string& key, std::vector<int64_t>& out, Range r) {
+  if (writing_) return write(key, out);
   std::vector<std::string> items;
   if (!get(key, items)) return false;
   std::vector<int64_t> v;
@@ -289,6 +304,7 @@ bool Fields::get(const std::string& key, std::vector<int64_t>& out, Range r) {
 }
 
 bool Fields::get(const std::string& key, std::vector<double>& out, Range r) {
+  if (writing_) return write(key, out);
   std::vector<std::string> items;
   if (!get(key, items)) return false;
   std::vector<double> v;
@@ -305,6 +321,7 @@ bool Fields::get(const std::string& key, std::vector<double>& out, Range r) {
 }
 
 bool Fields::get_choice(const std::string& key, std::string& out, const std::vector<std::string>& allowed) {
+  if (writing_) return write(key, out);
   std::string v;
   if (!get(key, v)) return false;
   if (std::find(allowed.begin(), allowed.end(), v) == allowed.end()) {
@@ -316,11 +333,50 @@ bool Fields::get_choice(const std::string& key, std::string& out, const std::vec
   return true;
 }
 
-Fields Fields::child(const std::string& key) { return Fields(lookup(key), key_path(key), keys_); }
+bool Fields::get(const std::string& key, std::vector<std::vector<std::string>>& out) {
+  if (writing_) {
+    YAML::Node lists(YAML::NodeType::Sequence);
+    for (const auto& v : out) lists.push_back(v);
+    return write(key, lists);
+  }
+  YAML::Node n = lookup_value(key);
+  if (!n || n.IsNull()) return false;
+  if (!n.IsSequence())
+    throw ConfigError(fmt::format("{}: expected a list of lists, got {}", key_path(key), show(n)));
+  std::vector<std::vector<std::string>> v;
+  for (size_t i = 0; i < n.size(); ++i) {
+    if (!n[i].IsSequence() || n[i].size() == 0)
+      throw ConfigError(fmt::format("{}[{}]: expected a non-empty list of values, got {}",
+                                    key_path(key), i, show(n[i])));
+    std::vector<std::string> items;
+    for (size_t j = 0; j < n[i].size(); ++j) {
+      if (!n[i][j].IsScalar())
+        throw ConfigError(fmt::format("{}[{}][{}]: expected a value, got {}", key_path(key), i, j,
+                                      show(n[i][j])));
+      items.push_back(n[i][j].Scalar());
+    }
+    v.push_back(std::move(items));
+  }
+  out = std::move(v);
+  return true;
+}
 
-YAML::Node Fields::raw(const std::string& key) { return lookup(key); }
+Fields Fields::child(const std::string& key) {
+  if (!writing_) return Fields(lookup(key), key_path(key), keys_);
+  node_[key] = YAML::Node(YAML::NodeType::Map);
+  Fields w(node_[key], key_path(key), keys_);
+  w.writing_ = true;
+  return w;
+}
+
+YAML::Node Fields::raw(const std::string& key) {
+  if (writing_)
+    throw std::logic_error("Fields::raw(" + key_path(key) + ") on a writer: use a getter");
+  return lookup(key);
+}
 
 void Fields::finish() {
+  if (writing_) return;
   if (!node_ || !node_.IsMap()) return;
   for (auto it = node_.begin(); it != node_.end(); ++it) {
     std::string k = it->first.as<std::string>();

@@ -5,6 +5,9 @@
 // got 'abc'"), and marks the key as known. finish() then rejects the keys nobody asked for,
 // suggesting the closest known key ("did you mean `privacy.epsilon`?"). A key that appears in
 // the wrong block is found through the KeyRegistry shared by all blocks of one spec.
+// The same getters also write: a Fields made by Fields::writer() puts each value it is given
+// under its key (and reads nothing), so that one list of get() calls (a method's configure)
+// parses, validates and dumps its options, with no key spelled twice.
 #pragma once
 #include <yaml-cpp/yaml.h>
 
@@ -49,6 +52,12 @@ class Fields {
  public:
   // `node` must be a map or null/absent (then all fields keep their defaults).
   Fields(const YAML::Node& node, std::string path, std::shared_ptr<KeyRegistry> keys);
+  // A writer: every getter stores the value it is given under its key in written() (an
+  // optional only when set) and returns false; child() writes a nested mapping; nothing is
+  // read, so the values stay as they are. A field list run through it must only get().
+  static Fields writer(std::string path);
+  bool writing() const { return writing_; }
+  const YAML::Node& written() const { return node_; }
 
   // Each getter leaves `out` unchanged when the key is absent and returns whether it was
   // present. A key present with no value (`key:`, `key: ~`, `--set key=`) is a ConfigError,
@@ -65,6 +74,8 @@ class Fields {
   bool get(const std::string& key, std::vector<int64_t>& out, Range r = {});
   // A list of numbers (a single number is a list of one), each in r.
   bool get(const std::string& key, std::vector<double>& out, Range r = {});
+  // A list of non-empty lists of strings.
+  bool get(const std::string& key, std::vector<std::vector<std::string>>& out);
   // A string restricted to `allowed`; the error lists them.
   bool get_choice(const std::string& key, std::string& out,
                   const std::vector<std::string>& allowed);
@@ -79,6 +90,7 @@ class Fields {
   // A nested block: a Fields over node[key] (which may be absent), sharing this registry.
   Fields child(const std::string& key);
   // The raw node (for blocks owned by someone else); marks `key` and everything below as known.
+  // Not for a writer (which has no node to give).
   YAML::Node raw(const std::string& key);
   bool has(const std::string& key) const;
 
@@ -94,6 +106,12 @@ class Fields {
   std::string path_;
   std::shared_ptr<KeyRegistry> keys_;
   std::set<std::string> asked_;
+  bool writing_ = false;
+  template <class T>
+  bool write(const std::string& key, const T& value) {
+    node_[key] = value;
+    return false;
+  }
   YAML::Node lookup(const std::string& key);
   YAML::Node lookup_value(const std::string& key);  // lookup; ConfigError if null
   bool present_null(const YAML::Node& n) const;     // n (from lookup) is a key with no value

@@ -309,7 +309,7 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
   {
     Fields m = top.child("model");
     m.get("path", s.model.path);
-    m.get_choice("dtype", s.model.dtype, {"float32", "bfloat16", "float16"});
+    m.get_enum("dtype", s.model.dtype, kFloatTypeNames);
     Fields p = m.child("peft");
     p.get_enum("kind", s.model.peft.kind, model::kPeftKindNames);
     p.get("reduction_factor", s.model.peft.reduction_factor, Range::at_least(1));
@@ -387,10 +387,9 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
     d.get("max_length", da.max_length, Range::at_least(2));
     d.get("packing", da.packing);
     d.get("add_eos", da.add_eos);
-    d.get_choice("loss_on", da.loss_on, {"all", "response"});
-    d.get_choice("chat_format", da.chat_format,
-                 {"none", "auto", "plain", "chatml", "qwen2.5", "llama3"});
-    if (da.loss_on == "response") {
+    d.get_enum("loss_on", da.loss_on, kLossOnNames);
+    d.get_enum("chat_format", da.chat_format, kChatFormatChoiceNames);
+    if (da.loss_on == LossOn::kResponse) {
       std::vector<std::string> missing;
       auto unpaired = [](const DatasetSpec& x) {
         return x.prompt_column.empty() && x.prompt.empty();
@@ -423,7 +422,7 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
       need(da.public_data.path.empty() || !da.public_data.label_column.empty(),
            "needs data.public.label_column when data.public is given");
       need(!da.packing, "does not pack examples; set data.packing: false");
-      need(da.loss_on == "all" && da.chat_format == "none",
+      need(da.loss_on == LossOn::kAll && da.chat_format == ChatFormatChoice::kNone,
            "has no prompt/response turns; leave data.loss_on and data.chat_format unset");
       need(da.train.prompt_column.empty() && da.train.prompt.empty(),
            "takes text (and text_pair_column), not prompts");
@@ -441,7 +440,7 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
       auto need = [&](bool ok, const std::string& what) {
         if (!ok) throw ConfigError(fmt::format("data.task: mlm {}", what));
       };
-      need(da.loss_on == "all" && da.chat_format == "none",
+      need(da.loss_on == LossOn::kAll && da.chat_format == ChatFormatChoice::kNone,
            "masks plain text; leave data.loss_on and data.chat_format unset");
       need(da.train.prompt_column.empty() && da.train.prompt.empty(),
            "takes plain text, not prompts");
@@ -451,7 +450,7 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
         if (!ok) throw ConfigError(fmt::format("data.task: seq2seq {}", what));
       };
       // Where the sources come from is checked with the method block (check_seq2seq_sources).
-      need(!da.packing && da.chat_format == "none" && da.loss_on == "all",
+      need(!da.packing && da.chat_format == ChatFormatChoice::kNone && da.loss_on == LossOn::kAll,
            "scores every target token of each (source, target) pair; leave data.packing, "
            "data.chat_format and data.loss_on unset");
     }
@@ -487,7 +486,7 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
           "examples in the clear with that probability); use delta well below 1/N, e.g. 1e-5 or "
           "1/(N ln N)",
           pr.delta));
-    p.get_choice("accountant", pr.accountant, {"prv", "rdp", "gaussian"});
+    p.get_enum("accountant", pr.accountant, privacy::kAccountantNames);
     p.get("eps_error", pr.eps_error, Range::open(0, 1));
     p.get("noise_multiplier", pr.noise_multiplier, Range::at_least(0));
     p.get("sampling_rate", pr.sampling_rate, Range{0, 1, true, false});
@@ -528,12 +527,12 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
     t.get("steps", tr.steps, Range::closed(1, 1e8));  // privacy::kMaxSteps
     t.get("batch_size", tr.batch_size, Range::at_least(1));
     t.get("micro_batch_size", tr.micro_batch_size, Range::at_least(1));
-    t.get_choice("optimizer", tr.optimizer, {"sgd", "adamw"});
+    t.get_enum("optimizer", tr.optimizer, kOptimizerNames);
     t.get("lr", tr.lr, Range::at_least(0));
     t.get("weight_decay", tr.weight_decay, Range::at_least(0));
     t.get("momentum", tr.momentum, Range{0, 1, false, true});
     t.get("warmup_ratio", tr.warmup_ratio, Range::closed(0, 1));
-    t.get_choice("schedule", tr.schedule, {"constant", "linear", "cosine"});
+    t.get_enum("schedule", tr.schedule, kScheduleNames);
     t.finish();
   }
   {
@@ -566,7 +565,8 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
         throw ConfigError(
             "eval.nlg needs data.eval.prompt_column: the column of sources "
             "(format e2e / dart: prompt)");
-      if (!n.at_steps.empty() && (s.data.task != Task::kLm || s.data.chat_format != "none"))
+      if (!n.at_steps.empty() &&
+          (s.data.task != Task::kLm || s.data.chat_format != ChatFormatChoice::kNone))
         throw ConfigError(
             "eval.nlg decodes a language model's prompt + response pairs: it needs "
             "data.task lm and data.chat_format none");
@@ -579,7 +579,7 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
     if (s.output.dir.empty()) throw ConfigError("output.dir: must not be empty (default: runs)");
     o.get("checkpoint_every", s.output.checkpoint_every, Range::at_least(0));
     o.get("save_model", s.output.save_model);
-    o.get_choice("save_dtype", s.output.save_dtype, {"float32", "float16", "bfloat16"});
+    o.get_enum("save_dtype", s.output.save_dtype, kFloatTypeNames);
     o.get("non_private_stats", s.output.non_private_stats);
     o.finish();
   }
@@ -619,7 +619,7 @@ YAML::Node spec_to_yaml(const Spec& s) {
   n["device"] = s.device;
   YAML::Node m;
   m["path"] = s.model.path;
-  m["dtype"] = s.model.dtype;
+  m["dtype"] = name_of(s.model.dtype);
   m["peft"]["kind"] = model::name_of(s.model.peft.kind);
   m["peft"]["r"] = s.model.peft.r;
   m["peft"]["alpha"] = num(s.model.peft.alpha);
@@ -652,12 +652,12 @@ YAML::Node spec_to_yaml(const Spec& s) {
   n["data"]["max_length"] = s.data.max_length;
   n["data"]["packing"] = s.data.packing;
   n["data"]["add_eos"] = s.data.add_eos;
-  n["data"]["loss_on"] = s.data.loss_on;
-  n["data"]["chat_format"] = s.data.chat_format;
+  n["data"]["loss_on"] = name_of(s.data.loss_on);
+  n["data"]["chat_format"] = name_of(s.data.chat_format);
   YAML::Node p;
   p["epsilon"] = opt(s.privacy.epsilon);
   p["delta"] = s.privacy.delta_auto ? YAML::Node("auto") : num(s.privacy.delta);
-  p["accountant"] = s.privacy.accountant;
+  p["accountant"] = privacy::name_of(s.privacy.accountant);
   p["eps_error"] = num(s.privacy.eps_error);
   p["noise_multiplier"] = opt(s.privacy.noise_multiplier);
   p["sampling_rate"] = opt(s.privacy.sampling_rate);
@@ -675,12 +675,12 @@ YAML::Node spec_to_yaml(const Spec& s) {
   t["steps"] = s.train.steps;
   t["batch_size"] = s.train.batch_size;
   t["micro_batch_size"] = s.train.micro_batch_size;
-  t["optimizer"] = s.train.optimizer;
+  t["optimizer"] = name_of(s.train.optimizer);
   t["lr"] = num(s.train.lr);
   t["weight_decay"] = num(s.train.weight_decay);
   t["momentum"] = num(s.train.momentum);
   t["warmup_ratio"] = num(s.train.warmup_ratio);
-  t["schedule"] = s.train.schedule;
+  t["schedule"] = name_of(s.train.schedule);
   n["train"] = t;
   YAML::Node me;
   me["name"] = s.method.name;
@@ -711,7 +711,7 @@ YAML::Node spec_to_yaml(const Spec& s) {
   n["output"]["dir"] = s.output.dir;
   n["output"]["checkpoint_every"] = s.output.checkpoint_every;
   n["output"]["save_model"] = s.output.save_model;
-  n["output"]["save_dtype"] = s.output.save_dtype;
+  n["output"]["save_dtype"] = name_of(s.output.save_dtype);
   n["output"]["non_private_stats"] = s.output.non_private_stats;
   return n;
 }

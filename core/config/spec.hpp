@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core/config/train_modes.hpp"
 #include "core/model/peft_kind.hpp"
 #include "core/util/enum_names.hpp"
 
@@ -38,7 +39,7 @@ struct PeftSpec {
 
 struct ModelSpec {
   std::string path;               // HF-format checkpoint dir; "" = the embedded default model
-  std::string dtype = "float32";  // float32 | bfloat16 | float16 (half types need a GPU)
+  FloatType dtype = FloatType::kFloat32;  // float32 | bfloat16 | float16 (half types need a GPU)
   PeftSpec peft;
 };
 
@@ -112,9 +113,10 @@ struct DataSpec {
   int max_length = 128;         // tokens per example after truncation (block size if packed)
   bool packing = false;         // concatenate documents (each + eos), cut into max_length blocks
   bool add_eos = true;          // append eos to each unpacked example when it fits
-  std::string loss_on = "all";  // all | response (score only response tokens; needs prompt_column)
-  std::string chat_format =
-      "none";  // none | auto | plain | chatml | qwen2.5 | llama3 (pairs as chats)
+  LossOn loss_on =
+      LossOn::kAll;  // all | response (score only response tokens; needs prompt_column)
+  // none | auto | plain | chatml | qwen2.5 | llama3 (pairs as chats)
+  ChatFormatChoice chat_format = ChatFormatChoice::kNone;
 };
 
 struct PrivacySpec {
@@ -127,7 +129,7 @@ struct PrivacySpec {
   // planned or released; the run's config.resolved.yaml then holds the number.
   bool delta_auto = false;
   bool delta_set = false;  // privacy.delta given (a number or auto) in the spec or by --set
-  std::string accountant = "prv";          // prv | rdp | gaussian
+  privacy::AccountantKind accountant = privacy::AccountantKind::kPrv;  // prv | rdp | gaussian
   double eps_error = 0.01;                 // PRV accountant's epsilon discretisation error
   std::optional<double> noise_multiplier;  // sigma; when set, epsilon is computed, not targeted
   std::optional<double> sampling_rate;     // Poisson rate q; null = train.batch_size / N
@@ -155,12 +157,12 @@ struct TrainSpec {
   int64_t steps = 100;              // optimizer steps (logical batches)
   int64_t batch_size = 64;          // expected logical batch size (Poisson: q * N)
   int64_t micro_batch_size = 16;    // physical batch bound for memory
-  std::string optimizer = "adamw";  // sgd | adamw
+  OptimizerKind optimizer = OptimizerKind::kAdamW;  // sgd | adamw
   double lr = 1e-3;                 // peak learning rate
   double weight_decay = 0.0;
   double momentum = 0.0;              // SGD momentum
   double warmup_ratio = 0.0;          // fraction of steps with linear warmup, [0, 1]
-  std::string schedule = "constant";  // constant | linear | cosine (decay after warmup)
+  Schedule schedule = Schedule::kConstant;  // constant | linear | cosine (decay after warmup)
 };
 
 // Generation evaluation of data-to-text runs (paper 003, Tables 4-5; docs/nlg.md): at the
@@ -190,7 +192,7 @@ struct OutputSpec {
   std::string dir = "runs";      // runs go to <dir>/<name>/<run-id>/
   int64_t checkpoint_every = 0;  // steps between checkpoints (0 = none)
   bool save_model = true;        // save the trained adapter (LoRA) or model (full) in the run dir
-  std::string save_dtype = "float32";  // dtype of a saved full model: float32 | float16 | bfloat16
+  FloatType save_dtype = FloatType::kFloat32;  // a saved full model's: float32 | float16 | bfloat16
   // Write non-private statistics of the private data (per-step batch loss, realised batch size,
   // gradient norms, clipped fraction, diagnostics, timing, memory) into metrics.json's
   // `non_private` block and metrics.jsonl's step events; false: never compute or write them.

@@ -17,11 +17,14 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <array>
 #include <string>
 
 #include <cstdint>
 #include <tuple>
 #include <vector>
+
+#include "core/util/enum_names.hpp"
 
 namespace dpft::denoise {
 
@@ -42,6 +45,8 @@ double bulk_edge(double sigma, int64_t n, int64_t m);
 // only singular values above the bulk edge enter the estimate; the norm correction uses the
 // matrix's own Frobenius norm.
 enum class Svd { kExact, kRandomized };
+inline constexpr std::array<EnumName<Svd>, 2> kSvdNames = {
+    {{Svd::kExact, "exact"}, {Svd::kRandomized, "randomized"}}};  // method.svd's spelling
 
 // How the exact batched path screens blocks before the SVD (Eq. 9's test lambda~_1 < kappa
 // edge, with a 1e-4 relative margin so that float32's error cannot flip a decision; blocks

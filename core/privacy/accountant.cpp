@@ -12,12 +12,24 @@ std::unique_ptr<Accountant> make_gaussian_accountant();                       //
 std::unique_ptr<Accountant> make_rdp_accountant();                            // rdp.cpp
 std::unique_ptr<Accountant> make_prv_accountant(const AccountantOptions& o);  // prv.cpp
 
-std::unique_ptr<Accountant> make_accountant(const std::string& name, const AccountantOptions& opts) {
+std::unique_ptr<Accountant> make_accountant(AccountantKind kind, const AccountantOptions& opts) {
   if (!(opts.eps_error > 0 && opts.eps_error < 1))
     throw ConfigError(fmt::format("eps_error: {} is out of range; allowed (0, 1)", opts.eps_error));
-  if (name == "prv") return make_prv_accountant(opts);
-  if (name == "rdp") return make_rdp_accountant();
-  if (name == "gaussian") return make_gaussian_accountant();
+  switch (kind) {
+    case AccountantKind::kPrv:
+      return make_prv_accountant(opts);
+    case AccountantKind::kRdp:
+      return make_rdp_accountant();
+    case AccountantKind::kGaussian:
+      return make_gaussian_accountant();
+  }
+  throw std::logic_error("make_accountant: an accountant kind without a case");
+}
+
+std::unique_ptr<Accountant> make_accountant(const std::string& name,
+                                            const AccountantOptions& opts) {
+  for (const auto& e : kAccountantNames)
+    if (name == e.name) return make_accountant(e.value, opts);
   throw ConfigError(fmt::format("unknown accountant '{}'; use prv, rdp or gaussian", name));
 }
 

@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "core/privacy/modes.hpp"
+
 namespace dpft::privacy {
 
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -72,7 +74,9 @@ class ComposedAccountant : public Accountant {
   std::vector<GaussianBlock> fixed_;
 };
 
-// name: prv | rdp | gaussian. Throws ConfigError for an unknown name.
+std::unique_ptr<Accountant> make_accountant(AccountantKind kind,
+                                            const AccountantOptions& opts = {});
+// name: prv | rdp | gaussian (kAccountantNames). Throws ConfigError for an unknown name.
 std::unique_ptr<Accountant> make_accountant(const std::string& name, const AccountantOptions& opts = {});
 
 // The most compositions an accountant is asked to bound: beyond it PRV's grid cannot be built

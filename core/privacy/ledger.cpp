@@ -28,13 +28,13 @@ double eps_from_json(const nlohmann::json& j) {
 PrivacyLedger::PrivacyLedger(LedgerOptions opts) : opts_(std::move(opts)) {
   if (!(opts_.delta > 0 && opts_.delta < 1))
     throw ConfigError(fmt::format("privacy.delta: {} is out of range; allowed (0, 1)", opts_.delta));
-  make_accountant(opts_.accountant, opts_.accountant_options);  // validates the name
+  make_accountant(opts_.accountant, opts_.accountant_options);  // validates eps_error
 }
 
 EpsilonResult PrivacyLedger::compute(const std::vector<Release>& rs) const {
   EpsilonResult r;
   if (rs.empty()) {
-    r.accountant = opts_.accountant;
+    r.accountant = name_of(opts_.accountant);
     r.epsilon = 0;
     return r;
   }
@@ -100,13 +100,14 @@ nlohmann::json PrivacyLedger::to_json() const {
                    {"noise_multiplier", r.noise_multiplier},
                    {"sampling_rate", r.sampling_rate},
                    {"count", r.count}});
-  nlohmann::json j = {{"accountant", opts_.accountant},
-                      {"accountant_used", e.accountant},
-                      {"delta", opts_.delta},
-                      {"eps_error", opts_.accountant_options.eps_error},
-                      {"target_epsilon", opts_.target_epsilon ? eps_json(*opts_.target_epsilon) : nlohmann::json()},
-                      {"epsilon", eps_json(e.epsilon)},
-                      {"releases", rel}};
+  nlohmann::json j = {
+      {"accountant", name_of(opts_.accountant)},
+      {"accountant_used", e.accountant},
+      {"delta", opts_.delta},
+      {"eps_error", opts_.accountant_options.eps_error},
+      {"target_epsilon", opts_.target_epsilon ? eps_json(*opts_.target_epsilon) : nlohmann::json()},
+      {"epsilon", eps_json(e.epsilon)},
+      {"releases", rel}};
   if (e.eps_lower) j["eps_lower"] = *e.eps_lower;
   if (e.eps_estimate) j["eps_estimate"] = *e.eps_estimate;
   if (e.eps_upper) j["eps_upper"] = *e.eps_upper;
@@ -118,7 +119,8 @@ nlohmann::json PrivacyLedger::to_json() const {
 PrivacyLedger PrivacyLedger::from_json(const nlohmann::json& j) {
   try {
     LedgerOptions o;
-    o.accountant = j.at("accountant").get<std::string>();
+    o.accountant = enum_value(j.at("accountant").get<std::string>(), kAccountantNames,
+                              "the ledger's accountant");
     o.delta = j.at("delta").get<double>();
     o.accountant_options.eps_error = j.value("eps_error", 0.01);
     if (j.contains("target_epsilon") && !j["target_epsilon"].is_null())

@@ -27,7 +27,7 @@ struct Release {
 };
 
 struct LedgerOptions {
-  std::string accountant = "prv";
+  AccountantKind accountant = AccountantKind::kPrv;
   double delta = 1e-5;
   std::optional<double> target_epsilon;  // nullopt or inf: no budget check
   AccountantOptions accountant_options;

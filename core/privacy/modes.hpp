@@ -23,6 +23,10 @@
 //     kKeyed         "keyed":  ChaCha20 keyed by the run's secret key (the default)
 //     kSeeded        "seeded": derived from privacy.noise_seed: replayable, not shareable
 //     kOs            "os":     the kernel CSPRNG for every draw (privacy.secure_noise: true)
+//   AccountantKind   how epsilon is computed (core/privacy/accountant.hpp; privacy.accountant):
+//     kPrv           "prv":      the privacy random variable accountant (numerical, tight)
+//     kRdp           "rdp":      Renyi DP (an upper bound)
+//     kGaussian      "gaussian": the closed form of composed Gaussians (q 1 only)
 // The two normalisations differ: kAutoClip keeps ||.|| < C with a stabiliser and scales by C;
 // kUnitNorm maps every column to norm exactly 1.
 #pragma once
@@ -38,6 +42,14 @@ enum class ColumnScaling { kUnitNorm, kClip };
 enum class NoisePlacement { kCoefficients, kInnerProduct, kPrivateGradient };
 enum class NoiseDraw { kAuto, kHost, kDevice };
 enum class NoiseMode { kKeyed, kSeeded, kOs };
+enum class AccountantKind { kPrv, kRdp, kGaussian };
+inline constexpr std::array<EnumName<AccountantKind>, 3> kAccountantNames = {
+    {{AccountantKind::kPrv, "prv"},
+     {AccountantKind::kRdp, "rdp"},
+     {AccountantKind::kGaussian, "gaussian"}}};
+inline const char* name_of(AccountantKind v) {
+  return enum_name(v, kAccountantNames);
+}
 
 inline constexpr std::array<EnumName<Clipping>, 2> kClippingNames = {
     {{Clipping::kClip, "clip"}, {Clipping::kAutoClip, "normalize"}}};

@@ -47,7 +47,7 @@ nlohmann::json make_provenance(const RunContext& ctx) {
           {"data", provenance_data(lock_data.value("files", nlohmann::json::array()),
                                    lock_data.value("examples", int64_t{0}))},
           {"private", noised},
-          {"accountant", ledger.options().accountant},
+          {"accountant", privacy::name_of(ledger.options().accountant)},
           {"delta", ledger.options().delta},
           {"releases", releases}};
 }

@@ -106,7 +106,7 @@ void check_executable(const Spec& spec) {
                   "device: {}: there are only {} CUDA device(s) here (cuda:0 to cuda:{})",
                   spec.device, n, n - 1);
   }
-  DPFT_CHECK_AS(ConfigError, spec.model.dtype != "float16" || spec.device != "cpu",
+  DPFT_CHECK_AS(ConfigError, spec.model.dtype != FloatType::kFloat16 || spec.device != "cpu",
                 "model.dtype: float16 needs a GPU (LibTorch's CPU kernels have no float16 "
                 "matrix products); use model.dtype: bfloat16 or float32 on the CPU");
 }
@@ -120,9 +120,9 @@ Spec resumable_here(Spec spec) {
     // a run started on a GPU may be resumed on a machine without one. The privacy settings are
     // the same on any device (the lock compares them); only floating-point rounding differs.
     spdlog::warn("{}; resuming this run on the CPU{}", e.what(),
-                 spec.model.dtype == "float16" ? " in float32" : "");
+                 spec.model.dtype == FloatType::kFloat16 ? " in float32" : "");
     spec.device = "cpu";
-    if (spec.model.dtype == "float16") spec.model.dtype = "float32";
+    if (spec.model.dtype == FloatType::kFloat16) spec.model.dtype = FloatType::kFloat32;
     return spec;
   }
 }
@@ -333,7 +333,7 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
     nlohmann::json p = ledger.to_json();
     spdlog::info("privacy: epsilon spent {} (target {}, delta {}, {} accountant)",
                  p["epsilon"].dump(), p["target_epsilon"].dump(), spec.privacy.delta,
-                 spec.privacy.accountant);
+                 privacy::name_of(spec.privacy.accountant));
   }
   spdlog::info("done: {}/metrics.json", r.run_dir);
   return r;

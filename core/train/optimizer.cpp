@@ -22,8 +22,6 @@ torch::Tensor int_scalar(int64_t v) {
 }  // namespace
 
 void validate(const OptimizerOptions& o) {
-  DPFT_CHECK_AS(ConfigError, o.kind == "sgd" || o.kind == "adamw",
-                "train.optimizer = '{}' is not an optimizer: use sgd or adamw", o.kind);
   DPFT_CHECK_AS(ConfigError, std::isfinite(o.weight_decay) && o.weight_decay >= 0,
                 "train.weight_decay = {} must be finite and >= 0", o.weight_decay);
   DPFT_CHECK_AS(ConfigError, o.momentum >= 0 && o.momentum < 1,
@@ -39,7 +37,7 @@ void validate(const OptimizerOptions& o) {
 Optimizer::Optimizer(std::vector<torch::Tensor> params, OptimizerOptions o)
     : params_(std::move(params)), state_(params_.size()), opts_(std::move(o)) {
   validate(opts_);
-  adamw_ = opts_.kind == "adamw";
+  adamw_ = opts_.kind == OptimizerKind::kAdamW;
   for (size_t i = 0; i < params_.size(); ++i) {
     DPFT_CHECK(params_[i].defined(), "optimizer parameter {} is undefined", i);
     DPFT_CHECK(params_[i].is_floating_point(), "optimizer parameter {} has non-floating dtype {}",
@@ -130,7 +128,7 @@ std::vector<std::pair<std::string, torch::Tensor>> Optimizer::state() const {
 }
 
 void Optimizer::load_state(const std::vector<std::pair<std::string, torch::Tensor>>& s) {
-  const std::string kind = opts_.kind;
+  const std::string kind = name_of(opts_.kind);
   std::vector<std::string> prefixes =
       adamw_ ? std::vector<std::string>{"step", "exp_avg", "exp_avg_sq"}
              : std::vector<std::string>{"momentum"};

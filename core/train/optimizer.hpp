@@ -26,10 +26,12 @@
 #include <utility>
 #include <vector>
 
+#include "core/config/train_modes.hpp"
+
 namespace dpft::train {
 
 struct OptimizerOptions {
-  std::string kind = "adamw";  // sgd | adamw
+  OptimizerKind kind = OptimizerKind::kAdamW;  // sgd | adamw
   double weight_decay = 0;     // sgd: L2 added to the gradient; adamw: decoupled, p *= 1 - lr*wd
   double momentum = 0;         // sgd only, [0, 1)
   double beta1 = 0.9;          // adamw, [0, 1)

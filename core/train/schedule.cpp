@@ -8,8 +8,6 @@
 namespace dpft::train {
 
 void validate(const ScheduleOptions& o) {
-  DPFT_CHECK_AS(ConfigError, o.kind == "constant" || o.kind == "linear" || o.kind == "cosine",
-                "train.schedule = '{}' is not a schedule: use constant, linear or cosine", o.kind);
   DPFT_CHECK_AS(ConfigError, std::isfinite(o.lr) && o.lr >= 0,
                 "train.lr = {} must be finite and >= 0", o.lr);
   DPFT_CHECK_AS(ConfigError, o.warmup_ratio >= 0 && o.warmup_ratio <= 1,
@@ -30,10 +28,10 @@ double lr_at(const ScheduleOptions& o, int64_t step) {
   const int64_t t = o.total_steps;
   DPFT_CHECK(step >= 0 && step < t, "schedule step {} is outside [0, {})", step, t);
   if (step < w) return o.lr * static_cast<double>(step + 1) / static_cast<double>(w);
-  if (o.kind == "constant") return o.lr;
+  if (o.kind == Schedule::kConstant) return o.lr;
   double span = static_cast<double>(t - w);  // >= 1 here since w <= step < t
   double progress = static_cast<double>(step - w) / span;
-  if (o.kind == "linear") return o.lr * static_cast<double>(t - step) / span;
+  if (o.kind == Schedule::kLinear) return o.lr * static_cast<double>(t - step) / span;
   return o.lr * 0.5 * (1.0 + std::cos(M_PI * progress));
 }
 

@@ -14,12 +14,13 @@
 // peak and step 0 gets lr / W.
 #pragma once
 #include <cstdint>
-#include <string>
+
+#include "core/config/train_modes.hpp"
 
 namespace dpft::train {
 
 struct ScheduleOptions {
-  std::string kind = "constant";  // constant | linear | cosine (the decay after warmup)
+  Schedule kind = Schedule::kConstant;  // the decay after warmup
   double lr = 1e-3;               // peak learning rate, finite, >= 0
   double warmup_ratio = 0;        // fraction of total_steps with linear warmup, [0, 1]
   int64_t total_steps = 1;        // >= 1

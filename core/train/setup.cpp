@@ -64,8 +64,20 @@ torch::Dtype dtype_named(const std::string& name, const std::string& what) {
   throw ConfigError(fmt::format("{}: '{}': use float32, bfloat16 or float16", what, name));
 }
 
+torch::Dtype torch_dtype(FloatType t) {
+  switch (t) {
+    case FloatType::kFloat32:
+      return torch::kFloat32;
+    case FloatType::kBFloat16:
+      return torch::kBFloat16;
+    case FloatType::kFloat16:
+      return torch::kFloat16;
+  }
+  throw std::logic_error("torch_dtype: a float type without a case");
+}
+
 torch::Dtype model_dtype(const Spec& spec) {
-  return dtype_named(spec.model.dtype, "model.dtype");
+  return torch_dtype(spec.model.dtype);
 }
 
 torch::Device run_device(const Spec& spec) {

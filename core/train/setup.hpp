@@ -50,6 +50,8 @@ model::PeftOptions peft_options(const Spec& spec);
 torch::Dtype model_dtype(const Spec& spec);
 // float32 | bfloat16 | float16 as a torch dtype; ConfigError naming `what` otherwise.
 torch::Dtype dtype_named(const std::string& name, const std::string& what);
+// The LibTorch type of a spec's float type (model.dtype, output.save_dtype).
+torch::Dtype torch_dtype(FloatType t);
 // `device` as a torch device: cpu, or cuda:N ("cuda" is cuda:0; with several data-parallel
 // ranks on a machine, cuda:<local rank> modulo the GPUs visible). Everything of a step lives
 // there: the model, batches, per-sample factors, clipped sums, noise once added, optimizer

@@ -177,7 +177,7 @@ Trainer::Trainer(RunContext& ctx, TrainInputs& in, LoopOptions opts, privacy::Me
   int64_t n = in.train.size();
   DPFT_CHECK_AS(InputError, n > 0, "the training set has no usable examples ({})",
                 ctx.spec.data.train.path);
-  if (s_->opts.sampling == "poisson")
+  if (s_->opts.sampling == Sampling::kPoisson)
     s_->poisson = ctx.privacy.poisson(n, s_->opts.q, "sampler");
   else
     s_->shuffle =
@@ -625,7 +625,7 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
     fault_point("final_eval");
     s.eval_final = evaluate("final", s.step, true);
     if (spec.output.save_model && root) {
-      const torch::Dtype dt = dtype_named(spec.output.save_dtype, "output.save_dtype");
+      const torch::Dtype dt = torch_dtype(spec.output.save_dtype);
       if (model::saves_adapter(s.in.peft.kind)) {
         model::save_adapter(s.in.model, s.in.peft, s.ctx.dir.file("adapter"),
                             s.in.model_dir.string());
@@ -652,10 +652,10 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
   for (double x : s.step_seconds) train_s += x;
   out["train"] = {{"steps_done", s.step},
                   {"steps", T},
-                  {"optimizer", spec.train.optimizer},
+                  {"optimizer", name_of(spec.train.optimizer)},
                   {"lr", spec.train.lr},
-                  {"schedule", spec.train.schedule},
-                  {"sampling", s.opts.sampling},
+                  {"schedule", name_of(spec.train.schedule)},
+                  {"sampling", enum_name(s.opts.sampling, kSamplingNames)},
                   {"dataset_size", s.in.train.size()},
                   {"eval_size", s.in.eval.size()},
                   {"trainable_parameters", model::count_parameters(s.in.model, true)},
@@ -668,7 +668,7 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
                                         {"steps", s.phases[p].steps},
                                         {"lr", s.phases[p].schedule.lr},
                                         {"warmup_ratio", s.phases[p].schedule.warmup_ratio},
-                                        {"schedule", s.phases[p].schedule.kind}});
+                                        {"schedule", name_of(s.phases[p].schedule.kind)}});
   }
   out["eval"] = {{"base", s.eval_base}, {"final", s.eval_final}, {"history", s.eval_history}};
   if (!spec.eval.nlg.at_steps.empty() && root) out["eval"]["nlg"] = s.nlg_history;

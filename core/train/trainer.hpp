@@ -14,6 +14,7 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <functional>
 #include <optional>
 #include <string>
@@ -24,6 +25,7 @@
 #include "core/train/privatize.hpp"
 #include "core/train/schedule.hpp"
 #include "core/train/setup.hpp"
+#include "core/util/enum_names.hpp"
 
 namespace dpft::train {
 
@@ -46,8 +48,13 @@ struct Phase {
   int64_t batch_size = 0;
 };
 
+// How the loop draws each step's rows of the private set.
+enum class Sampling { kPoisson, kShuffle };  // rate q | epochs of batch_size rows (non-private)
+inline constexpr std::array<EnumName<Sampling>, 2> kSamplingNames = {
+    {{Sampling::kPoisson, "poisson"}, {Sampling::kShuffle, "shuffle"}}};
+
 struct LoopOptions {
-  std::string sampling = "poisson";  // poisson (rate q) | shuffle (epochs of batch_size rows)
+  Sampling sampling = Sampling::kPoisson;
   double q = 1;                      // Poisson rate
   int64_t batch_size = 1;            // shuffle batch size
   std::optional<privacy::Release> release;  // made once per step (nullopt: nothing released)

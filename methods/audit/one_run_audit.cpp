@@ -58,9 +58,9 @@ void check_auditable(const Spec& spec, const AuditOptions& o) {
   DPFT_CHECK_AS(ConfigError, !spec.data.packing,
                 "dpft audit: data.packing cuts documents into blocks, so one canary is no longer "
                 "one example (the unit the guarantee protects); set data.packing: false");
-  DPFT_CHECK_AS(ConfigError, spec.data.loss_on == "all",
+  DPFT_CHECK_AS(ConfigError, spec.data.loss_on == LossOn::kAll,
                 "dpft audit: data.loss_on: {}: the canaries are plain text; set data.loss_on: all",
-                spec.data.loss_on);
+                name_of(spec.data.loss_on));
 }
 
 // Regular tokens whose text is printable ASCII with a non-space character: canaries made of

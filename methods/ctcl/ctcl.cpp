@@ -25,8 +25,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 
 #include "core/config/fields.hpp"
@@ -46,6 +46,7 @@
 #include "core/util/signals.hpp"
 #include "data/lm_dataset.hpp"
 #include "methods/ctcl/synthesis.hpp"
+#include "methods/ctcl/synthetic_sets.hpp"
 #include "methods/dp_sgd/dp_sgd_loop.hpp"
 #include "methods/method.hpp"
 
@@ -77,12 +78,14 @@ class CtclMethod : public Method {
   bool delta_auto_by_default() const override { return true; }  // 1 / (N ln N), Appendix E
 
   void configure(Fields& f) override {
-    f.get("keywords", keywords_);
-    f.get("topic_model", topic_model_);
-    f.get("topic_encoder", topic_encoder_);
-    f.get("doc_type", doc_type_);
-    f.get("hist_sigma", hist_sigma_, Range::above(0));
+    f.get("keywords", keywords_);            // false: no topics / histogram (Table 5's vanilla)
+    f.get("topic_model", topic_model_);      // dpft topics build --out DIR
+    f.get("topic_encoder", topic_encoder_);  // "": the encoder the topic model records
+    f.get("doc_type", doc_type_);            // "Document Type: <doc_type>" in every condition
+    f.get("hist_sigma", hist_sigma_, Range::above(0));  // the topic histogram's noise multiplier
+    // condition tokens, <s> </s> included
     f.get("max_source_length", max_source_length_, Range::at_least(3));
+    // documents per encoder forward (topic assignment)
     f.get("embed_batch", embed_batch_, Range::at_least(1));
     labels_.read(f, name());
     Fields g = f.child("generation");
@@ -92,7 +95,7 @@ class CtclMethod : public Method {
     g.get("temperature", gen_.temperature, Range::above(0));
     g.get("repetition_penalty", gen_.repetition_penalty, Range::at_least(1));
     g.get("batch", gen_.batch, Range::at_least(1));
-    g.get("subsets", gen_.subsets, Range::at_least(1));
+    g.get("subsets", gen_.subsets, Range::at_least(1));  // smaller N_syn, same generation (Fig. 3)
     g.finish();
     std::sort(gen_.subsets.begin(), gen_.subsets.end());
     for (size_t i = 0; i < gen_.subsets.size(); ++i)
@@ -111,32 +114,6 @@ class CtclMethod : public Method {
     DPFT_CHECK_AS(ConfigError, !keywords_ || !topic_model_.empty(),
                   "method.topic_model: ctcl needs a topic model (dpft topics build --out DIR); "
                   "or keywords: false for the vanilla DP fine-tuned generator");
-  }
-
-  YAML::Node options_yaml() const override {
-    YAML::Node n;
-    n["keywords"] = keywords_;        // false: no topics / histogram (Table 5's vanilla)
-    n["topic_model"] = topic_model_;  // dpft topics build --out DIR
-    n["topic_encoder"] = topic_encoder_;  // "": the encoder the topic model records
-    n["doc_type"] = doc_type_;        // "Document Type: <doc_type>" in every condition
-    n["hist_sigma"] = hist_sigma_;    // noise multiplier of the topic histogram
-    n["max_source_length"] = max_source_length_;  // condition tokens, <s> </s> included
-    n["embed_batch"] = embed_batch_;  // documents per encoder forward (topic assignment)
-    labels_.write(n);
-    YAML::Node g;
-    g["num_synthetic"] = gen_.num_synthetic;
-    g["max_new_tokens"] = gen_.max_new_tokens;
-    g["top_p"] = gen_.top_p;
-    g["temperature"] = gen_.temperature;
-    g["repetition_penalty"] = gen_.repetition_penalty;
-    g["batch"] = gen_.batch;
-    g["subsets"] = gen_.subsets;  // smaller N_syn from the same generation (Fig. 3)
-    n["generation"] = g;
-    YAML::Node flt;
-    flt["max_word_length"] = max_word_length_;
-    flt["max_repeat"] = max_repeat_;
-    n["filter"] = flt;
-    return n;
   }
 
   // The histogram (sigma_hist, q 1, once) and the T steps; the steps' sigma is calibrated with
@@ -169,6 +146,27 @@ class CtclMethod : public Method {
                                      const topics::TopicModel& tm) const;
   std::vector<int64_t> histogram(RunContext& ctx, const std::vector<int64_t>& topic_of,
                                  int64_t K) const;
+  // Each document's class (0 when unlabelled); C classes.
+  struct Labelled {
+    ctcl::Classes classes;
+    int64_t C = 1;
+    std::vector<int64_t> train, eval;
+  };
+  // The bins: their conditions, what each synthetic row of a bin carries, each document's bin
+  // and the released histogram.
+  struct Bins {
+    std::vector<std::string> conditions;
+    std::vector<nlohmann::json> fields;
+    std::vector<int64_t> train, eval, hist;
+  };
+  Labelled label_documents(const Spec& spec, const train::TrainInputs& in) const;
+  Bins make_bins(RunContext& ctx, const train::TrainInputs& in, const Labelled& l,
+                 nlohmann::json& info) const;
+  std::optional<std::string> generate_bin(RunContext& ctx, train::TrainInputs& in,
+                                          generate::GenerationOptions go,
+                                          const std::vector<int32_t>& source,
+                                          const nlohmann::json& fields, size_t k, int64_t count,
+                                          Progress& bar, int64_t done) const;
   nlohmann::json synthesize(RunContext& ctx, train::TrainInputs& in,
                             const std::vector<std::vector<int32_t>>& sources,
                             const std::vector<int64_t>& hist, const std::vector<int64_t>& seats,
@@ -267,6 +265,43 @@ std::vector<int64_t> CtclMethod::histogram(RunContext& ctx, const std::vector<in
   return counts;
 }
 
+// Bin k's `count` documents from its source, generation.batch at a time: each row the bin's
+// fields, the text and, for a row the filter drops, "dropped": the reason. nullopt when
+// SIGINT / SIGTERM arrived (the bin unwritten).
+std::optional<std::string> CtclMethod::generate_bin(RunContext& ctx, train::TrainInputs& in,
+                                                    generate::GenerationOptions go,
+                                                    const std::vector<int32_t>& source,
+                                                    const nlohmann::json& fields, size_t k,
+                                                    int64_t count, Progress& bar,
+                                                    int64_t done) const {
+  auto decode = [&](const std::vector<int64_t>& ids) {
+    std::vector<tok::TokenId> t(ids.begin(), ids.end());
+    return in.tok->decode(t, true);
+  };
+  std::string lines;
+  for (int64_t b = 0; b < count; b += gen_.batch) {
+    if (interrupted()) return std::nullopt;
+    const int64_t n = std::min(gen_.batch, count - b);
+    std::vector<std::vector<int64_t>> prompts(static_cast<size_t>(n),
+                                              std::vector<int64_t>(source.begin(), source.end()));
+    go.seed =
+        derive_seed(static_cast<uint64_t>(ctx.spec.seed), fmt::format("ctcl-generate-{}-{}", k, b));
+    for (const auto& g : generate::generate(*in.model, prompts, go, decode)) {
+      const std::string why =
+          ctcl::filter_reason(g.text, static_cast<size_t>(max_word_length_), max_repeat_);
+      nlohmann::json row = fields;  // topic (and the class's label columns)
+      row["text"] = g.text;
+      if (!why.empty()) row["dropped"] = why;
+      lines += row.dump(-1, ' ', false, kReplace) + "\n";
+    }
+    bar.update(static_cast<long>(done + b + n));
+  }
+  return lines;
+}
+
+// C: N_syn documents sampled bin by bin from the DP-trained generator, post-filtered, written as
+// the synthetic sets (methods/ctcl/synthetic_sets.hpp). One file per bin, written whole: a
+// resumed generation skips the bins already done.
 nlohmann::json CtclMethod::synthesize(RunContext& ctx, train::TrainInputs& in,
                                       const std::vector<std::vector<int32_t>>& sources,
                                       const std::vector<int64_t>& hist,
@@ -292,129 +327,113 @@ nlohmann::json CtclMethod::synthesize(RunContext& ctx, train::TrainInputs& in,
   go.max_new_tokens = gen_.max_new_tokens;
   go.stop_ids = {static_cast<int64_t>(*in.tok->eos_id())};
   go.pad_id = in.pad_id;
-  auto decode = [&](const std::vector<int64_t>& ids) {
-    std::vector<tok::TokenId> t(ids.begin(), ids.end());
-    return in.tok->decode(t, true);
-  };
-  int64_t total = 0;
+  int64_t total = 0, done = 0, bins_generated = 0;
   for (int64_t s : gen) total += s;
   Progress bar("ctcl generate", static_cast<long>(total));
-  int64_t done = 0;
-  // Every set (the main one, then each subset) is written as the bins come, one bin's rows in
-  // memory at a time: each takes the first seats of every bin, less the filter's drops.
-  struct SetOut {
-    const std::vector<int64_t>* take;
-    fs::path file;
-    std::unique_ptr<AtomicFileWriter> writer;  // committed once every bin is in
-    int64_t requested = 0, kept = 0;
-    std::map<std::string, int64_t> dropped{};
-  };
-  std::vector<SetOut> sets;
-  sets.push_back({&seats, dir / "synthetic.jsonl", nullptr});
-  for (size_t i = 0; i < gen_.subsets.size(); ++i)
-    sets.push_back(
-        {&subset_seats[i], dir / fmt::format("synthetic_n{}.jsonl", gen_.subsets[i]), nullptr});
-  for (auto& set : sets) set.writer = std::make_unique<AtomicFileWriter>(set.file);
-  // The bins already generated, with their SHA-256 (synthetic/parts.json, rewritten after each
-  // bin): a resumed generation reuses a part only when it is unchanged, regenerates one the
-  // index does not list (killed between the part and the index: the same seed gives the same
-  // rows), and refuses one that was edited.
-  const fs::path index_file = dir / "parts.json";
-  nlohmann::json index = {{"schema", "dpft.synthetic_parts/1"},
-                          {"parts", nlohmann::json::object()}};
-  if (fs::exists(index_file)) index = read_json(index_file);
-  int64_t bins_generated = 0;
+  ctcl::SyntheticSets sets(dir, seats, subset_seats, gen_.subsets);
+  ctcl::PartIndex index(dir);
   for (size_t k = 0; k < gen.size(); ++k) {
     if (gen[k] == 0) continue;
     // SIGINT / SIGTERM: stop between bins (the done ones are on disk; no set is committed), the
     // trainer keeps its checkpoint and the resume generates the remaining bins.
-    if (interrupted()) return {{"interrupted", true}, {"bins_done", k}};
-    // One file per bin (topic, or topic x class), written whole: a resumed generation skips the
-    // bins already done.
+    const nlohmann::json stopped = {{"interrupted", true}, {"bins_done", k}};
+    if (interrupted()) return stopped;
     const fs::path part = dir / fmt::format("topic-{:05d}.jsonl", k);
-    std::string lines;
-    const std::string name = part.filename().string();
-    const std::string recorded = index["parts"].value(name, std::string());
-    if (fs::exists(part) && !recorded.empty()) {
-      lines = read_file(part);
-      DPFT_CHECK_AS(InputError, sha256_hex(lines) == recorded,
-                    "--resume: refused: {} was changed after it was generated (its SHA-256 is "
-                    "not the one in {}); delete it and resume to generate the bin again",
-                    part.string(), index_file.string());
-    } else {
-      for (int64_t b = 0; b < gen[k]; b += gen_.batch) {
-        if (interrupted()) return {{"interrupted", true}, {"bins_done", k}};  // bin unwritten
-        const int64_t n = std::min(gen_.batch, gen[k] - b);
-        std::vector<std::vector<int64_t>> prompts(
-            static_cast<size_t>(n), std::vector<int64_t>(sources[k].begin(), sources[k].end()));
-        go.seed = derive_seed(static_cast<uint64_t>(ctx.spec.seed),
-                              fmt::format("ctcl-generate-{}-{}", k, b));
-        for (const auto& g : generate::generate(*in.model, prompts, go, decode)) {
-          const std::string why =
-              ctcl::filter_reason(g.text, static_cast<size_t>(max_word_length_), max_repeat_);
-          nlohmann::json row = bin_fields[k];  // topic (and the class's label columns)
-          row["text"] = g.text;
-          if (!why.empty()) row["dropped"] = why;
-          lines += row.dump(-1, ' ', false, kReplace) + "\n";
-        }
-        bar.update(static_cast<long>(done + b + n));
-      }
-      write_file_atomic(part, lines);
-      index["parts"][name] = sha256_hex(lines);
-      write_json_atomic(index_file, index);
+    std::optional<std::string> lines = index.reuse(part);
+    if (!lines) {
+      lines = generate_bin(ctx, in, go, sources[k], bin_fields[k], k, gen[k], bar, done);
+      if (!lines) return stopped;
+      index.record(part, *lines);
       fault_point(fmt::format("ctcl_bins{}", ++bins_generated).c_str());
     }
     done += gen[k];
     bar.update(static_cast<long>(done));
-    // This bin's rows as the sets write them: the kept line, or the filter's reason.
-    std::vector<std::pair<std::string, std::string>> rows;
-    for (size_t b = 0, e; b < lines.size(); b = e + 1) {
-      e = lines.find('\n', b);
-      if (e == std::string::npos) e = lines.size();
-      if (e == b) continue;
-      nlohmann::json row = nlohmann::json::parse(lines.substr(b, e - b));
-      std::string why = row.value("dropped", "");
-      row.erase("dropped");
-      rows.emplace_back(why.empty() ? row.dump(-1, ' ', false, kReplace) + "\n" : "",
-                        std::move(why));
-    }
-    DPFT_CHECK_AS(InputError, static_cast<int64_t>(rows.size()) == gen[k],
-                  "{}: {} documents, this run samples {} for the bin; the file was not written "
-                  "by this run's generation: delete {} and resume to sample again",
-                  part.string(), rows.size(), gen[k], dir.string());
-    for (auto& set : sets)
-      for (int64_t i = 0; i < (*set.take)[k]; ++i) {
-        const auto& [line, why] = rows[static_cast<size_t>(i)];
-        ++set.requested;
-        if (!why.empty()) {  // repetitions counted together, whichever the word
-          ++set.dropped[why.rfind('\'', 0) == 0 ? "a word repeated too often" : why];
-          continue;
-        }
-        ++set.kept;
-        set.writer->write(line.data(), line.size());
-      }
+    sets.add(k, *lines, gen[k], part);
   }
   bar.finish();
-  auto summary = [](SetOut& set) {
-    set.writer->commit();
-    nlohmann::json drops = nlohmann::json::object();
-    for (const auto& [why, n] : set.dropped) drops[why] = n;
-    return nlohmann::json{{"requested", set.requested},
-                          {"kept", set.kept},
-                          {"dropped", set.requested - set.kept},
-                          {"dropped_by_reason", drops},
-                          {"file", set.file.string()}};
-  };
-  nlohmann::json out = summary(sets[0]);
+  nlohmann::json out = sets.commit();
   write_provenance(dir, ctx);  // the sets embody the histogram and the training
   spdlog::info("ctcl: {} synthetic documents generated, {} kept, {} dropped by the filter",
                out["requested"].get<int64_t>(), out["kept"].get<int64_t>(),
                out["dropped"].get<int64_t>());
-  if (sets.size() > 1) {
-    out["subsets"] = nlohmann::json::array();
-    for (size_t i = 1; i < sets.size(); ++i) out["subsets"].push_back(summary(sets[i]));
-  }
   return out;
+}
+
+// Labels: each document's class among the combinations of the public values (0 when
+// unlabelled), for data.train and data.eval.
+CtclMethod::Labelled CtclMethod::label_documents(const Spec& spec,
+                                                 const train::TrainInputs& in) const {
+  Labelled l;
+  l.train.assign(in.train.items.size(), 0);
+  l.eval.assign(in.eval.items.size(), 0);
+  if (!labels_.on()) return l;
+  l.classes = ctcl::class_combinations(labels_.values);
+  l.C = l.classes.size();
+  auto classes_of = [&](const lm::LmDataset& set, const DatasetSpec& block, const std::string& m) {
+    std::vector<int64_t> rows;
+    for (const auto& it : set.items) rows.push_back(it.index);
+    return ctcl::classes_of_rows(block.path, block.format, rows, labels_.columns, l.classes, m);
+  };
+  l.train = classes_of(in.train, spec.data.train, "method ctcl");
+  if (!in.eval.items.empty())
+    l.eval = classes_of(in.eval, spec.data.eval, "method ctcl (data.eval)");
+  return l;
+}
+
+// B.1 + B.2: the bins (a document's topic, or (topic, class) = topic * C + class with classes,
+// or its class alone without keywords, or one bin for all), their conditions and the released
+// histogram. data.eval (a held-out validation split, for choosing the lr): each document gets
+// the condition of its own bin, as a training document does, so the eval loss is the
+// generator's loss on unseen documents given their conditions (not a release: eval results are
+// reported as docs/outputs.md says).
+CtclMethod::Bins CtclMethod::make_bins(RunContext& ctx, const train::TrainInputs& in,
+                                       const Labelled& l, nlohmann::json& info) const {
+  const Spec& spec = ctx.spec;
+  Bins b;
+  auto add_bin = [&](int64_t topic, int64_t c, const std::string& keyword_line) {
+    static const std::vector<std::string> none;
+    const std::vector<std::string>& lines =
+        labels_.on() ? l.classes.values[static_cast<size_t>(c)] : none;
+    b.conditions.push_back(ctcl::condition(doc_type_, keyword_line, lines));
+    nlohmann::json f = {{"topic", topic}};  // what each synthetic row of the bin carries
+    for (size_t j = 0; j < lines.size(); ++j) f[labels_.columns[j]] = lines[j];
+    b.fields.push_back(f);
+  };
+  if (!histogram_released()) {  // the vanilla generator: one source for all, no release
+    b.conditions.push_back(doc_type_.empty() ? "" : "Document Type: " + doc_type_);
+    b.fields.push_back({{"topic", 0}});
+    b.train.assign(in.train.items.size(), 0);
+    b.eval.assign(in.eval.items.size(), 0);
+    b.hist = {1};
+    return b;
+  }
+  int64_t K = 1;  // topics (1: class bins only)
+  b.train = l.train;
+  b.eval = l.eval;
+  std::optional<topics::TopicModel> tm;
+  if (keywords_) {  // B.1: the topics (no release)
+    tm = topics::load(topic_model_);
+    K = tm->num_topics();
+    const auto topic_of = assign_topics(spec, spec.data.train, "data.train", in.train, *tm);
+    for (size_t i = 0; i < b.train.size(); ++i) b.train[i] += topic_of[i] * l.C;
+    if (!in.eval.items.empty()) {
+      const auto eval_topic = assign_topics(spec, spec.data.eval, "data.eval", in.eval, *tm);
+      for (size_t i = 0; i < b.eval.size(); ++i) b.eval[i] += eval_topic[i] * l.C;
+    }
+  }
+  b.hist = histogram(ctx, b.train, K * l.C);  // B.2: the one release
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t c = 0; c < l.C; ++c) add_bin(k, c, tm ? tm->keyword_line(k) : "");
+  info["histogram"] = {{"noise_multiplier", hist_release_sigma_},
+                       {"bins", K * l.C},
+                       {"file", ctx.dir.file("topic_histogram.json").string()}};
+  if (!tm) return b;
+  int64_t used = 0;
+  for (int64_t c : b.hist) used += c > 0;
+  info["topic_model"] = topic_model_;
+  info["topics"] = K;
+  info["histogram"]["topics_nonzero"] = used;
+  return b;
 }
 
 nlohmann::json CtclMethod::run(RunContext& ctx, train::TrainInputs& in) {
@@ -428,95 +447,22 @@ nlohmann::json CtclMethod::run(RunContext& ctx, train::TrainInputs& in) {
                 "method ctcl runs in one process; run it without --nproc");
   DPFT_CHECK_AS(InputError, in.tok && in.tok->eos_id(),
                 "method ctcl: the generator's tokenizer has no eos");
-  // B.1 + B.2 (or one source for all without keywords). A document's bin: its topic, or
-  // (topic, class) = topic * C + class with classes, or its class alone without keywords.
-  std::vector<std::string> conditions;
-  std::vector<nlohmann::json> bin_fields;  // what each synthetic row of a bin carries
-  std::vector<int64_t> bin_of(in.train.items.size(), 0), hist;
   nlohmann::json info = {{"keywords", keywords_}, {"doc_type", doc_type_}};
-  ctcl::Classes classes;
-  std::vector<int64_t> class_of(in.train.items.size(), 0);
-  if (labels_.on()) {
-    classes = ctcl::class_combinations(labels_.values);
-    std::vector<int64_t> rows;
-    for (const auto& it : in.train.items) rows.push_back(it.index);
-    class_of = ctcl::classes_of_rows(spec.data.train.path, spec.data.train.format, rows,
-                                     labels_.columns, classes, "method ctcl");
-    info["classes"] = classes.size();
-  }
-  // data.eval (a held-out validation split, for choosing the lr): each document gets the
-  // condition of its own bin, as a training document does, so the eval loss is the generator's
-  // loss on unseen documents given their conditions. Not a release: eval results are reported
-  // as docs/outputs.md says.
-  std::vector<int64_t> eval_bin(in.eval.items.size(), 0), eval_class(in.eval.items.size(), 0);
-  if (labels_.on() && !in.eval.items.empty()) {
-    std::vector<int64_t> rows;
-    for (const auto& it : in.eval.items) rows.push_back(it.index);
-    eval_class = ctcl::classes_of_rows(spec.data.eval.path, spec.data.eval.format, rows,
-                                       labels_.columns, classes, "method ctcl (data.eval)");
-  }
-  const int64_t C = labels_.on() ? classes.size() : 1;
-  auto fields_of = [&](int64_t topic, int64_t c) {
-    nlohmann::json f = {{"topic", topic}};
-    if (labels_.on())
-      for (size_t j = 0; j < labels_.columns.size(); ++j)
-        f[labels_.columns[j]] = classes.values[static_cast<size_t>(c)][j];
-    return f;
-  };
-  const std::vector<std::string> none;
-  auto class_lines = [&](int64_t c) -> const std::vector<std::string>& {
-    return labels_.on() ? classes.values[static_cast<size_t>(c)] : none;
-  };
-  if (keywords_) {
-    const topics::TopicModel tm = topics::load(topic_model_);
-    const std::vector<int64_t> topic_of =
-        assign_topics(spec, spec.data.train, "data.train", in.train, tm);
-    for (size_t i = 0; i < bin_of.size(); ++i) bin_of[i] = topic_of[i] * C + class_of[i];
-    if (!in.eval.items.empty()) {
-      const std::vector<int64_t> eval_topic =
-          assign_topics(spec, spec.data.eval, "data.eval", in.eval, tm);
-      for (size_t i = 0; i < eval_bin.size(); ++i) eval_bin[i] = eval_topic[i] * C + eval_class[i];
-    }
-    hist = histogram(ctx, bin_of, tm.num_topics() * C);
-    for (int64_t k = 0; k < tm.num_topics(); ++k)
-      for (int64_t c = 0; c < C; ++c) {
-        conditions.push_back(ctcl::condition(doc_type_, tm.keyword_line(k), class_lines(c)));
-        bin_fields.push_back(fields_of(k, c));
-      }
-    int64_t used = 0;
-    for (int64_t c : hist) used += c > 0;
-    info["topic_model"] = topic_model_;
-    info["topics"] = tm.num_topics();
-    info["histogram"] = {{"noise_multiplier", hist_release_sigma_},
-                         {"bins", tm.num_topics() * C},
-                         {"topics_nonzero", used},
-                         {"file", ctx.dir.file("topic_histogram.json").string()}};
-  } else if (labels_.on()) {  // the vanilla generator on a labelled set: class bins only
-    bin_of = class_of;
-    eval_bin = eval_class;
-    hist = histogram(ctx, bin_of, C);
-    for (int64_t c = 0; c < C; ++c) {
-      conditions.push_back(ctcl::condition(doc_type_, "", class_lines(c)));
-      bin_fields.push_back(fields_of(0, c));
-    }
-    info["histogram"] = {{"noise_multiplier", hist_release_sigma_},
-                         {"bins", C},
-                         {"file", ctx.dir.file("topic_histogram.json").string()}};
-  } else {
-    conditions.push_back(doc_type_.empty() ? "" : "Document Type: " + doc_type_);
-    bin_fields.push_back(fields_of(0, 0));
-    hist = {1};
-  }
+  const Labelled labelled = label_documents(spec, in);
+  if (labels_.on()) info["classes"] = labelled.C;
+  // B.1 + B.2: each document's bin and the DP histogram of the bins
+  const Bins bins = make_bins(ctx, in, labelled, info);
   // B.3: the sources, then DP fine-tuning; C as post-processing once training is done.
   std::vector<std::vector<int32_t>> sources;
-  for (const auto& c : conditions)
+  for (const auto& c : bins.conditions)
     sources.push_back(data::seq2seq_ids(c, *in.tok, max_source_length_));
   for (size_t i = 0; i < in.train.items.size(); ++i)
-    in.train.items[i].src_ids = sources[static_cast<size_t>(bin_of[i])];
+    in.train.items[i].src_ids = sources[static_cast<size_t>(bins.train[i])];
   for (size_t i = 0; i < in.eval.items.size(); ++i)
-    in.eval.items[i].src_ids = sources[static_cast<size_t>(eval_bin[i])];
+    in.eval.items[i].src_ids = sources[static_cast<size_t>(bins.eval[i])];
+  // C: N_syn apportioned to the bins by the released histogram (largest remainder)
   bool uniform = false;
-  const std::vector<int64_t> seats = ctcl::apportion(hist, gen_.num_synthetic, &uniform);
+  const std::vector<int64_t> seats = ctcl::apportion(bins.hist, gen_.num_synthetic, &uniform);
   if (uniform)
     spdlog::warn(
         "ctcl: the released histogram is all zero; the {} documents are spread evenly "
@@ -526,7 +472,7 @@ nlohmann::json CtclMethod::run(RunContext& ctx, train::TrainInputs& in) {
   dp_sgd::DpSgdOptions o;
   o.method_info = info;
   o.after_training_key = "synthetic";
-  o.after_training = [&] { return synthesize(ctx, in, sources, hist, seats, bin_fields); };
+  o.after_training = [&] { return synthesize(ctx, in, sources, bins.hist, seats, bins.fields); };
   nlohmann::json out = dp_sgd::run_dp_sgd(ctx, in, *dp_, o);
   out["ctcl"] = info;
   return out;

@@ -99,22 +99,24 @@ class PrivateEvolution : public Method {
   std::string label() const override { return aug_ ? "Aug-PE" : "PE"; }
 
   void configure(Fields& f) override {
-    f.get("embedder", embedder_);
-    f.get("embed_batch", embed_batch_, Range::at_least(1));
+    f.get("embedder", embedder_);                            // encoder for the sentence embeddings
+    f.get("embed_batch", embed_batch_, Range::at_least(1));  // texts per encoder forward
+    // tokens per text (0: the encoder's positions)
     f.get("embed_max_length", embed_max_length_, Range::at_least(0));
-    f.get("prompts", prompts_);
-    f.get("iterations", iterations_, Range::at_least(1));
-    f.get("num_synthetic", num_synthetic_, Range::closed(1, 1e7));
-    f.get("variations", variations_, Range::at_least(0));
-    f.get("initial_variations", initial_variations_, Range::at_least(0));
-    f.get("keep_selected", keep_selected_);
+    f.get("prompts", prompts_);                            // RANDOM_API / VARIATION_API prompt file
+    f.get("iterations", iterations_, Range::at_least(1));  // T: DP histograms
+    f.get("num_synthetic", num_synthetic_, Range::closed(1, 1e7));  // N_syn: selected each time
+    f.get("variations", variations_, Range::at_least(0));  // VARIATION_API copies of a selected
+    f.get("initial_variations", initial_variations_, Range::at_least(0));  // ... of an initial
+    f.get("keep_selected", keep_selected_);  // the selected stay in the next population
     f.get_enum("selection", selection_, pe::kSelectionNames);
-    f.get("threshold", threshold_, Range::at_least(0));
-    f.get("nearest_neighbors", k_, Range::at_least(1));
+    f.get("threshold", threshold_, Range::at_least(0));  // H: subtracted, clamped at 0
+    f.get("nearest_neighbors", k_, Range::at_least(1));  // k: candidates each text votes for
     f.get_enum("output", output_, kPeOutputNames);
+    labels_.read(f, name());
     f.get_enum("class_shares", shares_, kClassShareNames);
-    f.get("class_hist_sigma", class_hist_sigma_, Range::above(0));
-    f.get("save_iterations", save_iterations_);
+    f.get("class_hist_sigma", class_hist_sigma_, Range::above(0));  // class_shares dp: its sigma
+    f.get("save_iterations", save_iterations_);  // synthetic/iter_XXXX.jsonl per iteration
     Fields g = f.child("generation");
     g.get_choice("style", gen_.style, {"auto", "plain", "chat"});
     g.get("max_new_tokens", gen_.max_new_tokens, Range::at_least(1));
@@ -142,39 +144,6 @@ class PrivateEvolution : public Method {
                   "{}: nearest_neighbors {} exceeds the {} candidates a class of one seat may "
                   "hold; lower it or raise variations / initial_variations",
                   m, k_, smallest);
-    labels_.read(f, name());
-  }
-
-  YAML::Node options_yaml() const override {
-    YAML::Node n;
-    n["embedder"] = embedder_;                      // encoder for the sentence embeddings
-    n["embed_batch"] = embed_batch_;                // texts per encoder forward
-    n["embed_max_length"] = embed_max_length_;      // tokens per text (0: the encoder's positions)
-    n["prompts"] = prompts_;                        // RANDOM_API / VARIATION_API prompt file
-    n["iterations"] = iterations_;                  // T: DP histograms
-    n["num_synthetic"] = num_synthetic_;            // N_syn: selected per iteration
-    n["variations"] = variations_;                  // VARIATION_API copies of each selected
-    n["initial_variations"] = initial_variations_;  // ... of each initial sample
-    n["keep_selected"] = keep_selected_;            // the selected stay in the next population
-    n["selection"] = enum_name(selection_, pe::kSelectionNames);
-    n["threshold"] = threshold_;  // H: subtracted from the noisy counts, clamped at 0
-    n["nearest_neighbors"] = k_;  // k: candidates each private text votes for
-    n["output"] = enum_name(output_, kPeOutputNames);
-    labels_.write(n);
-    n["class_shares"] = enum_name(shares_, kClassShareNames);
-    n["class_hist_sigma"] = class_hist_sigma_;  // class_shares dp: its noise multiplier
-    n["save_iterations"] = save_iterations_;    // synthetic/iter_XXXX.jsonl per iteration
-    YAML::Node g;
-    g["style"] = gen_.style;
-    g["max_new_tokens"] = gen_.max_new_tokens;
-    g["min_new_tokens"] = gen_.min_new_tokens;
-    g["temperature"] = gen_.temperature;
-    g["top_p"] = gen_.top_p;
-    g["top_k"] = gen_.top_k;
-    g["repetition_penalty"] = gen_.repetition_penalty;
-    g["batch"] = gen_.batch;
-    n["generation"] = g;
-    return n;
   }
 
   // T vote releases at sigma (q 1) and, with class_shares dp over several classes, the class
@@ -239,6 +208,35 @@ class PrivateEvolution : public Method {
                   const std::vector<Class>& classes) const;
   bool load_state(RunContext& ctx, State& st, privacy::VoteHistogram& noise,
                   std::vector<Class>& classes) const;
+  struct Generators {
+    std::vector<std::unique_ptr<synth::SyntheticGenerator>> per_class;
+    std::string style;  // plain | chat
+  };
+  struct IterationStats {  // of the released counts h, after the threshold
+    int64_t candidates = 0, positive = 0, uniform_classes = 0;
+    double top = 0, seconds = 0;
+  };
+  void check_runnable(const Spec& spec, const train::TrainInputs& in) const;
+  Generators make_generators(const Spec& spec, train::TrainInputs& in,
+                             const std::vector<Class>& classes) const;
+  void allocate_seats(RunContext& ctx, State& st, privacy::VoteHistogram& noise,
+                      std::vector<Class>& classes, size_t n_private) const;
+  std::vector<std::string> vary(synth::SyntheticGenerator& gen,
+                                const std::vector<std::string>& from, int64_t copies, uint64_t seed,
+                                const std::string& stream) const;
+  std::vector<double> vote(const State& st, const std::vector<Class>& classes,
+                           const torch::Tensor& priv_emb, const torch::Tensor& cand,
+                           const std::vector<int64_t>& offset, int64_t M) const;
+  void select_next(State& st, const std::vector<Class>& classes, Generators& gens,
+                   const std::vector<double>& noisy, const std::vector<int64_t>& offset, int64_t t,
+                   uint64_t seed, IterationStats& s) const;
+  void record_iteration(RunContext& ctx, State& st, privacy::VoteHistogram& noise,
+                        const std::vector<Class>& classes, int64_t t,
+                        const IterationStats& s) const;
+  nlohmann::json report(const State& st, const std::vector<Class>& classes, const Generators& gens,
+                        const nlohmann::json& embedder) const;
+  void finish(RunContext& ctx, const State& st, const std::vector<Class>& classes,
+              nlohmann::json& out, std::chrono::steady_clock::time_point t_start) const;
   void write_output(RunContext& ctx, const State& st, const std::vector<Class>& classes,
                     const std::string& file, bool with_counts) const;
 
@@ -386,31 +384,15 @@ void PrivateEvolution::write_output(RunContext& ctx, const State& st,
   write_provenance(ctx.dir.file("synthetic"), ctx);  // the iterations released so far
 }
 
-nlohmann::json PrivateEvolution::run(RunContext& ctx, train::TrainInputs& in) {
-  const Spec& spec = ctx.spec;
-  const std::string m = "method " + name();
-  DPFT_CHECK_AS(ConfigError, !dist::active(), "{} runs in one process; run it without --nproc", m);
-  DPFT_CHECK_AS(ConfigError, spec.data.train_extra.empty(),
-                "{}: data.train_extra is not supported (one private corpus)", m);
-  DPFT_CHECK_AS(ConfigError, in.tok != nullptr,
-                "{}: the generator (model.path) must be a decoder language model", m);
-  const auto t_start = std::chrono::steady_clock::now();
-
-  // The private texts, their classes and embeddings (no release).
-  std::vector<std::string> priv_texts;
-  std::vector<Class> classes = make_classes(spec, in, priv_texts);
-  eval::Embedder em = eval::load_embedder(embedder_, spec.device, m);
-  const auto max_len = static_cast<size_t>(embed_max_length_);
-  const torch::Tensor priv_emb =
-      eval::embed_with_progress(em, priv_texts, embed_batch_, max_len, name() + " private");
-
-  // The generator: one prompt set per class.
+// The generator: one prompt set per class (the class label in the prompts when labelled).
+PrivateEvolution::Generators PrivateEvolution::make_generators(
+    const Spec& spec, train::TrainInputs& in, const std::vector<Class>& classes) const {
   const synth::PromptSet prompts = synth::load_prompts(prompts_);
   synth::GeneratorOptions go;
-  go.style =
-      gen_.style == "auto" ? (spec.data.chat_format == "none" ? "plain" : "chat") : gen_.style;
-  if (spec.data.chat_format != "none" && spec.data.chat_format != "auto")
-    go.chat_format = tok::parse_chat_format(spec.data.chat_format);
+  go.style = gen_.style == "auto"
+                 ? (spec.data.chat_format == ChatFormatChoice::kNone ? "plain" : "chat")
+                 : gen_.style;
+  go.chat_format = data::fixed_chat_format(spec.data.chat_format);
   go.gen.do_sample = true;
   go.gen.max_new_tokens = gen_.max_new_tokens;
   go.gen.min_new_tokens = gen_.min_new_tokens;
@@ -419,60 +401,140 @@ nlohmann::json PrivateEvolution::run(RunContext& ctx, train::TrainInputs& in) {
   go.gen.top_k = gen_.top_k;
   go.gen.repetition_penalty = gen_.repetition_penalty;
   go.batch_size = gen_.batch;
-  std::vector<std::unique_ptr<synth::SyntheticGenerator>> gens;
+  Generators g;
+  g.style = go.style;
   for (const auto& c : classes)
-    gens.push_back(std::make_unique<synth::SyntheticGenerator>(
+    g.per_class.push_back(std::make_unique<synth::SyntheticGenerator>(
         in.model, *in.tok,
         labels_.columns.empty() ? prompts : synth::with_label(prompts, c.label, prompts_), go));
-  {
-    torch::NoGradGuard ng;
-    in.model->eval();
-  }
+  torch::NoGradGuard ng;
+  in.model->eval();
+  return g;
+}
 
-  // Step 3's mechanism: the Gaussian on the vote vector (sensitivity 1), one release a
+// Class shares n_l: public (uniform over the listed classes) or by a DP class histogram; saved
+// at once so that the class histogram is never drawn twice.
+void PrivateEvolution::allocate_seats(RunContext& ctx, State& st, privacy::VoteHistogram& noise,
+                                      std::vector<Class>& classes, size_t n_private) const {
+  std::vector<int64_t> weights(classes.size(), 1);
+  if (class_release()) {
+    std::vector<int64_t> class_of(n_private);
+    for (size_t c = 0; c < classes.size(); ++c)
+      for (int64_t i : classes[c].members)
+        class_of[static_cast<size_t>(i)] = static_cast<int64_t>(c);
+    weights =
+        ctx.privacy  // sigma 0: the true counts, recorded as non-private
+            .histogram("pe-class-histogram", privacy::Release{kClassLabel, class_sigma_, 1.0, 1})
+            .release(class_of, static_cast<int64_t>(classes.size()));
+  }
+  bool uniform = false;
+  const std::vector<int64_t> seats = ctcl::apportion(weights, num_synthetic_, &uniform);
+  if (uniform && class_release())
+    spdlog::warn("method {}: the released class histogram is all zero; seats spread evenly",
+                 name());
+  for (size_t c = 0; c < classes.size(); ++c) classes[c].seats = seats[c];
+  st.population.assign(classes.size(), {});
+  st.selected.assign(classes.size(), {});
+  st.selected_counts.assign(classes.size(), {});
+  save_state(ctx, st, noise, classes);
+}
+
+std::vector<std::string> PrivateEvolution::vary(synth::SyntheticGenerator& gen,
+                                                const std::vector<std::string>& from,
+                                                int64_t copies, uint64_t seed,
+                                                const std::string& stream) const {
+  if (copies == 0 || from.empty()) return {};
+  return gen.variational_api(from, copies, derive_seed(seed, stream));
+}
+
+// Steps 1-2 for every class: each private text of class l votes 1/sqrt(k) for its k nearest
+// candidates of class l. priv_emb: (n, e) unit rows; cand: (M, e), class c's candidates at
+// rows [offset[c], offset[c] + |P_c|). Returns the M votes.
+std::vector<double> PrivateEvolution::vote(const State& st, const std::vector<Class>& classes,
+                                           const torch::Tensor& priv_emb, const torch::Tensor& cand,
+                                           const std::vector<int64_t>& offset, int64_t M) const {
+  std::vector<double> votes(static_cast<size_t>(M), 0.0);
+  for (size_t c = 0; c < classes.size(); ++c) {
+    const auto& mem = classes[c].members;
+    if (classes[c].seats == 0 || mem.empty()) continue;
+    const int64_t len = static_cast<int64_t>(st.population[c].size());
+    const torch::Tensor q = priv_emb.index_select(0, torch::tensor(mem, torch::kInt64));
+    const torch::Tensor b = cand.slice(0, offset[c], offset[c] + len);
+    const std::vector<double> v = privacy::nn_votes(topics::knn(q, b, k_).first, len);
+    for (int64_t j = 0; j < len; ++j)
+      votes[static_cast<size_t>(offset[c] + j)] = v[static_cast<size_t>(j)];
+  }
+  return votes;
+}
+
+// Steps 4-5 for every class: h = max(noisy - threshold, 0), n_l selected (rank or sampled
+// ∝ h), then P_t = the variations of the selected (+ the selected): not after the last
+// iteration with output: selected. Adds the statistics of the released counts to s.
+void PrivateEvolution::select_next(State& st, const std::vector<Class>& classes, Generators& gens,
+                                   const std::vector<double>& noisy,
+                                   const std::vector<int64_t>& offset, int64_t t, uint64_t seed,
+                                   IterationStats& s) const {
+  const bool last = t == iterations_;
+  for (size_t c = 0; c < classes.size() && !interrupted(); ++c) {
+    const int64_t len = static_cast<int64_t>(st.population[c].size());
+    if (classes[c].seats == 0) continue;
+    const std::vector<double> h = pe::threshold(
+        std::vector<double>(noisy.begin() + offset[c], noisy.begin() + offset[c] + len),
+        threshold_);
+    for (double x : h) {
+      s.positive += x > 0;
+      s.top = std::max(s.top, x);
+    }
+    bool uniform = false;
+    const std::vector<int64_t> pick =
+        pe::select(h, classes[c].seats, selection_,
+                   derive_seed(seed, fmt::format("pe-select-{}-{}", t, c)), &uniform);
+    s.uniform_classes += uniform;
+    std::vector<std::string> sel;
+    std::vector<double> cnt;
+    for (int64_t j : pick) {
+      sel.push_back(st.population[c][static_cast<size_t>(j)]);
+      cnt.push_back(h[static_cast<size_t>(j)]);
+    }
+    st.selected[c] = sel;
+    st.selected_counts[c] = cnt;
+    if (!last || output_ == PeOutput::kPopulation) {
+      std::vector<std::string> next =
+          vary(*gens.per_class[c], sel, variations_, seed, fmt::format("pe-vary-{}-{}", t, c));
+      if (keep_selected_) next.insert(next.end(), sel.begin(), sel.end());
+      st.population[c] = std::move(next);
+    }
+  }
+}
+
+nlohmann::json PrivateEvolution::run(RunContext& ctx, train::TrainInputs& in) {
+  const Spec& spec = ctx.spec;
+  check_runnable(spec, in);
+  const auto t_start = std::chrono::steady_clock::now();
+  // The private texts, their classes and embeddings (no release).
+  std::vector<std::string> priv_texts;
+  std::vector<Class> classes = make_classes(spec, in, priv_texts);
+  eval::Embedder em = eval::load_embedder(embedder_, spec.device, "method " + name());
+  const auto max_len = static_cast<size_t>(embed_max_length_);
+  const torch::Tensor priv_emb =
+      eval::embed_with_progress(em, priv_texts, embed_batch_, max_len, name() + " private");
+  Generators gens = make_generators(spec, in, classes);
+  // Step 3's mechanism: the Gaussian on the vote vector (sensitivity 1), one release an
   // iteration (sigma 0, privacy.epsilon inf: the true votes, recorded as non-private).
   privacy::VoteHistogram& noise =
       ctx.privacy.votes("pe-histogram", privacy::Release{kVotesLabel, sigma_, 1.0, 1});
   const uint64_t seed = static_cast<uint64_t>(spec.seed);
   State st;
-  const bool resumed = load_state(ctx, st, noise, classes);
-  if (!resumed) {
-    // Class shares: public (uniform) or a DP class histogram.
-    std::vector<int64_t> weights(classes.size(), 1);
-    if (class_release()) {
-      std::vector<int64_t> class_of(priv_texts.size());
-      for (size_t c = 0; c < classes.size(); ++c)
-        for (int64_t i : classes[c].members)
-          class_of[static_cast<size_t>(i)] = static_cast<int64_t>(c);
-      weights =
-          ctx.privacy  // sigma 0: the true counts, recorded as non-private
-              .histogram("pe-class-histogram", privacy::Release{kClassLabel, class_sigma_, 1.0, 1})
-              .release(class_of, static_cast<int64_t>(classes.size()));
-    }
-    bool uniform = false;
-    const std::vector<int64_t> seats = ctcl::apportion(weights, num_synthetic_, &uniform);
-    if (uniform && class_release())
-      spdlog::warn("{}: the released class histogram is all zero; seats spread evenly", m);
-    for (size_t c = 0; c < classes.size(); ++c) classes[c].seats = seats[c];
-    st.population.assign(classes.size(), {});
-    st.selected.assign(classes.size(), {});
-    st.selected_counts.assign(classes.size(), {});
-    save_state(ctx, st, noise, classes);  // the class histogram is never drawn twice
-  }
-
-  auto vary = [&](size_t c, const std::vector<std::string>& from, int64_t copies,
-                  const std::string& stream) {
-    if (copies == 0 || from.empty()) return std::vector<std::string>{};
-    return gens[c]->variational_api(from, copies, derive_seed(seed, stream));
-  };
-  int64_t done_here = 0;
-  // Step 0: the initial populations.
-  if (!st.initialised) {
+  if (!load_state(ctx, st, noise, classes))
+    allocate_seats(ctx, st, noise, classes, priv_texts.size());
+  if (!st.initialised) {  // step 0: P_0 = RANDOM_API(n_l) + initial variations of each
     for (size_t c = 0; c < classes.size() && !interrupted(); ++c) {
       if (classes[c].seats == 0) continue;
+      auto& gen = *gens.per_class[c];
       std::vector<std::string> p =
-          gens[c]->random_api(classes[c].seats, derive_seed(seed, fmt::format("pe-random-{}", c)));
-      std::vector<std::string> v = vary(c, p, initial_variations_, fmt::format("pe-vary-0-{}", c));
+          gen.random_api(classes[c].seats, derive_seed(seed, fmt::format("pe-random-{}", c)));
+      std::vector<std::string> v =
+          vary(gen, p, initial_variations_, seed, fmt::format("pe-vary-0-{}", c));
       p.insert(p.end(), v.begin(), v.end());
       st.population[c] = std::move(p);
     }
@@ -480,98 +542,78 @@ nlohmann::json PrivateEvolution::run(RunContext& ctx, train::TrainInputs& in) {
     st.initialised = true;
     save_state(ctx, st, noise, classes);
   }
-
-  // Iterations 1..T.
   Progress bar(name(), static_cast<long>(iterations_));
   bar.start_at(static_cast<long>(st.iteration));
-  while (st.iteration < iterations_ && !interrupted()) {
+  for (int64_t done_here = 0; st.iteration < iterations_ && !interrupted(); ++done_here) {
     if (ctx.stop_after > 0 && done_here >= ctx.stop_after) {
       ctx.stopped = true;
       break;
     }
     const int64_t t = st.iteration + 1;
+    IterationStats s;
     const auto t0 = std::chrono::steady_clock::now();
-    // 1-2: embed the candidates of every class, the votes over all of them.
+    // 1: embed the candidates P_{t-1} of every class, class c's at rows offset[c]..
     std::vector<std::string> all;
     std::vector<int64_t> offset;
     for (const auto& p : st.population) {
       offset.push_back(static_cast<int64_t>(all.size()));
       all.insert(all.end(), p.begin(), p.end());
     }
-    const int64_t M = static_cast<int64_t>(all.size());
+    s.candidates = static_cast<int64_t>(all.size());
     const torch::Tensor cand = eval::embed_with_progress(em, all, embed_batch_, max_len,
                                                          fmt::format("{} iteration {}", name(), t));
-    std::vector<double> votes(static_cast<size_t>(M), 0.0);
-    for (size_t c = 0; c < classes.size(); ++c) {
-      const auto& mem = classes[c].members;
-      if (classes[c].seats == 0 || mem.empty()) continue;
-      const int64_t len = static_cast<int64_t>(st.population[c].size());
-      const torch::Tensor q = priv_emb.index_select(0, torch::tensor(mem, torch::kInt64));
-      const torch::Tensor b = cand.slice(0, offset[c], offset[c] + len);
-      const std::vector<double> v = privacy::nn_votes(topics::knn(q, b, k_).first, len);
-      for (int64_t j = 0; j < len; ++j)
-        votes[static_cast<size_t>(offset[c] + j)] = v[static_cast<size_t>(j)];
-    }
-    // 3: the release.
-    // (sigma 0, privacy.epsilon inf: the true votes, recorded as a non-private release)
-    const std::vector<double> noisy = noise.release(votes);
-    // 4-5: threshold, selection, the next population.
-    const bool last = t == iterations_;
-    int64_t positive = 0, uniform_classes = 0;
-    double top = 0;
-    for (size_t c = 0; c < classes.size(); ++c) {
-      const int64_t len = static_cast<int64_t>(st.population[c].size());
-      if (classes[c].seats == 0) continue;
-      const std::vector<double> h = pe::threshold(
-          std::vector<double>(noisy.begin() + offset[c], noisy.begin() + offset[c] + len),
-          threshold_);
-      for (double x : h) {
-        positive += x > 0;
-        top = std::max(top, x);
-      }
-      bool uniform = false;
-      const std::vector<int64_t> pick =
-          pe::select(h, classes[c].seats, selection_,
-                     derive_seed(seed, fmt::format("pe-select-{}-{}", t, c)), &uniform);
-      uniform_classes += uniform;
-      std::vector<std::string> sel;
-      std::vector<double> cnt;
-      for (int64_t j : pick) {
-        sel.push_back(st.population[c][static_cast<size_t>(j)]);
-        cnt.push_back(h[static_cast<size_t>(j)]);
-      }
-      st.selected[c] = sel;
-      st.selected_counts[c] = cnt;
-      if (!last || output_ == PeOutput::kPopulation) {
-        std::vector<std::string> next =
-            vary(c, sel, variations_, fmt::format("pe-vary-{}-{}", t, c));
-        if (keep_selected_) next.insert(next.end(), sel.begin(), sel.end());
-        st.population[c] = std::move(next);
-      }
-      if (interrupted()) break;
-    }
+    // 2: the nearest-neighbour votes; 3: their release, in the ledger
+    const std::vector<double> noisy =
+        noise.release(vote(st, classes, priv_emb, cand, offset, s.candidates));
+    // 4-5: threshold, selection, the next population
+    select_next(st, classes, gens, noisy, offset, t, seed, s);
     if (interrupted()) break;  // the iteration is not kept: resumed from the last checkpoint
     st.iteration = t;
-    const double secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const nlohmann::json row = {{"iteration", t},
-                                {"candidates", M},
-                                {"positive_counts", positive},
-                                {"max_count", top},
-                                {"uniform_fallback_classes", uniform_classes},
-                                {"seconds", secs}};
-    st.history.push_back(row);
-    ctx.dir.event("pe_iteration", row);
-    if (save_iterations_) write_output(ctx, st, classes, fmt::format("iter_{:04d}.jsonl", t), true);
-    save_state(ctx, st, noise, classes);
-    ++done_here;
-    bar.update(static_cast<long>(t), fmt::format("{} of {} candidates voted for", positive, M));
+    s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    record_iteration(ctx, st, noise, classes, t, s);
+    bar.update(static_cast<long>(t),
+               fmt::format("{} of {} candidates voted for", s.positive, s.candidates));
   }
   bar.finish();
+  nlohmann::json out = {{"pe", report(st, classes, gens, em.identity(max_len))}};
+  if (st.iteration < iterations_) return out;  // stopped or interrupted: resume from pe_state.json
+  // out: S_T (the last selection) or P_T, and the run is done
+  finish(ctx, st, classes, out, t_start);
+  return out;
+}
 
+void PrivateEvolution::check_runnable(const Spec& spec, const train::TrainInputs& in) const {
+  const std::string m = "method " + name();
+  DPFT_CHECK_AS(ConfigError, !dist::active(), "{} runs in one process; run it without --nproc", m);
+  DPFT_CHECK_AS(ConfigError, spec.data.train_extra.empty(),
+                "{}: data.train_extra is not supported (one private corpus)", m);
+  DPFT_CHECK_AS(ConfigError, in.tok != nullptr,
+                "{}: the generator (model.path) must be a decoder language model", m);
+}
+
+// The iteration's history row (statistics of the released counts, and its time), its event,
+// the synthetic/iter_XXXX.jsonl of its selection and the checkpoint.
+void PrivateEvolution::record_iteration(RunContext& ctx, State& st, privacy::VoteHistogram& noise,
+                                        const std::vector<Class>& classes, int64_t t,
+                                        const IterationStats& s) const {
+  const nlohmann::json row = {{"iteration", t},
+                              {"candidates", s.candidates},
+                              {"positive_counts", s.positive},
+                              {"max_count", s.top},
+                              {"uniform_fallback_classes", s.uniform_classes},
+                              {"seconds", s.seconds}};
+  st.history.push_back(row);
+  ctx.dir.event("pe_iteration", row);
+  if (save_iterations_) write_output(ctx, st, classes, fmt::format("iter_{:04d}.jsonl", t), true);
+  save_state(ctx, st, noise, classes);
+}
+
+nlohmann::json PrivateEvolution::report(const State& st, const std::vector<Class>& classes,
+                                        const Generators& gens,
+                                        const nlohmann::json& embedder) const {
   int64_t random_samples = 0, random_tokens = 0, var_samples = 0, var_tokens = 0;
   double gen_seconds = 0;
-  for (const auto& g : gens) {
+  for (const auto& g : gens.per_class) {
     random_samples += g->random_stats.samples;
     random_tokens += g->random_stats.tokens;
     var_samples += g->variational_stats.samples;
@@ -595,33 +637,35 @@ nlohmann::json PrivateEvolution::run(RunContext& ctx, train::TrainInputs& in) {
                          {"classes", classes.size()},
                          {"seats", seats},
                          {"history", st.history},
-                         {"embedder", em.identity(max_len)},
+                         {"embedder", embedder},
                          {"generation",
-                          {{"style", go.style},
+                          {{"style", gens.style},
                            {"random_api", {{"samples", random_samples}, {"tokens", random_tokens}}},
                            {"variation_api", {{"samples", var_samples}, {"tokens", var_tokens}}},
                            {"seconds_this_invocation", gen_seconds}}}};
   if (class_release()) info["class_histogram_sigma"] = class_sigma_;
-  nlohmann::json out = {{"pe", info}};
-  if (st.iteration < iterations_) return out;  // stopped or interrupted: resume from pe_state.json
+  return info;
+}
 
+// The synthetic set (synthetic/synthetic.jsonl with its provenance) and the run's synthetic and
+// timing blocks. pe_state.json stays (iteration T): a resume after a crash here writes the
+// output again rather than starting over.
+void PrivateEvolution::finish(RunContext& ctx, const State& st, const std::vector<Class>& classes,
+                              nlohmann::json& out,
+                              std::chrono::steady_clock::time_point t_start) const {
   write_output(ctx, st, classes, "synthetic.jsonl", false);
   int64_t count = 0;
   for (size_t c = 0; c < classes.size(); ++c)
     count += static_cast<int64_t>(output_ == PeOutput::kSelected ? st.selected[c].size()
                                                                  : st.population[c].size());
-  out["synthetic"] = {{"file", (ctx.dir.file("synthetic") / "synthetic.jsonl").string()},
-                      {"count", count},
-                      {"output", enum_name(output_, kPeOutputNames)}};
+  const fs::path file = ctx.dir.file("synthetic") / "synthetic.jsonl";
+  out["synthetic"] = {
+      {"file", file.string()}, {"count", count}, {"output", enum_name(output_, kPeOutputNames)}};
   out["timing"] = {
       {"seconds_this_invocation",
        std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count()}};
-  // pe_state.json stays (iteration T): a resume after a crash here writes the output again
-  // rather than starting over.
   ctx.finished = true;
-  spdlog::info("{}: {} synthetic texts -> {}", name(), count,
-               (ctx.dir.file("synthetic") / "synthetic.jsonl").string());
-  return out;
+  spdlog::info("{}: {} synthetic texts -> {}", name(), count, file.string());
 }
 
 }  // namespace

@@ -150,33 +150,12 @@ std::string condition(const std::string& doc_type, const std::string& keyword_li
 }
 
 void LabelOptions::read(Fields& f, const std::string& method) {
-  f.get("label_columns", columns);
-  if (f.has("label_values")) {
-    const YAML::Node n = f.raw("label_values");
-    DPFT_CHECK_AS(ConfigError, n.IsSequence(),
-                  "{}: a list with one list of values per label column",
-                  f.key_path("label_values"));
-    values.clear();
-    for (const auto& col : n) {
-      DPFT_CHECK_AS(ConfigError, col.IsSequence() && col.size() > 0,
-                    "{}: each entry must be a non-empty list of the column's values",
-                    f.key_path("label_values"));
-      std::vector<std::string> v;
-      for (const auto& x : col) v.push_back(x.as<std::string>());
-      values.push_back(v);
-    }
-  }
+  f.get("label_columns", columns);  // [] = unlabelled
+  f.get("label_values", values);    // the public values of each label column
   DPFT_CHECK_AS(ConfigError, columns.size() == values.size(),
                 "method {}: label_columns names {} columns but label_values gives {} lists; give "
                 "the public list of values of each column (the classes are their combinations)",
                 method, columns.size(), values.size());
-}
-
-void LabelOptions::write(YAML::Node& n) const {
-  n["label_columns"] = columns;  // [] = unlabelled
-  YAML::Node lv(YAML::NodeType::Sequence);
-  for (const auto& v : values) lv.push_back(v);
-  n["label_values"] = lv;  // the public values of each label column
 }
 
 std::vector<std::string> pretraining_conditions(const topics::TopicModel& m,

@@ -63,14 +63,13 @@ struct Classes {
 Classes class_combinations(const std::vector<std::vector<std::string>>& label_values);
 
 // The method-block keys of a labelled private set: `label_columns` (data.train's columns) and
-// `label_values` (one list of public values per column). read: ConfigError naming the key when
-// the lists do not pair up; write: into a method's options_yaml.
+// `label_values` (one list of public values per column). read (or write, through a Fields
+// writer): ConfigError naming the key when the lists do not pair up.
 struct LabelOptions {
   std::vector<std::string> columns;
   std::vector<std::vector<std::string>> values;
   bool on() const { return !columns.empty(); }
   void read(Fields& f, const std::string& method);
-  void write(YAML::Node& n) const;
 };
 
 // The class of each of the private rows `rows` (row numbers of data.train's file, as

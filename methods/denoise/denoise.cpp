@@ -34,29 +34,16 @@ class DenoiseMethod : public StepReleaseMethod {
 
   void configure(Fields& f) override {
     f.get_enum("grad_mode", grad_.mode, grad::kGradModeNames);
-    f.get("kappa", opts_.kappa, Range::at_least(1));
-    f.get("norm_correction", opts_.norm_correction);
-    f.get_choice("svd", svd_, {"exact", "randomized"});
-    f.get("rank", opts_.rank, Range::closed(0, 1e5));  // k of a matrix's randomized SVD
+    f.get("kappa", opts_.kappa, Range::at_least(1));   // denoise when lambda_1 >= kappa * edge
+    f.get("norm_correction", opts_.norm_correction);   // Eq. 9's rescaling (false: "unscaled")
+    f.get_enum("svd", opts_.svd, denoise::kSvdNames);  // exact | randomized (top-k)
+    f.get("rank", opts_.rank, Range::closed(0, 1e5));  // randomized SVD's k (0 = adaptive)
+    // module names; [] = every trainable linear block except embeddings and heads
     f.get("apply_to", apply_to_);
-    f.get("diagnostics", diagnostics_);
-    opts_.svd = svd_ == "randomized" ? denoise::Svd::kRandomized : denoise::Svd::kExact;
+    f.get("diagnostics", diagnostics_);  // analysis only: per-block Improvement vs the clipped mean
     // The diagnostics report every block's lambda~_1 / edge: eigvalsh; otherwise the cheaper
     // Cholesky certificate makes the same decisions (core/denoise/rmt.hpp).
     opts_.screen = diagnostics_ ? denoise::Screen::kEigen : denoise::Screen::kCholesky;
-  }
-
-  YAML::Node options_yaml() const override {
-    YAML::Node n;
-    n["grad_mode"] = enum_name(grad_.mode, grad::kGradModeNames);
-    n["kappa"] = opts_.kappa;                      // denoise when lambda_1 >= kappa * bulk edge
-    n["norm_correction"] = opts_.norm_correction;  // Eq. 9's rescaling (false: "unscaled")
-    n["svd"] = svd_;                               // exact | randomized (top-k)
-    n["rank"] = opts_.rank;                        // randomized: k (0 = adaptive)
-    n["apply_to"] = apply_to_;  // module names; [] = every trainable linear block except
-                                // embeddings and heads
-    n["diagnostics"] = diagnostics_;  // analysis only: per-block Improvement vs the clipped mean
-    return n;
   }
 
   std::vector<privacy::Release> plan(const Spec& spec, int64_t n,
@@ -74,7 +61,7 @@ class DenoiseMethod : public StepReleaseMethod {
     o.grad = grad_;
     o.method_info = {{"kappa", opts_.kappa},
                      {"norm_correction", opts_.norm_correction},
-                     {"svd", svd_}};
+                     {"svd", enum_name(opts_.svd, denoise::kSvdNames)}};
     std::vector<size_t>& blocks = blocks_;  // indices (params order) of the 2-D blocks
     bool chosen = false;
     o.clipped_for_post_process = diagnostics_;
@@ -151,7 +138,7 @@ class DenoiseMethod : public StepReleaseMethod {
                   "model.peft and method.apply_to)",
                   apply_to_.empty() ? std::string("(default)") : "[" + join(apply_to_, ", ") + "]");
     spdlog::info("denoise: {} gradient blocks (kappa {}, {} SVD, norm correction {})", out.size(),
-                 opts_.kappa, svd_, opts_.norm_correction);
+                 opts_.kappa, enum_name(opts_.svd, denoise::kSvdNames), opts_.norm_correction);
     return out;
   }
 
@@ -201,7 +188,6 @@ class DenoiseMethod : public StepReleaseMethod {
   denoise::Options opts_;
   bool diagnostics_ = false;
   std::vector<size_t> blocks_;
-  std::string svd_ = "exact";
   std::vector<std::string> apply_to_;
 };
 

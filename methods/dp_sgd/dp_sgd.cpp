@@ -19,18 +19,10 @@ class DpSgdMethod : public StepReleaseMethod {
   std::string label() const override { return "DP-SGD"; }
 
   void configure(Fields& f) override {
-    f.get_enum("grad_mode", opts_.mode, grad::kGradModeNames);
+    f.get_enum("grad_mode", opts_.mode, grad::kGradModeNames);  // auto | materialize | ghost
+    // auto uses ghost norms above this block size
     f.get("max_materialize_mb", opts_.max_materialize_mb, Range::above(0));
-    f.get("diagnostics", diagnostics_);
-  }
-
-  YAML::Node options_yaml() const override {
-    YAML::Node n;
-    n["grad_mode"] = enum_name(opts_.mode, grad::kGradModeNames);  // auto | materialize | ghost
-    n["max_materialize_mb"] =
-        opts_.max_materialize_mb;     // auto uses ghost norms above this block size
-    n["diagnostics"] = diagnostics_;  // analysis only: per-step cosine / l2 to the true gradient
-    return n;
+    f.get("diagnostics", diagnostics_);  // analysis only: per-step cosine / l2 to the true gradient
   }
 
   nlohmann::json run(RunContext& ctx, train::TrainInputs& in) override {

@@ -32,7 +32,7 @@ nlohmann::json run_dp_sgd(RunContext& ctx, train::TrainInputs& in, const train::
       ctx.privacy.gaussian_sum("noise", dp.release(), spec.privacy.noise_draw);
   grad::PerSampleGrads psg(in.model, o.grad);
   train::LoopOptions lo;
-  lo.sampling = "poisson";  // line 4: Poisson lots at rate q
+  lo.sampling = train::Sampling::kPoisson;  // line 4: Poisson lots at rate q
   lo.q = dp.q;
   lo.release = dp.release();
   lo.method_info = o.method_info;

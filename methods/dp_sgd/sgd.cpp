@@ -24,16 +24,9 @@ class SgdMethod : public Method {
   std::string label() const override { return "SGD"; }
 
   void configure(Fields& f) override {
-    f.get_choice("sampling", sampling_, {"shuffle", "poisson"});
-    f.get("clip", clip_);
-  }
-
-  YAML::Node options_yaml() const override {
-    YAML::Node n;
-    n["sampling"] =
-        sampling_;      // shuffle (epochs of batch_size rows) | poisson (rate batch_size / N)
-    n["clip"] = clip_;  // clip per-sample gradients to privacy.clip_norm (no noise)
-    return n;
+    // shuffle (epochs of batch_size rows) | poisson (rate batch_size / N)
+    f.get_enum("sampling", sampling_, train::kSamplingNames);
+    f.get("clip", clip_);  // clip per-sample gradients to privacy.clip_norm (no noise)
   }
 
   // T non-private releases (sigma 0: the run reports epsilon inf whatever privacy.epsilon
@@ -62,7 +55,7 @@ class SgdMethod : public Method {
     lo.q = dp.q;
     lo.batch_size = spec.train.batch_size;
     lo.release = dp.release();  // non-private: eps = inf, whatever privacy.epsilon says
-    lo.method_info = {{"sampling", sampling_}, {"clip", clip_}};
+    lo.method_info = {{"sampling", enum_name(sampling_, train::kSamplingNames)}, {"clip", clip_}};
     // Each step is a release without noise: recorded as non-private (epsilon inf).
     privacy::NonPrivate& step_release = ctx.privacy.non_private(*lo.release);
     train::Trainer trainer(ctx, in, lo, nullptr);
@@ -94,7 +87,7 @@ class SgdMethod : public Method {
   }
 
  private:
-  std::string sampling_ = "shuffle";
+  train::Sampling sampling_ = train::Sampling::kShuffle;
   bool clip_ = false;
   train::DpSettings dp_;
 };

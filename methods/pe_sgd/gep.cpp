@@ -23,18 +23,10 @@ class GepMethod : public StepReleaseMethod {
   std::string label() const override { return g_.residual ? "GEP" : "GEP-NoResidual"; }
   void configure(Fields& f) override {
     so_.configure(f, /*evolution=*/false);
-    f.get("k", k_, Range::at_least(1));
-    f.get("power_iters", iters_, Range::at_least(1));
-    f.get("residual", g_.residual);
-    f.get("residual_clip", g_.residual_clip, Range::above(0));
-  }
-  YAML::Node options_yaml() const override {
-    YAML::Node n = so_.to_yaml(false);
-    n["k"] = k_;                            // embedding dimension
-    n["power_iters"] = iters_;              // subspace-iteration multiplications per step
-    n["residual"] = g_.residual;            // release the clipped residual too
-    n["residual_clip"] = g_.residual_clip;  // C2
-    return n;
+    f.get("k", k_, Range::at_least(1));                // embedding dimension
+    f.get("power_iters", iters_, Range::at_least(1));  // subspace-iteration products per step
+    f.get("residual", g_.residual);                    // release the clipped residual too
+    f.get("residual_clip", g_.residual_clip, Range::above(0));  // C2
   }
   nlohmann::json run(RunContext& ctx, train::TrainInputs& in) override {
     const project::GepOptions g = gep_options(ctx.spec);

@@ -15,7 +15,6 @@ class InProMethod : public StepReleaseMethod {
   std::string name() const override { return "inpro"; }
   std::string label() const override { return "InPro"; }
   void configure(Fields& f) override { so_.configure(f, /*evolution=*/false); }
-  YAML::Node options_yaml() const override { return so_.to_yaml(false); }
   nlohmann::json run(RunContext& ctx, train::TrainInputs& in) override {
     nlohmann::json info = {{"name", name()}, {"label", label()}};
     nlohmann::json priv = {

@@ -19,12 +19,7 @@ class PdpSgdMethod : public StepReleaseMethod {
   std::string label() const override { return "PDP-SGD"; }
   void configure(Fields& f) override {
     so_.configure(f, /*evolution=*/false);
-    f.get("k", k_, Range::at_least(1));
-  }
-  YAML::Node options_yaml() const override {
-    YAML::Node n = so_.to_yaml(false);
-    n["k"] = k_;  // eigenspace dimension
-    return n;
+    f.get("k", k_, Range::at_least(1));  // eigenspace dimension
   }
   nlohmann::json run(RunContext& ctx, train::TrainInputs& in) override {
     const double C = ctx.spec.privacy.clip_norm;

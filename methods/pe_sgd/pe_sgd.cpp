@@ -23,6 +23,10 @@ using privacy::NoisePlacement;
 
 class PeSgdMethod : public StepReleaseMethod {
  public:
+  PeSgdMethod() {  // PE-SGD's defaults: D evolves, L = 2
+    so_.evolve = true;
+    so_.fold = 2;
+  }
   std::string name() const override { return "pe-sgd"; }
 
   std::string label() const override {
@@ -34,18 +38,11 @@ class PeSgdMethod : public StepReleaseMethod {
 
   void configure(Fields& f) override {
     so_.configure(f, /*evolution=*/true);
-    f.get("eta", eta_, Range::at_least(0));
+    f.get("eta", eta_, Range::at_least(0));  // ridge term of G^T G + eta I (footnote 1)
+    // coefficients | inner_product | private_gradient
     f.get_enum("noise_placement", placement_, privacy::kNoisePlacementNames);
+    // normalize (bound 1) | clip (privacy.clip_norm)
     f.get_enum("sensitivity", scaling_, privacy::kColumnScalingNames);
-  }
-
-  YAML::Node options_yaml() const override {
-    YAML::Node n = so_.to_yaml(true);
-    n["eta"] = eta_;  // ridge term of G^T G + eta I (the paper's footnote 1)
-    n["noise_placement"] = privacy::name_of(placement_);  // coefficients | inner_product | ...
-    n["sensitivity"] =
-        privacy::name_of(scaling_);  // normalize (bound 1) | clip (privacy.clip_norm)
-    return n;
   }
 
   nlohmann::json run(RunContext& ctx, train::TrainInputs& in) override {

@@ -44,7 +44,7 @@ class ProjectionLoop {
 
   nlohmann::json run(const nlohmann::json& method_info, const nlohmann::json& privacy_extra) {
     train::LoopOptions lo;
-    lo.sampling = "poisson";  // lines 4-5: B(t) <- PoissonSubSampling(B, q)
+    lo.sampling = train::Sampling::kPoisson;  // lines 4-5: B(t) <- PoissonSubSampling(B, q)
     lo.q = dp_.q;
     lo.release = dp_.release();
     lo.method_info = method_info;

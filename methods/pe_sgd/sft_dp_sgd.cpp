@@ -17,11 +17,8 @@ class SftDpSgdMethod : public StepReleaseMethod {
   std::string name() const override { return "sft+dp-sgd"; }
   std::string label() const override { return "SFT+DP-SGD"; }
 
-  void configure(Fields& f) override {
-    so_.sft_epochs = 1;
-    so_.configure(f, /*evolution=*/false);
-  }
-  YAML::Node options_yaml() const override { return so_.to_yaml(false); }
+  SftDpSgdMethod() { so_.sft_epochs = 1; }  // SFT on the synthetic set first (its point)
+  void configure(Fields& f) override { so_.configure(f, /*evolution=*/false); }
 
   nlohmann::json run(RunContext& ctx, train::TrainInputs& in) override {
     dp_sgd::DpSgdOptions o;

@@ -32,12 +32,9 @@ nlohmann::json gen_stats_json(const synth::GenerationStats& s) {
 }
 
 void SyntheticOptions::configure(Fields& f, bool evolution) {
-  if (evolution) {
-    evolve = true;
-    fold = 2;
-  }
-  f.get("synthetic_size", size, Range::at_least(1));
-  double L = static_cast<double>(fold);
+  f.get("synthetic_size", size, Range::at_least(1));  // N
+  // L (inf: regenerate D from RANDOM_API only)
+  double L = fold == 0 ? std::numeric_limits<double>::infinity() : static_cast<double>(fold);
   if (f.get("variation_fold", L, Range::closed(1, std::numeric_limits<double>::infinity()))) {
     DPFT_CHECK_AS(ConfigError, std::isinf(L) || L == std::floor(L),
                   "{}: must be a whole number >= 1 or inf, got {}", f.key_path("variation_fold"),
@@ -73,45 +70,13 @@ void SyntheticOptions::configure(Fields& f, bool evolution) {
                 f.key_path("prompts"));
 }
 
-YAML::Node SyntheticOptions::to_yaml(bool evolution) const {
-  YAML::Node n;
-  n["synthetic_size"] = size;  // N
-  if (fold == 0)
-    n["variation_fold"] = ".inf";
-  else
-    n["variation_fold"] = fold;  // L (inf: regenerate D from RANDOM_API only)
-  if (evolution) n["evolve"] = evolve;
-  n["prompts"] = prompts;
-  n["style"] = style;
-  n["generator_model"] = generator_model;
-  YAML::Node g;
-  g["max_new_tokens"] = max_new_tokens;
-  g["min_new_tokens"] = min_new_tokens;
-  g["temperature"] = temperature;
-  g["top_p"] = top_p;
-  g["top_k"] = top_k;
-  g["repetition_penalty"] = repetition_penalty;
-  g["batch_size"] = gen_batch_size;
-  n["generation"] = g;
-  n["sft_epochs"] = sft_epochs;
-  n["sft_lr"] = sft_lr;
-  n["sft_batch_size"] = sft_batch_size;
-  n["save_synthetic"] = save_synthetic;
-  n["diagnostics"] = diagnostics;
-  n["diagnostics_k"] = diagnostics_k;
-  n["grad_mode"] = enum_name(grad.mode, grad::kGradModeNames);
-  n["max_materialize_mb"] = grad.max_materialize_mb;
-  return n;
-}
-
 synth::GeneratorOptions generator_options(const Spec& spec, const SyntheticOptions& so) {
   synth::GeneratorOptions go;
-  go.style = so.style == "auto" ? (spec.data.chat_format == "none" ? "plain" : "chat") : so.style;
+  const bool chat = spec.data.chat_format != ChatFormatChoice::kNone;
+  go.style = so.style == "auto" ? (chat ? "chat" : "plain") : so.style;
   // The trained model is prompted in the chat format its private data are rendered in; a frozen
   // generator in its own tokenizer's.
-  const std::string& cf = spec.data.chat_format;
-  if (so.generator_model.empty() && cf != "none" && cf != "auto")
-    go.chat_format = tok::parse_chat_format(cf);
+  if (so.generator_model.empty()) go.chat_format = data::fixed_chat_format(spec.data.chat_format);
   go.gen.do_sample = true;
   go.gen.max_new_tokens = so.max_new_tokens;
   go.gen.min_new_tokens = so.min_new_tokens;

@@ -48,9 +48,8 @@ struct SyntheticOptions {
   int64_t diagnostics_k = 50;  // basis size for principal angles / overlap
   grad::GradOptions grad;
 
-  // `evolution`: whether evolve / fold default to PE-SGD's (true, 2) and are offered at all.
+  // The keys (`evolution`: with `evolve`, PE-SGD's), read or written (Fields::writer).
   void configure(Fields& f, bool evolution);
-  YAML::Node to_yaml(bool evolution) const;
 };
 
 // The generation settings of a run: style (auto: chat when data.chat_format is not none), the

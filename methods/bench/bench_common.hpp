@@ -1,7 +1,9 @@
-// Shared pieces of the benchmarks (cmd_bench_model.cpp, cmd_bench_train.cpp, cmd_bench_pe.cpp).
+// Shared pieces of the benchmarks (`dpft bench ...`: cli/cmd_bench_model.cpp, methods/bench/
+// train_bench.cpp, methods/bench/pe_bench.cpp).
 #pragma once
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -11,6 +13,12 @@
 #include "core/privacy/mechanism.hpp"
 
 namespace dpft {
+
+using BenchClock = std::chrono::steady_clock;
+// Seconds since t0.
+inline double bench_seconds(BenchClock::time_point t0) {
+  return std::chrono::duration<double>(BenchClock::now() - t0).count();
+}
 
 // Measured fp32 matmul rate on `dev` (1024^3 sgemm on the CPU, 4096^3 on a GPU; best of 5),
 // GFLOP/s: the yardstick for a model's FLOP rate on the same device.
