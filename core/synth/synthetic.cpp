@@ -106,8 +106,8 @@ PromptSet with_label(const PromptSet& p, const std::string& label, const std::st
 SyntheticGenerator::SyntheticGenerator(model::CausalLM model, const tok::Tokenizer& tok,
                                        PromptSet prompts, GeneratorOptions opts)
     : model_(std::move(model)), tok_(tok), prompts_(std::move(prompts)), opts_(std::move(opts)) {
-  DPFT_CHECK_AS(ConfigError, opts_.style == "plain" || opts_.style == "chat",
-                "generation style must be plain or chat, got {}", opts_.style);
+  DPFT_CHECK(opts_.style != PromptStyle::kAuto,
+             "SyntheticGenerator: the prompt style is resolved (resolve_style) before it is used");
   DPFT_CHECK_AS(ConfigError, opts_.batch_size > 0, "generation batch size must be > 0");
   if (tok_.eos_id()) opts_.gen.stop_ids.push_back(*tok_.eos_id());
   for (const char* end : {"<|im_end|>", "<|eot_id|>"})
@@ -121,7 +121,7 @@ SyntheticGenerator::SyntheticGenerator(model::CausalLM model, const tok::Tokeniz
 
 std::vector<int64_t> SyntheticGenerator::prompt_ids(const std::string& prompt) const {
   std::vector<int64_t> row;
-  if (opts_.style == "chat") {
+  if (opts_.style == PromptStyle::kChat) {
     tok::ChatPrompt cp = tok::render_chat(tok_, {{"user", prompt}}, true, opts_.chat_format);
     for (auto t : tok::encode_chat(tok_, cp).ids) row.push_back(t);
   } else {

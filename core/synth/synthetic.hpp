@@ -15,6 +15,7 @@
 // Prompt files are YAML: {zero_shot: "...", one_shot: "<sample>\n... <tone> ...", tones: [..]}.
 // experiments/prompts/ ships the paper's pubmed, biorxiv and congressional prompts.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -24,6 +25,7 @@
 #include "core/model/transformer.hpp"
 #include "core/tokenizer/chat.hpp"
 #include "core/tokenizer/tokenizer.hpp"
+#include "core/util/enum_names.hpp"
 
 namespace dpft::synth {
 
@@ -47,8 +49,23 @@ std::string variation_prompt(const PromptSet& p, const std::string& sample,
 // no <label>: the class would condition nothing.
 PromptSet with_label(const PromptSet& p, const std::string& label, const std::string& file);
 
+// How a prompt is given to the generator: as plain text, or as a user turn of a chat (the
+// method.style of pe / aug-pe and the pe-sgd family, where auto = chat when the private data are
+// chats, data.chat_format not none: resolve_style).
+enum class PromptStyle { kAuto, kPlain, kChat };
+inline constexpr std::array<EnumName<PromptStyle>, 3> kPromptStyleNames = {
+    {{PromptStyle::kAuto, "auto"}, {PromptStyle::kPlain, "plain"}, {PromptStyle::kChat, "chat"}}};
+inline const char* name_of(PromptStyle s) {
+  return enum_name(s, kPromptStyleNames);
+}
+// auto -> chat when the private data are chats, else plain; plain and chat as they are.
+inline PromptStyle resolve_style(PromptStyle s, bool data_are_chats) {
+  if (s != PromptStyle::kAuto) return s;
+  return data_are_chats ? PromptStyle::kChat : PromptStyle::kPlain;
+}
+
 struct GeneratorOptions {
-  std::string style = "plain";  // plain | chat
+  PromptStyle style = PromptStyle::kPlain;  // plain | chat (resolved: never auto)
   // style chat: the chat format of the prompts; nullopt = the tokenizer's own (a frozen
   // generator's). The trained model uses data.chat_format, as its private data do.
   std::optional<tok::ChatFormat> chat_format;

@@ -79,7 +79,8 @@ constexpr std::array<EnumName<PeOutput>, 2> kPeOutputNames = {
     {{PeOutput::kSelected, "selected"}, {PeOutput::kPopulation, "population"}}};
 
 struct PeGeneration {
-  std::string style = "auto";  // auto (chat when data.chat_format is not none) | plain | chat
+  synth::PromptStyle style =
+      synth::PromptStyle::kAuto;  // auto (chat when data.chat_format is not none) | plain | chat
   int64_t max_new_tokens = 128, min_new_tokens = 0, top_k = 0, batch = 32;
   double temperature = 1.0, top_p = 1.0, repetition_penalty = 1.0;
 };
@@ -118,7 +119,7 @@ class PrivateEvolution : public Method {
     f.get("class_hist_sigma", class_hist_sigma_, Range::above(0));  // class_shares dp: its sigma
     f.get("save_iterations", save_iterations_);  // synthetic/iter_XXXX.jsonl per iteration
     Fields g = f.child("generation");
-    g.get_choice("style", gen_.style, {"auto", "plain", "chat"});
+    g.get_enum("style", gen_.style, synth::kPromptStyleNames);
     g.get("max_new_tokens", gen_.max_new_tokens, Range::at_least(1));
     g.get("min_new_tokens", gen_.min_new_tokens, Range::at_least(0));
     g.get("temperature", gen_.temperature, Range::above(0));
@@ -210,7 +211,7 @@ class PrivateEvolution : public Method {
                   std::vector<Class>& classes) const;
   struct Generators {
     std::vector<std::unique_ptr<synth::SyntheticGenerator>> per_class;
-    std::string style;  // plain | chat
+    synth::PromptStyle style = synth::PromptStyle::kPlain;
   };
   struct IterationStats {  // of the released counts h, after the threshold
     int64_t candidates = 0, positive = 0, uniform_classes = 0;
@@ -389,9 +390,7 @@ PrivateEvolution::Generators PrivateEvolution::make_generators(
     const Spec& spec, train::TrainInputs& in, const std::vector<Class>& classes) const {
   const synth::PromptSet prompts = synth::load_prompts(prompts_);
   synth::GeneratorOptions go;
-  go.style = gen_.style == "auto"
-                 ? (spec.data.chat_format == ChatFormatChoice::kNone ? "plain" : "chat")
-                 : gen_.style;
+  go.style = synth::resolve_style(gen_.style, spec.data.chat_format != ChatFormatChoice::kNone);
   go.chat_format = data::fixed_chat_format(spec.data.chat_format);
   go.gen.do_sample = true;
   go.gen.max_new_tokens = gen_.max_new_tokens;
@@ -639,7 +638,7 @@ nlohmann::json PrivateEvolution::report(const State& st, const std::vector<Class
                          {"history", st.history},
                          {"embedder", embedder},
                          {"generation",
-                          {{"style", gens.style},
+                          {{"style", synth::name_of(gens.style)},
                            {"random_api", {{"samples", random_samples}, {"tokens", random_tokens}}},
                            {"variation_api", {{"samples", var_samples}, {"tokens", var_tokens}}},
                            {"seconds_this_invocation", gen_seconds}}}};

@@ -64,7 +64,7 @@ class ProjectionLoop {
         {"size", D_.size()},
         {"variation_fold", so_.fold == 0 ? nlohmann::json("inf") : nlohmann::json(so_.fold)},
         {"generator", so_.generator_model.empty() ? "trained model" : so_.generator_model},
-        {"style", gen_->style},
+        {"style", synth::name_of(gen_->style)},
         {"random_api", gen_stats_json(gen_->gen->random_stats)},
         {"variational_api", gen_stats_json(gen_->gen->variational_stats)}};
     if (spec_.output.non_private_stats) out[kNonPrivate]["timing"]["generation_s"] = gen_seconds_;

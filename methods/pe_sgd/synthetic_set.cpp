@@ -43,7 +43,7 @@ void SyntheticOptions::configure(Fields& f, bool evolution) {
   }
   if (evolution) f.get("evolve", evolve);
   f.get("prompts", prompts);
-  f.get_choice("style", style, {"auto", "plain", "chat"});
+  f.get_enum("style", style, synth::kPromptStyleNames);
   f.get("generator_model", generator_model);
   Fields g = f.child("generation");
   g.get("max_new_tokens", max_new_tokens, Range::at_least(1));
@@ -72,8 +72,7 @@ void SyntheticOptions::configure(Fields& f, bool evolution) {
 
 synth::GeneratorOptions generator_options(const Spec& spec, const SyntheticOptions& so) {
   synth::GeneratorOptions go;
-  const bool chat = spec.data.chat_format != ChatFormatChoice::kNone;
-  go.style = so.style == "auto" ? (chat ? "chat" : "plain") : so.style;
+  go.style = synth::resolve_style(so.style, spec.data.chat_format != ChatFormatChoice::kNone);
   // The trained model is prompted in the chat format its private data are rendered in; a frozen
   // generator in its own tokenizer's.
   if (so.generator_model.empty()) go.chat_format = data::fixed_chat_format(spec.data.chat_format);
@@ -190,7 +189,7 @@ nlohmann::json synthetic_sft(RunContext& ctx, train::TrainInputs& in, const Synt
   return {{"size", D.size()},
           {"variation_fold", so.fold == 0 ? nlohmann::json("inf") : nlohmann::json(so.fold)},
           {"generator", so.generator_model.empty() ? "trained model" : so.generator_model},
-          {"style", gb->style},
+          {"style", synth::name_of(gb->style)},
           {"generation_s", gen_s},
           {"sft_epochs", so.sft_epochs},
           {"random_api", gen_stats_json(gb->gen->random_stats)},

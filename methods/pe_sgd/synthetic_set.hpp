@@ -31,7 +31,8 @@ struct SyntheticOptions {
   int64_t fold = 1;             // L (0 = inf): each seed gets L - 1 variations
   bool evolve = false;          // regenerate D every step (PE-SGD); false: D fixed
   std::string prompts;          // prompt file (experiments/prompts/*.yaml)
-  std::string style = "auto";   // auto (chat when data.chat_format != none) | plain | chat
+  synth::PromptStyle style =
+      synth::PromptStyle::kAuto;  // auto (chat when data.chat_format != none) | plain | chat
   std::string generator_model;  // "" = the model being trained; path = frozen generator (Alg. 2)
   int64_t max_new_tokens = 128;
   int64_t min_new_tokens = 0;  // no stop token (eos) before this many tokens
@@ -62,7 +63,7 @@ struct Generator {
   model::CausalLM model;
   std::unique_ptr<tok::Tokenizer> own_tok;
   std::unique_ptr<synth::SyntheticGenerator> gen;
-  std::string style;
+  synth::PromptStyle style = synth::PromptStyle::kPlain;
 };
 std::unique_ptr<Generator> make_generator(const Spec& spec, train::TrainInputs& in,
                                           const SyntheticOptions& so);
