@@ -2,7 +2,7 @@
 # Numbers stay (issue 68, part 7): runs each method's shortened small spec with two dpft
 # binaries and compares what they wrote: adapters / models and synthetic sets byte for byte,
 # metrics.json (eval, privacy, history, config hash) as JSON without timing, memory and the new
-# binary's noise block. Use it around a refactor that must not change any number.
+# binary's noise block; provenance files and safetensors headers up to the run id. Use it around a refactor that must not change any number.
 #   scripts/numbers_stay.sh OLD_DPFT NEW_DPFT [--new-set key=value ...] [--set key=value ...]
 # --new-set is given to the new binary only (e.g. privacy.noise_seed=SEED to draw the noise an
 # older binary drew from `seed`: use the word SEED, replaced by each spec's seed); --set to both
