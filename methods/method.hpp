@@ -4,9 +4,9 @@
 // A method owns its spec block: `method: {name: X, ...}`. configure() is its one field list:
 // through a reading Fields it parses the block (without `name`), so unknown keys are rejected
 // with suggestions, and validates it; through a Fields writer it dumps the resolved options
-// (options_yaml(), for `dpft config dump` and config.resolved.yaml: the spec keeps them, and
-// the run rebuilds the method from them: methods/registry.hpp). Each option's meaning is the
-// comment at its get() call.
+// (options_yaml(), for `dpft config dump` and config.resolved.yaml). Each option's meaning is
+// the comment at its get() call. A method is configured once per spec parse (the Spec keeps
+// it); each run works on a clone() of it (methods/registry.hpp).
 // A run then goes (methods/run.cpp):
 //   inputs          the artefacts the run builds on (model.path, data files, a method's own
 //                   such as dp-sft's method.file) are judged by their provenance
@@ -24,10 +24,12 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "core/config/spec.hpp"
 #include "core/privacy/ledger.hpp"
 #include "core/run/provenance.hpp"
 #include "core/run/run_context.hpp"
@@ -37,12 +39,13 @@
 namespace dpft {
 
 class Fields;
-struct Spec;
 
-class Method {
+class Method : public ConfiguredMethod {
  public:
-  virtual ~Method() = default;
   virtual std::string name() const = 0;
+  // A copy of this configured method, for one run (plan() and run() keep their settings in it):
+  // MethodOf below writes it.
+  virtual std::unique_ptr<Method> clone() const = 0;
   // The label reports print for runs of this configuration (e.g. "PE-SGD-FixSample"); the
   // spec's top-level `label` overrides it.
   virtual std::string label() const { return name(); }
@@ -87,9 +90,17 @@ class Method {
   virtual nlohmann::json run(RunContext& ctx, train::TrainInputs& in) = 0;
 };
 
-// Base of the methods that make one subsampled Gaussian release per step (dp-sgd, sft+dp-sgd
-// and the projection methods): T = train.steps releases at resolve_dp's q and sigma, with the
-// noise std the method's noise_std() states.
+// A method class derives from MethodOf<itself, its base> (its base: Method or StepReleaseMethod),
+// which writes clone() as a plain copy.
+template <class Derived, class Base = Method>
+class MethodOf : public Base {
+ public:
+  using Base::Base;
+  std::unique_ptr<Method> clone() const final {
+    return std::make_unique<Derived>(static_cast<const Derived&>(*this));
+  }
+};
+
 // data.task classification with a method that trains language models only: a ConfigError
 // naming the methods that can.
 void check_task(const Method& m, const Spec& spec);
@@ -97,6 +108,9 @@ void check_task(const Method& m, const Spec& spec);
 // method cannot train one.
 void check_model(const Method& m, const train::TrainInputs& in);
 
+// Base of the methods that make one subsampled Gaussian release per step (dp-sgd, sft+dp-sgd
+// and the projection methods): T = train.steps releases at resolve_dp's q and sigma, with the
+// noise std the method's noise_std() states.
 class StepReleaseMethod : public Method {
  public:
   std::vector<privacy::Release> plan(const Spec& spec, int64_t dataset_size,

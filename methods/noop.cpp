@@ -16,7 +16,7 @@ namespace dpft {
 
 namespace {
 
-class NoopMethod : public Method {
+class NoopMethod : public MethodOf<NoopMethod> {
  public:
   std::string name() const override { return "noop"; }
 

@@ -87,19 +87,22 @@ std::unique_ptr<Method> make_method(const std::string& name) {
 }
 
 MethodBlock parse_method_block(const std::string& name, Fields& block) {
-  std::unique_ptr<Method> m = make_method(name);
-  m->configure(block);
-  return {m->options_yaml(), m->label(), m->makes_sources()};
+  std::shared_ptr<Method> m = make_method(name);
+  m->configure(block);  // the one time this block is read
+  return {m->options_yaml(), m->label(), m->makes_sources(), m};
+}
+
+const Method& parsed_method(const MethodSpec& spec) {
+  const auto* m = dynamic_cast<const Method*>(spec.configured.get());
+  DPFT_CHECK(m != nullptr && m->name() == spec.name,
+             "the method block of a spec that was not parsed (method {}): specs come from "
+             "parse_spec / load_spec",
+             spec.name);
+  return *m;
 }
 
 std::unique_ptr<Method> configured_method(const MethodSpec& spec) {
-  std::unique_ptr<Method> m = make_method(spec.name);
-  auto keys = std::make_shared<KeyRegistry>();
-  Fields f(spec.options, "method", keys);
-  m->configure(f);
-  f.finish();
-  keys->throw_if_unknown();
-  return m;
+  return parsed_method(spec).clone();
 }
 
 Spec parse_spec(const YAML::Node& root) {

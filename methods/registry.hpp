@@ -23,9 +23,12 @@ std::vector<std::string> method_names();
 // Throws ConfigError naming the known methods (and the closest one) for an unknown name.
 std::unique_ptr<Method> make_method(const std::string& name);
 
-// The MethodParser of core/config/spec.hpp: configures the named method from its block.
+// The MethodParser of core/config/spec.hpp: configures the named method from its block, the
+// only place a method block is read; the Spec keeps the configured method.
 MethodBlock parse_method_block(const std::string& name, Fields& block);
-// The method of a parsed spec, configured from its resolved options.
+// The configured method a parsed spec keeps (RuntimeError for a Spec that was not parsed).
+const Method& parsed_method(const MethodSpec& m);
+// A copy of it for one run: plan() and run() keep their settings in the copy.
 std::unique_ptr<Method> configured_method(const MethodSpec& m);
 
 // core/config/spec.hpp's parse_spec / load_spec with the registry's methods.

@@ -105,13 +105,13 @@ std::vector<privacy::Release> planned_releases(const Spec& spec, int64_t dataset
 }
 
 Spec resolved_delta(const Spec& spec, int64_t n) {
-  Spec s = with_delta_mode(spec, *configured_method(spec.method));
+  Spec s = with_delta_mode(spec, parsed_method(spec.method));
   resolve_auto_delta(s, n);
   return s;
 }
 
 bool method_trains(const Spec& spec) {
-  return configured_method(spec.method)->trains();
+  return parsed_method(spec.method).trains();
 }
 
 }  // namespace dpft

@@ -13,6 +13,7 @@
 #include "core/util/error.hpp"
 #include "methods/method.hpp"
 #include "methods/registry.hpp"
+#include "methods/run.hpp"
 #include "test_util.hpp"
 
 using namespace dpft;
@@ -112,6 +113,24 @@ TEST_CASE("method-owned keys are validated by the method", "[config]") {
   CHECK_THAT(config_error("method:\n  name: noop\n  stepz: 3\n"),
              Contains("unknown key `method.stepz` (did you mean `method.steps`?)"));
   CHECK_THAT(config_error("method:\n  steps: -1\n"), Contains("method.steps: -1 is out of range"));
+}
+
+TEST_CASE("a method is configured once per parse; each run works on a copy", "[config]") {
+  Spec s = parse("method:\n  name: noop\n  steps: 3\n");
+  s.method.options["steps"] = "not a number";  // the block is never read again after the parse
+  CHECK(configured_method(s.method)->options_yaml()["steps"].as<int>() == 3);
+  CHECK_FALSE(method_trains(s));
+  CHECK(planned_releases(s).empty());
+
+  Spec d = parse("privacy: {epsilon: 1}\nmethod: {name: dp-sgd}\n");
+  std::unique_ptr<Method> a = configured_method(d.method), b = configured_method(d.method);
+  CHECK(a.get() != b.get());
+  CHECK(a->plan(d, 100, {}).size() == 1);
+  CHECK(a->plan_settings().is_object());  // a's plan is a's: b and the parsed method have none
+  CHECK_THROWS_WITH(b->plan_settings(), Contains("before plan() resolved them"));
+  CHECK_THROWS_WITH(parsed_method(d.method).plan_settings(),
+                    Contains("before plan() resolved them"));
+  CHECK_THROWS_WITH(configured_method(Spec{}.method), Contains("was not parsed"));
 }
 
 TEST_CASE("epsilon inf means non-private", "[config]") {

@@ -381,13 +381,20 @@ TEST_CASE(
   CHECK_THAT(other["subspace"]["provenance"]["decision"].get<std::string>(),
              Catch::Contains("other private data"));
 
+  // Declared not this run's data: nothing composed from other data; refused (exit 2) for a
+  // file made from this run's own files.
+  auto decl = run_metrics(
+      f, out,
+      from(dp_file, {"--set", "data.train.path=" + f.eval, "--set", "method.file_public=true"}));
+  CHECK(test::release_count(decl, "source: dp-sft stage 1") == 0);
+  CHECK(test::cli(test::run_args(f, out, from(dp_file, {"--set", "method.file_public=true"})),
+                  &printed) == 2);
   // Under another data key nothing can tell whether the data are the same: a DP file's releases
   // are composed (over-counting at worst), a non-private one is refused unless declared.
   test::SetEnv key("DPFT_DATA_KEY", (f.tmp.path / "other.key").string());
   auto unknown = run_metrics(f, out, from(dp_file, {"--set", "data.train.path=" + f.eval}));
   CHECK(test::release_count(unknown, "source: dp-sft stage 1") == 4);
-  CHECK_THAT(unknown["subspace"]["provenance"]["decision"].get<std::string>(),
-             Catch::Contains("another data key"));
+  CHECK(unknown["subspace"]["provenance"]["decision"] == c["subspace"]["provenance"]["decision"]);
   CHECK(test::cli(test::run_args(f, out, from(np_file, {"--set", "data.train.path=" + f.eval})),
                   &printed) == 2);
   auto declared = run_metrics(

@@ -1,10 +1,12 @@
 // Artefacts a run builds on (core/run/provenance.hpp, docs/privacy.md "Provenance"): a model
 // trained by an earlier run, or a set beside its provenance.json, read by model.path or a data
-// option. Made from this run's private data by a DP run: its releases are inherited (composed
-// into the plan and the ledger, the run's own noise calibrated with them, once across a
-// resume); by a non-private run: refused for a DP run; from other data: nothing.
+// option. Made by a DP run: its releases are inherited (composed into the plan and the ledger,
+// the run's own noise calibrated with them, once across a resume), whichever data it came
+// from; by a non-private run from this run's private data: refused for a DP run; from other
+// data: nothing.
 #include <catch2/catch.hpp>
 
+#include "core/run/provenance.hpp"
 #include "core/util/atomic_file.hpp"
 #include "run_fixture.hpp"
 
@@ -54,7 +56,7 @@ TEST_CASE(
   const auto& d = b["privacy"]["inherited"][0];
   CHECK(d["option"] == "model.path");
   CHECK(d["run_id"] == a["run"]["run_id"]);
-  CHECK_THAT(d["decision"].get<std::string>(), Catch::Contains("same private data"));
+  CHECK_THAT(d["decision"].get<std::string>(), Catch::Contains("made by a DP run"));
   // Stopped and resumed: inherited once (the checkpoint's ledger holds them), the same numbers.
   std::string part;
   auto stop = full_args("4", {"--set", "model.path=" + a_model, "--set",
@@ -71,13 +73,13 @@ TEST_CASE(
   const auto bp = nlohmann::json::parse(read_file(fs::path(b_dir) / "model" / "provenance.json"));
   CHECK(bp["releases"].size() == 2);
 
-  // Another private data set: nothing to inherit, said so; the sigma of a run alone.
+  // Another private data set: A's releases composed all the same (one record changed would make
+  // "other" data of the same people), and nothing in metrics.json tells the two cases apart.
   auto other = run_metrics(
       f, out,
       full_args("4", {"--set", "model.path=" + a_model, "--set", "data.train.path=" + f.eval}));
-  CHECK(test::release_count(other, "source: train") == 0);
-  CHECK_THAT(other["privacy"]["inherited"][0]["decision"].get<std::string>(),
-             Catch::Contains("other private data"));
+  CHECK(test::release_count(other, "source: train") == 6);
+  CHECK(other["privacy"]["inherited"][0]["decision"] == d["decision"]);
 
   // A set beside a provenance.json (a synthetic set's synthetic/) read as data.eval: inherited.
   const fs::path syn = f.tmp.path / "syn";
@@ -112,4 +114,42 @@ TEST_CASE(
   // The budget cannot hold what is inherited: refused, naming the inherited releases.
   CHECK(test::cli(test::run_args(f, out, full_args("0.5", {"--set", "model.path=" + a_model})),
                   &printed) == 2);
+}
+
+TEST_CASE("what a DP artefact passes on does not depend on the private data; refusals may",
+          "[privacy][provenance]") {
+  test::TempDir tmp;
+  test::SetEnv key("DPFT_DATA_KEY", (tmp.path / "data.key").string());
+  // This run's file, and its neighbour: the same file with one record changed.
+  const nlohmann::json mine = {{{"path", "/d/train.csv"}, {"sha256", std::string(64, 'a')}}};
+  const nlohmann::json neighbour = {{{"path", "/d/train.csv"}, {"sha256", std::string(64, 'b')}}};
+  auto made_from_mine = [&](double sigma) {
+    return parse_provenance({{"schema", kProvenanceSchema},
+                             {"run_id", "r1"},
+                             {"data", provenance_data(mine, 100)},
+                             {"accountant", "prv"},
+                             {"delta", 1e-5},
+                             {"releases",
+                              {{{"label", "train"},
+                                {"noise_multiplier", sigma},
+                                {"sampling_rate", 0.1},
+                                {"count", 10}}}}},
+                            "test");
+  };
+  const InputArtefact dp{"model.path", "/m", made_from_mine(1.0)};
+  const Inheritance same = inherit({dp}, mine, true), other = inherit({dp}, neighbour, true);
+  CHECK(same.decisions == other.decisions);
+  REQUIRE(other.releases.size() == 1);
+  CHECK(other.releases[0].count == 10);
+  CHECK(other.releases[0].noise_multiplier == same.releases[0].noise_multiplier);
+  // Declared not this run's data: nothing composed, unless it names this run's files (refused).
+  InputArtefact declared = dp;
+  declared.declared_public = true;
+  CHECK(inherit({declared}, neighbour, true).releases.empty());
+  CHECK_THROWS_WITH(inherit({declared}, mine, true), Catch::Contains("drop the declaration"));
+  // Non-private: refused for a DP run on the same files, nothing on other files.
+  const InputArtefact np{"model.path", "/m", made_from_mine(0.0)};
+  CHECK_THROWS_WITH(inherit({np}, mine, true), Catch::Contains("without noise"));
+  CHECK(inherit({np}, neighbour, true).releases.empty());
+  CHECK(inherit({np}, mine, false).releases.size() == 1);
 }

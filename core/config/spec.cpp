@@ -590,6 +590,7 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
     m.finish();
     s.method.options = b.options;
     s.method.label = b.label;
+    s.method.configured = b.configured;
     makes_sources = b.makes_sources;
   }
   if (s.data.task == Task::kSeq2seq) check_seq2seq_sources(s.data, s.method.name, makes_sources);

@@ -199,13 +199,22 @@ struct OutputSpec {
   bool non_private_stats = true;
 };
 
+// The method a spec's block configured, opaque to core: methods/method.hpp's Method derives
+// from it. The spec parser has the methods layer build it, once per parse (MethodParser below);
+// a run works on a copy of it (methods/registry.hpp configured_method), never on a re-parse.
+class ConfiguredMethod {
+ public:
+  virtual ~ConfiguredMethod() = default;
+};
+
 // The method block: its name and its options as the method resolved them (every key, defaults
-// included). The methods layer owns their meaning: methods/registry.hpp parses and validates
-// them (MethodParser below) and builds the configured method from them.
+// included), all products of the parse. The methods layer owns their meaning:
+// methods/registry.hpp parses and validates them (MethodParser below).
 struct MethodSpec {
   std::string name = "noop";
-  YAML::Node options;  // resolved options (a map; without `name`)
+  YAML::Node options;  // resolved options (a map; without `name`), for dumps and the config hash
   std::string label;   // the method's report label for these options (e.g. PE-SGD-FixSample)
+  std::shared_ptr<const ConfiguredMethod> configured;  // null only in a Spec not parsed
 };
 
 struct Spec {
@@ -243,6 +252,7 @@ struct MethodBlock {
   YAML::Node options;
   std::string label;
   bool makes_sources = false;  // data.task seq2seq: the method makes each source (from topics)
+  std::shared_ptr<const ConfiguredMethod> configured;
 };
 using MethodParser = std::function<MethodBlock(const std::string& name, Fields& block)>;
 

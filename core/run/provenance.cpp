@@ -137,32 +137,50 @@ Inheritance inherit(const std::vector<InputArtefact>& inputs, const nlohmann::js
     const std::string run_id = p.json.value("run_id", "?");
     d["run_id"] = run_id;
     d["private"] = p.is_private;
-    const DataMatch match = same_private_data(p, data_files);
-    if (match == DataMatch::kOther) {
-      d["decision"] = "other private data: nothing composed";
-      out.decisions.push_back(d);
-      continue;
+    if (p.is_private) {
+      // A DP artefact is composed whatever data it was made from, unless the spec declares it
+      // not this run's data: whether the files match is a fact about the private data (one
+      // record changed makes "other" data of the same people), so no output may depend on it.
+      if (in.declared_public) {
+        DPFT_CHECK_AS(ConfigError, same_private_data(p, data_files) != DataMatch::kSame,
+                      "{} {}: declared not made from this run's data (method.file_public: true), "
+                      "but run {} made it from this run's private data files: drop the "
+                      "declaration (its releases are then composed)",
+                      in.option, in.path, run_id);
+        d["decision"] = "declared not this run's data: nothing composed";
+        out.decisions.push_back(d);
+        continue;
+      }
+      d["decision"] = "made by a DP run: its releases composed (whichever data it came from)";
+    } else {
+      // A non-private artefact: refused for a DP run when it may come from this run's data
+      // (a refusal, before anything is written, tells the operator only).
+      const DataMatch match = same_private_data(p, data_files);
+      if (match == DataMatch::kOther) {
+        d["decision"] = "non-private, from other private data: nothing composed";
+        out.decisions.push_back(d);
+        continue;
+      }
+      if (match == DataMatch::kUnknown && in.declared_public) {
+        d["decision"] = "another data key, non-private, declared not this run's data";
+        out.decisions.push_back(d);
+        continue;
+      }
+      DPFT_CHECK_AS(ConfigError, !dp_run || match == DataMatch::kSame,
+                    "{} {}: run {} made it without noise (non-private) under another data key, "
+                    "so this run cannot tell whether it came from its private data. Point "
+                    "DPFT_DATA_KEY at the data key of the machine that made it, or, if it was "
+                    "made from other data, declare so (method.file_public: true)",
+                    in.option, in.path, run_id);
+      DPFT_CHECK_AS(ConfigError, !dp_run,
+                    "{} {}: run {} made it from this run's private data without noise "
+                    "(non-private: epsilon inf), so no DP run can build on it. Make it with a DP "
+                    "run (a finite privacy.epsilon), or from public data",
+                    in.option, in.path, run_id);
+      d["decision"] =
+          fmt::format("{}, non-private: its releases composed (this run is non-private too)",
+                      match == DataMatch::kSame ? "same private data" : "another data key");
     }
-    if (match == DataMatch::kUnknown && !p.is_private && in.declared_public) {
-      d["decision"] = "another data key, non-private, declared not this run's data";
-      out.decisions.push_back(d);
-      continue;
-    }
-    DPFT_CHECK_AS(ConfigError, !dp_run || match == DataMatch::kSame || p.is_private,
-                  "{} {}: run {} made it without noise (non-private) under another data key, so "
-                  "this run cannot tell whether it came from its private data. Point "
-                  "DPFT_DATA_KEY at the data key of the machine that made it, or, if it was "
-                  "made from other data, declare so (method.file_public: true)",
-                  in.option, in.path, run_id);
-    DPFT_CHECK_AS(ConfigError, !dp_run || p.is_private,
-                  "{} {}: run {} made it from this run's private data without noise "
-                  "(non-private: epsilon inf), so no DP run can build on it. Make it with a DP "
-                  "run (a finite privacy.epsilon), or from public data",
-                  in.option, in.path, run_id);
-    d["decision"] = match == DataMatch::kSame
-                        ? "same private data: its releases composed"
-                        : "another data key, cannot tell the data: its releases composed "
-                          "(over-counts if the data differ)";
     d["releases"] = p.json.at("releases");
     out.decisions.push_back(d);
     auto it = std::find_if(by_run.begin(), by_run.end(),

@@ -85,16 +85,19 @@ struct InputArtefact {
   bool needs_provenance = false;
 };
 
-// Judges each input against the run's private files `data_files` ([{path, sha256}]), for a run
-// that is DP (`dp_run`) or not:
-//   same private data, DP artefact          its releases inherited
-//   same private data, non-private artefact ConfigError for a DP run (inherited otherwise)
-//   other private data                      nothing inherited
-//   another data key (cannot tell)          a DP artefact's releases inherited (over-counting
-//                                           when the data differ); a non-private one refused
-//                                           for a DP run unless declared public
+// Judges each input for a run that is DP (`dp_run`) or not, against its private files
+// `data_files` ([{path, sha256}]) where the decision may depend on them:
+//   DP artefact                             its releases inherited, whichever data it came from
+//                                           (over-counting when the data differ: whether they
+//                                           do is a fact about the private data, and no
+//                                           output may depend on it); declared public: nothing
+//                                           (ConfigError when made from this run's files)
+//   non-private artefact, same private data ConfigError for a DP run (inherited otherwise)
+//   non-private, other private data         nothing inherited
+//   non-private, another data key           ConfigError for a DP run unless declared public
 //   no provenance                           needs_provenance: ConfigError unless declared
 //                                           public; otherwise read as the spec names it
+// A refusal reaches the operator only (nothing is written), so it may depend on the data.
 Inheritance inherit(const std::vector<InputArtefact>& inputs, const nlohmann::json& data_files,
                     bool dp_run);
 

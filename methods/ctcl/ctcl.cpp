@@ -69,7 +69,7 @@ struct CtclGeneration {
   std::vector<int64_t> subsets;
 };
 
-class CtclMethod : public Method {
+class CtclMethod : public MethodOf<CtclMethod> {
  public:
   std::string name() const override { return "ctcl"; }
   std::string label() const override { return keywords_ ? "CTCL" : "DP fine-tuned generator"; }

@@ -85,7 +85,7 @@ struct PeGeneration {
   double temperature = 1.0, top_p = 1.0, repetition_penalty = 1.0;
 };
 
-class PrivateEvolution : public Method {
+class PrivateEvolution : public MethodOf<PrivateEvolution> {
  public:
   explicit PrivateEvolution(bool augmented) : aug_(augmented) {
     if (aug_) {  // Aug-PE: variations before the vote, rank selection, the selected kept

@@ -26,7 +26,7 @@ namespace dpft {
 
 namespace {
 
-class DenoiseMethod : public StepReleaseMethod {
+class DenoiseMethod : public MethodOf<DenoiseMethod, StepReleaseMethod> {
  public:
   std::string name() const override { return "denoise"; }
   bool trains_encoders() const override { return true; }

@@ -40,7 +40,7 @@ namespace dpft::dp_sft {
 
 namespace {
 
-class DpSftMethod : public Method {
+class DpSftMethod : public MethodOf<DpSftMethod> {
  public:
   std::string name() const override { return "dp-sft"; }
   std::string label() const override { return "DP-SFT"; }

@@ -12,7 +12,7 @@ namespace dpft {
 
 namespace {
 
-class DpSgdMethod : public StepReleaseMethod {
+class DpSgdMethod : public MethodOf<DpSgdMethod, StepReleaseMethod> {
  public:
   std::string name() const override { return "dp-sgd"; }
   bool trains_encoders() const override { return true; }

@@ -17,7 +17,7 @@ namespace dpft {
 
 namespace {
 
-class SgdMethod : public Method {
+class SgdMethod : public MethodOf<SgdMethod> {
  public:
   std::string name() const override { return "sgd"; }
   bool trains_encoders() const override { return true; }

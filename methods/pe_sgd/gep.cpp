@@ -17,7 +17,7 @@ namespace dpft {
 
 namespace {
 
-class GepMethod : public StepReleaseMethod {
+class GepMethod : public MethodOf<GepMethod, StepReleaseMethod> {
  public:
   std::string name() const override { return "gep"; }
   std::string label() const override { return g_.residual ? "GEP" : "GEP-NoResidual"; }

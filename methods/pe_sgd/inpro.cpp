@@ -10,7 +10,7 @@ namespace dpft {
 
 namespace {
 
-class InProMethod : public StepReleaseMethod {
+class InProMethod : public MethodOf<InProMethod, StepReleaseMethod> {
  public:
   std::string name() const override { return "inpro"; }
   std::string label() const override { return "InPro"; }

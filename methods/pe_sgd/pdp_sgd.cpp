@@ -13,7 +13,7 @@ namespace dpft {
 
 namespace {
 
-class PdpSgdMethod : public StepReleaseMethod {
+class PdpSgdMethod : public MethodOf<PdpSgdMethod, StepReleaseMethod> {
  public:
   std::string name() const override { return "pdp-sgd"; }
   std::string label() const override { return "PDP-SGD"; }

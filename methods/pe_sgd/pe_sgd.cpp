@@ -21,7 +21,7 @@ namespace {
 using privacy::ColumnScaling;
 using privacy::NoisePlacement;
 
-class PeSgdMethod : public StepReleaseMethod {
+class PeSgdMethod : public MethodOf<PeSgdMethod, StepReleaseMethod> {
  public:
   PeSgdMethod() {  // PE-SGD's defaults: D evolves, L = 2
     so_.evolve = true;

@@ -12,7 +12,7 @@ namespace dpft {
 
 namespace {
 
-class SftDpSgdMethod : public StepReleaseMethod {
+class SftDpSgdMethod : public MethodOf<SftDpSgdMethod, StepReleaseMethod> {
  public:
   std::string name() const override { return "sft+dp-sgd"; }
   std::string label() const override { return "SFT+DP-SGD"; }
