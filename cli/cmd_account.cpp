@@ -143,8 +143,9 @@ int account_spec(const AccountOpts& o, const std::string& spec_path, bool as_lin
   nlohmann::json j = ledger.to_json();
   j["method"] = spec.method.name;
   if (method_trains(spec)) {
-    j["dataset_size"] = n;
+    j["dataset_size"] = n;  // in units of privacy.unit
     j["dataset_size_source"] = n_source;
+    j["unit"] = privacy::name_of(spec.privacy.unit);
   }
   if (delta_auto) j["delta_source"] = "auto: 1 / (N ln N)";
   bool any_private = false;
@@ -297,7 +298,9 @@ void add_flag_options(CLI::App* sub, AccountOpts& o) {
   sub->add_option("--sigma", o.sigma, "noise multiplier (-> epsilon)");
   sub->add_option("--delta", o.delta, "delta, in (0, 1)");
   sub->add_option("--q", o.q, "Poisson sampling rate, in (0, 1]");
-  sub->add_option("--dataset-size", o.dataset_size, "N (with --batch-size: q = B / N)");
+  sub->add_option("--dataset-size", o.dataset_size,
+                  "N, the number of privacy units: examples, or users at privacy.unit user (with "
+                  "--batch-size: q = B / N, B in units)");
   sub->add_option("--batch-size", o.batch_size, "expected batch size B");
   sub->add_option("--steps", o.steps, "number of steps T");
   sub->add_option("--epochs", o.epochs, "epochs K (T = ceil(K / q))");

@@ -207,6 +207,27 @@ LmDataset build_lm_dataset(const std::vector<Example>& examples, const tok::Toke
   return ds;
 }
 
+namespace {
+
+// Each example's user from `column` (privacy.unit user): a row without one is refused, since
+// the rows of an unnamed user could not be bounded together.
+void read_users(const Table& t, const std::string& column, std::vector<Example>& ex) {
+  const size_t uc = t.column(column);
+  for (Example& e : ex) {
+    const auto i = static_cast<size_t>(e.index);
+    const auto a = t.absent.find(i);
+    const bool absent =
+        a != t.absent.end() && std::find(a->second.begin(), a->second.end(), uc) != a->second.end();
+    DPFT_CHECK_AS(InputError, !absent && !t.rows[i][uc].empty(),
+                  "{}:{}: this row has no user in user_column '{}'; every row of a user-level "
+                  "run needs one (drop the row, or give it its own user)",
+                  t.source, t.line[i], column);
+    e.user = t.rows[i][uc];
+  }
+}
+
+}  // namespace
+
 std::vector<Example> read_examples(const DatasetSpec& d, const std::string& key) {
   if (d.path.empty())
     throw ConfigError(fmt::format("{}.path: not set; name a CSV, TSV, JSONL or text file", key));
@@ -220,6 +241,7 @@ std::vector<Example> read_examples(const DatasetSpec& d, const std::string& key)
         examples(t, d.text_column, d.label_column, d.prompt_column, d.text_pair_column);
     if (!d.prompt.empty())
       for (auto& e : ex) e.prompt = d.prompt;
+    if (!d.user_column.empty()) read_users(t, d.user_column, ex);
     if (!d.rows.empty()) {
       const auto n = static_cast<int64_t>(ex.size());
       DPFT_CHECK_AS(ConfigError, d.rows[1] <= n,

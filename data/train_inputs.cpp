@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "core/eval/lm_eval.hpp"
@@ -45,6 +46,23 @@ lm::LmDataset encoder_lm_dataset(const Spec& spec, const std::vector<Example>& e
 
 }  // namespace
 
+namespace {
+
+// The privacy units of the tokenised training set `ds` built from `examples`
+// (core/privacy/units.hpp): one per row, or per user (privacy.unit user).
+privacy::Units units_of(const Spec& spec, const std::vector<Example>& examples,
+                        const lm::LmDataset& ds) {
+  if (spec.privacy.unit != privacy::PrivacyUnit::kUser) return {};
+  std::unordered_map<int64_t, const std::string*> user_of;  // example index -> its user
+  for (const Example& e : examples) user_of[e.index] = &e.user;
+  std::vector<std::string> users;
+  for (const lm::TokenizedExample& t : ds.items) users.push_back(*user_of.at(t.index));
+  return privacy::group_by_user(users, spec.privacy.max_examples_per_user,
+                                "data.train.user_column");
+}
+
+}  // namespace
+
 train::TrainInputs load_train_inputs(const Spec& spec) {
   train::TrainInputs in;
   train::load_model(spec, in);
@@ -69,6 +87,7 @@ train::TrainInputs load_train_inputs(const Spec& spec) {
   } else {
     in.train = build_lm_dataset(train_examples, *in.tok, lm_data_options(spec.data));
   }
+  in.units = units_of(spec, train_examples, in.train);
   std::unordered_set<std::string> train_texts;  // exclude_train: held-out rows only
   for (const Example& e : train_examples) train_texts.insert(example_key(e));
   if (const DatasetSpec& pd = spec.data.public_data; !pd.path.empty()) {
@@ -150,15 +169,20 @@ int64_t count_train_examples(const Spec& spec) {
                 "data.train.path: no private training set given");
   // Exactly as load_train_inputs builds the set (subsample, tokenise, drop empty examples,
   // pack), without the model's weights: only its tokenizer.
+  // privacy.unit user: the units (users) instead of the examples.
   const std::vector<Example> examples = select_examples(
       spec.data.train, spec.data.train_extra, spec.data, derive_seed(spec.seed, "data"));
-  if (spec.data.task == Task::kClassification || spec.data.task == Task::kSeq2seq)
-    return static_cast<int64_t>(examples.size());  // every row is one example (none dropped)
-  const std::filesystem::path dir = train::resolve_model_dir(spec.model.path);
-  if (model::load_model_config(dir).is_encoder())
-    return encoder_lm_dataset(spec, examples, tok::EncoderTokenizer::load(dir), "mlm").size();
-  const tok::Tokenizer tok = tok::load_tokenizer(dir);
-  return build_lm_dataset(examples, tok, lm_data_options(spec.data)).size();
+  lm::LmDataset ds;
+  if (spec.data.task == Task::kClassification || spec.data.task == Task::kSeq2seq) {
+    for (const Example& e : examples) ds.items.push_back({e.index});  // one each, none dropped
+  } else {
+    const std::filesystem::path dir = train::resolve_model_dir(spec.model.path);
+    if (model::load_model_config(dir).is_encoder())
+      ds = encoder_lm_dataset(spec, examples, tok::EncoderTokenizer::load(dir), "mlm");
+    else
+      ds = build_lm_dataset(examples, tok::load_tokenizer(dir), lm_data_options(spec.data));
+  }
+  return units_of(spec, examples, ds).count(ds.size());
 }
 
 nlohmann::json train_file_identity(const Spec& spec) {

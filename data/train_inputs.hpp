@@ -14,9 +14,10 @@ namespace dpft::data {
 // derive_seed(seed, "data") and "eval-data"). ConfigError without data.train.path.
 train::TrainInputs load_train_inputs(const Spec& spec);
 
-// N, the size of the tokenised private set a run of this spec trains on (`dpft account --spec`),
-// computed as load_train_inputs does but with only the model's tokenizer loaded. InputError
-// when the data or the tokenizer cannot be read.
+// N, the number of privacy units of the tokenised private set a run of this spec trains on (its
+// examples; its users at privacy.unit user) for `dpft account --spec`, computed as
+// load_train_inputs does but with only the model's tokenizer loaded. InputError when the data or
+// the tokenizer cannot be read.
 int64_t count_train_examples(const Spec& spec);
 
 // The private training files' identity for the run's privacy lock: [{path, bytes, sha256}] for

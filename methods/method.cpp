@@ -40,6 +40,11 @@ void check_task(const Method& m, const Spec& spec) {
                 "data.public ({}) is read by method dp-sft with method.source: public only; "
                 "method {} would ignore it: remove it",
                 spec.data.public_data.path, m.name());
+  DPFT_CHECK_AS(ConfigError, m.honours_unit(spec.privacy.unit),
+                "privacy.unit: {}: method {} bounds one training row (privacy.unit: example) "
+                "and cannot yet bound a {}'s rows together; use privacy.unit: example, or read "
+                "docs/privacy.md (\"Choosing the privacy unit\") for what each method honours",
+                privacy::name_of(spec.privacy.unit), m.name(), privacy::name_of(spec.privacy.unit));
   DPFT_CHECK_AS(ConfigError, spec.data.task != Task::kMlm || m.name() == "sgd",
                 "data.task: mlm is pretraining on public text: method sgd (DP masked-LM "
                 "training is not offered: no experiment here needs it, and its per-sample "

@@ -70,6 +70,11 @@ class Method : public ConfiguredMethod {
   // Whether a spec that sets no privacy.delta gets 1 / (N ln N) (privacy.delta: auto) rather
   // than the global default 1e-5: ctcl, as its paper and reference code.
   virtual bool delta_auto_by_default() const { return false; }
+  // Whether this method bounds each unit of privacy.unit (core/privacy/units.hpp) by its
+  // sensitivity, so its guarantee is per that unit; check_task refuses the others.
+  virtual bool honours_unit(privacy::PrivacyUnit unit) const {
+    return unit == privacy::PrivacyUnit::kExample;
+  }
   // Whether this method (as configured) reads data.public; other methods refuse it.
   virtual bool reads_public_data() const { return false; }
   // Artefacts the method's own options name (dp-sft's method.file), judged with the spec's.

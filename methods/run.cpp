@@ -57,9 +57,10 @@ RunResult run_method(const Spec& given, const RunOptions& opts) {
   if (spec.privacy.delta_auto) {  // delta = 1 / (N ln N) needs N before the ledger exists
     *in = data::load_train_inputs(spec);
     loaded = true;
-    resolve_auto_delta(spec, in->train.size());
-    spdlog::info("privacy.delta: auto = 1 / (N ln N) = {:.6g} for N = {}", spec.privacy.delta,
-                 in->train.size());
+    const int64_t n = in->units.count(in->train.size());
+    resolve_auto_delta(spec, n);
+    spdlog::info("privacy.delta: auto = 1 / (N ln N) = {:.6g} for N = {} {}s", spec.privacy.delta,
+                 n, privacy::name_of(spec.privacy.unit));
   }
   RunHooks hooks;
   hooks.plan = [&spec, method, in, loaded] {
@@ -71,9 +72,14 @@ RunResult run_method(const Spec& given, const RunOptions& opts) {
     } else {
       if (!loaded) *in = data::load_train_inputs(spec);  // each file read once
       check_model(*method, *in);
-      own = method->plan(spec, in->train.size(), inherited);
+      const int64_t n = in->units.count(in->train.size());  // N counts privacy units
+      own = method->plan(spec, n, inherited);
       p.settings["data"] = {{"files", data::train_file_identity(spec)},
                             {"examples", in->train.size()}};
+      if (in->units.kind != privacy::PrivacyUnit::kExample)
+        p.settings["data"]["units"] = {{"unit", privacy::name_of(in->units.kind)},
+                                       {"count", n},
+                                       {"rows_left_out", in->units.rows_left_out}};
     }
     p.inherited = inherited.releases;
     p.releases = inherited.releases;

@@ -588,3 +588,44 @@ TEST_CASE("every method's options round-trip through its one field list", "[conf
     }
   }
 }
+
+TEST_CASE("privacy.unit and its keys: user needs a user column, and only it takes one",
+          "[config]") {
+  Spec s = parse(
+      "privacy: {unit: user, max_examples_per_user: 4}\n"
+      "data: {train: {path: a.csv, user_column: who}}\n");
+  CHECK(s.privacy.unit == privacy::PrivacyUnit::kUser);
+  CHECK(s.privacy.max_examples_per_user == 4);
+  CHECK(s.data.train.user_column == "who");
+  const YAML::Node y = spec_to_yaml(s);
+  CHECK(y["privacy"]["unit"].as<std::string>() == "user");
+  CHECK(y["privacy"]["max_examples_per_user"].as<int>() == 4);
+  CHECK(y["data"]["train"]["user_column"].as<std::string>() == "who");
+  // The default writes none of them, so the config hashes of earlier specs stay.
+  const YAML::Node plain = spec_to_yaml(parse("data: {train: {path: a.csv}}\n"));
+  CHECK_FALSE(plain["privacy"]["unit"]);
+  CHECK_FALSE(plain["privacy"]["max_examples_per_user"]);
+  CHECK_FALSE(plain["data"]["train"]["user_column"]);
+  CHECK(config_hash(parse("data: {train: {path: a.csv}}\n")) != config_hash(s));
+
+  CHECK_THAT(
+      config_error("privacy: {unit: person}\n"),
+      Contains("privacy.unit: 'person' is not allowed; use one of: example, document, user"));
+  CHECK_THAT(config_error("privacy: {unit: user}\ndata: {train: {path: a.csv}}\n"),
+             Contains("privacy.unit: user needs data.train.user_column"));
+  CHECK_THAT(config_error("privacy: {unit: user}\ndata: {train: {path: a.csv, user_column: w}, "
+                          "train_extra: [{path: b.csv}]}\n"),
+             Contains("needs data.train_extra[0].user_column"));
+  CHECK_THAT(config_error("data: {train: {path: a.csv, user_column: who}}\n"),
+             Contains("data.train.user_column names users, but privacy.unit is example"));
+  CHECK_THAT(config_error("privacy: {max_examples_per_user: 3}\n"),
+             Contains("belongs to privacy.unit: user"));
+  CHECK_THAT(config_error("privacy: {unit: user, max_examples_per_user: 0}\n"
+                          "data: {train: {path: a.csv, user_column: who}}\n"),
+             Contains("privacy.max_examples_per_user: 0 is out of range"));
+  CHECK_THAT(config_error("privacy: {unit: user}\ndata: {train: {path: a.csv, user_column: who}, "
+                          "packing: true}\n"),
+             Contains("with privacy.unit: user set data.packing: false"));
+  CHECK_THAT(config_error("data: {eval: {path: a.csv, user_column: who}}\n"),
+             Contains("unknown key `data.eval.user_column`"));
+}

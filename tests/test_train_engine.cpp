@@ -14,6 +14,7 @@
 #include "core/train/setup.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
+#include "data/table.hpp"
 #include "data/train_inputs.hpp"
 #include "mechanism_util.hpp"
 #include "methods/registry.hpp"
@@ -136,6 +137,46 @@ TEST_CASE("a DP-SFT stage-2 batch equals the hand computation: P^T g clipped in 
   CHECK(st.batch_size == 7);
   CHECK(st.clipped_fraction == Approx(3.0 / 7));
   CHECK((gs * w.unsqueeze(1)).norm(2, 1).max().item<double>() <= dp.clip_norm * (1 + 1e-6));
+}
+
+TEST_CASE("a user-level batch equals the hand computation: each unit's rows summed, then clipped",
+          "[train-engine][privacy]") {
+  HandBatch h;  // rows 0 2 3 5 7 8 11 as units {0 2 3} {5} {7 8 11}: micro-batches of 2 split them
+  const std::vector<int64_t> starts = {0, 3, 4};
+  const std::vector<std::vector<int64_t>> members = {{0, 1, 2}, {3}, {4, 5, 6}};  // of h.ref's rows
+  std::vector<Tensor> unit_grads;
+  for (const auto& m : members) {
+    Tensor g = torch::zeros({h.ref.size(1)});
+    for (int64_t b : m) g += h.ref[b];
+    unit_grads.push_back(g);
+  }
+  const Tensor U = torch::stack(unit_grads);  // (3, p)
+  const Tensor norms = U.norm(2, 1);
+  grad::PerSampleGrads psg(h.m);
+  train::DpSettings dp;
+  dp.clip_norm = 0.5 * (std::get<0>(norms.sort())[0] + std::get<0>(norms.sort())[1]).item<double>();
+  auto clipping = GENERATE(as<std::string>{}, "clip", "normalize");
+  dp.clipping = enum_value(clipping, privacy::kClippingNames, "clipping");
+  CAPTURE(clipping);
+  const Tensor w = clipping == "clip" ? torch::clamp_max(dp.clip_norm / norms, 1.0)
+                                      : dp.clip_norm / (norms + 0.01);
+  train::BatchStats st;
+  std::vector<Tensor> raw;
+  auto g = train::unit_clipped_sum(psg, h.ds, h.rows, starts, 2, 0, dp, &st, &raw);
+  CHECK(rel(flat(g), torch::mv(U.t(), w)) < 1e-5);
+  CHECK(rel(flat(raw), h.ref.sum(0)) < 1e-5);
+  CHECK(st.batch_size == 3);
+  CHECK(st.extra["rows"] == 7);
+  CHECK(st.clipped_fraction == Approx((norms > dp.clip_norm).sum().item<double>() / 3));
+  // Each unit, however many rows, moves the sum by at most C: leave out the 3-row unit {7 8 11}.
+  auto without = train::unit_clipped_sum(psg, h.ds, {0, 2, 3, 5}, {0, 3}, 2, 0, dp, nullptr);
+  CHECK((flat(g) - flat(without)).norm().item<double>() <= dp.clip_norm * (1 + 1e-5));
+  CHECK((flat(g) - flat(without)).norm().item<double>() > 0);
+  // With one row per unit it is the per-example clipped sum.
+  std::vector<int64_t> each(h.rows.size());
+  for (size_t i = 0; i < each.size(); ++i) each[i] = static_cast<int64_t>(i);
+  auto per_row = train::unit_clipped_sum(psg, h.ds, h.rows, each, 3, 0, dp, nullptr);
+  CHECK(rel(flat(per_row), flat(train::clipped_sum(psg, h.ds, h.rows, 3, 0, dp, nullptr))) < 1e-5);
 }
 
 TEST_CASE("direction_error is the l2 distance and cosine of the hand computation",
@@ -640,4 +681,119 @@ TEST_CASE("a diverged run ends failed with the step and the cause; NaN weights a
   std::string printed;
   CHECK(test::cli(run_args(f, out, {"--set", "method.name=dp-sgd", "--set", "privacy.epsilon=4"}),
                   &printed) == 3);
+}
+
+TEST_CASE("privacy.unit user: a user's rows form one unit, at most max_examples_per_user of them",
+          "[train-engine][privacy]") {
+  Fixture f;
+  make_fixture(f);
+  test::TempDir d;
+  // 12 users; user u0 has 5 rows, the others 1 or 2 (rows in file order, users interleaved).
+  std::string rows = "text,who\n";
+  std::vector<std::string> who;
+  for (int i = 0; i < 5; ++i) who.push_back("u0");
+  for (int u = 1; u < 12; ++u)
+    for (int k = 0; k < 1 + u % 2; ++k) who.push_back(fmt::format("u{}", u));
+  std::swap(who[1], who[6]);  // u0's second row comes later
+  for (size_t i = 0; i < who.size(); ++i)
+    rows += fmt::format("abstract number {} about cells,{}\n", i, who[i]);
+  d.write("users.csv", rows);
+  auto spec_with = [&](const std::string& file, int64_t cap) {
+    return parse_spec(
+        YAML::Load(fmt::format("model: {{path: {}, peft: {{kind: lora, targets: [c_attn]}}}}\n"
+                               "privacy: {{unit: user, max_examples_per_user: {}}}\n"
+                               "data:\n  train: {{path: {}, user_column: who}}\n  max_length: 16\n",
+                               f.model, cap, (d.path / file).string())));
+  };
+  train::TrainInputs in = data::load_train_inputs(spec_with("users.csv", 2));
+  REQUIRE(in.units.kind == privacy::PrivacyUnit::kUser);
+  CHECK(in.units.count(in.train.size()) == 12);
+  // u0 (the first unit, rows 0 2 3 4 6): its first two rows in file order; three left out.
+  CHECK(in.units.rows[0] == std::vector<int64_t>{0, 2});
+  CHECK(in.units.rows_left_out == 3);
+  int64_t kept = 0;
+  for (const auto& r : in.units.rows) {
+    CHECK(r.size() <= 2);
+    kept += static_cast<int64_t>(r.size());
+    for (int64_t row : r)
+      CHECK(who[static_cast<size_t>(in.train.items[row].index)] ==
+            who[static_cast<size_t>(in.train.items[r[0]].index)]);
+  }
+  CHECK(kept + in.units.rows_left_out == in.train.size());
+  CHECK(data::load_train_inputs(spec_with("users.csv", 10)).units.rows_left_out == 0);
+
+  // A row without a user, a missing column, fewer than 10 users: refused (exit 3), named.
+  d.write("gap.csv", "text,who\na,u1\nb,\nc,u2\n");
+  CHECK_THROWS_WITH(data::load_train_inputs(spec_with("gap.csv", 2)),
+                    Catch::Contains("gap.csv:3: this row has no user in user_column 'who'"));
+  d.write("few.csv", "text,who\na,u1\nb,u2\nc,u1\n");
+  CHECK_THROWS_WITH(data::load_train_inputs(spec_with("few.csv", 2)),
+                    Catch::Contains("2 distinct user(s) in 3 training rows"));
+  d.write("nocol.csv", "text,author\na,u1\n");
+  CHECK_THROWS_AS(data::load_train_inputs(spec_with("nocol.csv", 2)), InputError);
+  // A method that cannot bound a user's rows together refuses it before loading (exit 2).
+  for (const char* m : {"sgd", "noop", "denoise"}) {
+    Spec s = spec_with("users.csv", 2);
+    s.method = parse_spec(YAML::Load(fmt::format("method: {{name: {}}}\n", m))).method;
+    CHECK_THROWS_WITH(check_task(parsed_method(s.method), s),
+                      Catch::Contains("privacy.unit: user: method " + std::string(m)));
+  }
+}
+
+TEST_CASE("dp-sgd at user level: one row per user is example level bit for bit; N counts users",
+          "[train-engine][privacy]") {
+  Fixture f;
+  make_fixture(f);
+  const std::string out = (f.tmp.path / "runs").string();
+  // The fixture's rows as JSONL with a user column: `own` gives every row its own user, `few`
+  // puts rows 3k, 3k+1, 3k+2 under one user.
+  const data::Table t = data::read_table(f.train);
+  std::string own, few;
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    own += nlohmann::json{{"text", t.rows[i][0]}, {"who", fmt::format("p{}", i)}}.dump() + "\n";
+    few += nlohmann::json{{"text", t.rows[i][0]}, {"who", fmt::format("p{}", i / 3)}}.dump() + "\n";
+  }
+  const std::string own_file = (f.tmp.path / "own.jsonl").string();
+  const std::string few_file = (f.tmp.path / "few.jsonl").string();
+  write_file_atomic(own_file, own);
+  write_file_atomic(few_file, few);
+  auto dp = [&](const std::string& file, std::vector<std::string> extra = {}) {
+    std::vector<std::string> a = {
+        "--set", "method.name=dp-sgd",      "--set", "privacy.epsilon=4",
+        "--set", "data.train.path=" + file, "--set", "data.train.num_samples=0"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  const std::vector<std::string> user = {"--set", "privacy.unit=user", "--set",
+                                         "data.train.user_column=who"};
+  const auto example = run_metrics(f, out, dp(own_file));
+  const auto per_user = run_metrics(f, out, dp(own_file, user));
+  CHECK(per_user["eval"] == example["eval"]);
+  CHECK(per_user["privacy"]["noise_multiplier"] == example["privacy"]["noise_multiplier"]);
+  CHECK(per_user["privacy"]["epsilon"] == example["privacy"]["epsilon"]);
+  CHECK(per_user[kNonPrivate]["history"] == example[kNonPrivate]["history"]);
+
+  // Three rows per user: N = 134 users (400 rows), q = B / N over users; every step's batch
+  // holds whole users.
+  std::string dir;
+  const auto grouped = run_metrics(f, out, dp(few_file, user), &dir);
+  CHECK(grouped["status"] == "ok");
+  const double q = grouped["privacy"]["sampling_rate"].get<double>();
+  CHECK(q == Approx(6.0 / 134));
+  const auto lock = nlohmann::json::parse(read_file(fs::path(dir) / "privacy_lock.json"));
+  CHECK(lock.dump().find("\"count\":134") != std::string::npos);
+  CHECK(grouped["privacy"]["unit"]["unit"] == "user");
+  CHECK(grouped["privacy"]["unit"]["count"] == 134);
+  CHECK_FALSE(example["privacy"].contains("unit"));
+  for (const auto& h : grouped[kNonPrivate]["history"])
+    if (h.contains("rows")) CHECK(h["rows"].get<int64_t>() <= 3 * h["batch_size"].get<int64_t>());
+  // `dpft account --spec` counts the users too.
+  std::string printed;
+  std::vector<std::string> acc = {"account", "--json", "--spec", f.spec};
+  for (const auto& a : run_args(f, out, dp(few_file, user)))
+    if (a.rfind("--set", 0) == 0 || a.find('=') != std::string::npos) acc.push_back(a);
+  REQUIRE(test::cli(acc, &printed) == 0);
+  const auto j = nlohmann::json::parse(printed);
+  CHECK(j["dataset_size"] == 134);
+  CHECK(j["unit"] == "user");
 }

@@ -72,6 +72,11 @@ const std::vector<PrivacyOption>& privacy_options() {
        "metrics.json's non_private block",
        "set method.diagnostics: false",
        [](const Spec& s) { return method_flag(s, "diagnostics"); }},
+      {"privacy.unit", "user", PrivacyEffect::kSafe,
+       "the guarantee protects a user (data.train.user_column), not a row: N, the Poisson "
+       "sampling and the clipping count users, each sampled user's first "
+       "max_examples_per_user rows summed and clipped as one; rows past that are not trained on",
+       "", [](const Spec& s) { return s.privacy.unit == privacy::PrivacyUnit::kUser; }},
       {"privacy.secure_noise", "true", PrivacyEffect::kSafe,
        "every noise and batch draw from the OS CSPRNG (keyed noise is already unpredictable "
        "without the run's key); not reproducible",

@@ -21,7 +21,8 @@ namespace dpft {
 
 namespace {
 
-void parse_dataset(Fields f, DatasetSpec& d, bool is_eval = false, bool named = false) {
+void parse_dataset(Fields f, DatasetSpec& d, bool is_eval = false, bool named = false,
+                   bool is_train = false) {
   f.get("path", d.path);
   f.get_choice("format", d.format,
                {"auto", "csv", "tsv", "jsonl", "text", "e2e", "dart", "dart-train", "dart-test"});
@@ -31,6 +32,7 @@ void parse_dataset(Fields f, DatasetSpec& d, bool is_eval = false, bool named = 
   if (!d.prompt.empty() && !d.prompt_column.empty())
     throw ConfigError(fmt::format("{}: give prompt_column or a fixed prompt, not both", f.path()));
   f.get("label_column", d.label_column);
+  if (is_train) f.get("user_column", d.user_column);
   f.get("text_pair_column", d.text_pair_column);
   f.get("num_samples", d.num_samples, Range::at_least(0));
   if (f.get("rows", d.rows, Range::at_least(0)) && (d.rows.size() != 2 || d.rows[0] >= d.rows[1]))
@@ -76,6 +78,7 @@ YAML::Node dataset_yaml(const DatasetSpec& d) {
   n["prompt"] = d.prompt;
   n["label_column"] = d.label_column;
   if (!d.text_pair_column.empty()) n["text_pair_column"] = d.text_pair_column;
+  if (!d.user_column.empty()) n["user_column"] = d.user_column;
   n["num_samples"] = d.num_samples;
   if (!d.rows.empty()) n["rows"] = d.rows;
   if (!d.hash_split.empty()) n["hash_split"] = d.hash_split;
@@ -250,6 +253,23 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
 
 namespace {
 
+// privacy.unit user needs every private training file to name its users, and a user column
+// means unit user.
+void check_user_columns(const DataSpec& da, privacy::PrivacyUnit unit) {
+  std::vector<std::pair<std::string, const DatasetSpec*>> files = {{"data.train", &da.train}};
+  for (size_t i = 0; i < da.train_extra.size(); ++i)
+    files.push_back({fmt::format("data.train_extra[{}]", i), &da.train_extra[i]});
+  for (const auto& [key, d] : files) {
+    DPFT_CHECK_AS(ConfigError, unit != privacy::PrivacyUnit::kUser || !d->user_column.empty(),
+                  "privacy.unit: user needs {}.user_column, the column naming each row's user",
+                  key);
+    DPFT_CHECK_AS(ConfigError, unit == privacy::PrivacyUnit::kUser || d->user_column.empty(),
+                  "{}.user_column names users, but privacy.unit is {}: set privacy.unit: user "
+                  "(or drop the column)",
+                  key, privacy::name_of(unit));
+  }
+}
+
 // data.task seq2seq: each example's source (the encoder's input) comes from data.denoising (its
 // own target, infilled), from the method (`method` makes them: MethodBlock::makes_sources), or
 // from the data (prompt_column or prompt), exactly one of them.
@@ -343,7 +363,7 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
       dn.finish();
     }
     d.get("labels", da.labels);
-    parse_dataset(d.child("train"), da.train);
+    parse_dataset(d.child("train"), da.train, false, false, true);
     YAML::Node extra = d.raw("train_extra");
     if (extra && !extra.IsNull()) {
       if (!extra.IsSequence())
@@ -355,7 +375,7 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
         da.train_extra.emplace_back();
         parse_dataset(
             Fields(extra[i], fmt::format("{}[{}]", d.key_path("train_extra"), i), d.registry()),
-            da.train_extra.back());
+            da.train_extra.back(), false, false, true);
       }
     }
     parse_dataset(d.child("eval"), da.eval, true);
@@ -497,6 +517,17 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
     p.get("secure_noise", pr.secure_noise);
     p.get("noise_seed", pr.noise_seed, Range::at_least(0));
     p.get_enum("noise_draw", pr.noise_draw, privacy::kNoiseDrawNames);
+    p.get_enum("unit", pr.unit, privacy::kPrivacyUnitNames);
+    if (p.get("max_examples_per_user", pr.max_examples_per_user, Range::at_least(1)) &&
+        pr.unit != privacy::PrivacyUnit::kUser)
+      throw ConfigError(fmt::format(
+          "privacy.max_examples_per_user belongs to privacy.unit: user; this spec's unit is {}",
+          privacy::name_of(pr.unit)));
+    check_user_columns(s.data, pr.unit);
+    if (pr.unit == privacy::PrivacyUnit::kUser && s.data.packing)
+      throw ConfigError(
+          "data.packing: a packed block can hold rows of several users, so it cannot be kept "
+          "within one user; with privacy.unit: user set data.packing: false");
     if (pr.secure_noise && pr.noise_seed)
       throw ConfigError(
           "privacy: noise_seed makes the noise reproducible (and replayable by anyone who knows "
@@ -671,6 +702,10 @@ YAML::Node spec_to_yaml(const Spec& s) {
     p["noise_draw"] = privacy::name_of(s.privacy.noise_draw);
   p["secure_noise"] = s.privacy.secure_noise;
   if (s.privacy.noise_seed) p["noise_seed"] = *s.privacy.noise_seed;  // absent: keyed noise
+  if (s.privacy.unit != privacy::PrivacyUnit::kExample)  // absent: earlier specs keep their hash
+    p["unit"] = privacy::name_of(s.privacy.unit);
+  if (s.privacy.unit == privacy::PrivacyUnit::kUser)
+    p["max_examples_per_user"] = s.privacy.max_examples_per_user;
   n["privacy"] = p;
   YAML::Node t;
   t["steps"] = s.train.steps;

@@ -51,6 +51,9 @@ struct DatasetSpec {
   std::string prompt_column;  // set: examples are prompt/response pairs ("" = plain text)
   std::string prompt;         // one fixed prompt for every row (rows become its responses)
   std::string label_column;   // optional label column ("" = unlabelled)
+  // data.train / train_extra with privacy.unit user: the column naming each row's user (the
+  // privacy unit); every row needs a non-empty one.
+  std::string user_column;
   std::string text_pair_column;  // second sentence of a pair (data.task classification)
   int64_t num_samples = 0;    // deterministic seeded subsample; 0 = all rows
   // [begin, end): only these data rows of the file (0-based, file order), before subsampling;
@@ -145,6 +148,12 @@ struct PrivacySpec {
   std::optional<int64_t> noise_seed;
   // where seeded noise for a GPU's tensors is drawn (core/privacy/noise.hpp): auto = the device
   privacy::NoiseDraw noise_draw = privacy::NoiseDraw::kAuto;
+  // What the guarantee protects (core/privacy/modes.hpp): example | document | user. N, the
+  // sampling and the sensitivity all count units.
+  privacy::PrivacyUnit unit = privacy::PrivacyUnit::kExample;
+  // unit user: the most rows of one user a run reads (the first ones in file order, chosen
+  // without looking at their content).
+  int64_t max_examples_per_user = 16;
   // The one definition of a private spec: noise (given, or calibrated to a finite epsilon).
   // Methods noise their fixed releases (CTCL's histogram, PE's class histogram) only then; the
   // option table (privacy_options.hpp) labels the rest non-private.

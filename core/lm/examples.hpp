@@ -24,6 +24,7 @@ struct Example {
   std::string label;                     // "" when unlabelled
   std::optional<std::string> prompt;     // set for prompt/response pairs
   std::optional<std::string> text_pair;  // set for sentence pairs
+  std::string user;  // privacy.unit user: the row's user (data.train.user_column); else ""
 };
 
 // What a batch trains and evaluates (model::sample_losses in core/lm/objective.hpp):

@@ -27,6 +27,12 @@
 //     kPrv           "prv":      the privacy random variable accountant (numerical, tight)
 //     kRdp           "rdp":      Renyi DP (an upper bound)
 //     kGaussian      "gaussian": the closed form of composed Gaussians (q 1 only)
+//   PrivacyUnit      what the guarantee protects, one neighbour's worth of data (privacy.unit;
+//                    docs/privacy.md, "Choosing the privacy unit"):
+//     kExample       "example":  one training row
+//     kDocument      "document": one document, all its packed blocks together
+//     kUser          "user":     every row of one user (data.train.user_column), at most
+//                                privacy.max_examples_per_user of them
 // The two normalisations differ: kAutoClip keeps ||.|| < C with a stabiliser and scales by C;
 // kUnitNorm maps every column to norm exactly 1.
 #pragma once
@@ -43,6 +49,11 @@ enum class NoisePlacement { kCoefficients, kInnerProduct, kPrivateGradient };
 enum class NoiseDraw { kAuto, kHost, kDevice };
 enum class NoiseMode { kKeyed, kSeeded, kOs };
 enum class AccountantKind { kPrv, kRdp, kGaussian };
+enum class PrivacyUnit { kExample, kDocument, kUser };
+inline constexpr std::array<EnumName<PrivacyUnit>, 3> kPrivacyUnitNames = {
+    {{PrivacyUnit::kExample, "example"},
+     {PrivacyUnit::kDocument, "document"},
+     {PrivacyUnit::kUser, "user"}}};
 inline constexpr std::array<EnumName<AccountantKind>, 3> kAccountantNames = {
     {{AccountantKind::kPrv, "prv"},
      {AccountantKind::kRdp, "rdp"},
@@ -84,6 +95,9 @@ inline const char* name_of(NoiseDraw v) {
 }
 inline const char* name_of(NoiseMode v) {
   return enum_name(v, kNoiseModeNames);
+}
+inline const char* name_of(PrivacyUnit v) {
+  return enum_name(v, kPrivacyUnitNames);
 }
 
 // Stabiliser gamma of automatic clipping (Bu et al. 2023): C / (||g|| + gamma).

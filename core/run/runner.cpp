@@ -251,6 +251,9 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
     priv["noise"] = randomness.to_json();
     if (plan.settings.contains("inherited"))  // what the artefacts it builds on embody, and why
       priv["inherited"] = plan.settings["inherited"];
+    // The unit epsilon is about (absent: example, one row); its N and the rows left out.
+    if (plan.settings.contains("data") && plan.settings["data"].contains("units"))
+      priv["unit"] = plan.settings["data"]["units"];
     metrics["privacy"] = priv;
     if (spec.output.non_private_stats) {  // run time and memory follow the realised batch sizes
       nlohmann::json& np = metrics[kNonPrivate];

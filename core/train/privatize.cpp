@@ -109,6 +109,82 @@ std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const lm::LmDa
   return sum;
 }
 
+std::vector<torch::Tensor> unit_clipped_sum(grad::PerSampleGrads& psg, const lm::LmDataset& ds,
+                                            const std::vector<int64_t>& rows,
+                                            const std::vector<int64_t>& starts, int64_t micro_batch,
+                                            int64_t pad_id, const DpSettings& dp, BatchStats* stats,
+                                            std::vector<torch::Tensor>* unclipped) {
+  auto t0 = std::chrono::steady_clock::now();
+  const auto U = static_cast<int64_t>(starts.size());
+  const int64_t p = psg.dim();
+  DPFT_CHECK_AS(
+      ConfigError, static_cast<double>(U) * static_cast<double>(p) * 4 <= 0x1p31,
+      "privacy.unit user: the step's {} unit gradients of {} parameters would take {:.1f} "
+      "GiB; lower train.batch_size (units per step) or train fewer parameters (LoRA)",
+      U, p, static_cast<double>(U) * static_cast<double>(p) * 4 / 0x1p30);
+  std::vector<int64_t> unit_of(rows.size());  // row position -> its unit
+  for (int64_t u = 0; u < U; ++u) {
+    const size_t end = u + 1 < U ? static_cast<size_t>(starts[u + 1]) : rows.size();
+    DPFT_CHECK(static_cast<size_t>(starts[u]) <= end && end <= rows.size(),
+               "unit_clipped_sum: unit {} starts at {} (rows {})", u, starts[u], rows.size());
+    for (size_t i = static_cast<size_t>(starts[u]); i < end; ++i) unit_of[i] = u;
+  }
+  const torch::TensorOptions f32 = psg.params()[0].param.options().dtype(torch::kFloat32);
+  torch::Tensor G = torch::zeros({U, p}, f32);  // (U, p) the units' summed gradients
+  double loss = 0;
+  const uint64_t draw = stats ? batch_draw(*stats) : 1;
+  const auto step = static_cast<size_t>(std::max<int64_t>(1, micro_batch));
+  for (size_t i = 0; i < rows.size(); i += step) {
+    const size_t end = std::min(rows.size(), i + step);
+    std::vector<int64_t> chunk(rows.begin() + static_cast<std::ptrdiff_t>(i),
+                               rows.begin() + static_cast<std::ptrdiff_t>(end));
+    std::vector<int64_t> units(unit_of.begin() + static_cast<std::ptrdiff_t>(i),
+                               unit_of.begin() + static_cast<std::ptrdiff_t>(end));
+    torch::Tensor losses = psg.compute(lm::collate(ds, chunk, pad_id, draw));
+    G.index_add_(0, torch::tensor(units, torch::kLong).to(G.device()), psg.matrix());
+    loss += losses.sum().item<double>();
+  }
+  psg.release();
+  const torch::Tensor finite = torch::isfinite(G).all(1);  // (U)
+  const auto bad = (~finite).sum().item<int64_t>();
+  int64_t dropped = 0;
+  if (bad > 0) {
+    const torch::Tensor ok = finite.to(torch::kCPU);
+    for (size_t i = 0; i < rows.size(); ++i)
+      if (!ok[unit_of[i]].item<bool>()) ++dropped;
+    spdlog::warn(
+        "{} unit(s) ({} rows) had a non-finite gradient and were left out of this step (lower "
+        "train.lr, or check the data and model)",
+        bad, dropped);
+    G.masked_fill_(~finite.unsqueeze(1), 0.0);  // 0 is within the bound: the sensitivity holds
+  }
+  const torch::Tensor norms = G.norm(2, 1);                                         // (U)
+  const torch::Tensor w = clip_weights(norms, dp.clip_norm, dp.clipping) * finite;  // (U)
+  const torch::Tensor flat = (w.unsqueeze(1) * G).sum(0);                           // (p)
+  const torch::Tensor raw = unclipped ? G.sum(0) : torch::Tensor();                 // (p)
+  std::vector<torch::Tensor> sum;
+  if (unclipped) unclipped->clear();
+  int64_t at = 0;
+  for (const auto& gp : psg.params()) {
+    const int64_t n = gp.param.numel();
+    sum.push_back(flat.narrow(0, at, n).view(gp.param.sizes()).clone());
+    if (unclipped) unclipped->push_back(raw.narrow(0, at, n).view(gp.param.sizes()).clone());
+    at += n;
+  }
+  if (stats) {
+    const double units = static_cast<double>(std::max<int64_t>(U - bad, 1));
+    stats->batch_size = U;
+    stats->loss = loss / static_cast<double>(std::max<size_t>(rows.size(), 1));
+    stats->grad_norm_mean = (norms * finite).sum().item<double>() / units;
+    stats->clipped_norm_mean = (norms * w).sum().item<double>() / units;
+    stats->clipped_fraction = ((norms > dp.clip_norm) & finite).sum().item<double>() / units;
+    stats->dropped += dropped;
+    stats->extra["rows"] = static_cast<int64_t>(rows.size());
+    stats->grad_seconds += seconds_since(t0);
+  }
+  return sum;
+}
+
 std::vector<torch::Tensor> mean_gradient(model::CausalLMImpl& model,
                                          const std::vector<torch::Tensor>& params,
                                          const lm::LmDataset& ds, const std::vector<int64_t>& rows,

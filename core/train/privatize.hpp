@@ -23,6 +23,9 @@ struct BatchStats {
   // Input, set by the trainer: the 0-based step this batch is for. Masked-LM batches draw their
   // masks with draw = step + 1 (lm::collate), so a resumed run masks as the uninterrupted one.
   int64_t step = 0;
+  // Input, set by the trainer at privacy.unit user: where each sampled unit's rows begin in the
+  // step's rows (units one after another); empty when every row is its own unit.
+  std::vector<int64_t> unit_starts;
   int64_t batch_size = 0;       // realised |B|
   double loss = 0;              // mean per-sample loss over the batch (0 if empty)
   double grad_norm_mean = 0;    // mean per-sample gradient norm (before clipping)
@@ -50,6 +53,22 @@ std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const lm::LmDa
                                        const std::vector<int64_t>& rows, int64_t micro_batch,
                                        int64_t pad_id, const DpSettings& dp, BatchStats* stats,
                                        std::vector<torch::Tensor>* unclipped = nullptr);
+
+// privacy.unit user (core/privacy/units.hpp): sum_u c_u sum_{b in u} g_b over the sampled
+// units u, c_u the clipping weight (clip or normalize, as clip_weights) of the unit's gradient
+// norm ||sum_{b in u} g_b||, so one unit moves the sum by at most C however many rows it has.
+// rows: the units' rows one unit after another; starts (U): where each unit's rows begin. The
+// per-sample gradients are formed (PerSampleGrads::matrix, micro-batches of at most micro_batch
+// rows; a unit may span several) and added into a (U, p) matrix of unit gradients (ConfigError
+// when that would pass 2 GiB). A unit whose gradient is not finite contributes nothing (its rows
+// counted in `dropped`). Stats: batch_size = U, loss the mean over rows, norms and the clipped
+// share over units, extra.rows. One tensor per trainable parameter, float32; `unclipped` as
+// clipped_sum's.
+std::vector<torch::Tensor> unit_clipped_sum(grad::PerSampleGrads& psg, const lm::LmDataset& ds,
+                                            const std::vector<int64_t>& rows,
+                                            const std::vector<int64_t>& starts, int64_t micro_batch,
+                                            int64_t pad_id, const DpSettings& dp, BatchStats* stats,
+                                            std::vector<torch::Tensor>* unclipped = nullptr);
 
 // The non-private gradient of `rows` by ordinary autograd: sum_b grad loss_b / denom, float32
 // per parameter of `params` (zeros where no gradient reached it), micro-batches of micro_batch

@@ -10,6 +10,7 @@
 #include "core/eval/nlg_eval.hpp"
 #include "core/lm/examples.hpp"
 #include "core/model/peft.hpp"
+#include "core/privacy/units.hpp"
 #include "core/tokenizer/encoder_tokenizer.hpp"
 #include "core/tokenizer/tokenizer.hpp"
 
@@ -25,6 +26,7 @@ struct TrainInputs {
   std::shared_ptr<tok::Tokenizer> tok;             // decoders (data.task lm); null for encoders
   std::shared_ptr<tok::EncoderTokenizer> enc_tok;  // encoders (then tok is null)
   lm::LmDataset train, eval;  // eval empty when data.eval.path is ""
+  privacy::Units units;       // train's privacy units (privacy.unit): N counts them
   // data.public, prepared as train is (empty without it), and how many of its examples are
   // also private training examples (a "public" set that holds private rows is not public).
   lm::LmDataset public_train;

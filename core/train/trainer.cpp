@@ -100,6 +100,23 @@ double median(std::vector<double> v) {
 using trainer_detail::median;
 using trainer_detail::ShuffleSampler;
 
+namespace {
+
+// The rows of the sampled units, one unit after another; starts: where each begins.
+std::vector<int64_t> unit_rows(const privacy::Units& units, const std::vector<int64_t>& sampled,
+                               std::vector<int64_t>& starts) {
+  std::vector<int64_t> rows;
+  starts.clear();
+  for (int64_t u : sampled) {
+    starts.push_back(static_cast<int64_t>(rows.size()));
+    const std::vector<int64_t>& r = units.rows.at(static_cast<size_t>(u));
+    rows.insert(rows.end(), r.begin(), r.end());
+  }
+  return rows;
+}
+
+}  // namespace
+
 struct Trainer::State {
   RunContext& ctx;
   TrainInputs& in;
@@ -177,8 +194,16 @@ Trainer::Trainer(RunContext& ctx, TrainInputs& in, LoopOptions opts, privacy::Me
   int64_t n = in.train.size();
   DPFT_CHECK_AS(InputError, n > 0, "the training set has no usable examples ({})",
                 ctx.spec.data.train.path);
-  if (s_->opts.sampling == Sampling::kPoisson)
-    s_->poisson = ctx.privacy.poisson(n, s_->opts.q, "sampler");
+  const bool by_unit = in.units.kind != privacy::PrivacyUnit::kExample;
+  DPFT_CHECK_AS(ConfigError, !by_unit || s_->opts.sampling == Sampling::kPoisson,
+                "privacy.unit: {} samples units at rate q: method.sampling must be poisson",
+                privacy::name_of(in.units.kind));
+  DPFT_CHECK_AS(ConfigError, !by_unit || !dist::active(),
+                "privacy.unit: {} runs on one process for now (its units are not sharded "
+                "across ranks): drop --nproc",
+                privacy::name_of(in.units.kind));
+  if (s_->opts.sampling == Sampling::kPoisson)  // Poisson over the privacy units
+    s_->poisson = ctx.privacy.poisson(in.units.count(n), s_->opts.q, "sampler");
   else
     s_->shuffle =
         std::make_unique<ShuffleSampler>(n, s_->opts.batch_size, derive_seed(seed, "sampler"));
@@ -559,6 +584,7 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
     s.started = static_cast<int64_t>(ph);
     BatchStats st;
     st.step = s.step;
+    if (!s.in.units.rows.empty() && !phase.data) rows = unit_rows(s.in.units, rows, st.unit_starts);
     const int64_t released = phase.release ? s.ctx.privacy.recorded(*phase.release) : 0;
     std::vector<Tensor> grads = gradient(rows, st);
     // The step's release went through the method's mechanism (core/privacy/mechanism.hpp),

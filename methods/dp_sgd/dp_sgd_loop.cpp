@@ -50,9 +50,16 @@ nlohmann::json run_dp_sgd(RunContext& ctx, train::TrainInputs& in, const train::
   nlohmann::json out = trainer.run([&](const std::vector<int64_t>& rows, train::BatchStats& st) {
     // Abadi et al. 2016, Alg. 1: per-sample gradients, clipped and summed ("clip gradient");
     // with several ranks, each sums its shard of the lot (core/dist/world.hpp)
+    // (privacy.unit user: each sampled user's rows summed, then clipped as one)
     std::vector<torch::Tensor> raw;
-    auto g = train::clipped_sum(psg, in.train, dist::shard(rows), spec.train.micro_batch_size,
-                                in.pad_id, dp, &st, o.diagnostics ? &raw : nullptr);
+    const bool by_unit =  // some sampled unit holds several rows
+        !st.unit_starts.empty() && st.unit_starts.size() != rows.size();
+    auto g = by_unit
+                 ? train::unit_clipped_sum(psg, in.train, rows, st.unit_starts,
+                                           spec.train.micro_batch_size, in.pad_id, dp, &st,
+                                           o.diagnostics ? &raw : nullptr)
+                 : train::clipped_sum(psg, in.train, dist::shard(rows), spec.train.micro_batch_size,
+                                      in.pad_id, dp, &st, o.diagnostics ? &raw : nullptr);
     train::reduce_batch_stats(st);
     if (o.diagnostics) dist::all_reduce_sum(raw, "the unclipped sum (diagnostics)");
     // "add noise": N(0, sigma^2 C^2 I) once (rank 0), the shards summed, divided by the lot size
@@ -62,16 +69,17 @@ nlohmann::json run_dp_sgd(RunContext& ctx, train::TrainInputs& in, const train::
       dist::all_reduce_sum(clipped, "the clipped sum (post-processing diagnostics)");
     }
     double noise_norm = 0, signal_norm = 0;
-    const double divisor = train::noise_and_scale(g, dp, noise, static_cast<int64_t>(rows.size()),
-                                                  &st, o.diagnostics ? &noise_norm : nullptr,
-                                                  o.diagnostics ? &signal_norm : nullptr);
+    const int64_t units = by_unit ? st.batch_size : static_cast<int64_t>(rows.size());
+    const double divisor =
+        train::noise_and_scale(g, dp, noise, units, &st, o.diagnostics ? &noise_norm : nullptr,
+                               o.diagnostics ? &signal_norm : nullptr);
     for (auto& t : clipped) t.div_(divisor);
     if (o.post_process)
       o.post_process(psg.params(), g, dp.noise_std() / divisor, st,
                      o.clipped_for_post_process ? &clipped : nullptr);
     if (o.diagnostics && !rows.empty() && dist::is_root())
       st.extra["diagnostics"] = eval::dp_sgd_step(
-          flatten(g), flatten(raw) / static_cast<double>(rows.size()), signal_norm, noise_norm);
+          flatten(g), flatten(raw) / static_cast<double>(units), signal_norm, noise_norm);
     return g;  // "descent": the trainer's optimizer step
   });
   if (o.diagnostics)
