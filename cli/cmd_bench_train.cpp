@@ -57,6 +57,10 @@ void register_bench_train(CLI::App* bench, CliContext& ctx) {
                 "random orthonormal P with this many columns, and building P (trajectory rows, "
                 "Gram-route SVD); 0 = off")
       ->capture_default_str();
+  s->add_option("--unit-rows", o->unit_rows,
+                "also time a user-level DP-SGD step (privacy.unit user) on the same rows as "
+                "users of this many rows each; 0 = off")
+      ->capture_default_str();
   s->add_option("--dp-sft-storage", o->dp_sft_storage, "P's storage with --dp-sft")
       ->check(CLI::IsMember({"float32", "bfloat16"}))
       ->capture_default_str();

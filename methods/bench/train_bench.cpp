@@ -152,6 +152,17 @@ class TrainSteps {
     return sec;
   }
 
+  double unit() {  // --unit-rows K: the same rows as users of K rows, each user clipped as one
+    auto t0 = BenchClock::now();
+    std::vector<int64_t> starts;
+    for (int64_t i = 0; i < b_.batch; i += b_.unit_rows) starts.push_back(i);
+    train::BatchStats st;
+    auto g = train::unit_clipped_sum(psg_, s_.ds, s_.rows, starts, s_.micro, 0, dp_, &st);
+    train::noise_and_scale(g, dp_, *noise_, static_cast<int64_t>(starts.size()), &st);
+    s_.sync();
+    return bench_seconds(t0);
+  }
+
   // --dp-sft K: P (d, K) random orthonormal over the trainable parameters, on the model's
   // device, in --dp-sft-storage; orthonormalised in float32, stored and orthonormalised again
   // there, as project::subspace_from_trajectory makes the P of a run.
@@ -348,6 +359,9 @@ double eval_throughput(const TrainBench& b, Setup& s) {
 }  // namespace
 
 nlohmann::json train_bench(const TrainBench& b) {
+  DPFT_CHECK_AS(ConfigError, b.unit_rows >= 0 && b.unit_rows <= b.batch,
+                "--unit-rows {}: rows per user, from 1 to --batch {} (0 = off)", b.unit_rows,
+                b.batch);
   Setup s;
   make_model(b, s);
   make_batch(b, s);
@@ -366,10 +380,12 @@ nlohmann::json train_bench(const TrainBench& b) {
   steps.nonprivate(), steps.dp();  // warm-up
   if (b.denoise) dn.time(steps.last_grad), dn.reset();
   if (b.dp_sft_k > 0) steps.sft();
-  std::vector<double> tn, td, ts;
+  if (b.unit_rows > 0) steps.unit();
+  std::vector<double> tn, td, ts, tu;
   for (int i = 0; i < b.reps; ++i) {
     tn.push_back(steps.nonprivate()), td.push_back(steps.dp());
     if (b.dp_sft_k > 0) ts.push_back(steps.sft());
+    if (b.unit_rows > 0) tu.push_back(steps.unit());
     if (b.denoise) dn.time(steps.last_grad);
   }
   const double n = bench_median(tn), d_step = bench_median(td);
@@ -430,6 +446,13 @@ nlohmann::json train_bench(const TrainBench& b) {
                      {"svd_s", tsvd}};
     if (!effect.is_null()) out["dp_sft"]["bfloat16_effect"] = effect;
   }
+  if (b.unit_rows > 0) {
+    const double t = bench_median(tu);
+    out["user_level"] = {{"rows_per_user", b.unit_rows},
+                         {"users", (b.batch + b.unit_rows - 1) / b.unit_rows},
+                         {"dp_step_s", t},
+                         {"ratio_to_dp_step", t / d_step}};
+  }
   if (b.denoise) out["denoise"] = dn.report(d_step);
   if (s.encoder) out["eval_examples_per_s"] = eval_throughput(b, s);
   return out;
@@ -480,6 +503,12 @@ std::string train_bench_text(const TrainBench& b, const nlohmann::json& out) {
           j["bfloat16_effect"]["p_rel_error"].get<double>(),
           j["bfloat16_effect"]["projected_sum_rel_error"].get<double>(),
           j["bfloat16_effect"]["orthonormality_max_error"].get<double>());
+  }
+  if (b.unit_rows > 0) {
+    const auto& j = out["user_level"];
+    t += fmt::format("  DP-SGD, user level ({} users of {} rows): {:8.3f} s/step  {:.2f}x DP-SGD\n",
+                     j["users"].get<int64_t>(), b.unit_rows, j["dp_step_s"].get<double>(),
+                     j["ratio_to_dp_step"].get<double>());
   }
   if (out.contains("eval_examples_per_s"))
     t += fmt::format("  classification eval: {:.1f} examples/s (micro-batch {})\n",

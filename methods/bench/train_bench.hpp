@@ -9,7 +9,9 @@
 // (paper 003); --dp-sft K a DP-SFT stage-2 step (paper 002, Alg. 2: per-sample P^T g_i,
 // clipping in R^k, noise, P g~^s) on a random orthonormal P of k columns, interleaved with the
 // other two, and what building P costs (one trajectory row written, the Gram-route SVD of k
-// rows). Results belong in docs/BENCHMARKS.md. The CLI (cli/cmd_bench_train.cpp) parses the
+// rows); --unit-rows K a user-level DP-SGD step (privacy.unit user: the same rows as users of K
+// rows each, each user's summed gradient clipped, train::unit_clipped_sum), interleaved too.
+// Results belong in docs/BENCHMARKS.md. The CLI (cli/cmd_bench_train.cpp) parses the
 // options and prints.
 #pragma once
 #include <nlohmann/json.hpp>
@@ -26,6 +28,7 @@ struct TrainBench {
               noise_mode = "keyed";
   std::vector<std::string> targets;
   int64_t vocab = 50257, batch = 32, seq = 128, micro = 0, r = 8, dp_sft_k = 0;
+  int64_t unit_rows = 0;  // --unit-rows K: also a user-level DP step, K rows per user
   int reps = 5;
   bool json = false, denoise = false;
 };
