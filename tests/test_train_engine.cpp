@@ -784,6 +784,9 @@ TEST_CASE("dp-sgd at user level: one row per user is example level bit for bit; 
   CHECK(lock.dump().find("\"count\":134") != std::string::npos);
   CHECK(grouped["privacy"]["unit"]["unit"] == "user");
   CHECK(grouped["privacy"]["unit"]["count"] == 134);
+  // How many rows the cap left out is a statistic of the users' row counts: non-private only.
+  CHECK_FALSE(grouped["privacy"]["unit"].contains("rows_left_out"));
+  CHECK(grouped[kNonPrivate]["unit_rows_left_out"] == 0);
   CHECK_FALSE(example["privacy"].contains("unit"));
   for (const auto& h : grouped[kNonPrivate]["history"])
     if (h.contains("rows")) CHECK(h["rows"].get<int64_t>() <= 3 * h["batch_size"].get<int64_t>());

@@ -251,10 +251,16 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
     priv["noise"] = randomness.to_json();
     if (plan.settings.contains("inherited"))  // what the artefacts it builds on embody, and why
       priv["inherited"] = plan.settings["inherited"];
-    // The unit epsilon is about (absent: example, one row); its N and the rows left out.
-    if (plan.settings.contains("data") && plan.settings["data"].contains("units"))
-      priv["unit"] = plan.settings["data"]["units"];
+    // The unit epsilon is about (absent: example, one row) and N in units (public, as N is).
+    // How many rows the per-user cap left out depends on the users' row counts: non-private.
+    const nlohmann::json* units =
+        plan.settings.contains("data") && plan.settings["data"].contains("units")
+            ? &plan.settings["data"]["units"]
+            : nullptr;
+    if (units) priv["unit"] = {{"unit", units->at("unit")}, {"count", units->at("count")}};
     metrics["privacy"] = priv;
+    if (units && spec.output.non_private_stats)
+      metrics[kNonPrivate]["unit_rows_left_out"] = units->at("rows_left_out");
     if (spec.output.non_private_stats) {  // run time and memory follow the realised batch sizes
       nlohmann::json& np = metrics[kNonPrivate];
       np["note"] = kNonPrivateNote;
