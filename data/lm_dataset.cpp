@@ -170,6 +170,39 @@ LmDataset build_lm_dataset(const std::vector<Example>& examples, const tok::Toke
         fmt::format("{}: data.packing needs an eos token to separate documents, and this tokenizer "
                     "has none; set data.packing: false",
                     tok.source()));
+  if (o.within_documents) {  // each document's blocks on their own, indexed by the document
+    int64_t empty_docs = 0, blocks = 0;
+    for (const Example& e : examples) {
+      Doc doc = encode_example(e, tok, chat, o.response_only, 0);
+      if (doc.content == 0) {
+        ++empty_docs;
+        continue;
+      }
+      doc.ids.push_back(*tok.eos_id());
+      doc.scored.push_back(1);
+      for (size_t at = 0; at < doc.ids.size(); at += L, ++blocks) {
+        const size_t end = std::min(doc.ids.size(), at + L);
+        TokenizedExample t;
+        t.index = e.index;
+        t.ids.assign(doc.ids.begin() + static_cast<std::ptrdiff_t>(at),
+                     doc.ids.begin() + static_cast<std::ptrdiff_t>(end));
+        t.scored.assign(doc.scored.begin() + static_cast<std::ptrdiff_t>(at),
+                        doc.scored.begin() + static_cast<std::ptrdiff_t>(end));
+        if (usable(t.ids, t.scored))
+          ds.items.push_back(std::move(t));
+        else
+          ++ds.dropped;
+      }
+    }
+    if (empty_docs > 0)
+      spdlog::warn("packing: {} of {} documents are empty and were skipped", empty_docs,
+                   examples.size());
+    spdlog::debug(
+        "packing within documents: {} documents into {} blocks of at most {} ({} "
+        "dropped: a tail of one token or none scored)",
+        examples.size() - static_cast<size_t>(empty_docs), blocks, L, ds.dropped);
+    return ds;
+  }
   std::vector<int32_t> ids;
   std::vector<uint8_t> scored;
   int64_t empty_docs = 0;

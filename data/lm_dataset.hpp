@@ -44,6 +44,11 @@ struct LmDataOptions {
   int64_t max_length = 128;
   bool add_eos = true;
   bool packing = false;
+  // With packing, cut each document into its own blocks (the last one shorter, padded when
+  // collated) rather than one stream: a block never holds two documents, and every block of a
+  // document carries the document's example index (TokenizedExample::index), so that its
+  // blocks can be kept one privacy unit (privacy.unit document; core/privacy/units.hpp).
+  bool within_documents = false;
   bool response_only = false;  // loss_on == response
   // none | auto (the tokenizer's) | plain | chatml | qwen2.5 | llama3
   ChatFormatChoice chat_format = ChatFormatChoice::kNone;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -28,6 +29,12 @@ namespace {
 lm::LmDataset encoder_lm_dataset(const Spec& spec, const std::vector<Example>& examples,
                                  const tok::EncoderTokenizer& tok, const std::string& salt) {
   const bool mlm = spec.data.task == Task::kMlm;
+  DPFT_CHECK_AS(ConfigError,
+                !spec.data.packing || spec.privacy.unit != privacy::PrivacyUnit::kDocument,
+                "privacy.unit: document with data.packing keeps each document's blocks apart "
+                "for decoder language models; an encoder ({}) packs one stream: set "
+                "data.packing: false (one document, one example)",
+                spec.model.path);
   lm::LmDataset ds = build_encoder_lm_dataset(
       examples, tok, static_cast<size_t>(spec.data.max_length), spec.data.packing,
       mlm ? lm::Objective::kMaskedLM : lm::Objective::kNextToken);
@@ -48,17 +55,32 @@ lm::LmDataset encoder_lm_dataset(const Spec& spec, const std::vector<Example>& e
 
 namespace {
 
+// The private training set's options: packing at privacy.unit document keeps each document's
+// blocks apart (LmDataOptions::within_documents).
+LmDataOptions train_lm_options(const Spec& spec) {
+  LmDataOptions o = lm_data_options(spec.data);
+  o.within_documents = o.packing && spec.privacy.unit == privacy::PrivacyUnit::kDocument;
+  return o;
+}
+
 // The privacy units of the tokenised training set `ds` built from `examples`
-// (core/privacy/units.hpp): one per row, or per user (privacy.unit user).
+// (core/privacy/units.hpp): one per row; per user (privacy.unit user); per document
+// (privacy.unit document: a document's blocks, which share its example index).
 privacy::Units units_of(const Spec& spec, const std::vector<Example>& examples,
                         const lm::LmDataset& ds) {
-  if (spec.privacy.unit != privacy::PrivacyUnit::kUser) return {};
+  const privacy::PrivacyUnit unit = spec.privacy.unit;
+  if (unit == privacy::PrivacyUnit::kExample) return {};
+  std::vector<std::string> key;  // each row's unit
+  if (unit == privacy::PrivacyUnit::kDocument) {
+    for (const lm::TokenizedExample& t : ds.items) key.push_back(std::to_string(t.index));
+    return privacy::group_rows(key, unit, std::numeric_limits<int64_t>::max(),
+                               "data.train (privacy.unit: document)");
+  }
   std::unordered_map<int64_t, const std::string*> user_of;  // example index -> its user
   for (const Example& e : examples) user_of[e.index] = &e.user;
-  std::vector<std::string> users;
-  for (const lm::TokenizedExample& t : ds.items) users.push_back(*user_of.at(t.index));
-  return privacy::group_by_user(users, spec.privacy.max_examples_per_user,
-                                "data.train.user_column");
+  for (const lm::TokenizedExample& t : ds.items) key.push_back(*user_of.at(t.index));
+  return privacy::group_rows(key, unit, spec.privacy.max_examples_per_user,
+                             "data.train.user_column");
 }
 
 }  // namespace
@@ -85,7 +107,7 @@ train::TrainInputs load_train_inputs(const Spec& spec) {
                                      spec.method.name == "ctcl", spec.data.denoising,
                                      derive_seed(spec.seed, "denoising"));
   } else {
-    in.train = build_lm_dataset(train_examples, *in.tok, lm_data_options(spec.data));
+    in.train = build_lm_dataset(train_examples, *in.tok, train_lm_options(spec));
   }
   in.units = units_of(spec, train_examples, in.train);
   std::unordered_set<std::string> train_texts;  // exclude_train: held-out rows only
@@ -180,7 +202,7 @@ int64_t count_train_examples(const Spec& spec) {
     if (model::load_model_config(dir).is_encoder())
       ds = encoder_lm_dataset(spec, examples, tok::EncoderTokenizer::load(dir), "mlm");
     else
-      ds = build_lm_dataset(examples, tok::load_tokenizer(dir), lm_data_options(spec.data));
+      ds = build_lm_dataset(examples, tok::load_tokenizer(dir), train_lm_options(spec));
   }
   return units_of(spec, examples, ds).count(ds.size());
 }

@@ -118,6 +118,10 @@ void check_model(const Method& m, const train::TrainInputs& in);
 // noise std the method's noise_std() states.
 class StepReleaseMethod : public Method {
  public:
+  // Every privacy.unit: the trainer samples units (users, documents) and groups each one's
+  // rows (BatchStats::unit_starts); the step clips each sampled unit's summed gradient as one
+  // (train::clipped_sum; the projection methods: H per unit, train::unit_rows_sum).
+  bool honours_unit(privacy::PrivacyUnit) const override { return true; }
   std::vector<privacy::Release> plan(const Spec& spec, int64_t dataset_size,
                                      const Inheritance& inherited) override;
   nlohmann::json plan_settings() const override { return dp().to_json(); }

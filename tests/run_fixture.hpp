@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/util/atomic_file.hpp"
+#include "data/table.hpp"
 #include "test_util.hpp"
 
 namespace dpft::test {
@@ -75,6 +76,28 @@ inline int64_t release_count(const nlohmann::json& m, const std::string& label) 
   for (const auto& r : m["privacy"]["releases"])
     if (r["label"] == label) n += r["count"].get<int64_t>();
   return n;
+}
+
+// The fixture's training rows as JSONL with a user column `who`, rows_per_user rows per user
+// (rows k r .. k r + r - 1 under user p<k>), written to <tmp>/<name>; returns its path. Train on
+// every row: --set data.train.num_samples=0.
+inline std::string write_user_rows(const Fixture& f, const std::string& name, int rows_per_user) {
+  const data::Table t = data::read_table(f.train);
+  std::string lines;
+  for (size_t i = 0; i < t.rows.size(); ++i)
+    lines += nlohmann::json{{"text", t.rows[i][0]},
+                            {"who", fmt::format("p{}", i / static_cast<size_t>(rows_per_user))}}
+                 .dump() +
+             "\n";
+  const std::string file = (f.tmp.path / name).string();
+  write_file_atomic(file, lines);
+  return file;
+}
+
+// The --set arguments of a user-level run on write_user_rows's file.
+inline std::vector<std::string> user_level_args(const std::string& file) {
+  return {"--set", "privacy.unit=user",       "--set", "data.train.user_column=who",
+          "--set", "data.train.path=" + file, "--set", "data.train.num_samples=0"};
 }
 
 }  // namespace dpft::test

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <regex>
 
@@ -41,10 +42,10 @@ TEST_CASE("DP histogram: true counts + N(0, sigma^2), rounded, clamped, one ledg
   for (int64_t k = 0; k < K / 2; ++k)
     for (int i = 0; i < 1000; ++i) bin.push_back(k);
   // Bad input first, and nothing recorded for it.
-  CHECK_THROWS_AS(h.release({0, 3}, 3), RuntimeError);
-  CHECK_THROWS_AS(h.release({0}, 0), ConfigError);
+  CHECK_THROWS_AS(h.release({0, 3}, 3, {}), RuntimeError);
+  CHECK_THROWS_AS(h.release({0}, 0, {}), ConfigError);
   CHECK(M->ledger().releases().empty());
-  const std::vector<int64_t> counts = h.release(bin, K);
+  const std::vector<int64_t> counts = h.release(bin, K, {});
   REQUIRE(counts.size() == static_cast<size_t>(K));
   // The same draws, made again from the stream's start: released = max(0, round(true + z)).
   const torch::Tensor z = test::reference_stream(11, "hist")->normal({K}, 10.0, torch::kFloat64);
@@ -82,12 +83,43 @@ TEST_CASE("DP histogram: true counts + N(0, sigma^2), rounded, clamped, one ledg
   CHECK(j["releases"][0]["sampling_rate"] == 1.0);
   CHECK(j["releases"][0]["count"] == 1);
   // Released once per run: a second draw is refused (the plan holds one).
-  CHECK_THROWS(h.release(bin, K));
+  CHECK_THROWS(h.release(bin, K, {}));
   CHECK(M->ledger().to_json()["releases"].size() == 1);
   // sigma 0 (privacy.epsilon inf): the true counts, recorded as a non-private release.
-  CHECK(M->histogram("hist0", rel0).release({0, 2, 2}, 3) == std::vector<int64_t>{1, 0, 2});
+  CHECK(M->histogram("hist0", rel0).release({0, 2, 2}, 3, {}) == std::vector<int64_t>{1, 0, 2});
   CHECK(M->ledger().to_json()["releases"][1]["mechanism"] == "non_private");
   CHECK(M->ledger().to_json()["epsilon"] == "inf");
+}
+
+TEST_CASE("DP histogram per user: each user counted once, in its most common bin",
+          "[ctcl][privacy]") {
+  // Hand case: rows' bins 0 1 1 2 0 3 3 3 2 2; users {0,1,2} {3,4} {5,6,7,8} {9}.
+  const std::vector<int64_t> bins = {0, 1, 1, 2, 0, 3, 3, 3, 2, 2};
+  privacy::Units u;
+  u.kind = privacy::PrivacyUnit::kUser;
+  u.rows = {{0, 1, 2}, {3, 4}, {5, 6, 7, 8}, {9}};
+  // modal bins: 1; tie 2 vs 0 -> the lower, 0; 3; 2
+  CHECK(privacy::unit_bins(u, bins) == std::vector<int64_t>{1, 0, 3, 2});
+  CHECK(privacy::unit_bins(privacy::Units{}, bins) == bins);  // example level: the rows' own
+  CHECK(privacy::unit_of_rows(u, 10) == std::vector<int64_t>{0, 0, 0, 1, 1, 2, 2, 2, 2, 3});
+  privacy::LedgerOptions lo;
+  lo.accountant = privacy::AccountantKind::kGaussian;
+  const privacy::Release rel0{"h0", 0.0, 1.0, 1}, rel1{"h1", 0.0, 1.0, 1};
+  auto M = test::test_mechanisms(3, {rel0, rel1}, lo);
+  // sigma 0: the counts of users, not rows
+  CHECK(M->histogram("a", rel0).release(bins, 4, u) == std::vector<int64_t>{1, 1, 1, 1});
+  // Sensitivity: a user with 1,000 rows spread over every bin moves the counts by 1 in one bin.
+  std::vector<int64_t> many = bins;
+  privacy::Units v = u;
+  v.rows.emplace_back();
+  for (int64_t i = 0; i < 1000; ++i) {
+    many.push_back(i % 7 == 0 ? 2 : i % 4);
+    v.rows.back().push_back(10 + i);
+  }
+  const auto with = M->histogram("b", rel1).release(many, 4, v);
+  int64_t l1 = 0;
+  for (size_t k = 0; k < 4; ++k) l1 += std::llabs(with[k] - std::vector<int64_t>{1, 1, 1, 1}[k]);
+  CHECK(l1 == 1);
 }
 
 TEST_CASE("largest-remainder apportionment sums to the total and follows the histogram", "[ctcl]") {
@@ -156,35 +188,31 @@ TEST_CASE("the generator's condition", "[ctcl]") {
 
 namespace {
 // Synthetic rows per topic in a finished ctcl run's per-topic files (kept and dropped).
-std::map<int64_t, int64_t> ctcl_rows_per_topic(const fs::path& run) {
-  std::map<int64_t, int64_t> n;
-  for (const auto& f : fs::directory_iterator(run / "synthetic"))
-    if (f.path().filename().string().rfind("topic-", 0) == 0)
-      for (const auto& row : read_jsonl(f.path())) ++n[row.at("topic").get<int64_t>()];
-  return n;
-}
-}  // namespace
-
-TEST_CASE(
-    "dpft run ctcl: topics, one histogram release, DP fine-tuning, apportioned synthesis, "
-    "resume",
-    "[ctcl][run]") {
-  SHARED_DATA_OR_SKIP(roberta, "roberta_tokenizer");
-  test::TempDir tmp;
-  // The private corpus: 40 short documents on four themes.
-  const char* themes[] = {"the tumour cells grew in mice treated with the new drug",
-                          "patients with diabetes had lower glucose after the trial",
-                          "the river flooded the valley after days of heavy rain",
-                          "the court ruled on the appeal of the contract dispute"};
-  std::string corpus = "text\n";
-  for (int i = 0; i < 40; ++i) corpus += fmt::format("\"{} (case {})\"\n", themes[i % 4], i);
+// The ctcl run setting: a private corpus of 40 short documents on four themes (with a user
+// column `who`, user i / rows_per_user, when rows_per_user > 0), its 4-topic model, a tiny
+// BART and the spec (4 DP steps, 11 synthetic documents). nullopt without faiss (`topics
+// build` then refuses, exit 2: checked).
+struct CtclSetup {
+  fs::path data;
+  std::string encoder, topics, bart, spec;
+};
+const char* const themes[] = {"the tumour cells grew in mice treated with the new drug",
+                              "patients with diabetes had lower glucose after the trial",
+                              "the river flooded the valley after days of heavy rain",
+                              "the court ruled on the appeal of the contract dispute"};
+std::optional<CtclSetup> ctcl_setup(test::TempDir& tmp, const fs::path& roberta,
+                                    int rows_per_user = 0) {
+  std::string corpus = rows_per_user > 0 ? "text,who\n" : "text\n";
+  for (int i = 0; i < 40; ++i)
+    corpus += fmt::format("\"{} (case {})\"{}\n", themes[i % 4], i,
+                          rows_per_user > 0 ? fmt::format(",u{}", i / rows_per_user) : "");
   const fs::path data = tmp.write("private.csv", corpus);
   const std::string encoder = (fs::path(DPFT_SOURCE_DIR) / "models" / "tiny-roberta").string();
   const std::string topics = (tmp.path / "topics").string();
   if (!topics::have_faiss()) {
     CHECK(test::cli({"topics", "build", "--corpus", data.string(), "--model", encoder, "--out",
                      topics}) == 2);
-    return;
+    return std::nullopt;
   }
   REQUIRE(test::cli({"topics", "build", "--corpus", data.string(), "--model", encoder, "--topics",
                      "4", "--out", topics}) == 0);
@@ -203,6 +231,30 @@ TEST_CASE(
                            "  generation: {num_synthetic: 11, max_new_tokens: 6, batch: 4}\n"
                            "output: {checkpoint_every: 1}\n";
   write_file_atomic(spec, text);
+  return CtclSetup{data, encoder, topics, bart, spec};
+}
+
+std::map<int64_t, int64_t> ctcl_rows_per_topic(const fs::path& run) {
+  std::map<int64_t, int64_t> n;
+  for (const auto& f : fs::directory_iterator(run / "synthetic"))
+    if (f.path().filename().string().rfind("topic-", 0) == 0)
+      for (const auto& row : read_jsonl(f.path())) ++n[row.at("topic").get<int64_t>()];
+  return n;
+}
+}  // namespace
+
+TEST_CASE(
+    "dpft run ctcl: topics, one histogram release, DP fine-tuning, apportioned synthesis, "
+    "resume",
+    "[ctcl][run]") {
+  SHARED_DATA_OR_SKIP(roberta, "roberta_tokenizer");
+  test::TempDir tmp;
+  const auto setup = ctcl_setup(tmp, roberta);
+  if (!setup) return;
+  const fs::path data = setup->data;
+  const std::string &encoder = setup->encoder, &topics = setup->topics, &bart = setup->bart,
+                    &spec = setup->spec;
+  const std::string text = read_file(spec);
   const std::string out = (tmp.path / "runs").string();
   std::string printed;
   REQUIRE(test::cli({"run", spec, "--out", out}, &printed) == 0);
@@ -533,4 +585,45 @@ TEST_CASE(
   bad_text.replace(bad_text.find("\"Stars: 2\""), 10, "\"Stars: 9\"");
   write_file_atomic(lbad, bad_text);
   CHECK(test::cli({"run", lbad, "--out", out}) == 3);
+}
+
+TEST_CASE("dpft run ctcl at user level: one row per user is example level; a user in one bin",
+          "[ctcl][run][privacy]") {
+  SHARED_DATA_OR_SKIP(roberta, "roberta_tokenizer");
+  test::TempDir tmp;
+  const auto own = ctcl_setup(tmp, roberta, 1);
+  if (!own) return;
+  const std::string out = (tmp.path / "runs").string();
+  const std::vector<std::string> user = {"--set", "privacy.unit=user", "--set",
+                                         "data.train.user_column=who"};
+  auto run = [&](const std::string& spec, const std::vector<std::string>& extra) {
+    std::vector<std::string> a = {"run", spec, "--out", out};
+    a.insert(a.end(), extra.begin(), extra.end());
+    std::string printed;
+    REQUIRE(test::cli(a, &printed) == 0);
+    return fs::path(test::last_line(printed));
+  };
+  const fs::path ex = run(own->spec, {}), us = run(own->spec, user);
+  const auto me = nlohmann::json::parse(read_file(ex / "metrics.json"));
+  const auto mu = nlohmann::json::parse(read_file(us / "metrics.json"));
+  CHECK(mu["privacy"]["unit"]["count"] == 40);
+  CHECK(mu["privacy"]["epsilon"] == me["privacy"]["epsilon"]);
+  CHECK(mu["eval"] == me["eval"]);
+  CHECK(nlohmann::json::parse(read_file(us / "topic_histogram.json"))["counts"] ==
+        nlohmann::json::parse(read_file(ex / "topic_histogram.json"))["counts"]);
+  CHECK(read_file(us / "synthetic" / "synthetic.jsonl") ==
+        read_file(ex / "synthetic" / "synthetic.jsonl"));
+  // Two documents per user: N = 20 users, q = B / N = 10 / 20 over users (privacy.delta set:
+  // 1 / (N ln N) is refused for so few), the histogram and the steps within the budget.
+  test::TempDir tmp4;
+  const auto four = ctcl_setup(tmp4, roberta, 2);
+  REQUIRE(four);
+  std::vector<std::string> with_delta = user;
+  with_delta.insert(with_delta.end(), {"--set", "privacy.delta=1e-5"});
+  const auto m4 = nlohmann::json::parse(read_file(run(four->spec, with_delta) / "metrics.json"));
+  CHECK(m4["status"] == "ok");
+  CHECK(m4["privacy"]["unit"] == nlohmann::json{{"unit", "user"}, {"count", 20}});
+  CHECK(m4["privacy"]["releases"][1]["sampling_rate"] == 0.5);
+  CHECK(m4["privacy"]["epsilon"].get<double>() <= 4.0);
+  CHECK(m4["privacy"]["releases"][0]["label"] == "topic_histogram");
 }

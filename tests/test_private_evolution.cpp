@@ -5,6 +5,7 @@
 // classes, resume == uninterrupted, refusals).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -41,6 +42,14 @@ double gdp_sigma(double eps, double delta, int64_t T) {
 }
 }  // namespace
 
+namespace {
+std::vector<int64_t> iota(int64_t n) {  // one unit per record: 0, 1, ..., n - 1
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = i;
+  return v;
+}
+}  // namespace
+
 TEST_CASE("knn: faiss exact search equals the full distance matrix sorted", "[pe]") {
   torch::manual_seed(3);
   const torch::Tensor q = torch::randn({57, 16}), b = torch::randn({41, 16});
@@ -64,7 +73,7 @@ TEST_CASE("nn votes: 1/sqrt(k) per neighbour, one record changes the vector by e
           "[pe][privacy]") {
   // Hand case, k = 2: records vote {0, 2}, {2, 1}, {2, 3}.
   const torch::Tensor idx = torch::tensor({0, 2, 2, 1, 2, 3}, torch::kInt64).view({3, 2});
-  const auto v = privacy::nn_votes(idx, 5);
+  const auto v = privacy::nn_votes(idx, 5, iota(3));
   const double w = 1 / std::sqrt(2.0);
   CHECK(v == std::vector<double>{w, w, 3 * w, w, 0});
   // Sensitivity: dropping any one record (its neighbours in a fixed candidate set do not move
@@ -72,19 +81,59 @@ TEST_CASE("nn votes: 1/sqrt(k) per neighbour, one record changes the vector by e
   torch::manual_seed(5);
   const torch::Tensor priv = torch::randn({30, 8}), cand = torch::randn({12, 8});
   for (int64_t k : {1, 2, 5}) {
-    const auto all = privacy::nn_votes(topics::knn(priv, cand, k).first, 12);
+    const auto all = privacy::nn_votes(topics::knn(priv, cand, k).first, 12, iota(30));
     for (int64_t drop : {0, 17, 29}) {
       const torch::Tensor keep = torch::cat({priv.slice(0, 0, drop), priv.slice(0, drop + 1)});
-      const auto less = privacy::nn_votes(topics::knn(keep, cand, k).first, 12);
+      const auto less = privacy::nn_votes(topics::knn(keep, cand, k).first, 12, iota(29));
       double d2 = 0;
       for (size_t j = 0; j < 12; ++j) d2 += (all[j] - less[j]) * (all[j] - less[j]);
       CHECK(std::sqrt(d2) == Approx(1.0).epsilon(1e-12));
     }
   }
-  CHECK_THROWS_AS(privacy::nn_votes(torch::tensor({0, 5}, torch::kInt64).view({1, 2}), 5),
+  CHECK_THROWS_AS(privacy::nn_votes(torch::tensor({0, 5}, torch::kInt64).view({1, 2}), 5, {0}),
                   RuntimeError);
-  CHECK_THROWS_AS(privacy::nn_votes(torch::tensor({1, 1}, torch::kInt64).view({1, 2}), 5),
+  CHECK_THROWS_AS(privacy::nn_votes(torch::tensor({1, 1}, torch::kInt64).view({1, 2}), 5, {0}),
                   RuntimeError);
+  CHECK_THROWS_AS(privacy::nn_votes(idx, 5, {0, 1}), RuntimeError);  // a unit per record
+}
+
+TEST_CASE("nn votes per user: one vector of norm at most 1 per user, against a slow reference",
+          "[pe][privacy]") {
+  torch::manual_seed(8);
+  const int64_t k = 3, M = 40;
+  const torch::Tensor cand = torch::randn({M, 8});
+  // 20 users of one record, 1 of 1,000, and 5 records left out (unit -1).
+  const torch::Tensor priv = torch::randn({1025, 8});
+  std::vector<int64_t> unit(1025);
+  for (int64_t i = 0; i < 1025; ++i) unit[i] = i < 20 ? i : i < 1020 ? 20 : -1;
+  const torch::Tensor nn = topics::knn(priv, cand, k).first;
+  const auto all = privacy::nn_votes(nn, M, unit);
+  // The slow reference: each user's vector summed densely, divided by max(1, its norm).
+  std::vector<double> ref(M, 0.0);
+  for (int64_t u = 0; u <= 20; ++u) {
+    std::vector<double> v(M, 0.0);
+    for (int64_t i = 0; i < 1025; ++i)
+      if (unit[i] == u)
+        for (int64_t j = 0; j < k; ++j) v[nn[i][j].item<int64_t>()] += 1 / std::sqrt(3.0);
+    double sq = 0;
+    for (double x : v) sq += x * x;
+    for (int64_t m = 0; m < M; ++m) ref[m] += v[m] / std::max(1.0, std::sqrt(sq));
+  }
+  for (int64_t m = 0; m < M; ++m) CHECK(all[m] == Approx(ref[m]).margin(1e-12));
+  // Removing the user of 1,000 records moves the totals by at most 1 (here exactly 1: its
+  // summed vector is longer than 1 and is scaled to 1).
+  std::vector<int64_t> without = unit;
+  for (auto& u : without)
+    if (u == 20) u = -1;
+  const auto less = privacy::nn_votes(nn, M, without);
+  double d2 = 0;
+  for (int64_t m = 0; m < M; ++m) d2 += (all[m] - less[m]) * (all[m] - less[m]);
+  CHECK(std::sqrt(d2) == Approx(1.0).epsilon(1e-12));
+  // One record per user, whatever the users' numbers: exactly the per-record votes.
+  std::vector<int64_t> reversed = iota(20);
+  std::reverse(reversed.begin(), reversed.end());
+  CHECK(privacy::nn_votes(nn.slice(0, 0, 20), M, reversed) ==
+        privacy::nn_votes(nn.slice(0, 0, 20), M, iota(20)));
 }
 
 TEST_CASE("vote release: votes + N(0, sigma^2), one q = 1 release in the ledger first",
@@ -174,15 +223,17 @@ TEST_CASE("PE selection: threshold, rank (ties to the lower index), sampling pro
 
 namespace {
 // A private corpus of `n` short documents on four themes; with stars, a label column.
-std::string pe_corpus(int n, bool stars) {
+std::string pe_corpus(int n, bool stars, int rows_per_user = 0) {
   const char* themes[] = {"the tumour cells grew in mice treated with the new drug",
                           "patients with diabetes had lower glucose after the trial",
                           "the river flooded the valley after days of heavy rain",
                           "the court ruled on the appeal of the contract dispute"};
-  std::string s = stars ? "text,stars\n" : "text\n";
+  std::string s =
+      std::string(stars ? "text,stars" : "text") + (rows_per_user > 0 ? ",who\n" : "\n");
   for (int i = 0; i < n; ++i)
-    s += fmt::format("\"{} (case {})\"{}\n", themes[i % 4], i,
-                     stars ? fmt::format(",Stars: {}", 1 + i % 2) : "");
+    s += fmt::format("\"{} (case {})\"{}{}\n", themes[i % 4], i,
+                     stars ? fmt::format(",Stars: {}", 1 + i % 2) : "",
+                     rows_per_user > 0 ? fmt::format(",u{}", i / rows_per_user) : "");
   return s;
 }
 
@@ -367,4 +418,46 @@ TEST_CASE("dpft run aug-pe / pe: T releases, N_syn outputs, classes, resume, ref
   CHECK(test::cli({"run", spec, "--out", out, "--set", "method.variations=0", "--set",
                    "method.keep_selected=false"}) == 2);
   CHECK(test::cli({"run", spec, "--out", out, "--set", "method.label_columns=[stars]"}) == 2);
+}
+
+TEST_CASE("dpft run pe / aug-pe at user level: one row per user is example level bit for bit",
+          "[pe][run][privacy]") {
+  SHARED_DATA_OR_SKIP(roberta, "roberta_tokenizer");
+  test::TempDir tmp;
+  const fs::path prompts = tmp.write("prompts.yaml",
+                                     "zero_shot: \"Write a short note: \"\n"
+                                     "one_shot: \"<sample>\\nRewrite the note above <tone>: \"\n"
+                                     "tones: [briefly, plainly]\n");
+  const std::string out = (tmp.path / "runs").string();
+  const std::vector<std::string> user = {"--set", "privacy.unit=user", "--set",
+                                         "data.train.user_column=who"};
+  auto run = [&](const fs::path& data, const std::string& method,
+                 const std::vector<std::string>& extra) {
+    const std::string spec =
+        tmp.write(method + ".yaml", pe_spec(data, prompts, method, "")).string();
+    std::vector<std::string> a = {"run", spec, "--out", out};
+    a.insert(a.end(), extra.begin(), extra.end());
+    std::string printed;
+    REQUIRE(test::cli(a, &printed) == 0);
+    return fs::path(test::last_line(printed));
+  };
+  const fs::path own = tmp.write("own.csv", pe_corpus(24, false, 1));
+  const fs::path pairs = tmp.write("pairs.csv", pe_corpus(24, false, 2));  // 12 users
+  for (std::string method : {"pe", "aug-pe"}) {
+    CAPTURE(method);
+    const fs::path ex = run(own, method, {}), us = run(own, method, user);
+    const auto me = nlohmann::json::parse(read_file(ex / "metrics.json"));
+    const auto mu = nlohmann::json::parse(read_file(us / "metrics.json"));
+    CHECK(mu["privacy"]["unit"]["count"] == 24);
+    CHECK(mu["privacy"]["epsilon"] == me["privacy"]["epsilon"]);
+    for (const char* f : {"iter_0001.jsonl", "iter_0003.jsonl"})  // the noisy counts
+      CHECK(read_file(us / "synthetic" / f) == read_file(ex / "synthetic" / f));
+    CHECK(read_file(us / "synthetic" / "synthetic.jsonl") ==
+          read_file(ex / "synthetic" / "synthetic.jsonl"));
+    // Two rows per user: 12 users, each one vote vector of norm at most 1, the same T releases.
+    const auto mp = nlohmann::json::parse(read_file(run(pairs, method, user) / "metrics.json"));
+    CHECK(mp["status"] == "ok");
+    CHECK(mp["privacy"]["unit"] == nlohmann::json{{"unit", "user"}, {"count", 12}});
+    CHECK(mp["privacy"]["releases"] == me["privacy"]["releases"]);
+  }
 }

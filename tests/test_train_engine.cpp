@@ -49,6 +49,24 @@ struct HandBatch {
       grad::reference_per_sample_grads(m, b.input_ids, b.attention_mask, b.labels).first;  // (B, p)
 };
 
+// (p, k) float32 with orthonormal columns.
+Tensor random_subspace(int64_t p, int64_t k) {
+  return std::get<0>(torch::linalg_qr(torch::randn({p, k}, torch::kFloat64)))
+      .to(torch::kFloat32)
+      .contiguous();
+}
+
+// P's rows per trainable parameter (PerSampleGrads::project's blocks).
+std::vector<Tensor> blocks_of(const Tensor& P, grad::PerSampleGrads& psg) {
+  std::vector<Tensor> blocks;
+  int64_t off = 0;
+  for (const auto& p : psg.params()) {
+    blocks.push_back(P.slice(0, off, off + p.param.numel()));
+    off += p.param.numel();
+  }
+  return blocks;
+}
+
 }  // namespace
 
 TEST_CASE("a privatised batch equals the hand computation from reference per-sample gradients",
@@ -109,16 +127,8 @@ TEST_CASE("a DP-SFT stage-2 batch equals the hand computation: P^T g clipped in 
   model::CausalLM& m = h.m;
   grad::PerSampleGrads psg(m);
   torch::manual_seed(8);
-  const int64_t k = 5;
-  Tensor P = std::get<0>(torch::linalg_qr(torch::randn({h.ref.size(1), k}, torch::kFloat64)))
-                 .to(torch::kFloat32)
-                 .contiguous();  // (p, k)
-  std::vector<Tensor> blocks;
-  int64_t off = 0;
-  for (const auto& p : psg.params()) {
-    blocks.push_back(P.slice(0, off, off + p.param.numel()));
-    off += p.param.numel();
-  }
+  const Tensor P = random_subspace(h.ref.size(1), 5);  // (p, k)
+  const std::vector<Tensor> blocks = blocks_of(P, psg);
   Tensor gs = h.ref.mm(P);  // (B, k)
   Tensor norms = gs.norm(2, 1);
   train::DpSettings dp;
@@ -177,6 +187,43 @@ TEST_CASE("a user-level batch equals the hand computation: each unit's rows summ
   for (size_t i = 0; i < each.size(); ++i) each[i] = static_cast<int64_t>(i);
   auto per_row = train::unit_clipped_sum(psg, h.ds, h.rows, each, 3, 0, dp, nullptr);
   CHECK(rel(flat(per_row), flat(train::clipped_sum(psg, h.ds, h.rows, 3, 0, dp, nullptr))) < 1e-5);
+  // clipped_sum follows the step's units (BatchStats::unit_starts): every caller clips users.
+  train::BatchStats grouped;
+  grouped.unit_starts = starts;
+  CHECK(rel(flat(train::clipped_sum(psg, h.ds, h.rows, 2, 0, dp, &grouped)), torch::mv(U.t(), w)) <
+        1e-5);
+  CHECK(grouped.batch_size == 3);
+  // The PE-SGD family's H per unit: the rows of each unit summed.
+  CHECK(rel(train::unit_rows_sum(h.ref, starts), U) < 1e-6);
+}
+
+TEST_CASE("a user-level DP-SFT stage-2 batch: each unit's P^T sum g clipped in R^k",
+          "[train-engine][dp-sft][privacy]") {
+  HandBatch h;
+  grad::PerSampleGrads psg(h.m);
+  torch::manual_seed(9);
+  const Tensor P = random_subspace(h.ref.size(1), 4);  // (p, k)
+  const std::vector<Tensor> blocks = blocks_of(P, psg);
+  // The slow reference: units {0 2 3} {5 7} {8} {11}; each unit's gradients summed, projected,
+  // clipped to C in R^k, summed.
+  const std::vector<int64_t> starts = {0, 3, 5, 6};
+  const Tensor Us = train::unit_rows_sum(h.ref, starts).mm(P);  // (4, k)
+  const Tensor norms = Us.norm(2, 1);
+  train::DpSettings dp;
+  dp.clip_norm = 0.5 * (std::get<0>(norms.sort())[1] + std::get<0>(norms.sort())[2]).item<double>();
+  const Tensor expect = torch::mv(Us.t(), torch::clamp_max(dp.clip_norm / norms, 1.0));
+  train::BatchStats st;
+  st.unit_starts = starts;
+  const Tensor got = train::projected_clipped_sum(psg, h.ds, h.rows, 2, 0, blocks, dp, &st);
+  CHECK(rel(got, expect) < 1e-5);
+  CHECK(st.batch_size == 4);
+  CHECK(st.clipped_fraction == Approx(0.5));
+  // Leaving out the 3-row unit moves the sum by at most C.
+  train::BatchStats less;
+  less.unit_starts = {0, 2, 3};
+  const Tensor without =
+      train::projected_clipped_sum(psg, h.ds, {5, 7, 8, 11}, 2, 0, blocks, dp, &less);
+  CHECK((got - without).norm().item<double>() <= dp.clip_norm * (1 + 1e-5));
 }
 
 TEST_CASE("direction_error is the l2 distance and cosine of the hand computation",
@@ -732,7 +779,7 @@ TEST_CASE("privacy.unit user: a user's rows form one unit, at most max_examples_
   d.write("nocol.csv", "text,author\na,u1\n");
   CHECK_THROWS_AS(data::load_train_inputs(spec_with("nocol.csv", 2)), InputError);
   // A method that cannot bound a user's rows together refuses it before loading (exit 2).
-  for (const char* m : {"sgd", "noop", "denoise"}) {
+  for (const char* m : {"sgd", "noop"}) {
     Spec s = spec_with("users.csv", 2);
     s.method = parse_spec(YAML::Load(fmt::format("method: {{name: {}}}\n", m))).method;
     CHECK_THROWS_WITH(check_task(parsed_method(s.method), s),
@@ -745,18 +792,10 @@ TEST_CASE("dp-sgd at user level: one row per user is example level bit for bit; 
   Fixture f;
   make_fixture(f);
   const std::string out = (f.tmp.path / "runs").string();
-  // The fixture's rows as JSONL with a user column: `own` gives every row its own user, `few`
-  // puts rows 3k, 3k+1, 3k+2 under one user.
-  const data::Table t = data::read_table(f.train);
-  std::string own, few;
-  for (size_t i = 0; i < t.rows.size(); ++i) {
-    own += nlohmann::json{{"text", t.rows[i][0]}, {"who", fmt::format("p{}", i)}}.dump() + "\n";
-    few += nlohmann::json{{"text", t.rows[i][0]}, {"who", fmt::format("p{}", i / 3)}}.dump() + "\n";
-  }
-  const std::string own_file = (f.tmp.path / "own.jsonl").string();
-  const std::string few_file = (f.tmp.path / "few.jsonl").string();
-  write_file_atomic(own_file, own);
-  write_file_atomic(few_file, few);
+  // The fixture's rows with a user column: `own` gives every row its own user, `few` puts rows
+  // 3k, 3k+1, 3k+2 under one user.
+  const std::string own_file = test::write_user_rows(f, "own.jsonl", 1);
+  const std::string few_file = test::write_user_rows(f, "few.jsonl", 3);
   auto dp = [&](const std::string& file, std::vector<std::string> extra = {}) {
     std::vector<std::string> a = {
         "--set", "method.name=dp-sgd",      "--set", "privacy.epsilon=4",

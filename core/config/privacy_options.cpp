@@ -41,9 +41,12 @@ const std::vector<PrivacyOption>& privacy_options() {
        "documents are concatenated and cut into max_length blocks, so a block becomes the unit "
        "the noise protects: one document spans many blocks and shifts every later one, while "
        "epsilon is reported per example",
-       "set data.packing: false (one document, one example), or privacy.epsilon: .inf for a "
+       "set privacy.unit: document (each document packed into its own blocks, one unit), "
+       "data.packing: false (one document, one example), or privacy.epsilon: .inf for a "
        "non-private run",
-       [](const Spec& s) { return s.data.packing; }},
+       [](const Spec& s) {
+         return s.data.packing && s.privacy.unit != privacy::PrivacyUnit::kDocument;
+       }},
       {"privacy.noise_divisor", "realized", PrivacyEffect::kReleases,
        "the noisy sum is divided by the realised batch size M, which the update's scale then "
        "reveals (sigma C sqrt(d) over the update's norm recovers it) and no ledger entry counts",
@@ -77,6 +80,10 @@ const std::vector<PrivacyOption>& privacy_options() {
        "sampling and the clipping count users, each sampled user's first "
        "max_examples_per_user rows summed and clipped as one; rows past that are not trained on",
        "", [](const Spec& s) { return s.privacy.unit == privacy::PrivacyUnit::kUser; }},
+      {"privacy.unit", "document", PrivacyEffect::kSafe,
+       "the guarantee protects a document (a row of data.train); with data.packing each "
+       "document is cut into its own blocks, sampled together and clipped as one",
+       "", [](const Spec& s) { return s.privacy.unit == privacy::PrivacyUnit::kDocument; }},
       {"privacy.secure_noise", "true", PrivacyEffect::kSafe,
        "every noise and batch draw from the OS CSPRNG (keyed noise is already unpredictable "
        "without the run's key); not reproducible",

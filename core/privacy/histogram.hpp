@@ -18,7 +18,12 @@ namespace dpft::privacy {
 // (nn_idx row i, k distinct indices in [0, M)). The candidates are fixed before the private
 // records are looked at (earlier releases and the generator), so adding or removing one record
 // changes the vote vector by k entries of 1/sqrt(k): an L2 change of exactly 1, for any k.
+// Per privacy unit (unit_of[i]: record i's unit, -1 for a record left out; units.hpp
+// unit_of_rows): a unit of one record votes as above; a unit of several records votes the sum
+// of its records' vectors scaled to L2 norm at most 1 (v_u / max(1, ||v_u||)), so adding or
+// removing a unit still changes the totals by at most 1 in L2.
 // Returns the M vote totals. RuntimeError for an index outside [0, M) or repeated in a row.
-std::vector<double> nn_votes(const torch::Tensor& nn_idx /* (N, k) int64 */, int64_t M);
+std::vector<double> nn_votes(const torch::Tensor& nn_idx /* (N, k) int64 */, int64_t M,
+                             const std::vector<int64_t>& unit_of /* (N) */);
 
 }  // namespace dpft::privacy

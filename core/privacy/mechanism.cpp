@@ -105,8 +105,13 @@ std::vector<double> GaussianSum::release_blocks(std::vector<torch::Tensor>& bloc
 
 // ---- Histogram, VoteHistogram, NonPrivate ---------------------------------------------------
 
-std::vector<int64_t> Histogram::release(const std::vector<int64_t>& bin_of, int64_t K) {
+std::vector<int64_t> Histogram::release(const std::vector<int64_t>& bin_of_row, int64_t K,
+                                        const Units& units) {
   DPFT_CHECK_AS(ConfigError, K >= 1, "histogram: need at least one bin, got {}", K);
+  for (size_t i = 0; i < bin_of_row.size(); ++i)
+    DPFT_CHECK_AS(RuntimeError, bin_of_row[i] >= 0 && bin_of_row[i] < K,
+                  "histogram: record {} is in bin {}, outside [0, {})", i, bin_of_row[i], K);
+  const std::vector<int64_t> bin_of = unit_bins(units, bin_of_row);  // one entry per unit
   std::vector<int64_t> count(static_cast<size_t>(K), 0);
   for (size_t i = 0; i < bin_of.size(); ++i) {
     DPFT_CHECK_AS(RuntimeError, bin_of[i] >= 0 && bin_of[i] < K,

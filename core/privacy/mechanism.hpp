@@ -39,6 +39,7 @@
 #include "core/privacy/noise.hpp"
 #include "core/privacy/randomness.hpp"
 #include "core/privacy/sampler.hpp"
+#include "core/privacy/units.hpp"
 
 namespace dpft::privacy {
 
@@ -116,9 +117,12 @@ class GaussianSum : public Mechanism {
 // A histogram release: max(0, round(counts + N(0, sigma^2 I_K))) (post-processing as CTCL's code).
 class Histogram : public Mechanism {
  public:
-  // bin_of[i] in [0, K) is unit i's bin. RuntimeError for a bin outside [0, K), ConfigError
+  // bin_of_row[i] in [0, K) is training row i's bin; `units` (the run's privacy units) turns
+  // them into one bin per unit (unit_bins: a user counts once, in its most common bin), so the
+  // counts have L2 sensitivity 1 per unit. RuntimeError for a bin outside [0, K), ConfigError
   // for K < 1.
-  std::vector<int64_t> release(const std::vector<int64_t>& bin_of, int64_t K);
+  std::vector<int64_t> release(const std::vector<int64_t>& bin_of_row, int64_t K,
+                               const Units& units);
   // A histogram released earlier in this run and saved (read back on --resume): recorded again
   // in a fresh ledger (one that a checkpoint did not restore), nothing drawn.
   void restore();

@@ -85,52 +85,43 @@ void clipped_loop(grad::PerSampleGrads& psg, const lm::LmDataset& ds,
 
 }  // namespace
 
-std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const lm::LmDataset& ds,
-                                       const std::vector<int64_t>& rows, int64_t micro_batch,
-                                       int64_t pad_id, const DpSettings& dp, BatchStats* stats,
-                                       std::vector<torch::Tensor>* unclipped) {
-  std::vector<torch::Tensor> sum;
-  for (auto& p : psg.params())  // float32 whatever model.dtype is: the release is a float32 sum
-    sum.push_back(torch::zeros_like(p.param, torch::kFloat32));
-  if (unclipped) {
-    unclipped->clear();
-    for (auto& t : sum) unclipped->push_back(torch::zeros_like(t));
-  }
-  clipped_loop(
-      psg, ds, rows, micro_batch, pad_id, dp, stats, [&] { return psg.sq_norms().sqrt(); },
-      [&](const torch::Tensor& w) {
-        std::vector<torch::Tensor> part = psg.weighted_sum(w);
-        for (size_t k = 0; k < sum.size(); ++k) sum[k] += part[k];
-        if (unclipped) {
-          std::vector<torch::Tensor> raw = psg.weighted_sum(torch::ones_like(w));
-          for (size_t k = 0; k < raw.size(); ++k) (*unclipped)[k] += raw[k];
-        }
-      });
-  return sum;
-}
+namespace {
 
-std::vector<torch::Tensor> unit_clipped_sum(grad::PerSampleGrads& psg, const lm::LmDataset& ds,
-                                            const std::vector<int64_t>& rows,
-                                            const std::vector<int64_t>& starts, int64_t micro_batch,
-                                            int64_t pad_id, const DpSettings& dp, BatchStats* stats,
-                                            std::vector<torch::Tensor>* unclipped) {
-  auto t0 = std::chrono::steady_clock::now();
+// The unit of each row position: unit_of[i] = u for starts[u] <= i < starts[u + 1].
+std::vector<int64_t> unit_index(const std::vector<int64_t>& starts, size_t n_rows) {
   const auto U = static_cast<int64_t>(starts.size());
-  const int64_t p = psg.dim();
-  DPFT_CHECK_AS(
-      ConfigError, static_cast<double>(U) * static_cast<double>(p) * 4 <= 0x1p31,
-      "privacy.unit user: the step's {} unit gradients of {} parameters would take {:.1f} "
-      "GiB; lower train.batch_size (units per step) or train fewer parameters (LoRA)",
-      U, p, static_cast<double>(U) * static_cast<double>(p) * 4 / 0x1p30);
-  std::vector<int64_t> unit_of(rows.size());  // row position -> its unit
+  std::vector<int64_t> unit_of(n_rows);
   for (int64_t u = 0; u < U; ++u) {
-    const size_t end = u + 1 < U ? static_cast<size_t>(starts[u + 1]) : rows.size();
-    DPFT_CHECK(static_cast<size_t>(starts[u]) <= end && end <= rows.size(),
-               "unit_clipped_sum: unit {} starts at {} (rows {})", u, starts[u], rows.size());
+    const size_t end = u + 1 < U ? static_cast<size_t>(starts[u + 1]) : n_rows;
+    DPFT_CHECK(static_cast<size_t>(starts[u]) <= end && end <= n_rows,
+               "unit sums: unit {} starts at {} (rows {})", u, starts[u], n_rows);
     for (size_t i = static_cast<size_t>(starts[u]); i < end; ++i) unit_of[i] = u;
   }
+  return unit_of;
+}
+
+// Both unit clipped sums: the (U, d) matrix of the units' summed per-sample rows (`rows_of()`:
+// the current micro-batch's (B, d) rows in the released space; linear in the gradients, so a
+// unit's row is the released-space image of its summed gradient), a unit whose row is not
+// finite zeroed, and the unit clipping weights. Returns sum_u w_u G_u (d); fills stats.
+torch::Tensor unit_weighted_sum(grad::PerSampleGrads& psg, const lm::LmDataset& ds,
+                                const std::vector<int64_t>& rows,
+                                const std::vector<int64_t>& starts, int64_t micro_batch,
+                                int64_t pad_id, const DpSettings& dp, BatchStats* stats, int64_t d,
+                                const std::function<torch::Tensor()>& rows_of,
+                                torch::Tensor* unclipped) {
+  auto t0 = std::chrono::steady_clock::now();
+  DPFT_CHECK(!dist::active(),
+             "unit clipped sums run on one process (the trainer refuses privacy.unit user with "
+             "several)");
+  const auto U = static_cast<int64_t>(starts.size());
+  DPFT_CHECK_AS(ConfigError, static_cast<double>(U) * static_cast<double>(d) * 4 <= 0x1p31,
+                "privacy.unit user: the step's {} unit gradients of {} values would take {:.1f} "
+                "GiB; lower train.batch_size (units per step) or train fewer parameters (LoRA)",
+                U, d, static_cast<double>(U) * static_cast<double>(d) * 4 / 0x1p30);
+  const std::vector<int64_t> unit_of = unit_index(starts, rows.size());
   const torch::TensorOptions f32 = psg.params()[0].param.options().dtype(torch::kFloat32);
-  torch::Tensor G = torch::zeros({U, p}, f32);  // (U, p) the units' summed gradients
+  torch::Tensor G = torch::zeros({U, d}, f32);  // (U, d) the units' summed rows
   double loss = 0;
   const uint64_t draw = stats ? batch_draw(*stats) : 1;
   const auto step = static_cast<size_t>(std::max<int64_t>(1, micro_batch));
@@ -141,7 +132,8 @@ std::vector<torch::Tensor> unit_clipped_sum(grad::PerSampleGrads& psg, const lm:
     std::vector<int64_t> units(unit_of.begin() + static_cast<std::ptrdiff_t>(i),
                                unit_of.begin() + static_cast<std::ptrdiff_t>(end));
     torch::Tensor losses = psg.compute(lm::collate(ds, chunk, pad_id, draw));
-    G.index_add_(0, torch::tensor(units, torch::kLong).to(G.device()), psg.matrix());
+    G.index_add_(0, torch::tensor(units, torch::kLong).to(G.device()),
+                 rows_of().to(torch::kFloat32));
     loss += losses.sum().item<double>();
   }
   psg.release();
@@ -160,28 +152,85 @@ std::vector<torch::Tensor> unit_clipped_sum(grad::PerSampleGrads& psg, const lm:
   }
   const torch::Tensor norms = G.norm(2, 1);                                         // (U)
   const torch::Tensor w = clip_weights(norms, dp.clip_norm, dp.clipping) * finite;  // (U)
-  const torch::Tensor flat = (w.unsqueeze(1) * G).sum(0);                           // (p)
-  const torch::Tensor raw = unclipped ? G.sum(0) : torch::Tensor();                 // (p)
-  std::vector<torch::Tensor> sum;
-  if (unclipped) unclipped->clear();
-  int64_t at = 0;
-  for (const auto& gp : psg.params()) {
-    const int64_t n = gp.param.numel();
-    sum.push_back(flat.narrow(0, at, n).view(gp.param.sizes()).clone());
-    if (unclipped) unclipped->push_back(raw.narrow(0, at, n).view(gp.param.sizes()).clone());
-    at += n;
-  }
+  if (unclipped) *unclipped = G.sum(0);                                             // (d)
   if (stats) {
-    const double units = static_cast<double>(std::max<int64_t>(U - bad, 1));
+    const double n = static_cast<double>(std::max<int64_t>(U - bad, 1));
     stats->batch_size = U;
     stats->loss = loss / static_cast<double>(std::max<size_t>(rows.size(), 1));
-    stats->grad_norm_mean = (norms * finite).sum().item<double>() / units;
-    stats->clipped_norm_mean = (norms * w).sum().item<double>() / units;
-    stats->clipped_fraction = ((norms > dp.clip_norm) & finite).sum().item<double>() / units;
+    stats->grad_norm_mean = (norms * finite).sum().item<double>() / n;
+    stats->clipped_norm_mean = (norms * w).sum().item<double>() / n;
+    stats->clipped_fraction = ((norms > dp.clip_norm) & finite).sum().item<double>() / n;
     stats->dropped += dropped;
     stats->extra["rows"] = static_cast<int64_t>(rows.size());
     stats->grad_seconds += seconds_since(t0);
   }
+  return (w.unsqueeze(1) * G).sum(0);  // (d)
+}
+
+// Whether the step's units (stats->unit_starts) group several of `rows`: then the clipped sums
+// clip units, not rows.
+bool groups_rows(const BatchStats* stats, const std::vector<int64_t>& rows) {
+  return stats && !stats->unit_starts.empty() && stats->unit_starts.size() != rows.size();
+}
+
+// (p) -> one tensor per trainable parameter (PerSampleGrads::params() order).
+std::vector<torch::Tensor> per_param(const torch::Tensor& flat, grad::PerSampleGrads& psg) {
+  std::vector<torch::Tensor> out;
+  int64_t at = 0;
+  for (const auto& gp : psg.params()) {
+    const int64_t n = gp.param.numel();
+    out.push_back(flat.narrow(0, at, n).view(gp.param.sizes()).clone());
+    at += n;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<torch::Tensor> unit_clipped_sum(grad::PerSampleGrads& psg, const lm::LmDataset& ds,
+                                            const std::vector<int64_t>& rows,
+                                            const std::vector<int64_t>& starts, int64_t micro_batch,
+                                            int64_t pad_id, const DpSettings& dp, BatchStats* stats,
+                                            std::vector<torch::Tensor>* unclipped) {
+  torch::Tensor raw;
+  const torch::Tensor flat = unit_weighted_sum(
+      psg, ds, rows, starts, micro_batch, pad_id, dp, stats, psg.dim(),
+      [&] { return psg.matrix(); }, unclipped ? &raw : nullptr);
+  if (unclipped) *unclipped = per_param(raw, psg);
+  return per_param(flat, psg);
+}
+
+torch::Tensor unit_rows_sum(const torch::Tensor& per_row, const std::vector<int64_t>& starts) {
+  DPFT_CHECK(per_row.dim() == 2, "unit_rows_sum: a (rows, d) matrix, not {}-d", per_row.dim());
+  const std::vector<int64_t> unit_of = unit_index(starts, static_cast<size_t>(per_row.size(0)));
+  return torch::zeros({static_cast<int64_t>(starts.size()), per_row.size(1)}, per_row.options())
+      .index_add_(0, torch::tensor(unit_of, torch::kLong).to(per_row.device()), per_row);
+}
+
+std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const lm::LmDataset& ds,
+                                       const std::vector<int64_t>& rows, int64_t micro_batch,
+                                       int64_t pad_id, const DpSettings& dp, BatchStats* stats,
+                                       std::vector<torch::Tensor>* unclipped) {
+  if (groups_rows(stats, rows))
+    return unit_clipped_sum(psg, ds, rows, stats->unit_starts, micro_batch, pad_id, dp, stats,
+                            unclipped);
+  std::vector<torch::Tensor> sum;
+  for (auto& p : psg.params())  // float32 whatever model.dtype is: the release is a float32 sum
+    sum.push_back(torch::zeros_like(p.param, torch::kFloat32));
+  if (unclipped) {
+    unclipped->clear();
+    for (auto& t : sum) unclipped->push_back(torch::zeros_like(t));
+  }
+  clipped_loop(
+      psg, ds, rows, micro_batch, pad_id, dp, stats, [&] { return psg.sq_norms().sqrt(); },
+      [&](const torch::Tensor& w) {
+        std::vector<torch::Tensor> part = psg.weighted_sum(w);
+        for (size_t k = 0; k < sum.size(); ++k) sum[k] += part[k];
+        if (unclipped) {
+          std::vector<torch::Tensor> raw = psg.weighted_sum(torch::ones_like(w));
+          for (size_t k = 0; k < raw.size(); ++k) (*unclipped)[k] += raw[k];
+        }
+      });
   return sum;
 }
 
@@ -220,6 +269,10 @@ torch::Tensor projected_clipped_sum(grad::PerSampleGrads& psg, const lm::LmDatas
                                     int64_t pad_id, const std::vector<torch::Tensor>& blocks,
                                     const DpSettings& dp, BatchStats* stats) {
   DPFT_CHECK(!blocks.empty(), "projected_clipped_sum: no blocks of P");
+  if (groups_rows(stats, rows))  // P^T is linear: P^T sum_{b in u} g_b = sum_{b in u} P^T g_b
+    return unit_weighted_sum(
+        psg, ds, rows, stats->unit_starts, micro_batch, pad_id, dp, stats, blocks[0].size(1),
+        [&] { return psg.project(blocks); }, nullptr);
   const torch::TensorOptions f32 = psg.params()[0].param.options().dtype(torch::kFloat32);
   torch::Tensor sum = torch::zeros({blocks[0].size(1)}, f32), gs;
   clipped_loop(

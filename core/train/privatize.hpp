@@ -49,6 +49,8 @@ torch::Tensor clip_weights(const torch::Tensor& norms, double clip_norm,
 // sum_b w_b g_b over `rows` of `ds` (micro-batches of at most `micro_batch` rows), one tensor
 // per trainable parameter (PerSampleGrads::params() order). With `unclipped`, also the plain sum
 // sum_b g_b from the same pass (analysis only: diagnostics compare against it).
+// When stats->unit_starts groups several rows into one unit (privacy.unit user), this is
+// unit_clipped_sum: every caller clips what the run's privacy unit says, not what it chose.
 std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const lm::LmDataset& ds,
                                        const std::vector<int64_t>& rows, int64_t micro_batch,
                                        int64_t pad_id, const DpSettings& dp, BatchStats* stats,
@@ -70,6 +72,10 @@ std::vector<torch::Tensor> unit_clipped_sum(grad::PerSampleGrads& psg, const lm:
                                             int64_t pad_id, const DpSettings& dp, BatchStats* stats,
                                             std::vector<torch::Tensor>* unclipped = nullptr);
 
+// (U, d): row u the sum of per_row's (R, d) rows starts[u] .. starts[u + 1] - 1 (units one
+// after another, as BatchStats::unit_starts). The PE-SGD family's H per unit.
+torch::Tensor unit_rows_sum(const torch::Tensor& per_row, const std::vector<int64_t>& starts);
+
 // The non-private gradient of `rows` by ordinary autograd: sum_b grad loss_b / denom, float32
 // per parameter of `params` (zeros where no gradient reached it), micro-batches of micro_batch
 // rows. Fills stats: batch_size, loss (mean), grad_seconds. Leaves the parameters' .grad empty.
@@ -83,7 +89,8 @@ std::vector<torch::Tensor> mean_gradient(model::CausalLMImpl& model,
 // DP-SFT stage 2 (paper 002, Alg. 2 lines 4-10): sum_b w_b P^T g_b in R^k, the per-sample
 // gradients projected (PerSampleGrads::project; blocks: P's rows per trainable parameter) and
 // clipped there to dp.clip_norm, so the sum has sensitivity C in R^k. Non-finite rows and
-// stats as clipped_sum. Returns (k) float32.
+// stats as clipped_sum. Returns (k) float32. With units grouping rows (as clipped_sum), each
+// unit's projected sum P^T sum_{b in u} g_b is clipped instead (stats over units).
 torch::Tensor projected_clipped_sum(grad::PerSampleGrads& psg, const lm::LmDataset& ds,
                                     const std::vector<int64_t>& rows, int64_t micro_batch,
                                     int64_t pad_id, const std::vector<torch::Tensor>& blocks,

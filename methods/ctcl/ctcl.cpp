@@ -21,6 +21,9 @@
 // type and the keywords), and the histogram counts (topic, class) bins (class bins without
 // keywords): still one release of sensitivity 1, each document in one bin. The synthetic
 // documents carry their class's label columns, for a downstream classifier.
+// privacy.unit user: B.2 counts each user once, in the bin most of its documents fall in
+// (privacy::unit_bins; sensitivity 1 per user), and B.3 clips each sampled user's summed
+// gradient (methods/dp_sgd); documents keep their own bin's condition for training.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -71,6 +74,8 @@ struct CtclGeneration {
 
 class CtclMethod : public MethodOf<CtclMethod> {
  public:
+  // privacy.unit user: the histogram through privacy::unit_bins, the steps as dp-sgd's
+  bool honours_unit(privacy::PrivacyUnit) const override { return true; }
   std::string name() const override { return "ctcl"; }
   std::string label() const override { return keywords_ ? "CTCL" : "DP fine-tuned generator"; }
   bool needs_seq2seq() const override { return true; }
@@ -144,8 +149,8 @@ class CtclMethod : public MethodOf<CtclMethod> {
   std::vector<int64_t> assign_topics(const Spec& spec, const DatasetSpec& block,
                                      const std::string& where, const lm::LmDataset& set,
                                      const topics::TopicModel& tm) const;
-  std::vector<int64_t> histogram(RunContext& ctx, const std::vector<int64_t>& topic_of,
-                                 int64_t K) const;
+  std::vector<int64_t> histogram(RunContext& ctx, const std::vector<int64_t>& topic_of, int64_t K,
+                                 const privacy::Units& units) const;
   // Each document's class (0 when unlabelled); C classes.
   struct Labelled {
     ctcl::Classes classes;
@@ -214,7 +219,7 @@ std::string histogram_integrity(const RunContext& ctx, const std::vector<int64_t
 }  // namespace
 
 std::vector<int64_t> CtclMethod::histogram(RunContext& ctx, const std::vector<int64_t>& topic_of,
-                                           int64_t K) const {
+                                           int64_t K, const privacy::Units& units) const {
   const fs::path file = ctx.dir.file("topic_histogram.json");
   const privacy::Release rel{"topic_histogram", hist_release_sigma_, 1.0, 1};
   // B.2: the Gaussian mechanism on the bin counts (sensitivity 1); privacy.epsilon inf: sigma
@@ -254,7 +259,7 @@ std::vector<int64_t> CtclMethod::histogram(RunContext& ctx, const std::vector<in
     spdlog::info("ctcl: the topic histogram released earlier ({})", file.string());
     return counts;
   }
-  const std::vector<int64_t> counts = mechanism.release(topic_of, K);
+  const std::vector<int64_t> counts = mechanism.release(topic_of, K, units);
   write_json_atomic(file, {{"schema", "dpft.topic_histogram/1"},
                            {"noise_multiplier", hist_release_sigma_},
                            {"private", hist_release_sigma_ > 0},
@@ -421,7 +426,7 @@ CtclMethod::Bins CtclMethod::make_bins(RunContext& ctx, const train::TrainInputs
       for (size_t i = 0; i < b.eval.size(); ++i) b.eval[i] += eval_topic[i] * l.C;
     }
   }
-  b.hist = histogram(ctx, b.train, K * l.C);  // B.2: the one release
+  b.hist = histogram(ctx, b.train, K * l.C, in.units);  // B.2: the one release
   for (int64_t k = 0; k < K; ++k)
     for (int64_t c = 0; c < l.C; ++c) add_bin(k, c, tm ? tm->keyword_line(k) : "");
   info["histogram"] = {{"noise_multiplier", hist_release_sigma_},

@@ -10,7 +10,8 @@
 //   t = 1..T
 //     1    embed the candidates P_{t-1} (the private texts are embedded once)
 //     2    each private text of class l votes 1/sqrt(k) for its k nearest candidates of class l
-//          (core/topics knn: faiss exact L2 search on unit embeddings)
+//          (core/topics knn: faiss exact L2 search on unit embeddings); privacy.unit user:
+//          a user's votes over all classes summed and scaled to L2 norm at most 1
 //     3    one Gaussian release of all classes' votes together, sigma: L2 sensitivity 1
 //          (core/privacy/mechanism.hpp VoteHistogram), in the ledger
 //     4    h <- max(h - threshold, 0); select n_l: rank (Aug-PE) or sample ∝ h (PE)
@@ -87,6 +88,9 @@ struct PeGeneration {
 
 class PrivateEvolution : public MethodOf<PrivateEvolution> {
  public:
+  // privacy.unit user (or document): one vote vector of L2 norm at most 1 per unit
+  // (privacy::nn_votes), the class histogram one bin per unit (privacy::unit_bins)
+  bool honours_unit(privacy::PrivacyUnit) const override { return true; }
   explicit PrivateEvolution(bool augmented) : aug_(augmented) {
     if (aug_) {  // Aug-PE: variations before the vote, rank selection, the selected kept
       variations_ = 3;
@@ -221,13 +225,15 @@ class PrivateEvolution : public MethodOf<PrivateEvolution> {
   Generators make_generators(const Spec& spec, train::TrainInputs& in,
                              const std::vector<Class>& classes) const;
   void allocate_seats(RunContext& ctx, State& st, privacy::VoteHistogram& noise,
-                      std::vector<Class>& classes, size_t n_private) const;
+                      std::vector<Class>& classes, size_t n_private,
+                      const privacy::Units& units) const;
   std::vector<std::string> vary(synth::SyntheticGenerator& gen,
                                 const std::vector<std::string>& from, int64_t copies, uint64_t seed,
                                 const std::string& stream) const;
   std::vector<double> vote(const State& st, const std::vector<Class>& classes,
                            const torch::Tensor& priv_emb, const torch::Tensor& cand,
-                           const std::vector<int64_t>& offset, int64_t M) const;
+                           const std::vector<int64_t>& offset, int64_t M,
+                           const std::vector<int64_t>& unit_of_row) const;
   void select_next(State& st, const std::vector<Class>& classes, Generators& gens,
                    const std::vector<double>& noisy, const std::vector<int64_t>& offset, int64_t t,
                    uint64_t seed, IterationStats& s) const;
@@ -414,7 +420,8 @@ PrivateEvolution::Generators PrivateEvolution::make_generators(
 // Class shares n_l: public (uniform over the listed classes) or by a DP class histogram; saved
 // at once so that the class histogram is never drawn twice.
 void PrivateEvolution::allocate_seats(RunContext& ctx, State& st, privacy::VoteHistogram& noise,
-                                      std::vector<Class>& classes, size_t n_private) const {
+                                      std::vector<Class>& classes, size_t n_private,
+                                      const privacy::Units& units) const {
   std::vector<int64_t> weights(classes.size(), 1);
   if (class_release()) {
     std::vector<int64_t> class_of(n_private);
@@ -424,7 +431,7 @@ void PrivateEvolution::allocate_seats(RunContext& ctx, State& st, privacy::VoteH
     weights =
         ctx.privacy  // sigma 0: the true counts, recorded as non-private
             .histogram("pe-class-histogram", privacy::Release{kClassLabel, class_sigma_, 1.0, 1})
-            .release(class_of, static_cast<int64_t>(classes.size()));
+            .release(class_of, static_cast<int64_t>(classes.size()), units);
   }
   bool uniform = false;
   const std::vector<int64_t> seats = ctcl::apportion(weights, num_synthetic_, &uniform);
@@ -447,23 +454,27 @@ std::vector<std::string> PrivateEvolution::vary(synth::SyntheticGenerator& gen,
 }
 
 // Steps 1-2 for every class: each private text of class l votes 1/sqrt(k) for its k nearest
-// candidates of class l. priv_emb: (n, e) unit rows; cand: (M, e), class c's candidates at
-// rows [offset[c], offset[c] + |P_c|). Returns the M votes.
+// candidates of class l; per privacy unit (unit_of_row: each private text's unit, units.hpp),
+// a user's votes over all classes together scaled to L2 norm at most 1 (privacy::nn_votes).
+// priv_emb: (n, e) unit rows; cand: (M, e), class c's candidates at rows [offset[c], offset[c] +
+// |P_c|). Returns the M votes.
 std::vector<double> PrivateEvolution::vote(const State& st, const std::vector<Class>& classes,
                                            const torch::Tensor& priv_emb, const torch::Tensor& cand,
-                                           const std::vector<int64_t>& offset, int64_t M) const {
-  std::vector<double> votes(static_cast<size_t>(M), 0.0);
+                                           const std::vector<int64_t>& offset, int64_t M,
+                                           const std::vector<int64_t>& unit_of_row) const {
+  std::vector<torch::Tensor> nn;  // (|P_c members|, k) each, candidate rows of all of cand
+  std::vector<int64_t> unit_of;   // the unit of each row of cat(nn)
   for (size_t c = 0; c < classes.size(); ++c) {
     const auto& mem = classes[c].members;
     if (classes[c].seats == 0 || mem.empty()) continue;
     const int64_t len = static_cast<int64_t>(st.population[c].size());
     const torch::Tensor q = priv_emb.index_select(0, torch::tensor(mem, torch::kInt64));
     const torch::Tensor b = cand.slice(0, offset[c], offset[c] + len);
-    const std::vector<double> v = privacy::nn_votes(topics::knn(q, b, k_).first, len);
-    for (int64_t j = 0; j < len; ++j)
-      votes[static_cast<size_t>(offset[c] + j)] = v[static_cast<size_t>(j)];
+    nn.push_back(topics::knn(q, b, k_).first.to(torch::kCPU) + offset[c]);
+    for (int64_t i : mem) unit_of.push_back(unit_of_row.at(static_cast<size_t>(i)));
   }
-  return votes;
+  if (nn.empty()) return std::vector<double>(static_cast<size_t>(M), 0.0);
+  return privacy::nn_votes(torch::cat(nn), M, unit_of);
 }
 
 // Steps 4-5 for every class: h = max(noisy - threshold, 0), n_l selected (rank or sampled
@@ -518,6 +529,8 @@ nlohmann::json PrivateEvolution::run(RunContext& ctx, train::TrainInputs& in) {
   const torch::Tensor priv_emb =
       eval::embed_with_progress(em, priv_texts, embed_batch_, max_len, name() + " private");
   Generators gens = make_generators(spec, in, classes);
+  const std::vector<int64_t> unit_of_row =  // privacy.unit: each private text's unit
+      privacy::unit_of_rows(in.units, static_cast<int64_t>(priv_texts.size()));
   // Step 3's mechanism: the Gaussian on the vote vector (sensitivity 1), one release an
   // iteration (sigma 0, privacy.epsilon inf: the true votes, recorded as non-private).
   privacy::VoteHistogram& noise =
@@ -525,7 +538,7 @@ nlohmann::json PrivateEvolution::run(RunContext& ctx, train::TrainInputs& in) {
   const uint64_t seed = static_cast<uint64_t>(spec.seed);
   State st;
   if (!load_state(ctx, st, noise, classes))
-    allocate_seats(ctx, st, noise, classes, priv_texts.size());
+    allocate_seats(ctx, st, noise, classes, priv_texts.size(), in.units);
   if (!st.initialised) {  // step 0: P_0 = RANDOM_API(n_l) + initial variations of each
     for (size_t c = 0; c < classes.size() && !interrupted(); ++c) {
       if (classes[c].seats == 0) continue;
@@ -563,7 +576,7 @@ nlohmann::json PrivateEvolution::run(RunContext& ctx, train::TrainInputs& in) {
                                                          fmt::format("{} iteration {}", name(), t));
     // 2: the nearest-neighbour votes; 3: their release, in the ledger
     const std::vector<double> noisy =
-        noise.release(vote(st, classes, priv_emb, cand, offset, s.candidates));
+        noise.release(vote(st, classes, priv_emb, cand, offset, s.candidates, unit_of_row));
     // 4-5: threshold, selection, the next population
     select_next(st, classes, gens, noisy, offset, t, seed, s);
     if (interrupted()) break;  // the iteration is not kept: resumed from the last checkpoint

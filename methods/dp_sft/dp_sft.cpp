@@ -46,6 +46,10 @@ class DpSftMethod : public MethodOf<DpSftMethod> {
   std::string label() const override { return "DP-SFT"; }
   bool trains_encoders() const override { return true; }
   bool reads_public_data() const override { return o_.source == SubspaceSource::kPublic; }
+  // privacy.unit user or document: both private stages clip each sampled unit's summed gradient
+  // (stage 1, train::clipped_sum) or its projection P^T sum_{b in u} g_b (stage 2,
+  // projected_clipped_sum)
+  bool honours_unit(privacy::PrivacyUnit) const override { return true; }
   void configure(Fields& f) override { o_.configure(f); }
 
   // method.source: file: the subspace file, judged by its provenance with the run's other inputs
@@ -249,14 +253,14 @@ nlohmann::json DpSftMethod::run(RunContext& ctx, train::TrainInputs& in) {
                                   in.pad_id, static_cast<double>(std::max<int64_t>(lot, 1)), st);
     if (st.step < T1) {  // Alg. 1 lines 5-11: clip to C1, sum, noise sigma1 C1, divide
       auto g = train::clipped_sum(psg, in.train, rows, micro, in.pad_id, dp1, &st);
-      noise_and_divide(g, dp1, *noise1, lot, st, o_.diagnostics);
+      noise_and_divide(g, dp1, *noise1, st.batch_size, st, o_.diagnostics);  // |B| in units
       return g;
     }
     // Alg. 2 lines 4-11: g^s_i = P^T g_i clipped to C2 in R^k, summed, noise sigma2 C2 in R^k,
     // divided by the lot size
     std::vector<torch::Tensor> gs = {train::projected_clipped_sum(
         psg, in.train, rows, micro, in.pad_id, keeper.blocks(), dp2, &st)};
-    noise_and_divide(gs, dp2, noise2, lot, st, o_.diagnostics);
+    noise_and_divide(gs, dp2, noise2, st.batch_size, st, o_.diagnostics);
     if (o_.diagnostics) {  // analysis only: the residual of the batch's clipped mean gradient
       train::BatchStats tmp = st;
       st.extra["dp_sft"]["residual"] =

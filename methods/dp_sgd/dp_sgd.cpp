@@ -16,11 +16,6 @@ class DpSgdMethod : public MethodOf<DpSgdMethod, StepReleaseMethod> {
  public:
   std::string name() const override { return "dp-sgd"; }
   bool trains_encoders() const override { return true; }
-  // user: Poisson over users, each sampled user's rows summed and clipped as one
-  // (train::unit_clipped_sum)
-  bool honours_unit(privacy::PrivacyUnit u) const override {
-    return u == privacy::PrivacyUnit::kExample || u == privacy::PrivacyUnit::kUser;
-  }
   std::string label() const override { return "DP-SGD"; }
 
   void configure(Fields& f) override {

@@ -50,16 +50,11 @@ nlohmann::json run_dp_sgd(RunContext& ctx, train::TrainInputs& in, const train::
   nlohmann::json out = trainer.run([&](const std::vector<int64_t>& rows, train::BatchStats& st) {
     // Abadi et al. 2016, Alg. 1: per-sample gradients, clipped and summed ("clip gradient");
     // with several ranks, each sums its shard of the lot (core/dist/world.hpp)
-    // (privacy.unit user: each sampled user's rows summed, then clipped as one)
+    // (privacy.unit user: each sampled user's rows summed, then clipped as one; clipped_sum
+    // follows st.unit_starts)
     std::vector<torch::Tensor> raw;
-    const bool by_unit =  // some sampled unit holds several rows
-        !st.unit_starts.empty() && st.unit_starts.size() != rows.size();
-    auto g = by_unit
-                 ? train::unit_clipped_sum(psg, in.train, rows, st.unit_starts,
-                                           spec.train.micro_batch_size, in.pad_id, dp, &st,
-                                           o.diagnostics ? &raw : nullptr)
-                 : train::clipped_sum(psg, in.train, dist::shard(rows), spec.train.micro_batch_size,
-                                      in.pad_id, dp, &st, o.diagnostics ? &raw : nullptr);
+    auto g = train::clipped_sum(psg, in.train, dist::shard(rows), spec.train.micro_batch_size,
+                                in.pad_id, dp, &st, o.diagnostics ? &raw : nullptr);
     train::reduce_batch_stats(st);
     if (o.diagnostics) dist::all_reduce_sum(raw, "the unclipped sum (diagnostics)");
     // "add noise": N(0, sigma^2 C^2 I) once (rank 0), the shards summed, divided by the lot size
@@ -69,7 +64,7 @@ nlohmann::json run_dp_sgd(RunContext& ctx, train::TrainInputs& in, const train::
       dist::all_reduce_sum(clipped, "the clipped sum (post-processing diagnostics)");
     }
     double noise_norm = 0, signal_norm = 0;
-    const int64_t units = by_unit ? st.batch_size : static_cast<int64_t>(rows.size());
+    const int64_t units = st.batch_size;  // |B| of the whole lot, in privacy units
     const double divisor =
         train::noise_and_scale(g, dp, noise, units, &st, o.diagnostics ? &noise_norm : nullptr,
                                o.diagnostics ? &signal_norm : nullptr);

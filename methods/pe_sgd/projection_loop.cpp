@@ -124,7 +124,9 @@ class ProjectionLoop {
         gather_rows(gradient_matrix(psg_, in_.train, dist::shard(rows), micro, in_.pad_id, &losses),
                     static_cast<int64_t>(rows.size()));  // line 7: H (M, p)
     losses = gather_rows(losses.unsqueeze(1), static_cast<int64_t>(rows.size())).squeeze(1);
-    const int64_t M = Hs.size(0);
+    if (!st.unit_starts.empty() && st.unit_starts.size() != rows.size())
+      Hs = train::unit_rows_sum(Hs, st.unit_starts);  // privacy.unit user: h_u = sum_{j in u} h_j
+    const int64_t M = Hs.size(0);                     // |B|, in privacy units
     project::ProjectionResult r;  // line 8: z, and the direction G z / divisor (rank 0 draws)
     if (dist::is_root()) {
       r = project_(ProjectionInput{Gs, Hs, step_, dp_.divisor_for(M), dp_.sigma, noise_});
@@ -138,7 +140,7 @@ class ProjectionLoop {
             ? std::optional<Tensor>(r.z.detach().to(torch::kCPU, torch::kFloat32).contiguous())
             : std::nullopt;
     st.batch_size = M;
-    st.loss = M > 0 ? losses.mean().item<double>() : 0.0;
+    st.loss = losses.numel() > 0 ? losses.mean().item<double>() : 0.0;
     st.grad_norm_mean = M > 0 ? Hs.norm(2, {1}).mean().item<double>() : 0.0;
     st.clipped_fraction = dist::is_root() ? project::clipped_fraction(r) : 0.0;  // above bound
     st.grad_seconds += seconds_since(t1);

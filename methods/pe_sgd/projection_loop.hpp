@@ -7,6 +7,7 @@
 //   line 4-5   for t: B(t) <- PoissonSubSampling(B, q)                      core/train/trainer
 //   line 6     G <- per-sample gradients of D on m                          step()
 //   line 7     H <- per-sample gradients of B(t) on m                       step()
+//              (privacy.unit user: one column per sampled user, its rows' gradients summed)
 //   line 8     z <- the method's projection of H onto G, noised             ProjectFn
 //   line 9     phi <- phi + lr G z / divisor (the run's optimizer)          core/train/trainer
 //   line 10    D <- SynDataGeneration(SampleSelection(z), N, L, m)          evolve(), lazily at
