@@ -61,6 +61,9 @@ void register_bench_train(CLI::App* bench, CliContext& ctx) {
                 "also time a user-level DP-SGD step (privacy.unit user) on the same rows as "
                 "users of this many rows each; 0 = off")
       ->capture_default_str();
+  s->add_flag("--per-layer", o->per_layer,
+              "also time the DP-SGD step with privacy.clipping_style per_layer (each trainable "
+              "parameter clipped on its own), interleaved with the flat one");
   s->add_option("--dp-sft-storage", o->dp_sft_storage, "P's storage with --dp-sft")
       ->check(CLI::IsMember({"float32", "bfloat16"}))
       ->capture_default_str();

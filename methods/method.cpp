@@ -15,10 +15,14 @@ YAML::Node Method::options_yaml() {
 
 std::vector<privacy::Release> StepReleaseMethod::plan(const Spec& spec, int64_t dataset_size,
                                                       const Inheritance& inherited) {
-  train::DpSettings dp = train::resolve_dp(spec, dataset_size, inherited.releases);
+  // Adaptive clipping's count releases are composed in when the steps' sigma is calibrated.
+  train::DpSettings dp = train::resolve_dp(spec, dataset_size, inherited.releases,
+                                           train::count_blocks(spec, dataset_size));
   set_noise_std(dp, spec);
   dp_ = dp;
-  return {dp.release(spec.train.steps)};
+  std::vector<privacy::Release> out = {dp.release(spec.train.steps)};
+  if (dp.adaptive) out.push_back(dp.count_release(spec.train.steps));
+  return out;
 }
 
 const train::DpSettings& StepReleaseMethod::dp() const {
@@ -45,6 +49,17 @@ void check_task(const Method& m, const Spec& spec) {
                 "and cannot yet bound a {}'s rows together; use privacy.unit: example, or read "
                 "docs/privacy.md (\"Choosing the privacy unit\") for what each method honours",
                 privacy::name_of(spec.privacy.unit), m.name(), privacy::name_of(spec.privacy.unit));
+  DPFT_CHECK_AS(ConfigError,
+                spec.privacy.clipping_style == privacy::ClippingStyle::kFlat || m.steps_by_dp_sgd(),
+                "privacy.clipping_style: {}: method {} clips whole gradients (or their "
+                "projections, or votes) only; use clipping_style: flat, or dp-sgd, denoise, "
+                "sft+dp-sgd or ctcl",
+                privacy::name_of(spec.privacy.clipping_style), m.name());
+  DPFT_CHECK_AS(ConfigError, !spec.privacy.adaptive_clip_quantile || m.steps_by_dp_sgd(),
+                "privacy.adaptive_clip_quantile: method {} does not adapt its clipping "
+                "threshold; remove adaptive_clip_quantile, or use dp-sgd, denoise, sft+dp-sgd "
+                "or ctcl",
+                m.name());
   DPFT_CHECK_AS(ConfigError, spec.data.task != Task::kMlm || m.name() == "sgd",
                 "data.task: mlm is pretraining on public text: method sgd (DP masked-LM "
                 "training is not offered: no experiment here needs it, and its per-sample "

@@ -75,6 +75,10 @@ class Method : public ConfiguredMethod {
   virtual bool honours_unit(privacy::PrivacyUnit unit) const {
     return unit == privacy::PrivacyUnit::kExample;
   }
+  // Whether its training steps are dp_sgd::run_dp_sgd's (train::clipped_sum), which clips the
+  // parts of privacy.clipping_style (per_layer, groups) and adapts C (adaptive_clip_quantile);
+  // the other methods refuse those options.
+  virtual bool steps_by_dp_sgd() const { return false; }
   // Whether this method (as configured) reads data.public; other methods refuse it.
   virtual bool reads_public_data() const { return false; }
   // Artefacts the method's own options name (dp-sft's method.file), judged with the spec's.

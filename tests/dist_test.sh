@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Data parallel over c10d Gloo on this machine (issue 21, part 4): `dpft run --nproc 2` gives
 # the numbers of a one-process run (per-step loss and batch size, final eval, epsilon) for
-# dp-sgd and pe-sgd; rank 0 alone writes the run directory; a rank killed mid-run ends the
+# dp-sgd (per example and per user) and pe-sgd; rank 0 alone writes the run directory; a rank killed mid-run ends the
 # other with a clear error (no hang), and the run resumes, with 2 ranks or with 1, to the
 # numbers of the uninterrupted run. Exit 77 (skipped) when this dpft was built without Gloo.
 # Usage: dist_test.sh PATH/TO/dpft SOURCE_DIR
@@ -63,6 +63,22 @@ check "2-rank dp-sgd equals 1 rank" same "$R1/metrics.json" "$R2/metrics.json"
 check "one run directory (rank 1 writes none)" [ "$(ls "$T/two/dp" | wc -l)" = 1 ]
 check "manifest records world_size 2" grep -q '"world_size": 2' "$R2/manifest.json"
 check "no scratch directory left" [ -z "$(ls "$TMPDIR")" ]
+
+# privacy.unit user (rows 3k..3k+2 of the file one user): each rank takes whole users, clips
+# each user's summed gradient, and the sum over ranks is the one-process run's.
+awk 'NR == 1 {print "text,who"; next} {print $0 ",u" int((NR - 2) / 3)}' \
+  experiments/data/pubmed_sample/train.csv > "$T/users.csv"
+USER_SET=(--set privacy.unit=user --set data.train.user_column=who --set "data.train.path=$T/users.csv"
+          --set data.train.num_samples=0 --set privacy.sampling_rate=0.1)
+U1=$("$DPFT" --quiet run "$T/dp.yaml" --out "$T/u1" "${USER_SET[@]}" 2>"$T/u1.err" | tail -1)
+U2=$("$DPFT" --quiet run "$T/dp.yaml" --out "$T/u2" --nproc 2 "${USER_SET[@]}" 2>"$T/u2.err" | tail -1)
+check "2-rank user-level dp-sgd runs ($(tail -2 "$T/u2.err"))" [ -f "$U2/metrics.json" ]
+check "2-rank user-level dp-sgd equals 1 rank" same "$U1/metrics.json" "$U2/metrics.json"
+check "  over 134 users, several rows each" python3 -c "
+import json, sys
+m = json.load(open('$U2/metrics.json'))
+h = m['non_private']['history']
+sys.exit(0 if m['privacy']['unit']['count'] == 134 and any(x.get('rows', 0) > x['batch_size'] for x in h) else 1)"
 
 # Keyed noise (the default; the specs above set noise_seed so that runs can be compared): rank 0
 # alone holds the key, the run finishes with 1 rank's epsilon and leaves no key behind.

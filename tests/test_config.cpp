@@ -629,3 +629,59 @@ TEST_CASE("privacy.unit and its keys: user needs a user column, and only it take
   CHECK_THAT(config_error("data: {eval: {path: a.csv, user_column: who}}\n"),
              Contains("unknown key `data.eval.user_column`"));
 }
+
+TEST_CASE("privacy.clipping_style and clip_groups: parsed, dumped when not flat, checked",
+          "[config]") {
+  Spec s = parse(
+      "privacy: {clipping_style: groups, clip_groups: [{params: lora_A, share: 3}, "
+      "{params: lora_B}]}\n");
+  CHECK(s.privacy.clipping_style == privacy::ClippingStyle::kGroups);
+  REQUIRE(s.privacy.clip_groups.size() == 2);
+  CHECK(s.privacy.clip_groups[0].params == "lora_A");
+  CHECK(s.privacy.clip_groups[0].share == 3.0);
+  CHECK(s.privacy.clip_groups[1].share == 1.0);  // the default share
+  const YAML::Node y = spec_to_yaml(s);
+  CHECK(y["privacy"]["clipping_style"].as<std::string>() == "groups");
+  CHECK(y["privacy"]["clip_groups"][1]["params"].as<std::string>() == "lora_B");
+  CHECK(parse(YAML::Dump(y)).privacy.clip_groups[0].share == 3.0);  // round trip
+  const YAML::Node plain = spec_to_yaml(parse("privacy: {clipping_style: flat}\n"));
+  CHECK_FALSE(plain["privacy"]["clipping_style"]);  // flat: earlier config hashes stay
+  CHECK_FALSE(plain["privacy"]["clip_groups"]);
+  CHECK(parse("privacy: {clipping_style: per_layer}\n").privacy.clipping_style ==
+        privacy::ClippingStyle::kPerLayer);
+  CHECK_THAT(config_error("privacy: {clipping_style: groups}\n"),
+             Contains("privacy.clip_groups is needed by privacy.clipping_style: groups"));
+  CHECK_THAT(config_error("privacy: {clip_groups: [{params: a}]}\n"),
+             Contains("belongs to privacy.clipping_style: groups"));
+  CHECK_THAT(config_error("privacy: {clipping_style: groups, clip_groups: []}\n"),
+             Contains("expected a non-empty list"));
+  CHECK_THAT(config_error("privacy: {clipping_style: groups, clip_groups: [{params: a, share: "
+                          "0}]}\n"),
+             Contains("privacy.clip_groups[0].share"));
+  CHECK_THAT(config_error("privacy: {clipping_style: groups, clip_groups: [{share: 1}]}\n"),
+             Contains("clip_groups[0].params: give the part of the parameter names"));
+  CHECK_THAT(config_error("privacy: {clipping_style: groups, clip_groups: [{params: a, sh: 1}]}\n"),
+             Contains("unknown key `privacy.clip_groups[0].sh`"));
+  CHECK_THAT(config_error("privacy: {clipping_style: layer}\n"),
+             Contains("use one of: flat, per_layer, groups"));
+}
+
+TEST_CASE("privacy.adaptive_clip_*: the quantile turns it on, the others belong to it",
+          "[config]") {
+  Spec s = parse("privacy: {adaptive_clip_quantile: 0.7, adaptive_clip_count_std: 4}\n");
+  CHECK(*s.privacy.adaptive_clip_quantile == 0.7);
+  CHECK(s.privacy.adaptive_clip_lr == 0.2);
+  const YAML::Node y = spec_to_yaml(s);
+  CHECK(y["privacy"]["adaptive_clip_quantile"].as<double>() == 0.7);
+  CHECK(y["privacy"]["adaptive_clip_count_std"].as<double>() == 4);
+  CHECK(*parse(YAML::Dump(y)).privacy.adaptive_clip_count_std == 4);
+  CHECK_FALSE(spec_to_yaml(parse("privacy: {clip_norm: 1}\n"))["privacy"]["adaptive_clip_lr"]);
+  CHECK_THAT(config_error("privacy: {adaptive_clip_quantile: 1.5}\n"),
+             Contains("privacy.adaptive_clip_quantile"));
+  CHECK_THAT(config_error("privacy: {adaptive_clip_lr: 0.1}\n"),
+             Contains("belong to adaptive clipping: set privacy.adaptive_clip_quantile"));
+  CHECK_THAT(config_error("privacy: {adaptive_clip_quantile: 0.5, clipping_style: per_layer}\n"),
+             Contains("adapts one threshold; clipping_style per_layer has several"));
+  CHECK_THAT(config_error("privacy: {adaptive_clip_quantile: 0.5, adaptive_clip_count_std: 0}\n"),
+             Contains("privacy.adaptive_clip_count_std"));
+}

@@ -10,8 +10,13 @@
 #include <algorithm>
 #include <map>
 
+#include <cmath>
+
 #include "core/tokenizer/load.hpp"
+#include "core/train/adaptive_clip.hpp"
 #include "data/lm_dataset.hpp"
+#include "mechanism_util.hpp"
+#include "methods/registry.hpp"
 #include "run_fixture.hpp"
 
 using namespace dpft;
@@ -185,4 +190,139 @@ TEST_CASE("the accountant in users: a user-level spec's epsilon is the independe
                      "5", "--steps", "10", "--delta", "1e-5", "--accountant", "rdp"},
                     &printed) == 0);
   CHECK(nlohmann::json::parse(printed)["epsilon"].get<double>() == Approx(want).epsilon(1e-6));
+}
+
+TEST_CASE("dp-sgd with per-layer and group clipping: the same noise, the style in metrics.json",
+          "[privacy][units]") {
+  Fixture f;
+  make_fixture(f);
+  const std::string out = (f.tmp.path / "runs").string();
+  // C small enough that every part is clipped: the styles then differ
+  const std::vector<std::string> dp = {"--set", "method.name=dp-sgd",
+                                       "--set", "privacy.epsilon=4",
+                                       "--set", "privacy.clip_norm=1e-4"};
+  const auto flat = run_metrics(f, out, dp);
+  const auto layer = run_metrics(f, out, cat(dp, {"--set", "privacy.clipping_style=per_layer"}));
+  const auto groups = run_metrics(
+      f, out,
+      cat(dp, {"--set", "privacy.clipping_style=groups", "--set",
+               "privacy.clip_groups=[{params: lora_A, share: 1}, {params: lora_B, share: 2}]"}));
+  for (const auto* m : {&layer, &groups}) {
+    CHECK((*m)["status"] == "ok");
+    CHECK((*m)["privacy"]["noise_std"] == flat["privacy"]["noise_std"]);  // sigma C, unchanged
+    CHECK((*m)["privacy"]["epsilon"] == flat["privacy"]["epsilon"]);
+    CHECK((*m)["eval"]["final"]["loss"] != flat["eval"]["final"]["loss"]);
+  }
+  CHECK(layer["privacy"]["clipping_style"] == "per_layer");
+  CHECK(groups["privacy"]["clip_groups"][1]["share"] == 2.0);
+  CHECK_FALSE(flat["privacy"].contains("clipping_style"));
+  // A group list that leaves a trainable parameter out: refused before training (exit 2).
+  CHECK(test::cli(test::run_args(f, out,
+                                 cat(dp, {"--set", "privacy.clipping_style=groups", "--set",
+                                          "privacy.clip_groups=[{params: lora_A}]"}))) == 2);
+  // Methods that clip something else refuse the styles (exit 2).
+  CHECK(test::cli(test::run_args(
+            f, out, cat(method_args("dp-sft"), {"--set", "privacy.clipping_style=per_layer"}))) ==
+        2);
+}
+
+TEST_CASE("adaptive clipping: C converges to the quantile of fixed norms; a count release a step",
+          "[privacy][adaptive]") {
+  // 200 units with norms 0.01, 0.02, ..., 2.00 every step: the 0.3 quantile is 0.6.
+  std::vector<double> norms;
+  for (int i = 1; i <= 200; ++i) norms.push_back(0.01 * i);
+  train::DpSettings dp;
+  dp.q = 1;
+  dp.dataset_size = 200;
+  dp.clip_norm = 2.5;                                        // start far above
+  dp.adaptive = train::AdaptiveClipSettings{0.3, 0.2, 2.0};  // count std 2: the fraction +-0.01
+  privacy::LedgerOptions lo;
+  lo.accountant = privacy::AccountantKind::kRdp;
+  auto M = test::test_mechanisms(5, {dp.count_release(400)}, lo);
+  train::AdaptiveClip a(dp, M->gaussian_sum("clip-count", dp.count_release()));
+  std::vector<double> tail;
+  for (int t = 0; t < 400; ++t) {
+    train::BatchStats st;
+    st.batch_size = 200;
+    for (double n : norms) (n > a.clip_norm() ? st.clipped : st.unclipped) += 1;
+    a.update(st);
+    if (t >= 300) tail.push_back(a.clip_norm());
+  }
+  double mean = 0;
+  for (double c : tail) mean += c / static_cast<double>(tail.size());
+  CHECK(mean == Approx(0.6).margin(0.03));
+  // The ledger holds one subsampled Gaussian per step at 2 sigma_b = 4 (sensitivity 1/2).
+  const auto j = M->ledger().to_json();
+  REQUIRE(j["releases"].size() == 1);
+  CHECK(j["releases"][0]["label"] == "clip_count");
+  CHECK(j["releases"][0]["count"] == 400);
+  CHECK(j["releases"][0]["noise_multiplier"] == 4.0);
+  // Without noise the update is the exact geometric step from the true fraction.
+  dp.adaptive->count_std = 0;
+  auto M0 = test::test_mechanisms(5, {dp.count_release(1)}, lo);
+  train::AdaptiveClip b(dp, M0->gaussian_sum("clip-count", dp.count_release()));
+  train::BatchStats st;
+  st.batch_size = 200;
+  st.unclipped = 150;  // 3/4 unclipped against a target of 0.3
+  st.clipped = 50;
+  CHECK(b.update(st) == Approx(0.75));
+  CHECK(b.clip_norm() == Approx(2.5 * std::exp(-0.2 * (0.75 - 0.3))));
+  // The default count std: the paper's expected batch / 20.
+  const Spec spec =
+      parse_spec(YAML::Load("privacy: {adaptive_clip_quantile: 0.5}\ntrain: {batch_size: 40}\n"));
+  CHECK(train::dp_settings_before_noise(spec, 400).adaptive->count_std == Approx(2.0));
+}
+
+TEST_CASE(
+    "dp-sgd with adaptive clipping: steps and counts composed to the budget, C moves, "
+    "resume",
+    "[privacy][adaptive]") {
+  Fixture f;
+  make_fixture(f);
+  const std::string out = (f.tmp.path / "runs").string();
+  // (q N = 6 units a step: the default count std 6 / 20 would spend most of the budget)
+  const std::vector<std::string> a = {"--set", "method.name=dp-sgd",
+                                      "--set", "privacy.epsilon=4",
+                                      "--set", "privacy.adaptive_clip_quantile=0.5",
+                                      "--set", "privacy.adaptive_clip_count_std=3"};
+  std::string dir;
+  const auto m = run_metrics(f, out, a, &dir);
+  CHECK(m["status"] == "ok");
+  CHECK(test::release_count(m, "train") == 6);
+  CHECK(test::release_count(m, "clip_count") == 6);
+  const double eps = m["privacy"]["epsilon"].get<double>();
+  CHECK(eps <= 4.0);
+  CHECK(eps > 3.9);  // the steps' sigma calibrated with the counts composed in
+  const auto flat =
+      run_metrics(f, out, {"--set", "method.name=dp-sgd", "--set", "privacy.epsilon=4"});
+  CHECK(m["privacy"]["noise_multiplier"].get<double>() >
+        flat["privacy"]["noise_multiplier"].get<double>());  // the counts cost some budget
+  CHECK(m["privacy"]["adaptive_clip"]["count_noise_multiplier"] == 6.0);  // 2 sigma_b
+  std::vector<double> C;
+  for (const auto& h : m[kNonPrivate]["history"]) C.push_back(h["clip_norm"].get<double>());
+  REQUIRE(C.size() == 6);
+  CHECK(C[0] == 1.0);  // privacy.clip_norm, the start
+  CHECK(C[5] != C[0]);
+  // Stopped after 3 steps and resumed: C_t comes back from the checkpoint.
+  std::string printed;
+  REQUIRE(test::cli(cat(test::run_args(f, out, a), {"--stop-after", "3"}), &printed) == 0);
+  const std::string part = test::last_line(printed);
+  REQUIRE(test::cli({"run", "--resume", part}) == 0);
+  const auto r = nlohmann::json::parse(read_file(fs::path(part) / "metrics.json"));
+  CHECK(r["eval"] == m["eval"]);
+  CHECK(r[kNonPrivate]["history"].back()["clip_norm"] ==
+        m[kNonPrivate]["history"].back()["clip_norm"]);
+  CHECK(r["privacy"]["releases"] == m["privacy"]["releases"]);
+  // `dpft account --spec` plans the same two blocks.
+  std::vector<std::string> acc = {"account", "--json", "--spec", f.spec};
+  for (const auto& x : test::run_args(f, out, a))
+    if (x.rfind("--set", 0) == 0 || x.find('=') != std::string::npos) acc.push_back(x);
+  REQUIRE(test::cli(acc, &printed) == 0);
+  CHECK(
+      nlohmann::json::parse(printed)["epsilon"].get<double>() ==
+      Approx(m["privacy"]["epsilon"].get<double>()).epsilon(1e-9));  // (composed in another order)
+  // Methods whose steps are not dp-sgd's refuse it (exit 2).
+  CHECK(test::cli(test::run_args(
+            f, out, cat(method_args("dp-sft"), {"--set", "privacy.adaptive_clip_quantile=0.5"}))) ==
+        2);
 }

@@ -197,6 +197,91 @@ TEST_CASE("a user-level batch equals the hand computation: each unit's rows summ
   CHECK(rel(train::unit_rows_sum(h.ref, starts), U) < 1e-6);
 }
 
+namespace {
+
+// The slow reference of part-wise clipping: each row of M (R, p) cut into the parameters'
+// columns, each part k's columns clipped to C_k (clip: min(1, C_k / norm)), summed over rows.
+Tensor parts_reference(const Tensor& M, const std::vector<int64_t>& widths,
+                       const train::ClipGroups& cg) {
+  Tensor out = torch::zeros({M.size(1)});
+  for (int64_t r = 0; r < M.size(0); ++r) {
+    std::vector<double> sq(cg.threshold.size(), 0.0);
+    int64_t at = 0;
+    for (size_t j = 0; j < widths.size(); ++j) {
+      sq[cg.part_of[j]] += M[r].narrow(0, at, widths[j]).pow(2).sum().item<double>();
+      at += widths[j];
+    }
+    at = 0;
+    for (size_t j = 0; j < widths.size(); ++j) {
+      const double n = std::sqrt(sq[cg.part_of[j]]), C = cg.threshold[cg.part_of[j]];
+      out.narrow(0, at, widths[j]) += M[r].narrow(0, at, widths[j]) * std::min(1.0, C / n);
+      at += widths[j];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("per-layer and group clipping equal the slow reference; each clipped gradient <= C",
+          "[train-engine][privacy]") {
+  HandBatch h;
+  grad::PerSampleGrads psg(h.m);
+  std::vector<int64_t> widths;
+  for (const auto& p : psg.params()) widths.push_back(p.param.numel());
+  train::DpSettings dp;
+  dp.clip_norm = 0.5 * h.ref.norm(2, 1).median().item<double>();
+  auto style = GENERATE(as<std::string>{}, "per_layer", "groups");
+  CAPTURE(style);
+  dp.clipping_style = enum_value(style, privacy::kClippingStyleNames, "style");
+  dp.clip_groups = {{"lora_A", 3.0}, {"lora_B", 1.0}};
+  const train::ClipGroups cg = train::clip_groups(dp, psg.params());
+  double sq = 0;
+  for (double c : cg.threshold) sq += c * c;
+  CHECK(std::sqrt(sq) == Approx(dp.clip_norm).epsilon(1e-12));  // the noise's sensitivity: C
+  if (style == "groups") {
+    REQUIRE(cg.threshold.size() == 2);
+    CHECK(cg.threshold[0] == Approx(dp.clip_norm * std::sqrt(0.75)));
+  } else {
+    CHECK(cg.threshold.size() == psg.params().size());
+  }
+  train::BatchStats st;
+  const auto g = train::clipped_sum(psg, h.ds, h.rows, 3, 0, dp, &st);
+  CHECK(rel(flat(g), parts_reference(h.ref, widths, cg)) < 1e-5);
+  CHECK(st.clipped_fraction > 0);
+  for (int64_t r : h.rows)  // one row: its clipped gradient, within C
+    CHECK(flat(train::clipped_sum(psg, h.ds, {r}, 1, 0, dp, nullptr)).norm().item<double>() <=
+          dp.clip_norm * (1 + 1e-5));
+  // At user level the units' summed gradients are clipped part by part the same way.
+  const std::vector<int64_t> starts = {0, 3, 4};
+  const auto u = train::unit_clipped_sum(psg, h.ds, h.rows, starts, 2, 0, dp, nullptr);
+  CHECK(rel(flat(u), parts_reference(train::unit_rows_sum(h.ref, starts), widths, cg)) < 1e-5);
+}
+
+TEST_CASE("clip groups that miss a parameter, hold one twice or hold none are refused",
+          "[train-engine][privacy]") {
+  HandBatch h;
+  grad::PerSampleGrads psg(h.m);
+  train::DpSettings dp;
+  dp.clipping_style = privacy::ClippingStyle::kGroups;
+  dp.clip_groups = {{"lora_A", 1.0}};
+  CHECK_THROWS_WITH(
+      train::clip_groups(dp, psg.params()),
+      Catch::Contains("lora_B is in 0 groups") && Catch::Contains("add a group that holds it"));
+  dp.clip_groups = {{"lora", 1.0}, {"lora_B", 1.0}};
+  CHECK_THROWS_WITH(train::clip_groups(dp, psg.params()), Catch::Contains("is in 2 groups"));
+  dp.clip_groups = {{"lora", 1.0}, {"c_proj", 1.0}};
+  CHECK_THROWS_WITH(train::clip_groups(dp, psg.params()),
+                    Catch::Contains("clip_groups[1] (params: c_proj) holds no trainable"));
+  CHECK_THROWS_AS(train::clip_groups(dp, psg.params()), ConfigError);
+  // DP-SFT's projected sum clips in R^k: flat only.
+  dp.clipping_style = privacy::ClippingStyle::kPerLayer;
+  CHECK_THROWS_AS(
+      train::projected_clipped_sum(psg, h.ds, h.rows, 2, 0,
+                                   blocks_of(random_subspace(h.ref.size(1), 2), psg), dp, nullptr),
+      ConfigError);
+}
+
 TEST_CASE("a user-level DP-SFT stage-2 batch: each unit's P^T sum g clipped in R^k",
           "[train-engine][dp-sft][privacy]") {
   HandBatch h;

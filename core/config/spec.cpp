@@ -253,6 +253,58 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
 
 namespace {
 
+// privacy.clip_groups: a list of {params: NAME_PART, share: > 0}, given exactly when
+// privacy.clipping_style is groups.
+void parse_clip_groups(Fields& p, PrivacySpec& pr) {
+  const YAML::Node list = p.raw("clip_groups");
+  const bool given = list && !list.IsNull();
+  const bool groups = pr.clipping_style == privacy::ClippingStyle::kGroups;
+  DPFT_CHECK_AS(ConfigError, given == groups,
+                "{}: privacy.clip_groups {} privacy.clipping_style: groups (this spec's style is "
+                "{}); {}",
+                p.key_path("clip_groups"), given ? "belongs to" : "is needed by",
+                privacy::name_of(pr.clipping_style),
+                given ? "set clipping_style: groups, or remove clip_groups"
+                      : "give clip_groups: [{params: lora_A, share: 1}, {params: lora_B, share: "
+                        "1}], or clipping_style: per_layer");
+  if (!given) return;
+  DPFT_CHECK_AS(ConfigError, list.IsSequence() && list.size() > 0,
+                "{}: expected a non-empty list of {{params: NAME_PART, share: NUMBER}}",
+                p.key_path("clip_groups"));
+  for (size_t i = 0; i < list.size(); ++i) {
+    Fields g(list[i], fmt::format("{}[{}]", p.key_path("clip_groups"), i), p.registry());
+    ClipGroupSpec c;
+    g.get("params", c.params);
+    g.get("share", c.share, Range::open(0, std::numeric_limits<double>::infinity()));
+    g.finish();
+    DPFT_CHECK_AS(ConfigError, !c.params.empty(),
+                  "{}[{}].params: give the part of the parameter names this group holds, e.g. "
+                  "lora_A",
+                  p.key_path("clip_groups"), i);
+    pr.clip_groups.push_back(c);
+  }
+}
+
+// privacy.adaptive_clip_*: the quantile turns adaptive clipping on; the rate and the count's
+// noise belong to it; flat clipping only.
+void parse_adaptive_clip(Fields& p, PrivacySpec& pr) {
+  p.get("adaptive_clip_quantile", pr.adaptive_clip_quantile, Range::open(0, 1));
+  const bool lr = p.get("adaptive_clip_lr", pr.adaptive_clip_lr,
+                        Range::open(0, std::numeric_limits<double>::infinity()));
+  p.get("adaptive_clip_count_std", pr.adaptive_clip_count_std,
+        Range::open(0, std::numeric_limits<double>::infinity()));
+  if (pr.adaptive_clip_quantile) {
+    DPFT_CHECK_AS(ConfigError, pr.clipping_style == privacy::ClippingStyle::kFlat,
+                  "privacy.adaptive_clip_quantile adapts one threshold; clipping_style {} has "
+                  "several: use clipping_style: flat, or remove adaptive_clip_quantile",
+                  privacy::name_of(pr.clipping_style));
+    return;
+  }
+  DPFT_CHECK_AS(ConfigError, !lr && !pr.adaptive_clip_count_std,
+                "privacy.adaptive_clip_lr and adaptive_clip_count_std belong to adaptive clipping: "
+                "set privacy.adaptive_clip_quantile (e.g. 0.5), or remove them");
+}
+
 // privacy.unit user needs every private training file to name its users, and a user column
 // means unit user.
 void check_user_columns(const DataSpec& da, privacy::PrivacyUnit unit) {
@@ -513,6 +565,9 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
     p.get("clip_norm", pr.clip_norm,
           Range{0, std::numeric_limits<double>::infinity(), true, false});  // inf: no clipping
     p.get_enum("clipping", pr.clipping, privacy::kClippingNames);
+    p.get_enum("clipping_style", pr.clipping_style, privacy::kClippingStyleNames);
+    parse_clip_groups(p, pr);
+    parse_adaptive_clip(p, pr);
     p.get_enum("noise_divisor", pr.noise_divisor, privacy::kNoiseDivisorNames);
     p.get("secure_noise", pr.secure_noise);
     p.get("noise_seed", pr.noise_seed, Range::at_least(0));
@@ -706,6 +761,20 @@ YAML::Node spec_to_yaml(const Spec& s) {
     p["unit"] = privacy::name_of(s.privacy.unit);
   if (s.privacy.unit == privacy::PrivacyUnit::kUser)
     p["max_examples_per_user"] = s.privacy.max_examples_per_user;
+  if (s.privacy.clipping_style != privacy::ClippingStyle::kFlat)  // absent: flat, earlier hashes
+    p["clipping_style"] = privacy::name_of(s.privacy.clipping_style);
+  if (s.privacy.adaptive_clip_quantile) {  // absent: fixed C, earlier hashes
+    p["adaptive_clip_quantile"] = num(*s.privacy.adaptive_clip_quantile);
+    p["adaptive_clip_lr"] = num(s.privacy.adaptive_clip_lr);
+    if (s.privacy.adaptive_clip_count_std)
+      p["adaptive_clip_count_std"] = num(*s.privacy.adaptive_clip_count_std);
+  }
+  for (const ClipGroupSpec& g : s.privacy.clip_groups) {
+    YAML::Node e;
+    e["params"] = g.params;
+    e["share"] = num(g.share);
+    p["clip_groups"].push_back(e);
+  }
   n["privacy"] = p;
   YAML::Node t;
   t["steps"] = s.train.steps;

@@ -122,6 +122,13 @@ struct DataSpec {
   ChatFormatChoice chat_format = ChatFormatChoice::kNone;
 };
 
+// One group of privacy.clip_groups: the trainable parameters whose name contains `params`, and
+// its share of the clipping budget (threshold C sqrt(share / sum of shares)).
+struct ClipGroupSpec {
+  std::string params;
+  double share = 1.0;
+};
+
 struct PrivacySpec {
   // Target epsilon; .inf = non-private. No default: a DP method needs epsilon or
   // noise_multiplier given (train::resolve_dp refuses neither). Null with noise_multiplier.
@@ -138,6 +145,16 @@ struct PrivacySpec {
   std::optional<double> sampling_rate;     // Poisson rate q; null = train.batch_size / N
   double clip_norm = 1.0;  // per-sample clipping bound C (inf = none; only without noise)
   privacy::Clipping clipping = privacy::Clipping::kClip;  // clip | normalize (automatic clipping)
+  // flat | per_layer | groups (core/privacy/modes.hpp): which parts of a per-sample gradient are
+  // clipped separately, at thresholds that split C (train::clip_groups)
+  privacy::ClippingStyle clipping_style = privacy::ClippingStyle::kFlat;
+  std::vector<ClipGroupSpec> clip_groups;  // clipping_style groups: one or more
+  // Adaptive clipping (core/train/adaptive_clip.hpp; Andrew et al. 2021): set, C starts at
+  // clip_norm and moves towards this quantile of the per-unit gradient norms, at rate lr, from
+  // a noisy count of std count_std (unset: expected batch / 20) released each step.
+  std::optional<double> adaptive_clip_quantile;
+  double adaptive_clip_lr = 0.2;
+  std::optional<double> adaptive_clip_count_std;
   privacy::NoiseDivisor noise_divisor =
       privacy::NoiseDivisor::kExpected;  // expected (q*N) | realized (actual batch size)
   bool secure_noise = false;             // draw noise from the OS CSPRNG (getrandom)

@@ -287,32 +287,46 @@ void PerSampleGrads::materialize(ParamState& s) {
   s.G = G;
 }
 
-Tensor PerSampleGrads::sq_norms() {
+Tensor PerSampleGrads::param_sq_norms(ParamState& s) {
   const int64_t B = batch_;
-  Tensor total = torch::zeros({B}, params_[0].param.options().dtype(torch::kFloat64));
+  bool ghost = false;
+  if (!s.outer.empty() && !s.direct.defined() && opts_.mode != GradMode::kMaterialize) {
+    double mb = static_cast<double>(B) * s.outer[0].m * s.outer[0].n * 4.0 / (1 << 20);
+    ghost = opts_.mode == GradMode::kGhost || ghost_cost(s) < materialize_cost(s) ||
+            mb > opts_.max_materialize_mb;
+  }
+  if (ghost && !s.G.defined()) {
+    Tensor sq = torch::zeros({B}, s.outer[0].V.options());
+    for (size_t i = 0; i < s.outer.size(); ++i)
+      for (size_t j = i; j < s.outer.size(); ++j)
+        sq += (i == j ? 1.0 : 2.0) * ghost_inner(s.outer[i], s.outer[j]);
+    s.mode = "ghost";
+    return sq.to(torch::kFloat64);
+  }
+  materialize(s);
+  s.mode = s.outer.empty() ? "direct" : "materialize";
+  return s.G.to(torch::kFloat64).pow(2).sum(1);
+}
+
+Tensor PerSampleGrads::sq_norms() {
+  Tensor total = torch::zeros({batch_}, params_[0].param.options().dtype(torch::kFloat64));
   for (auto& sp : state_) {
     ParamState& s = *sp;
     if (s.outer.empty() && !s.direct.defined()) continue;
-    bool ghost = false;
-    if (!s.outer.empty() && !s.direct.defined() && opts_.mode != GradMode::kMaterialize) {
-      double mb = static_cast<double>(B) * s.outer[0].m * s.outer[0].n * 4.0 / (1 << 20);
-      ghost = opts_.mode == GradMode::kGhost || ghost_cost(s) < materialize_cost(s) ||
-              mb > opts_.max_materialize_mb;
-    }
-    if (ghost && !s.G.defined()) {
-      Tensor sq = torch::zeros({B}, s.outer[0].V.options());
-      for (size_t i = 0; i < s.outer.size(); ++i)
-        for (size_t j = i; j < s.outer.size(); ++j)
-          sq += (i == j ? 1.0 : 2.0) * ghost_inner(s.outer[i], s.outer[j]);
-      s.mode = "ghost";
-      total += sq.to(torch::kFloat64);
-    } else {
-      materialize(s);
-      s.mode = s.outer.empty() ? "direct" : "materialize";
-      total += s.G.to(torch::kFloat64).pow(2).sum(1);
-    }
+    total += param_sq_norms(s);
   }
   return total.to(torch::kFloat32);
+}
+
+Tensor PerSampleGrads::sq_norms_by_param() {
+  std::vector<Tensor> cols;
+  for (auto& sp : state_) {
+    ParamState& s = *sp;
+    cols.push_back(s.outer.empty() && !s.direct.defined()
+                       ? torch::zeros({batch_}, params_[0].param.options().dtype(torch::kFloat64))
+                       : param_sq_norms(s));
+  }
+  return torch::stack(cols, 1).to(torch::kFloat32);  // (B, P)
 }
 
 Tensor PerSampleGrads::matrix() {
@@ -331,19 +345,23 @@ Tensor PerSampleGrads::matrix() {
 }
 
 std::vector<Tensor> PerSampleGrads::weighted_sum(const Tensor& w) {
-  DPFT_CHECK(w.dim() == 1 && w.size(0) == batch_, "weighted_sum: weights must be ({}), got {}",
-             batch_, shape_str(w.sizes()));
+  const auto P = static_cast<int64_t>(params_.size());
+  DPFT_CHECK((w.dim() == 1 && w.size(0) == batch_) ||
+                 (w.dim() == 2 && w.size(0) == batch_ && w.size(1) == P),
+             "weighted_sum: weights must be ({}) or ({}, {}), got {}", batch_, batch_, P,
+             shape_str(w.sizes()));
   std::vector<Tensor> out;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const Tensor& p = params_[i].param;
-    ParamState& s = *state_[i];
+  for (size_t k = 0; k < params_.size(); ++k) {
+    const Tensor& p = params_[k].param;
+    ParamState& s = *state_[k];
+    const Tensor wk = w.dim() == 1 ? w : w.select(1, static_cast<int64_t>(k));  // (B)
     Tensor acc = torch::zeros({p.numel()}, p.options().dtype(torch::kFloat32));
     if (batch_ > 0 && s.G.defined()) {
-      acc = torch::mv(s.G.t(), w.to(s.G.scalar_type())).to(torch::kFloat32);
+      acc = torch::mv(s.G.t(), wk.to(s.G.scalar_type())).to(torch::kFloat32);
     } else if (batch_ > 0) {
       for (const auto& c : s.outer) {
         Tensor wv =
-            (c.V * w.to(c.V.scalar_type()).view({-1, 1, 1})).reshape({-1, c.n});  // (B T, n)
+            (c.V * wk.to(c.V.scalar_type()).view({-1, 1, 1})).reshape({-1, c.n});  // (B T, n)
         Tensor part =
             c.ids.defined()
                 ? torch::zeros({c.m, c.n}, c.V.options()).index_add_(0, c.ids.reshape(-1), wv)
@@ -351,7 +369,7 @@ std::vector<Tensor> PerSampleGrads::weighted_sum(const Tensor& w) {
         acc += part.reshape(-1).to(torch::kFloat32);
       }
       if (s.direct.defined())
-        acc += torch::mv(s.direct.t(), w.to(s.direct.scalar_type())).to(torch::kFloat32);
+        acc += torch::mv(s.direct.t(), wk.to(s.direct.scalar_type())).to(torch::kFloat32);
     }
     out.push_back(acc.view(p.sizes()));  // float32 whatever the parameter's dtype
   }

@@ -74,9 +74,13 @@ class PerSampleGrads {
   int64_t batch_size() const { return batch_; }
 
   torch::Tensor sq_norms();  // (B) per-sample squared l2 norms over all trainable parameters
+  // (B, P) per-sample squared l2 norms of each trainable parameter (params() order; 0 where a
+  // parameter got no gradient): per-layer and group clipping (privacy.clipping_style).
+  torch::Tensor sq_norms_by_param();
   torch::Tensor matrix();    // (B, p) float32 per-sample gradients, params() order, flattened
   // sum_b w[b] G_b, one float32 tensor per params() entry with its shape (float32 also for a
-  // bfloat16 / float16 model: factors are upcast before any product). w: (B).
+  // bfloat16 / float16 model: factors are upcast before any product). w: (B), or (B, P): column
+  // k the weights of params()[k] (per-layer clipping).
   std::vector<torch::Tensor> weighted_sum(const torch::Tensor& w);
   // Per-sample gradients projected onto k directions without forming the (B, p) matrix
   // (DP-SFT, paper 002, Eq. 5: g^s_i = P^T g_i). blocks[j]: (numel_j, k), the rows of P that
@@ -104,6 +108,9 @@ class PerSampleGrads {
   std::vector<std::unique_ptr<ParamState>> state_;  // per params_ entry
   void collect();
   void materialize(ParamState& s);
+  // (B) float64 squared norms of one parameter's per-sample gradients: ghost (from the
+  // factors) or from the materialised G, by cost; sets s.mode.
+  torch::Tensor param_sq_norms(ParamState& s);
 };
 
 // The reference: for each sample b, a forward and backward of loss_b alone on its unpadded

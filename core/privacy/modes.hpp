@@ -3,6 +3,13 @@
 //   Clipping         how each private per-sample gradient g_b is bounded by C before summing:
 //     kClip          "clip":      g_b min(1, C / ||g_b||)               (Abadi et al. 2016)
 //     kAutoClip      "normalize": g_b C / (||g_b|| + 0.01)              (Bu et al. 2023, AUTO-S)
+//   ClippingStyle    which parts of g_b are clipped separately (privacy.clipping_style), each
+//                    part g_{b,k} to C_k = C sqrt(s_k / sum_j s_j), so that sqrt(sum C_k^2) = C
+//                    bounds ||clipped g_b|| and the noise N(0, sigma^2 C^2) is unchanged
+//                    (McMahan et al. 2018, per-layer clipping; fastDP's clipping_style):
+//     kFlat          "flat":      one part, the whole gradient (s = 1)
+//     kPerLayer      "per_layer": each trainable parameter tensor a part, equal shares
+//     kGroups        "groups":    privacy.clip_groups: parameters by name, each group's share
 //   NoiseDivisor     what the noised sum is divided by:
 //     kExpected      "expected":  q N, the lot size the analysis assumes (Abadi et al. 2016)
 //     kRealized      "realized":  the realised batch size max(|B|, 1) (PE-SGD's Algorithm 1)
@@ -43,6 +50,7 @@
 namespace dpft::privacy {
 
 enum class Clipping { kClip, kAutoClip };
+enum class ClippingStyle { kFlat, kPerLayer, kGroups };
 enum class NoiseDivisor { kExpected, kRealized };
 enum class ColumnScaling { kUnitNorm, kClip };
 enum class NoisePlacement { kCoefficients, kInnerProduct, kPrivateGradient };
@@ -50,6 +58,10 @@ enum class NoiseDraw { kAuto, kHost, kDevice };
 enum class NoiseMode { kKeyed, kSeeded, kOs };
 enum class AccountantKind { kPrv, kRdp, kGaussian };
 enum class PrivacyUnit { kExample, kDocument, kUser };
+inline constexpr std::array<EnumName<ClippingStyle>, 3> kClippingStyleNames = {
+    {{ClippingStyle::kFlat, "flat"},
+     {ClippingStyle::kPerLayer, "per_layer"},
+     {ClippingStyle::kGroups, "groups"}}};
 inline constexpr std::array<EnumName<PrivacyUnit>, 3> kPrivacyUnitNames = {
     {{PrivacyUnit::kExample, "example"},
      {PrivacyUnit::kDocument, "document"},
@@ -98,6 +110,9 @@ inline const char* name_of(NoiseMode v) {
 }
 inline const char* name_of(PrivacyUnit v) {
   return enum_name(v, kPrivacyUnitNames);
+}
+inline const char* name_of(ClippingStyle v) {
+  return enum_name(v, kClippingStyleNames);
 }
 
 // Stabiliser gamma of automatic clipping (Bu et al. 2023): C / (||g|| + gamma).

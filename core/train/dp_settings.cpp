@@ -13,6 +13,11 @@ privacy::Release DpSettings::release(int64_t count) const {
   return {"train", sigma, q, count};
 }
 
+privacy::Release DpSettings::count_release(int64_t count) const {
+  DPFT_CHECK(adaptive.has_value(), "count_release: the run does not clip adaptively");
+  return {"clip_count", adaptive->count_multiplier(), q, count};
+}
+
 double DpSettings::noise_std() const {
   if (noise_std_override) return *noise_std_override;
   return sigma * (std::isfinite(clip_norm) ? clip_norm : 0.0);
@@ -38,6 +43,16 @@ nlohmann::json DpSettings::to_json() const {
                       {"noise_divisor", privacy::name_of(divisor)},
                       {"noise_std", noise_std()}};
   if (noise_std_residual > 0) j["noise_std_residual"] = noise_std_residual;
+  if (clipping_style != privacy::ClippingStyle::kFlat) {  // flat: as before the option existed
+    j["clipping_style"] = privacy::name_of(clipping_style);
+    for (const ClipGroupSpec& g : clip_groups)
+      j["clip_groups"].push_back({{"params", g.params}, {"share", g.share}});
+  }
+  if (adaptive)  // clip_norm above is the start; the history has each step's
+    j["adaptive_clip"] = {{"quantile", adaptive->quantile},
+                          {"lr", adaptive->lr},
+                          {"count_std", adaptive->count_std},
+                          {"count_noise_multiplier", adaptive->count_multiplier()}};
   return j;
 }
 
@@ -83,11 +98,26 @@ DpSettings dp_settings_before_noise(const Spec& spec, int64_t n) {
   s.steps = spec.train.steps;
   s.clip_norm = p.clip_norm;
   s.clipping = p.clipping;
+  s.clipping_style = p.clipping_style;
+  s.clip_groups = p.clip_groups;
   s.divisor = p.noise_divisor;
   s.q = p.sampling_rate
             ? *p.sampling_rate
             : std::min(1.0, static_cast<double>(spec.train.batch_size) / static_cast<double>(n));
+  if (p.adaptive_clip_quantile) {
+    AdaptiveClipSettings a;
+    a.quantile = *p.adaptive_clip_quantile;
+    a.lr = p.adaptive_clip_lr;
+    a.count_std = p.adaptive_clip_count_std.value_or(s.expected_batch() / 20);  // the paper's
+    s.adaptive = a;
+  }
   return s;
+}
+
+std::vector<privacy::GaussianBlock> count_blocks(const Spec& spec, int64_t n) {
+  const DpSettings s = dp_settings_before_noise(spec, n);
+  if (!s.adaptive || !spec.privacy.is_private()) return {};
+  return {{s.adaptive->count_multiplier(), s.q, s.steps}};
 }
 
 DpSettings resolve_dp(const Spec& spec, int64_t n, const std::vector<privacy::Release>& inherited,
@@ -101,6 +131,7 @@ DpSettings resolve_dp(const Spec& spec, int64_t n, const std::vector<privacy::Re
       });
   if (!c.calibrated()) s.sigma = c.sigma;
   s.sigma_source = c.source;
+  if (s.adaptive && s.sigma == 0) s.adaptive->count_std = 0;  // non-private: the count too
   if (s.sigma > 0 && !std::isfinite(s.clip_norm))
     throw ConfigError(
         "privacy.clip_norm: inf (no clipping) leaves the sensitivity unbounded; set a finite "

@@ -23,11 +23,26 @@
 
 namespace dpft::train {
 
+// Adaptive clipping (core/train/adaptive_clip.hpp; Andrew et al. 2021): the target quantile
+// gamma, the geometric rate eta, and the std sigma_b of the noise on the clipped count.
+struct AdaptiveClipSettings {
+  double quantile = 0.5;
+  double lr = 0.2;
+  double count_std = 0;
+  // The count's noise multiplier: its sensitivity is 1/2 (a unit adds +-1/2), so 2 sigma_b.
+  double count_multiplier() const { return 2 * count_std; }
+};
+
 struct DpSettings {
   double sigma = 0;      // noise multiplier; 0 = no noise (eps = inf)
   double q = 1;          // Poisson sampling rate
   double clip_norm = 1;  // C; inf = no clipping (only without noise)
   privacy::Clipping clipping = privacy::Clipping::kClip;
+  // which parts of a per-sample gradient are clipped separately (train::clip_groups)
+  privacy::ClippingStyle clipping_style = privacy::ClippingStyle::kFlat;
+  std::vector<ClipGroupSpec> clip_groups;  // clipping_style groups
+  // privacy.adaptive_clip_quantile set: C moves each step (clip_norm is its start)
+  std::optional<AdaptiveClipSettings> adaptive;
   privacy::NoiseDivisor divisor = privacy::NoiseDivisor::kExpected;
   int64_t dataset_size = 0;  // N
   int64_t steps = 0;         // T
@@ -43,6 +58,8 @@ struct DpSettings {
   // What a noised sum of `realized_batch` examples is divided by: q N or max(|B|, 1).
   double divisor_for(int64_t realized_batch) const;
   privacy::Release release(int64_t count = 1) const;  // one step's release, for the ledger
+  // Adaptive clipping's count releases ("clip_count": 2 sigma_b at rate q), `count` steps.
+  privacy::Release count_release(int64_t count = 1) const;
   nlohmann::json to_json() const;
 };
 
@@ -71,6 +88,9 @@ NoiseChoice choose_noise(const PrivacySpec& p, const std::string& method,
 // q = privacy.sampling_rate, or train.batch_size / N (capped at 1); sigma 0. ConfigError when
 // N = 0. (Methods with several releases, such as dp-sft, calibrate their own sigmas on it.)
 DpSettings dp_settings_before_noise(const Spec& spec, int64_t dataset_size);
+// Adaptive clipping's count releases as accountant blocks ({2 sigma_b, q, T}; none without
+// privacy.adaptive_clip_quantile), for resolve_dp's `fixed`.
+std::vector<privacy::GaussianBlock> count_blocks(const Spec& spec, int64_t dataset_size);
 // The same with sigma: privacy.noise_multiplier, or calibrated to privacy.epsilon over T steps.
 // `fixed`: the run's other releases with their noise set (CTCL's topic histogram), composed
 // with the T steps when calibrating (privacy::calibrate_sigma); `inherited` as choose_noise.

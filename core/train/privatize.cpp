@@ -21,23 +21,99 @@ torch::Tensor clip_weights(const torch::Tensor& norms, double C, privacy::Clippi
   return torch::where(norms > C, C / norms.clamp_min(1e-30), torch::ones_like(norms));
 }
 
+ClipGroups clip_groups(const DpSettings& dp, const std::vector<grad::GradParam>& params) {
+  ClipGroups cg;
+  const privacy::ClippingStyle style = dp.clipping_style;
+  cg.part_of.assign(params.size(), 0);
+  if (style == privacy::ClippingStyle::kFlat) {
+    cg.threshold = {dp.clip_norm};
+    return cg;
+  }
+  std::vector<double> share;
+  if (style == privacy::ClippingStyle::kPerLayer) {
+    for (size_t j = 0; j < params.size(); ++j) {
+      cg.part_of[j] = static_cast<int64_t>(j);
+      share.push_back(1.0);
+    }
+  } else {
+    std::vector<int64_t> held(dp.clip_groups.size(), 0);
+    for (size_t j = 0; j < params.size(); ++j) {
+      std::vector<size_t> in;
+      for (size_t k = 0; k < dp.clip_groups.size(); ++k)
+        if (params[j].name.find(dp.clip_groups[k].params) != std::string::npos) in.push_back(k);
+      DPFT_CHECK_AS(
+          ConfigError, in.size() == 1,
+          "privacy.clip_groups: trainable parameter {} is in {} groups; every trainable "
+          "parameter must be in exactly one (its name containing that group's params), "
+          "so that the thresholds bound the whole gradient: {}",
+          params[j].name, in.size(),
+          in.empty() ? "add a group that holds it, e.g. {params: " + params[j].name + ", share: 1}"
+                     : "make the groups' params parts more specific");
+      cg.part_of[j] = static_cast<int64_t>(in[0]);
+      ++held[in[0]];
+    }
+    for (size_t k = 0; k < dp.clip_groups.size(); ++k) {
+      DPFT_CHECK_AS(ConfigError, held[k] > 0,
+                    "privacy.clip_groups[{}] (params: {}) holds no trainable parameter, and its "
+                    "share of the clipping budget would be lost; remove it",
+                    k, dp.clip_groups[k].params);
+      share.push_back(dp.clip_groups[k].share);
+    }
+  }
+  double total = 0;
+  for (double x : share) total += x;
+  for (double x : share) cg.threshold.push_back(dp.clip_norm * std::sqrt(x / total));
+  return cg;
+}
+
 namespace {
 
+// Per-sample clipping of the parts of ClipGroups, from their norms (B, K): W (B, K) each part's
+// weight (clip_weights at its threshold), and the statistics of each whole gradient: its norm,
+// its clipped norm and whether some part was clipped. One part: exactly the flat computation.
+struct PartClip {
+  torch::Tensor W;             // (B, K)
+  torch::Tensor total;         // (B) ||g_b||
+  torch::Tensor clipped_norm;  // (B) ||clipped g_b||
+  torch::Tensor clipped;       // (B) bool
+};
+PartClip clip_parts(const torch::Tensor& norms, const ClipGroups& cg, privacy::Clipping clipping) {
+  if (cg.threshold.size() == 1) {
+    const torch::Tensor n = norms.select(1, 0);
+    const torch::Tensor w = clip_weights(n, cg.threshold[0], clipping);
+    return {w.unsqueeze(1), n, n * w, n > cg.threshold[0]};
+  }
+  std::vector<torch::Tensor> ws;
+  for (size_t k = 0; k < cg.threshold.size(); ++k)
+    ws.push_back(clip_weights(norms.select(1, static_cast<int64_t>(k)), cg.threshold[k], clipping));
+  const torch::Tensor W = torch::stack(ws, 1);
+  const torch::Tensor thr = torch::tensor(cg.threshold, norms.options());
+  return {W, norms.pow(2).sum(1).sqrt(), (norms * W).pow(2).sum(1).sqrt(),
+          (norms > thr.unsqueeze(0)).any(1)};
+}
+
+// (B, K) part norms from (B, P) per-parameter squared norms.
+torch::Tensor part_norms(const torch::Tensor& sq, const ClipGroups& cg) {
+  return torch::zeros({sq.size(0), static_cast<int64_t>(cg.threshold.size())}, sq.options())
+      .index_add_(1, torch::tensor(cg.part_of, torch::kLong).to(sq.device()), sq)
+      .sqrt();
+}
+
 // The micro-batch loop of both clipped sums: per micro-batch, the per-sample gradients,
-// `norms_of()` (B) the per-sample norms in the released space, and `add(w)` the weighted sum
-// with the clipping weights w (B). A micro-batch with a non-finite norm is recomputed without
-// those rows: an example whose per-sample gradient is NaN or Inf contributes nothing (a clip
-// weight of 0 would not do: 0 * NaN = NaN, and one example would then decide the whole
-// release). 0 is within the clip bound, so the sensitivity and the accounting are unchanged;
-// per-sample gradients depend on their own example only, so the rest stay finite.
+// `norms_of()` (B, K) the per-sample norms of the K parts of `cg` in the released space, and
+// `add(W)` the weighted sum with the parts' clipping weights W (B, K). A micro-batch with a
+// non-finite norm is recomputed without those rows: an example whose per-sample gradient is NaN or
+// Inf contributes nothing (a clip weight of 0 would not do: 0 * NaN = NaN, and one example would
+// then decide the whole release). 0 is within the clip bound, so the sensitivity and the accounting
+// are unchanged; per-sample gradients depend on their own example only, so the rest stay finite.
 void clipped_loop(grad::PerSampleGrads& psg, const lm::LmDataset& ds,
                   const std::vector<int64_t>& rows, int64_t micro_batch, int64_t pad_id,
-                  const DpSettings& dp, BatchStats* stats,
+                  const DpSettings& dp, const ClipGroups& cg, BatchStats* stats,
                   const std::function<torch::Tensor()>& norms_of,
-                  const std::function<void(const torch::Tensor& w)>& add) {
+                  const std::function<void(const torch::Tensor& W)>& add) {
   auto t0 = std::chrono::steady_clock::now();
   double loss = 0, norm_sum = 0, clipped_norm_sum = 0;
-  int64_t clipped = 0, dropped = 0;
+  int64_t clipped = 0, dropped = 0, counted = 0;
   const uint64_t draw = stats ? batch_draw(*stats) : 1;
   for (size_t i = 0; i < rows.size(); i += static_cast<size_t>(micro_batch)) {
     std::vector<int64_t> chunk(rows.begin() + i,
@@ -47,7 +123,7 @@ void clipped_loop(grad::PerSampleGrads& psg, const lm::LmDataset& ds,
     torch::Tensor norms = norms_of();
     if (!torch::isfinite(norms).all().item<bool>()) {
       std::vector<int64_t> kept;
-      torch::Tensor ok = torch::isfinite(norms).to(torch::kCPU);
+      torch::Tensor ok = torch::isfinite(norms).all(1).to(torch::kCPU);
       for (size_t j = 0; j < chunk.size(); ++j)
         if (ok[static_cast<int64_t>(j)].item<bool>()) kept.push_back(chunk[j]);
       spdlog::warn(
@@ -63,12 +139,13 @@ void clipped_loop(grad::PerSampleGrads& psg, const lm::LmDataset& ds,
       DPFT_CHECK(torch::isfinite(norms).all().item<bool>(),
                  "per-sample gradient norms stayed non-finite after dropping the non-finite rows");
     }
-    const torch::Tensor w = clip_weights(norms, dp.clip_norm, dp.clipping);
-    add(w);
+    const PartClip c = clip_parts(norms, cg, dp.clipping);
+    add(c.W);
     loss += losses.sum().item<double>();
-    norm_sum += norms.sum().item<double>();
-    clipped_norm_sum += (norms * w).sum().item<double>();
-    clipped += (norms > dp.clip_norm).sum().item<int64_t>();
+    norm_sum += c.total.sum().item<double>();
+    clipped_norm_sum += c.clipped_norm.sum().item<double>();
+    clipped += c.clipped.sum().item<int64_t>();
+    counted += static_cast<int64_t>(chunk.size());
   }
   psg.release();
   if (stats) {
@@ -78,6 +155,8 @@ void clipped_loop(grad::PerSampleGrads& psg, const lm::LmDataset& ds,
     stats->clipped_norm_mean = clipped_norm_sum / n;
     stats->grad_norm_mean = norm_sum / n;
     stats->clipped_fraction = static_cast<double>(clipped) / n;
+    stats->clipped = clipped;
+    stats->unclipped = counted - clipped;
     stats->dropped += dropped;
     stats->grad_seconds += seconds_since(t0);
   }
@@ -103,17 +182,16 @@ std::vector<int64_t> unit_index(const std::vector<int64_t>& starts, size_t n_row
 // Both unit clipped sums: the (U, d) matrix of the units' summed per-sample rows (`rows_of()`:
 // the current micro-batch's (B, d) rows in the released space; linear in the gradients, so a
 // unit's row is the released-space image of its summed gradient), a unit whose row is not
-// finite zeroed, and the unit clipping weights. Returns sum_u w_u G_u (d); fills stats.
+// finite zeroed, and the unit clipping weights of the parts of `cg` (several parts: `widths`,
+// each trainable parameter's columns in order). Returns sum_u clip(G_u) (d); fills stats.
 torch::Tensor unit_weighted_sum(grad::PerSampleGrads& psg, const lm::LmDataset& ds,
                                 const std::vector<int64_t>& rows,
                                 const std::vector<int64_t>& starts, int64_t micro_batch,
-                                int64_t pad_id, const DpSettings& dp, BatchStats* stats, int64_t d,
+                                int64_t pad_id, const DpSettings& dp, const ClipGroups& cg,
+                                const std::vector<int64_t>& widths, BatchStats* stats, int64_t d,
                                 const std::function<torch::Tensor()>& rows_of,
                                 torch::Tensor* unclipped) {
   auto t0 = std::chrono::steady_clock::now();
-  DPFT_CHECK(!dist::active(),
-             "unit clipped sums run on one process (the trainer refuses privacy.unit user with "
-             "several)");
   const auto U = static_cast<int64_t>(starts.size());
   DPFT_CHECK_AS(ConfigError, static_cast<double>(U) * static_cast<double>(d) * 4 <= 0x1p31,
                 "privacy.unit user: the step's {} unit gradients of {} values would take {:.1f} "
@@ -150,21 +228,61 @@ torch::Tensor unit_weighted_sum(grad::PerSampleGrads& psg, const lm::LmDataset& 
         bad, dropped);
     G.masked_fill_(~finite.unsqueeze(1), 0.0);  // 0 is within the bound: the sensitivity holds
   }
-  const torch::Tensor norms = G.norm(2, 1);                                         // (U)
-  const torch::Tensor w = clip_weights(norms, dp.clip_norm, dp.clipping) * finite;  // (U)
-  if (unclipped) *unclipped = G.sum(0);                                             // (d)
+  if (unclipped) *unclipped = G.sum(0);                 // (d)
+  torch::Tensor out, total, clipped_norm, was_clipped;  // (d), (U) x 3
+  if (cg.threshold.size() == 1) {
+    total = G.norm(2, 1);
+    const torch::Tensor w = clip_weights(total, cg.threshold[0], dp.clipping) * finite;  // (U)
+    clipped_norm = total * w;
+    was_clipped = total > cg.threshold[0];
+    out = (w.unsqueeze(1) * G).sum(0);
+  } else {  // each parameter's columns clipped with its part's weight
+    DPFT_CHECK(widths.size() == cg.part_of.size(), "unit sums: {} column widths for {} parameters",
+               widths.size(), cg.part_of.size());
+    std::vector<torch::Tensor> sq, parts;
+    int64_t at = 0;
+    for (int64_t w : widths) {
+      sq.push_back(G.narrow(1, at, w).pow(2).sum(1));
+      at += w;
+    }
+    const PartClip c = clip_parts(part_norms(torch::stack(sq, 1), cg), cg, dp.clipping);
+    const torch::Tensor W = c.W * finite.unsqueeze(1);  // (U, K)
+    at = 0;
+    for (size_t j = 0; j < widths.size(); ++j) {
+      parts.push_back(
+          (W.select(1, cg.part_of[j]).unsqueeze(1) * G.narrow(1, at, widths[j])).sum(0));
+      at += widths[j];
+    }
+    out = torch::cat(parts);
+    total = c.total;
+    clipped_norm = c.clipped_norm * finite;
+    was_clipped = c.clipped;
+  }
   if (stats) {
     const double n = static_cast<double>(std::max<int64_t>(U - bad, 1));
     stats->batch_size = U;
     stats->loss = loss / static_cast<double>(std::max<size_t>(rows.size(), 1));
-    stats->grad_norm_mean = (norms * finite).sum().item<double>() / n;
-    stats->clipped_norm_mean = (norms * w).sum().item<double>() / n;
-    stats->clipped_fraction = ((norms > dp.clip_norm) & finite).sum().item<double>() / n;
+    stats->grad_norm_mean = (total * finite).sum().item<double>() / n;
+    stats->clipped_norm_mean = clipped_norm.sum().item<double>() / n;
+    stats->clipped_fraction = (was_clipped & finite).sum().item<double>() / n;
+    stats->clipped = (was_clipped & finite).sum().item<int64_t>();
+    stats->unclipped = (~was_clipped & finite).sum().item<int64_t>();
     stats->dropped += dropped;
     stats->extra["rows"] = static_cast<int64_t>(rows.size());
     stats->grad_seconds += seconds_since(t0);
   }
-  return (w.unsqueeze(1) * G).sum(0);  // (d)
+  return out;  // (d)
+}
+
+// The one part of flat clipping; ConfigError naming `what` under another clipping_style.
+ClipGroups flat_only(const DpSettings& dp, const char* what) {
+  DPFT_CHECK_AS(ConfigError, dp.clipping_style == privacy::ClippingStyle::kFlat,
+                "privacy.clipping_style: {} clips parts of the full gradient; {} clips in another "
+                "space: use clipping_style: flat",
+                privacy::name_of(dp.clipping_style), what);
+  ClipGroups cg;
+  cg.threshold = {dp.clip_norm};
+  return cg;
 }
 
 // Whether the step's units (stats->unit_starts) group several of `rows`: then the clipped sums
@@ -193,9 +311,11 @@ std::vector<torch::Tensor> unit_clipped_sum(grad::PerSampleGrads& psg, const lm:
                                             int64_t pad_id, const DpSettings& dp, BatchStats* stats,
                                             std::vector<torch::Tensor>* unclipped) {
   torch::Tensor raw;
+  std::vector<int64_t> widths;
+  for (const auto& gp : psg.params()) widths.push_back(gp.param.numel());
   const torch::Tensor flat = unit_weighted_sum(
-      psg, ds, rows, starts, micro_batch, pad_id, dp, stats, psg.dim(),
-      [&] { return psg.matrix(); }, unclipped ? &raw : nullptr);
+      psg, ds, rows, starts, micro_batch, pad_id, dp, clip_groups(dp, psg.params()), widths, stats,
+      psg.dim(), [&] { return psg.matrix(); }, unclipped ? &raw : nullptr);
   if (unclipped) *unclipped = per_param(raw, psg);
   return per_param(flat, psg);
 }
@@ -221,17 +341,42 @@ std::vector<torch::Tensor> clipped_sum(grad::PerSampleGrads& psg, const lm::LmDa
     unclipped->clear();
     for (auto& t : sum) unclipped->push_back(torch::zeros_like(t));
   }
+  const ClipGroups cg = clip_groups(dp, psg.params());
+  const bool flat = cg.threshold.size() == 1;
   clipped_loop(
-      psg, ds, rows, micro_batch, pad_id, dp, stats, [&] { return psg.sq_norms().sqrt(); },
-      [&](const torch::Tensor& w) {
-        std::vector<torch::Tensor> part = psg.weighted_sum(w);
+      psg, ds, rows, micro_batch, pad_id, dp, cg, stats,
+      [&] {
+        return flat ? psg.sq_norms().sqrt().unsqueeze(1) : part_norms(psg.sq_norms_by_param(), cg);
+      },
+      [&](const torch::Tensor& W) {  // (B, 1) flat; per parameter: its part's column
+        std::vector<torch::Tensor> part = psg.weighted_sum(
+            flat ? W.select(1, 0)
+                 : W.index_select(1, torch::tensor(cg.part_of, torch::kLong).to(W.device())));
         for (size_t k = 0; k < sum.size(); ++k) sum[k] += part[k];
         if (unclipped) {
-          std::vector<torch::Tensor> raw = psg.weighted_sum(torch::ones_like(w));
+          std::vector<torch::Tensor> raw = psg.weighted_sum(torch::ones({W.size(0)}, W.options()));
           for (size_t k = 0; k < raw.size(); ++k) (*unclipped)[k] += raw[k];
         }
       });
   return sum;
+}
+
+std::vector<int64_t> rank_rows(const std::vector<int64_t>& rows, BatchStats& stats) {
+  if (!dist::active()) return rows;
+  if (stats.unit_starts.empty()) return dist::shard(rows);
+  std::vector<int64_t> units(stats.unit_starts.size()), mine, starts;
+  for (size_t u = 0; u < units.size(); ++u) units[u] = static_cast<int64_t>(u);
+  for (int64_t u : dist::shard(units)) {  // whole units: units r, r + W, ...
+    const auto b = static_cast<size_t>(stats.unit_starts[static_cast<size_t>(u)]);
+    const size_t e = static_cast<size_t>(u) + 1 < units.size()
+                         ? static_cast<size_t>(stats.unit_starts[static_cast<size_t>(u) + 1])
+                         : rows.size();
+    starts.push_back(static_cast<int64_t>(mine.size()));
+    mine.insert(mine.end(), rows.begin() + static_cast<std::ptrdiff_t>(b),
+                rows.begin() + static_cast<std::ptrdiff_t>(e));
+  }
+  stats.unit_starts = starts;
+  return mine;
 }
 
 std::vector<torch::Tensor> mean_gradient(model::CausalLMImpl& model,
@@ -271,17 +416,18 @@ torch::Tensor projected_clipped_sum(grad::PerSampleGrads& psg, const lm::LmDatas
   DPFT_CHECK(!blocks.empty(), "projected_clipped_sum: no blocks of P");
   if (groups_rows(stats, rows))  // P^T is linear: P^T sum_{b in u} g_b = sum_{b in u} P^T g_b
     return unit_weighted_sum(
-        psg, ds, rows, stats->unit_starts, micro_batch, pad_id, dp, stats, blocks[0].size(1),
+        psg, ds, rows, stats->unit_starts, micro_batch, pad_id, dp,
+        flat_only(dp, "DP-SFT's projected sum"), {}, stats, blocks[0].size(1),
         [&] { return psg.project(blocks); }, nullptr);
   const torch::TensorOptions f32 = psg.params()[0].param.options().dtype(torch::kFloat32);
   torch::Tensor sum = torch::zeros({blocks[0].size(1)}, f32), gs;
   clipped_loop(
-      psg, ds, rows, micro_batch, pad_id, dp, stats,
+      psg, ds, rows, micro_batch, pad_id, dp, flat_only(dp, "DP-SFT's projected sum"), stats,
       [&] {
         gs = psg.project(blocks);  // (B, k): g^s_i = P^T g_i
-        return gs.norm(2, 1);
+        return gs.norm(2, 1).unsqueeze(1);
       },
-      [&](const torch::Tensor& w) { sum += (gs * w.unsqueeze(1)).sum(0); });
+      [&](const torch::Tensor& W) { sum += (gs * W).sum(0); });
   return sum;
 }
 
@@ -309,7 +455,8 @@ void reduce_batch_stats(BatchStats& st) {
   const double n = static_cast<double>(st.batch_size);
   std::vector<torch::Tensor> v{
       torch::tensor({n, st.loss * n, st.grad_norm_mean * n, st.clipped_fraction * n,
-                     static_cast<double>(st.dropped), st.clipped_norm_mean * n},
+                     static_cast<double>(st.dropped), st.clipped_norm_mean * n,
+                     static_cast<double>(st.clipped), static_cast<double>(st.unclipped)},
                     torch::kFloat64)};
   dist::all_reduce_sum(v, "the batch statistics");
   const auto a = v[0].accessor<double, 1>();
@@ -320,6 +467,8 @@ void reduce_batch_stats(BatchStats& st) {
   st.clipped_fraction = a[3] / total;
   st.dropped = static_cast<int64_t>(std::llround(a[4]));
   st.clipped_norm_mean = a[5] / total;
+  st.clipped = static_cast<int64_t>(std::llround(a[6]));
+  st.unclipped = static_cast<int64_t>(std::llround(a[7]));
 }
 
 double noise_and_scale(std::vector<torch::Tensor>& grads, const DpSettings& dp,

@@ -30,6 +30,9 @@ struct BatchStats {
   double loss = 0;              // mean per-sample loss over the batch (0 if empty)
   double grad_norm_mean = 0;    // mean per-sample gradient norm (before clipping)
   double clipped_fraction = 0;  // share of samples with ||g_b|| > C
+  // units counted (a finite gradient) above C (some part above its threshold), and at most C:
+  // adaptive clipping's count (core/train/adaptive_clip.hpp)
+  int64_t clipped = 0, unclipped = 0;
   double clipped_norm_mean = 0;  // mean per-sample norm after clipping, ||w_b g_b||
   int64_t dropped = 0;          // samples left out for a non-finite per-sample gradient
   double grad_seconds = 0;      // forward + backward + norms + sums
@@ -46,8 +49,21 @@ inline uint64_t batch_draw(const BatchStats& st) {
 torch::Tensor clip_weights(const torch::Tensor& norms, double clip_norm,
                            privacy::Clipping clipping);
 
+// The parts a per-sample gradient is clipped in (privacy.clipping_style; core/privacy/modes.hpp):
+// flat: one part at C; per_layer: each trainable parameter its own part, threshold C / sqrt(P);
+// groups: privacy.clip_groups, each parameter in the one group whose `params` its name contains
+// (ConfigError, exit 2, naming the parameter when none or several do, or naming a group that
+// holds none), threshold C sqrt(share_k / sum_j share_j). sqrt(sum_k C_k^2) = C, so a clipped
+// per-sample gradient has norm at most C: the sensitivity the noise is calibrated to, unchanged.
+struct ClipGroups {
+  std::vector<int64_t> part_of;   // (P) each trainable parameter's part
+  std::vector<double> threshold;  // (K) C_k
+};
+ClipGroups clip_groups(const DpSettings& dp, const std::vector<grad::GradParam>& params);
+
 // sum_b w_b g_b over `rows` of `ds` (micro-batches of at most `micro_batch` rows), one tensor
-// per trainable parameter (PerSampleGrads::params() order). With `unclipped`, also the plain sum
+// per trainable parameter (PerSampleGrads::params() order); under clipping_style per_layer or
+// groups each part of g_b has its own weight (ClipGroups). With `unclipped`, also the plain sum
 // sum_b g_b from the same pass (analysis only: diagnostics compare against it).
 // When stats->unit_starts groups several rows into one unit (privacy.unit user), this is
 // unit_clipped_sum: every caller clips what the run's privacy unit says, not what it chose.
@@ -103,6 +119,11 @@ torch::Tensor projected_clipped_sum(grad::PerSampleGrads& psg, const lm::LmDatas
 void check_step_gradients(const std::vector<torch::Tensor>& grads,
                           const std::vector<torch::Tensor>& like,
                           const std::vector<std::string>& names);
+
+// Data parallel (core/dist/world.hpp): this rank's share of a step's `rows`: dist::shard's at
+// example level; with units (stats.unit_starts) whole units, units r, r + W, ..., and
+// stats.unit_starts rewritten to this rank's rows. `rows` itself with one rank.
+std::vector<int64_t> rank_rows(const std::vector<int64_t>& rows, BatchStats& stats);
 
 // Data parallel (core/dist/world.hpp): `stats` filled by clipped_sum over one rank's shard ->
 // the whole logical batch's (batch size, dropped: sums; loss, norm, clipped share: means), on

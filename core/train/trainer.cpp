@@ -198,10 +198,6 @@ Trainer::Trainer(RunContext& ctx, TrainInputs& in, LoopOptions opts, privacy::Me
   DPFT_CHECK_AS(ConfigError, !by_unit || s_->opts.sampling == Sampling::kPoisson,
                 "privacy.unit: {} samples units at rate q: method.sampling must be poisson",
                 privacy::name_of(in.units.kind));
-  DPFT_CHECK_AS(ConfigError, !by_unit || !dist::active(),
-                "privacy.unit: {} runs on one process for now (its units are not sharded "
-                "across ranks): drop --nproc",
-                privacy::name_of(in.units.kind));
   if (s_->opts.sampling == Sampling::kPoisson)  // Poisson over the privacy units
     s_->poisson = ctx.privacy.poisson(in.units.count(n), s_->opts.q, "sampler");
   else

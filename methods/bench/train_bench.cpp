@@ -152,6 +152,17 @@ class TrainSteps {
     return sec;
   }
 
+  double per_layer() {  // --per-layer: the dp() step with each parameter clipped on its own
+    train::DpSettings d = dp_;
+    d.clipping_style = privacy::ClippingStyle::kPerLayer;
+    auto t0 = BenchClock::now();
+    train::BatchStats st;
+    auto g = train::clipped_sum(psg_, s_.ds, s_.rows, s_.micro, 0, d, &st);
+    train::noise_and_scale(g, d, *noise_, b_.batch, &st);
+    s_.sync();
+    return bench_seconds(t0);
+  }
+
   double unit() {  // --unit-rows K: the same rows as users of K rows, each user clipped as one
     auto t0 = BenchClock::now();
     std::vector<int64_t> starts;
@@ -381,11 +392,13 @@ nlohmann::json train_bench(const TrainBench& b) {
   if (b.denoise) dn.time(steps.last_grad), dn.reset();
   if (b.dp_sft_k > 0) steps.sft();
   if (b.unit_rows > 0) steps.unit();
-  std::vector<double> tn, td, ts, tu;
+  if (b.per_layer) steps.per_layer();
+  std::vector<double> tn, td, ts, tu, tl;
   for (int i = 0; i < b.reps; ++i) {
     tn.push_back(steps.nonprivate()), td.push_back(steps.dp());
     if (b.dp_sft_k > 0) ts.push_back(steps.sft());
     if (b.unit_rows > 0) tu.push_back(steps.unit());
+    if (b.per_layer) tl.push_back(steps.per_layer());
     if (b.denoise) dn.time(steps.last_grad);
   }
   const double n = bench_median(tn), d_step = bench_median(td);
@@ -453,6 +466,12 @@ nlohmann::json train_bench(const TrainBench& b) {
                          {"dp_step_s", t},
                          {"ratio_to_dp_step", t / d_step}};
   }
+  if (b.per_layer) {
+    const double t = bench_median(tl);
+    out["per_layer"] = {{"parts", static_cast<int64_t>(s.params.size())},
+                        {"dp_step_s", t},
+                        {"ratio_to_dp_step", t / d_step}};
+  }
   if (b.denoise) out["denoise"] = dn.report(d_step);
   if (s.encoder) out["eval_examples_per_s"] = eval_throughput(b, s);
   return out;
@@ -508,6 +527,12 @@ std::string train_bench_text(const TrainBench& b, const nlohmann::json& out) {
     const auto& j = out["user_level"];
     t += fmt::format("  DP-SGD, user level ({} users of {} rows): {:8.3f} s/step  {:.2f}x DP-SGD\n",
                      j["users"].get<int64_t>(), b.unit_rows, j["dp_step_s"].get<double>(),
+                     j["ratio_to_dp_step"].get<double>());
+  }
+  if (b.per_layer) {
+    const auto& j = out["per_layer"];
+    t += fmt::format("  DP-SGD, per-layer clipping ({} parts): {:8.3f} s/step  {:.2f}x DP-SGD\n",
+                     j["parts"].get<int64_t>(), j["dp_step_s"].get<double>(),
                      j["ratio_to_dp_step"].get<double>());
   }
   if (out.contains("eval_examples_per_s"))

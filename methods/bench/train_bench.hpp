@@ -10,7 +10,9 @@
 // clipping in R^k, noise, P g~^s) on a random orthonormal P of k columns, interleaved with the
 // other two, and what building P costs (one trajectory row written, the Gram-route SVD of k
 // rows); --unit-rows K a user-level DP-SGD step (privacy.unit user: the same rows as users of K
-// rows each, each user's summed gradient clipped, train::unit_clipped_sum), interleaved too.
+// rows each, each user's summed gradient clipped, train::unit_clipped_sum), interleaved too;
+// --per-layer the DP-SGD step with privacy.clipping_style per_layer (each trainable parameter
+// clipped to C / sqrt(P): per-parameter norms and weights, train::clip_groups), interleaved.
 // Results belong in docs/BENCHMARKS.md. The CLI (cli/cmd_bench_train.cpp) parses the
 // options and prints.
 #pragma once
@@ -30,7 +32,7 @@ struct TrainBench {
   int64_t vocab = 50257, batch = 32, seq = 128, micro = 0, r = 8, dp_sft_k = 0;
   int64_t unit_rows = 0;  // --unit-rows K: also a user-level DP step, K rows per user
   int reps = 5;
-  bool json = false, denoise = false;
+  bool json = false, denoise = false, per_layer = false;
 };
 
 // The measurements (with `only`: {only, peak_rss_mb} of that kind's steps, for the parent).

@@ -76,6 +76,7 @@ class CtclMethod : public MethodOf<CtclMethod> {
  public:
   // privacy.unit user: the histogram through privacy::unit_bins, the steps as dp-sgd's
   bool honours_unit(privacy::PrivacyUnit) const override { return true; }
+  bool steps_by_dp_sgd() const override { return true; }  // the steps: train::clipped_sum
   std::string name() const override { return "ctcl"; }
   std::string label() const override { return keywords_ ? "CTCL" : "DP fine-tuned generator"; }
   bool needs_seq2seq() const override { return true; }
@@ -128,10 +129,12 @@ class CtclMethod : public MethodOf<CtclMethod> {
     hist_release_sigma_ = histogram_released() && spec.privacy.is_private() ? hist_sigma_ : 0.0;
     std::vector<privacy::GaussianBlock> fixed;
     if (hist_release_sigma_ > 0) fixed.push_back({hist_release_sigma_, 1.0, 1});
+    for (const auto& b : train::count_blocks(spec, n)) fixed.push_back(b);  // adaptive clipping
     dp_ = train::resolve_dp(spec, n, inherited.releases, fixed);
     std::vector<privacy::Release> out;
     if (histogram_released()) out.push_back({"topic_histogram", hist_release_sigma_, 1.0, 1});
     out.push_back(dp_->release(dp_->steps));
+    if (dp_->adaptive) out.push_back(dp_->count_release(dp_->steps));
     return out;
   }
 

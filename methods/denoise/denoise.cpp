@@ -31,6 +31,7 @@ class DenoiseMethod : public MethodOf<DenoiseMethod, StepReleaseMethod> {
   std::string name() const override { return "denoise"; }
   bool trains_encoders() const override { return true; }
   std::string label() const override { return "DP-SGD+Denoise"; }
+  bool steps_by_dp_sgd() const override { return true; }  // train::clipped_sum (run_dp_sgd)
 
   void configure(Fields& f) override {
     f.get_enum("grad_mode", grad_.mode, grad::kGradModeNames);

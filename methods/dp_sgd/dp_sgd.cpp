@@ -17,6 +17,7 @@ class DpSgdMethod : public MethodOf<DpSgdMethod, StepReleaseMethod> {
   std::string name() const override { return "dp-sgd"; }
   bool trains_encoders() const override { return true; }
   std::string label() const override { return "DP-SGD"; }
+  bool steps_by_dp_sgd() const override { return true; }  // train::clipped_sum (run_dp_sgd)
 
   void configure(Fields& f) override {
     f.get_enum("grad_mode", opts_.mode, grad::kGradModeNames);  // auto | materialize | ghost

@@ -2,9 +2,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include <optional>
+
 #include "core/dist/world.hpp"
 #include "core/eval/grad_diagnostics.hpp"
 #include "core/run/run_dir.hpp"
+#include "core/train/adaptive_clip.hpp"
 #include "core/train/privatize.hpp"
 #include "core/train/trainer.hpp"
 #include "core/util/seed.hpp"
@@ -19,6 +22,20 @@ torch::Tensor flatten(const std::vector<torch::Tensor>& ts) {  // -> (p) float32
   return torch::cat(parts);
 }
 
+// The checkpoint's method state: what was prepared (as before adaptive clipping), and with it
+// C_t and the count's noise stream.
+void keep_state(train::LoopOptions& lo, nlohmann::json& prepared,
+                std::optional<train::AdaptiveClip>& adapt) {
+  lo.save_state = [&] {
+    return adapt ? nlohmann::json{{"prepared", prepared}, {"adaptive_clip", adapt->save_state()}}
+                 : prepared;
+  };
+  lo.load_state = [&](const nlohmann::json& j) {
+    prepared = adapt ? j.at("prepared") : j;
+    if (adapt) adapt->load_state(j.at("adaptive_clip"));
+  };
+}
+
 }  // namespace
 
 nlohmann::json run_dp_sgd(RunContext& ctx, train::TrainInputs& in, const train::DpSettings& dp,
@@ -31,6 +48,9 @@ nlohmann::json run_dp_sgd(RunContext& ctx, train::TrainInputs& in, const train::
   privacy::GaussianSum& noise =
       ctx.privacy.gaussian_sum("noise", dp.release(), spec.privacy.noise_draw);
   grad::PerSampleGrads psg(in.model, o.grad);
+  train::clip_groups(dp, psg.params());      // privacy.clip_groups cover every parameter (exit 2)
+  std::optional<train::AdaptiveClip> adapt;  // privacy.adaptive_clip_quantile: C_t moves
+  if (dp.adaptive) adapt.emplace(dp, ctx.privacy.gaussian_sum("clip-count", dp.count_release()));
   train::LoopOptions lo;
   lo.sampling = train::Sampling::kPoisson;  // line 4: Poisson lots at rate q
   lo.q = dp.q;
@@ -41,21 +61,23 @@ nlohmann::json run_dp_sgd(RunContext& ctx, train::TrainInputs& in, const train::
   nlohmann::json prepared;
   if (o.prepare) {
     lo.before_training = [&] { prepared = o.prepare(in); };
-    lo.save_state = [&] { return prepared; };
-    lo.load_state = [&](const nlohmann::json& j) { prepared = j; };
     lo.eval_after_prepare = o.eval_after_prepare;
   }
+  if (o.prepare || adapt) keep_state(lo, prepared, adapt);
   train::Trainer trainer(ctx, in, lo, &noise);
   in.model->train();
   nlohmann::json out = trainer.run([&](const std::vector<int64_t>& rows, train::BatchStats& st) {
     // Abadi et al. 2016, Alg. 1: per-sample gradients, clipped and summed ("clip gradient");
-    // with several ranks, each sums its shard of the lot (core/dist/world.hpp)
+    // with several ranks, each sums its shard of the lot, whole units (core/dist/world.hpp)
     // (privacy.unit user: each sampled user's rows summed, then clipped as one; clipped_sum
     // follows st.unit_starts)
+    const train::DpSettings d = adapt ? adapt->settings(dp) : dp;  // C_t, when it adapts
     std::vector<torch::Tensor> raw;
-    auto g = train::clipped_sum(psg, in.train, dist::shard(rows), spec.train.micro_batch_size,
-                                in.pad_id, dp, &st, o.diagnostics ? &raw : nullptr);
+    auto g =
+        train::clipped_sum(psg, in.train, train::rank_rows(rows, st), spec.train.micro_batch_size,
+                           in.pad_id, d, &st, o.diagnostics ? &raw : nullptr);
     train::reduce_batch_stats(st);
+    if (st.extra.contains("rows")) st.extra["rows"] = static_cast<int64_t>(rows.size());
     if (o.diagnostics) dist::all_reduce_sum(raw, "the unclipped sum (diagnostics)");
     // "add noise": N(0, sigma^2 C^2 I) once (rank 0), the shards summed, divided by the lot size
     std::vector<torch::Tensor> clipped;  // analysis only: the noise-free clipped mean
@@ -66,11 +88,15 @@ nlohmann::json run_dp_sgd(RunContext& ctx, train::TrainInputs& in, const train::
     double noise_norm = 0, signal_norm = 0;
     const int64_t units = st.batch_size;  // |B| of the whole lot, in privacy units
     const double divisor =
-        train::noise_and_scale(g, dp, noise, units, &st, o.diagnostics ? &noise_norm : nullptr,
+        train::noise_and_scale(g, d, noise, units, &st, o.diagnostics ? &noise_norm : nullptr,
                                o.diagnostics ? &signal_norm : nullptr);
+    if (adapt) {  // Andrew et al. 2021: the noisy unclipped count released, C moved
+      st.extra["clip_norm"] = d.clip_norm;
+      st.extra["unclipped_fraction_noisy"] = adapt->update(st);
+    }
     for (auto& t : clipped) t.div_(divisor);
     if (o.post_process)
-      o.post_process(psg.params(), g, dp.noise_std() / divisor, st,
+      o.post_process(psg.params(), g, d.noise_std() / divisor, st,
                      o.clipped_for_post_process ? &clipped : nullptr);
     if (o.diagnostics && !rows.empty() && dist::is_root())
       st.extra["diagnostics"] = eval::dp_sgd_step(

@@ -16,6 +16,7 @@ class SftDpSgdMethod : public MethodOf<SftDpSgdMethod, StepReleaseMethod> {
  public:
   std::string name() const override { return "sft+dp-sgd"; }
   std::string label() const override { return "SFT+DP-SGD"; }
+  bool steps_by_dp_sgd() const override { return true; }  // train::clipped_sum (run_dp_sgd)
 
   SftDpSgdMethod() { so_.sft_epochs = 1; }  // SFT on the synthetic set first (its point)
   void configure(Fields& f) override { so_.configure(f, /*evolution=*/false); }
