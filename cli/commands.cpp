@@ -17,6 +17,7 @@ void register_generate(CLI::App&, CliContext&);
 void register_report(CLI::App&, CliContext&);
 void register_export(CLI::App&, CliContext&);
 void register_audit(CLI::App&, CliContext&);
+void register_select(CLI::App&, CliContext&);
 void register_embed(CLI::App&, CliContext&);
 void register_eval_nlg(CLI::App&, CliContext&);
 void register_eval_synthetic(CLI::App&, CliContext&);
@@ -24,10 +25,11 @@ void register_topics(CLI::App&, CliContext&);
 
 const std::vector<CommandRegistrar>& command_registrars() {
   static const std::vector<CommandRegistrar> list = {
-      register_run,      register_config,   register_version,        register_methods,
-      register_account,  register_bench,    register_tokenize,       register_model,
-      register_generate, register_report,   register_export,         register_audit,
-      register_embed,    register_eval_nlg, register_eval_synthetic, register_topics};
+      register_run,      register_config, register_version,  register_methods,
+      register_account,  register_bench,  register_tokenize, register_model,
+      register_generate, register_report, register_export,   register_audit,
+      register_select,   register_embed,  register_eval_nlg, register_eval_synthetic,
+      register_topics};
   return list;
 }
 

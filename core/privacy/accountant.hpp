@@ -103,6 +103,17 @@ struct RdpEpsilon {
   double order;
   bool at_edge;  // best order is the first or last of the grid
 };
+// An RDP curve: eps[i] at orders[i] (> 1).
+struct RdpCurve {
+  std::vector<double> orders;
+  std::vector<double> eps;
+};
+// The composition of `blocks` at each order (inf at every order for a non-private block).
+RdpCurve rdp_curve(const std::vector<GaussianBlock>& blocks,
+                   const std::vector<double>& orders = default_rdp_orders());
+// The (eps, delta) of a curve: Balle et al. 2020's conversion minimised over its orders.
+RdpEpsilon curve_epsilon(const RdpCurve& curve, double delta);
+// curve_epsilon(rdp_curve(blocks, orders), delta).
 RdpEpsilon rdp_epsilon(const std::vector<GaussianBlock>& blocks, double delta,
                        const std::vector<double>& orders = default_rdp_orders());
 

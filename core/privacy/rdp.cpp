@@ -84,23 +84,35 @@ const std::vector<double>& default_rdp_orders() {
   return orders;
 }
 
-RdpEpsilon rdp_epsilon(const std::vector<GaussianBlock>& blocks, double delta,
-                       const std::vector<double>& orders) {
-  RdpEpsilon best{kInf, orders.empty() ? 0 : orders.front(), false};
-  if (has_non_private(blocks)) return best;
-  for (size_t i = 0; i < orders.size(); ++i) {
-    double a = orders[i];
-    double r = 0;
-    for (const auto& b : blocks) r += static_cast<double>(b.steps) * rdp_subsampled_gaussian(b.q, b.sigma, a);
-    double eps = r - (std::log(delta) + std::log(a)) / (a - 1) + std::log((a - 1) / a);
+RdpCurve rdp_curve(const std::vector<GaussianBlock>& blocks, const std::vector<double>& orders) {
+  RdpCurve c{orders, std::vector<double>(orders.size(), 0.0)};
+  for (size_t i = 0; i < orders.size(); ++i)
+    for (const GaussianBlock& b : blocks)
+      c.eps[i] += b.sigma > 0 ? static_cast<double>(b.steps) *
+                                    rdp_subsampled_gaussian(b.q, b.sigma, orders[i])
+                              : kInf;
+  return c;
+}
+
+RdpEpsilon curve_epsilon(const RdpCurve& curve, double delta) {
+  RdpEpsilon best{kInf, curve.orders.empty() ? 0 : curve.orders.front(), false};
+  for (size_t i = 0; i < curve.orders.size(); ++i) {
+    const double a = curve.orders[i];
+    const double eps =
+        curve.eps[i] - (std::log(delta) + std::log(a)) / (a - 1) + std::log((a - 1) / a);
     if (std::isfinite(eps) && eps < best.epsilon) {
       best.epsilon = eps;
       best.order = a;
-      best.at_edge = (i == 0 || i + 1 == orders.size());
+      best.at_edge = (i == 0 || i + 1 == curve.orders.size());
     }
   }
   best.epsilon = std::max(0.0, best.epsilon);
   return best;
+}
+
+RdpEpsilon rdp_epsilon(const std::vector<GaussianBlock>& blocks, double delta,
+                       const std::vector<double>& orders) {
+  return curve_epsilon(rdp_curve(blocks, orders), delta);
 }
 
 namespace {

@@ -14,6 +14,7 @@
 #include "core/privacy/randomness.hpp"
 #include "core/run/privacy_lock.hpp"
 #include "core/run/run_dir.hpp"
+#include "core/run/runner.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
 #include "core/util/sha256.hpp"
@@ -85,6 +86,12 @@ const std::map<std::string, Entry>& run_entries() {
         "pe / aug-pe's checkpoint: populations, ledger and the noise generator's state (which "
         "with the released counts gives the exact votes)"}},
       {".lock", {false, "internal", "the run directory's lock file"}},
+      {kSelectionTrialFile,
+       {true, "public", "marks a trial of dpft select (the selection's directory)"}},
+      {kSelectionFile,
+       {true, "dp",
+        "the private selection's output (dpft select): the winning candidate, its noisy score "
+        "and the total epsilon the run's outputs carry"}},
       {"noise.key",
        {false, "secret",
         "the run's secret noise key: with it the noise could be replayed and subtracted (a "
@@ -241,6 +248,25 @@ ExportResult export_run(const fs::path& run_dir, const fs::path& out_dir, const 
                 "dpft export {}: refused: {}; an export holds only DP outputs and this run has "
                 "none",
                 run_dir.string(), why_not);
+  // A trial of `dpft select`: only the winner is covered, by the selection's total epsilon,
+  // and its eval (rows of the private training file) is not part of the selection's output.
+  const bool trial = fs::exists(run_dir / kSelectionTrialFile);
+  DPFT_CHECK_AS(ConfigError, !trial || fs::exists(run_dir / kSelectionFile),
+                "dpft export {}: refused: the run is a trial of a private selection (dpft select, "
+                "{}) that did not win it, or whose selection has not finished: only the winner "
+                "is covered by the selection's epsilon; export the run its selection.json names",
+                run_dir.string(),
+                read_json_file(run_dir / kSelectionTrialFile).value("selection", "?"));
+  nlohmann::json privacy_out = privacy;
+  if (trial) {
+    const nlohmann::json sel = read_json_file(run_dir / kSelectionFile);
+    privacy_out["trial_epsilon"] = privacy.value("epsilon", nlohmann::json());
+    privacy_out["epsilon"] = sel.at("privacy").at("epsilon");
+    privacy_out["selection"] = sel.at("privacy");
+    privacy_out["trial_accountant"] =
+        privacy.value("accountant_used", privacy.value("accountant", ""));
+    privacy_out["accountant_used"] = sel.at("privacy").at("accountant");
+  }
   const nlohmann::json noise = noise_of(privacy);
   const bool seeded = !noise.value("shareable", false);
   DPFT_CHECK_AS(ConfigError, !seeded || o.allow_seeded_noise,
@@ -297,13 +323,23 @@ ExportResult export_run(const fs::path& run_dir, const fs::path& out_dir, const 
         continue;
       }
       if (name == "metrics.json") {
-        write_json_atomic(tmp / name, scrub_export_json(dp_metrics(metrics)));
+        nlohmann::json m = dp_metrics(metrics);
+        m["privacy"] = privacy_out;
+        if (trial) {
+          m.erase("eval");
+          left_out.push_back({{"path", "metrics.json#eval"},
+                              {"class", "non-private"},
+                              {"why",
+                               "a selection trial's eval set is held-out rows of the "
+                               "private training file; selection.json has the noisy score"}});
+        }
+        write_json_atomic(tmp / name, scrub_export_json(m));
         include(name, e);
         left_out.push_back({{"path", "metrics.json#non_private"},
                             {"class", "non-private"},
                             {"why", kNonPrivateNote}});
         // The ledger on its own: what epsilon the outputs carry and how it was computed.
-        write_json_atomic(tmp / "ledger.json", scrub_export_json(privacy));
+        write_json_atomic(tmp / "ledger.json", scrub_export_json(privacy_out));
         include("ledger.json", {true, "public", "the privacy ledger (metrics.json's privacy)"});
         continue;
       }
@@ -321,6 +357,8 @@ ExportResult export_run(const fs::path& run_dir, const fs::path& out_dir, const 
           YAML::Emitter out;
           out << y;
           write_file_atomic(tmp / rel, std::string(out.c_str()) + "\n");
+        } else if (rel == kSelectionTrialFile || rel == kSelectionFile) {  // no local paths
+          write_json_atomic(tmp / rel, scrub_export_json(read_json_file(run_dir / rel)));
         } else if (rel == "manifest.json") {  // provenance: without times and local paths
           write_json_atomic(tmp / rel, scrub_export_json(read_json_file(run_dir / rel)));
         } else if (rel == "topic_histogram.json") {
@@ -347,9 +385,9 @@ ExportResult export_run(const fs::path& run_dir, const fs::path& out_dir, const 
         {"source", scrub_path(fs::weakly_canonical(run_dir).string())},
         {"run", metrics.value("run", nlohmann::json())},
         {"privacy",
-         {{"epsilon", privacy.value("epsilon", nlohmann::json())},
+         {{"epsilon", privacy_out.value("epsilon", nlohmann::json())},
           {"delta", privacy.value("delta", nlohmann::json())},
-          {"accountant", privacy.value("accountant_used", privacy.value("accountant", ""))},
+          {"accountant", privacy_out.value("accountant_used", privacy_out.value("accountant", ""))},
           {"noise", noise}}},
         {"exported", iso_time_now()},
         {"shareable", !seeded},

@@ -204,6 +204,8 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
                : resume
                    ? RunDir::open(opts.resume_dir)
                    : RunDir::create(opts.out_dir.empty() ? spec.output.dir : opts.out_dir, spec);
+  if (!resume && dist::is_root() && !opts.selection_trial.is_null())
+    write_json_atomic(dir.file(kSelectionTrialFile), opts.selection_trial);
   const privacy::PrivateRandomness randomness = run_randomness(spec, dir, resume);
   privacy::Mechanisms mechanisms(privacy::ledger_options(spec.privacy), randomness, plan.releases,
                                  plan.inherited);

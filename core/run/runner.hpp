@@ -15,11 +15,20 @@
 
 namespace dpft {
 
+// `dpft select`'s marks in a trial's run directory: the trial (written first) and, in the
+// winner's only, the selection's output (methods/select/select.hpp).
+inline constexpr const char* kSelectionTrialFile = "selection_trial.json";
+inline constexpr const char* kSelectionFile = "selection.json";
+
 struct RunOptions {
   std::string out_dir;       // overrides spec.output.dir when non-empty (--out)
   std::string command_line;  // recorded in manifest.json
   std::string resume_dir;    // continue this run (its config.resolved.yaml is the spec)
   int64_t stop_after = 0;    // stop (with a checkpoint) after this many steps of this invocation
+  // A trial of `dpft select` ({"selection": its directory}; null otherwise): written to the run
+  // directory as selection_trial.json before anything else, so that `dpft export` refuses the
+  // run unless the selection chose it (and then exports it with the selection's epsilon).
+  nlohmann::json selection_trial;
 };
 
 struct RunResult {
