@@ -1,5 +1,5 @@
 // `dpft audit SPEC --canaries M [--confidence 0.95] [--guesses K] [--score loss|gradient]
-// [--canary-tokens L] [--set k=v]
+// [--canary-tokens L] [--canary-rows R] [--set k=v]
 // [--out DIR]`: the one-run empirical privacy audit (methods/audit/one_run_audit.hpp).
 #include <CLI/CLI.hpp>
 
@@ -41,6 +41,10 @@ void register_audit(CLI::App& app, CliContext& ctx) {
       ->capture_default_str();
   sub->add_option("--canary-tokens", o->a.canary_tokens,
                   "random tokens per canary (0: min(32, data.max_length / 2))")
+      ->capture_default_str();
+  sub->add_option("--canary-rows", o->a.canary_rows,
+                  "rows of one canary user at privacy.unit user (0: min(4, "
+                  "privacy.max_examples_per_user)); 1 otherwise")
       ->capture_default_str();
   sub->add_option("--set", o->sets, "override a spec value: key.path=value (repeatable)")
       ->take_all();

@@ -345,7 +345,7 @@ TEST_CASE("dpft run aug-pe / pe: T releases, N_syn outputs, classes, resume, ref
   CHECK(test::cli({"run", "--resume", part.string()}) == 3);
   CHECK(read_file(part / "metrics.json") == metrics_before);
   CHECK_THAT(nlohmann::json::parse(read_file(part / "manifest.json"))["error"].get<std::string>(),
-             Contains("pe_state.json is missing"));
+             Catch::Contains("pe_state.json is missing"));
   write_file_atomic(part / "pe_state.json", state);
   CHECK(test::cli({"eval-synthetic", "--run", part.string(), "--real", data.string(), "--embedder",
                    enc, "--k", "2"}) == 2);  // a stopped run: finish it first

@@ -41,15 +41,27 @@ void check_auditable(const Spec& spec, const AuditOptions& o) {
   DPFT_CHECK_AS(ConfigError, method_trains(spec),
                 "dpft audit: method {} does not train on the private data; nothing to audit",
                 spec.method.name);
-  DPFT_CHECK_AS(ConfigError, spec.data.task == Task::kLm,
-                "dpft audit: canaries are random-token texts for a language model; data.task "
-                "classification runs are not auditable yet (mislabelled-example canaries are "
-                "not built)");
-  DPFT_CHECK_AS(ConfigError,
-                !model::load_model_config(train::resolve_model_dir(spec.model.path)).is_encoder(),
-                "dpft audit: model.path {} is an encoder; canaries are audited on decoder language "
-                "models only",
-                spec.model.path);
+  const std::string& m = spec.method.name;
+  DPFT_CHECK_AS(ConfigError, m != "ctcl" && m != "pe" && m != "aug-pe",
+                "dpft audit: method {} releases a synthetic set, and its canaries (canary "
+                "documents scored by the generator's likelihood for ctcl, canary texts scored by "
+                "the nearest released synthetic text for pe / aug-pe) are not built yet; audit "
+                "a method that releases a model",
+                m);
+  DPFT_CHECK_AS(ConfigError, spec.data.task != Task::kMlm,
+                "dpft audit: data.task mlm is not auditable yet (its loss masks random tokens, "
+                "so one canary's score is not its own); audit lm, classification or seq2seq");
+  const bool lm = spec.data.task == Task::kLm;
+  DPFT_CHECK_AS(
+      ConfigError,
+      !lm || !model::load_model_config(train::resolve_model_dir(spec.model.path)).is_encoder(),
+      "dpft audit: model.path {} is an encoder; canaries of data.task lm are audited "
+      "on decoder language models only",
+      spec.model.path);
+  DPFT_CHECK_AS(ConfigError, lm || o.score == AuditScore::kLoss,
+                "dpft audit --score gradient reads a decoder language model's per-example "
+                "gradients; data.task {} is audited with --score loss",
+                name_of(spec.data.task));
   DPFT_CHECK_AS(ConfigError, spec.data.train.num_samples == 0,
                 "dpft audit: data.train.num_samples = {} subsamples the training set after the "
                 "canaries are added, which would change which canaries are in; subsample the "
@@ -58,7 +70,7 @@ void check_auditable(const Spec& spec, const AuditOptions& o) {
   DPFT_CHECK_AS(ConfigError, !spec.data.packing,
                 "dpft audit: data.packing cuts documents into blocks, so one canary is no longer "
                 "one example (the unit the guarantee protects); set data.packing: false");
-  DPFT_CHECK_AS(ConfigError, spec.data.loss_on == LossOn::kAll,
+  DPFT_CHECK_AS(ConfigError, !lm || spec.data.loss_on == LossOn::kAll,
                 "dpft audit: data.loss_on: {}: the canaries are plain text; set data.loss_on: all",
                 name_of(spec.data.loss_on));
 }
@@ -113,18 +125,95 @@ std::vector<std::string> make_canaries(const tok::Tokenizer& t, int64_t m, int64
   return out;
 }
 
-void write_jsonl(const fs::path& file, const std::vector<std::string>& texts) {
+// `n` distinct texts of `words` random lowercase words of 3 to 7 letters: text any tokenizer
+// reads (an encoder's or a seq2seq model's), unlike any real row.
+std::vector<std::string> random_word_texts(int64_t n, int64_t words, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int> len(3, 7), letter(0, 25);
+  std::vector<std::string> out;
+  std::unordered_set<std::string> seen;
+  while (static_cast<int64_t>(out.size()) < n) {
+    std::string t;
+    for (int64_t w = 0; w < words; ++w) {
+      if (w > 0) t += ' ';
+      for (int c = len(rng); c > 0; --c) t += static_cast<char>('a' + letter(rng));
+    }
+    if (seen.insert(t).second) out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// Every canary's rows (rows_per_canary each) as JSON objects in canary_set()'s columns.
+std::vector<std::vector<nlohmann::json>> make_canary_rows(const Spec& spec, const AuditOptions& o,
+                                                          int64_t rows_per_canary) {
+  const int64_t n = o.canaries * rows_per_canary;
+  std::mt19937_64 rng(derive_seed(spec.seed, "audit-canary-rows"));
+  std::vector<std::string> text;
+  if (spec.data.task == Task::kLm) {
+    const tok::Tokenizer tok = tok::load_tokenizer(train::resolve_model_dir(spec.model.path));
+    text = make_canaries(tok, n, o.canary_tokens, derive_seed(spec.seed, "audit-canaries"));
+  } else {
+    text = random_word_texts(n, o.canary_tokens, rng);
+  }
+  std::vector<std::string> labels;
+  if (spec.data.task == Task::kClassification) {
+    labels = !spec.data.labels.empty()
+                 ? spec.data.labels
+                 : model::load_model_config(train::resolve_model_dir(spec.model.path)).labels;
+    DPFT_CHECK_AS(ConfigError, labels.size() >= 2,
+                  "dpft audit: mislabelled canaries need the label set (data.labels, or the "
+                  "model's); found {} labels",
+                  labels.size());
+  }
+  const bool pair =
+      spec.data.task == Task::kClassification && !spec.data.train.text_pair_column.empty();
+  const bool source = spec.data.task == Task::kSeq2seq && !spec.data.train.prompt_column.empty();
+  const std::vector<std::string> second =
+      pair || source ? random_word_texts(n, o.canary_tokens, rng) : std::vector<std::string>{};
+  std::uniform_int_distribution<size_t> pick_label(0, labels.empty() ? 0 : labels.size() - 1);
+  std::vector<std::vector<nlohmann::json>> out(static_cast<size_t>(o.canaries));
+  for (int64_t j = 0; j < n; ++j) {
+    nlohmann::json row = {{"text", text[static_cast<size_t>(j)]}};
+    if (!labels.empty()) row["label"] = labels[pick_label(rng)];
+    if (pair) row["text_pair"] = second[static_cast<size_t>(j)];
+    if (source) row["source"] = second[static_cast<size_t>(j)];
+    if (spec.privacy.unit == privacy::PrivacyUnit::kUser)
+      row["user"] = fmt::format("dpft-canary-{}", j / rows_per_canary);
+    out[static_cast<size_t>(j / rows_per_canary)].push_back(std::move(row));
+  }
+  return out;
+}
+
+void write_rows(const fs::path& file, const std::vector<std::vector<nlohmann::json>>& canaries) {
   std::string s;
-  for (const std::string& x : texts) s += nlohmann::json({{"text", x}}).dump() + "\n";
+  for (const auto& c : canaries)
+    for (const nlohmann::json& r : c) s += r.dump() + "\n";
   write_file_atomic(file, s);
 }
 
-DatasetSpec jsonl_set(const fs::path& file) {
+// The canaries' data set in the task's columns; `training`: with the user column at unit user.
+DatasetSpec canary_set(const Spec& spec, const fs::path& file, bool training) {
   DatasetSpec d;
   d.path = file.string();
   d.format = "jsonl";
   d.text_column = "text";
+  if (spec.data.task == Task::kClassification) {
+    d.label_column = "label";
+    if (!spec.data.train.text_pair_column.empty()) d.text_pair_column = "text_pair";
+  }
+  if (spec.data.task == Task::kSeq2seq) {
+    if (!spec.data.train.prompt_column.empty()) d.prompt_column = "source";
+    d.prompt = spec.data.train.prompt;
+  }
+  if (training && spec.privacy.unit == privacy::PrivacyUnit::kUser) d.user_column = "user";
   return d;
+}
+
+// Per-canary means of per-row values (rows_per_canary consecutive rows each).
+std::vector<double> per_canary(const std::vector<double>& rows, int64_t rows_per_canary) {
+  std::vector<double> out(rows.size() / static_cast<size_t>(rows_per_canary), 0.0);
+  for (size_t j = 0; j < rows.size(); ++j)
+    out[j / static_cast<size_t>(rows_per_canary)] += rows[j] / static_cast<double>(rows_per_canary);
+  return out;
 }
 
 // Per-canary losses of one model tag ("base" | "final") from the run's per_sample.jsonl.
@@ -205,6 +294,15 @@ std::vector<int64_t> guess_grid(int64_t m) {
 AuditResult run_audit(const Spec& spec, const AuditOptions& opts) {
   AuditOptions o = opts;
   if (o.canary_tokens == 0) o.canary_tokens = std::min<int64_t>(32, spec.data.max_length / 2);
+  const bool user = spec.privacy.unit == privacy::PrivacyUnit::kUser;
+  if (o.canary_rows == 0)
+    o.canary_rows = user ? std::min<int64_t>(4, spec.privacy.max_examples_per_user) : 1;
+  DPFT_CHECK_AS(ConfigError,
+                o.canary_rows == 1 || (user && o.canary_rows >= 1 &&
+                                       o.canary_rows <= spec.privacy.max_examples_per_user),
+                "--canary-rows {}: a canary is one row unless privacy.unit is user, and a canary "
+                "user has 1 to privacy.max_examples_per_user ({}) rows",
+                o.canary_rows, spec.privacy.max_examples_per_user);
   check_auditable(spec, o);
   const fs::path dir =
       !o.out_dir.empty()
@@ -216,28 +314,29 @@ AuditResult run_audit(const Spec& spec, const AuditOptions& opts) {
   fs::create_directories(dir);
 
   // Lines 1-2 of the paper's Algorithm 1: canaries, and S_i uniform in {-1, +1}.
-  const tok::Tokenizer tok = tok::load_tokenizer(train::resolve_model_dir(spec.model.path));
-  const std::vector<std::string> canaries =
-      make_canaries(tok, o.canaries, o.canary_tokens, derive_seed(spec.seed, "audit-canaries"));
+  const int64_t per = o.canary_rows;
+  const std::vector<std::vector<nlohmann::json>> canaries = make_canary_rows(spec, o, per);
   std::mt19937_64 coin(derive_seed(spec.seed, "audit-inclusion"));
   std::vector<int> s(canaries.size());
-  std::vector<std::string> included;
+  std::vector<std::vector<nlohmann::json>> included;
   for (size_t i = 0; i < canaries.size(); ++i) {
     s[i] = (coin() >> 63) ? 1 : -1;
     if (s[i] == 1) included.push_back(canaries[i]);
   }
-  write_jsonl(dir / "canaries.jsonl", canaries);
-  write_jsonl(dir / "canaries_in.jsonl", included);
+  write_rows(dir / "canaries.jsonl", canaries);
+  write_rows(dir / "canaries_in.jsonl", included);
   std::string truth;
   for (int x : s) truth += x == 1 ? "1\n" : "0\n";
   write_file_atomic(dir / "canaries_included.txt", truth);  // the auditor's secret, line i
 
   // Line 3: one training run on the private data plus the included canaries; the eval set is
-  // every canary, scored by the base and the trained model (per_sample.jsonl).
+  // every canary row, scored by the base and the trained model (per_sample.jsonl).
   Spec a = spec;
   a.name = spec.name + "-audit";
-  if (!included.empty()) a.data.train_extra.push_back(jsonl_set(dir / "canaries_in.jsonl"));
-  a.data.eval = jsonl_set(dir / "canaries.jsonl");
+  if (!included.empty())
+    a.data.train_extra.push_back(canary_set(spec, dir / "canaries_in.jsonl", true));
+  a.data.eval = canary_set(spec, dir / "canaries.jsonl", false);
+  a.data.eval_sets.clear();
   a.eval.max_samples = 0;
   a.eval.every = 0;
   a.eval.per_sample = true;
@@ -257,14 +356,16 @@ AuditResult run_audit(const Spec& spec, const AuditOptions& opts) {
       nlohmann::json::parse(read_file(fs::path(run.run_dir) / "metrics.json"));
 
   // Lines 4-6: scores, guesses, and the bound.
-  std::vector<double> score;
+  std::vector<double> row_score;
+  const int64_t rows = o.canaries * per;
   if (o.score == AuditScore::kGradient) {
-    score = gradient_scores(a, run.run_dir, o.canaries);
+    row_score = gradient_scores(a, run.run_dir, rows);
   } else {
-    const std::vector<double> base = canary_losses(run.run_dir, "base", o.canaries),
-                              final = canary_losses(run.run_dir, "final", o.canaries);
-    for (size_t i = 0; i < base.size(); ++i) score.push_back(base[i] - final[i]);
+    const std::vector<double> base = canary_losses(run.run_dir, "base", rows),
+                              final = canary_losses(run.run_dir, "final", rows);
+    for (size_t i = 0; i < base.size(); ++i) row_score.push_back(base[i] - final[i]);
   }
+  const std::vector<double> score = per_canary(row_score, per);
   std::string lines;
   for (size_t i = 0; i < score.size(); ++i)
     lines += nlohmann::json({{"index", i}, {"score", score[i]}}).dump() + "\n";
@@ -302,6 +403,9 @@ AuditResult run_audit(const Spec& spec, const AuditOptions& opts) {
               {"seed", spec.seed},
               {"canaries", o.canaries},
               {"canary_tokens", o.canary_tokens},
+              {"canary_rows", o.canary_rows},
+              {"task", name_of(spec.data.task)},
+              {"unit", privacy::name_of(spec.privacy.unit)},
               {"included", n_in},
               {"score", enum_name(o.score, kAuditScoreNames)},
               {"score_formula", o.score == AuditScore::kGradient

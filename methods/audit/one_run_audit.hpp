@@ -37,6 +37,9 @@ inline constexpr std::array<EnumName<AuditScore>, 2> kAuditScoreNames = {
 struct AuditOptions {
   int64_t canaries = 1000;      // m
   int64_t canary_tokens = 0;    // tokens per canary; 0: min(32, data.max_length / 2)
+  // Rows of one canary: privacy.unit user makes each canary a user of this many rows (0:
+  // min(4, privacy.max_examples_per_user)); 1 otherwise.
+  int64_t canary_rows = 0;
   double confidence = 0.95;     // 1 - beta
   int64_t guesses = 0;          // K = k+ = k-; 0: the grid below with Bonferroni correction
   AuditScore score = AuditScore::kLoss;
@@ -54,7 +57,16 @@ struct AuditResult {
   bool violation = false;  // the lower bound exceeds the epsilon the run reports
 };
 
-// Runs the audit of `spec`: writes <dir>/canaries.jsonl (every canary, the eval set),
+// Canaries by data.task (and unit):
+//   lm              random-token texts of the model's tokenizer (as above)
+//   classification  mislabelled examples: random-word texts (and pairs, with
+//                   data.train.text_pair_column) with a label drawn uniformly from the label set;
+//                   the score is the drop of the cross-entropy of that label
+//   seq2seq         canary documents: random-word targets (and sources, with a prompt_column);
+//                   the score is the drop of the target's loss given its source
+//   privacy.unit user: each canary is a user ("dpft-canary-<i>") of --canary-rows rows, included
+//                   or not as a whole; its score is the mean over its rows.
+// Runs the audit of `spec`: writes <dir>/canaries.jsonl (every canary row, the eval set),
 // <dir>/canaries_in.jsonl (the included ones, appended to the training set), the training run
 // under <dir>/runs/, <dir>/scores.jsonl ({"index", "score"} per canary) and <dir>/audit.json.
 // ConfigError for specs the audit cannot run as written (a method that does not train,
