@@ -71,12 +71,16 @@ TEST_CASE("every trained method at user level: one row per user is example level
     CHECK(grouped["status"] == "ok");
     CHECK(grouped["privacy"]["unit"] == nlohmann::json{{"unit", "user"}, {"count", 100}});
     CHECK(grouped["privacy"]["epsilon"].get<double>() <= 4.0);
-    int64_t units = 0;
+    int64_t units = 0, steps = 0;
     for (const auto& h : grouped[kNonPrivate]["history"]) {
       if (h.contains("rows")) CHECK(h["rows"].get<int64_t>() <= 4 * h["batch_size"].get<int64_t>());
       units += h["batch_size"].get<int64_t>();
+      ++steps;
     }
     CHECK(units > 0);
+    // The lot counts users: q N = 6 expected a step (train.batch_size), not the ~24 rows they
+    // hold; twice the expectation bounds a Poisson total over the run's steps.
+    CHECK(units <= 12 * steps);
     CHECK(grouped["eval"]["final"]["loss"] != example["eval"]["final"]["loss"]);
   }
 }
