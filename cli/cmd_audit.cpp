@@ -46,6 +46,9 @@ void register_audit(CLI::App& app, CliContext& ctx) {
                   "rows of one canary user at privacy.unit user (0: min(4, "
                   "privacy.max_examples_per_user)); 1 otherwise")
       ->capture_default_str();
+  sub->add_option("--canary-file", o->a.canary_file,
+                  "public texts to use as canaries (column text), none in the private data; "
+                  "default: random texts");
   sub->add_option("--set", o->sets, "override a spec value: key.path=value (repeatable)")
       ->take_all();
   sub->add_option("--out", o->a.out_dir,

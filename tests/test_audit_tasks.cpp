@@ -10,6 +10,7 @@
 
 #include "core/util/atomic_file.hpp"
 #include "core/util/strings.hpp"
+#include "data/table.hpp"
 #include "run_fixture.hpp"
 
 using namespace dpft;
@@ -186,4 +187,52 @@ TEST_CASE(
     WARN("classifier, epsilon 4, seed " << seed << ": lower bound " << j["eps_lower_bound"]);
     CHECK(j["eps_lower_bound"].get<double>() <= j["reported_epsilon"].get<double>());
   }
+}
+
+TEST_CASE(
+    "dpft audit of pe: canary texts from --canary-file join the private file, scored by "
+    "the nearest released text",
+    "[train-engine][audit-run]") {
+  const fs::path root(DPFT_SOURCE_DIR);
+  TaskAudit t;
+  // 10 private abstracts; 40 canaries from the shipped eval split (public, not in the file).
+  const data::Table train = data::read_table(root / "experiments/data/pubmed_sample/train.csv");
+  const data::Table held = data::read_table(root / "experiments/data/pubmed_sample/eval.csv");
+  std::string priv, pub;
+  for (int i = 0; i < 10; ++i) priv += nlohmann::json({{"text", train.rows[i][0]}}).dump() + "\n";
+  for (const auto& r : held.rows)
+    pub += nlohmann::json({{"text", r[0].substr(0, 200)}}).dump() + "\n";
+  write_file_atomic(t.tmp.path / "private.jsonl", priv);
+  write_file_atomic(t.tmp.path / "canaries.jsonl", pub);
+  t.spec = (t.tmp.path / "spec.yaml").string();
+  write_file_atomic(
+      t.spec,
+      fmt::format("name: pe-audit\nseed: 4\n"
+                  "model: {{path: {}, peft: {{kind: none}}}}\n"
+                  "data: {{train: {{path: {}, text_column: text}}, max_length: 64}}\n"
+                  "privacy: {{epsilon: 2, delta: 1.0e-5, noise_seed: 4}}\n"
+                  "method:\n  name: pe\n  embedder: {}\n  prompts: {}\n  iterations: 2\n"
+                  "  num_synthetic: 20\n"
+                  "  generation: {{max_new_tokens: 8, min_new_tokens: 2, batch: 8}}\n",
+                  (root / "models/tiny-gpt2").string(), (t.tmp.path / "private.jsonl").string(),
+                  (root / "models/tiny-roberta").string(),
+                  (root / "experiments/prompts/pubmed.yaml").string()));
+  const nlohmann::json j = t.audit(
+      "dp", {"--canaries", "40", "--canary-file", (t.tmp.path / "canaries.jsonl").string()});
+  CHECK(j["score_formula"] == "cosine similarity of the nearest released synthetic text");
+  // The run's private file: the 10 rows, then exactly the included canaries.
+  const std::vector<nlohmann::json> used =
+                                        read_jsonl(t.tmp.path / "dp" / "train_with_canaries.jsonl"),
+                                    in = read_jsonl(t.tmp.path / "dp" / "canaries_in.jsonl"),
+                                    all = read_jsonl(t.tmp.path / "dp" / "canaries.jsonl");
+  REQUIRE(used.size() == 10 + in.size());
+  CHECK(used[10]["text"] == in[0]["text"]);
+  std::set<std::string> pool;
+  for (const auto& r : held.rows) pool.insert(r[0].substr(0, 200));
+  for (const auto& c : all) CHECK(pool.count(c["text"].get<std::string>()) == 1);
+  for (const auto& s : read_jsonl(t.tmp.path / "dp" / "scores.jsonl")) {
+    CHECK(s["score"].get<double>() <= 1.0 + 1e-6);
+    CHECK(s["score"].get<double>() >= -1.0 - 1e-6);
+  }
+  CHECK(j["eps_lower_bound"].get<double>() <= j["reported_epsilon"].get<double>());
 }

@@ -10,6 +10,7 @@
 #include <random>
 #include <unordered_set>
 
+#include "core/eval/embed.hpp"
 #include "core/grad/per_sample.hpp"
 #include "core/model/checkpoint.hpp"
 #include "core/privacy/audit_bound.hpp"
@@ -20,6 +21,7 @@
 #include "core/util/seed.hpp"
 #include "core/util/shape.hpp"
 #include "core/util/system.hpp"
+#include "data/table.hpp"
 #include "data/train_inputs.hpp"
 #include "methods/run.hpp"
 
@@ -28,6 +30,12 @@ namespace dpft::audit {
 namespace fs = std::filesystem;
 
 namespace {
+
+// Private Evolution releases a synthetic set, no model: its canaries are texts in the private
+// file, scored by the similarity of the nearest released synthetic text.
+bool is_pe(const Spec& spec) {
+  return spec.method.name == "pe" || spec.method.name == "aug-pe";
+}
 
 void check_auditable(const Spec& spec, const AuditOptions& o) {
   DPFT_CHECK_AS(ConfigError, o.canaries >= 2, "--canaries {}: need at least 2", o.canaries);
@@ -42,12 +50,21 @@ void check_auditable(const Spec& spec, const AuditOptions& o) {
                 "dpft audit: method {} does not train on the private data; nothing to audit",
                 spec.method.name);
   const std::string& m = spec.method.name;
-  DPFT_CHECK_AS(ConfigError, m != "ctcl" && m != "pe" && m != "aug-pe",
-                "dpft audit: method {} releases a synthetic set, and its canaries (canary "
-                "documents scored by the generator's likelihood for ctcl, canary texts scored by "
-                "the nearest released synthetic text for pe / aug-pe) are not built yet; audit "
-                "a method that releases a model",
-                m);
+  DPFT_CHECK_AS(ConfigError, m != "ctcl",
+                "dpft audit: method ctcl's canaries (canary documents scored by its generator's "
+                "likelihood) are not built yet; audit pe / aug-pe or a method that releases a "
+                "model");
+  if (is_pe(spec)) {
+    const DatasetSpec& t = spec.data.train;
+    DPFT_CHECK_AS(ConfigError, t.label_column.empty() && t.rows.empty() && t.hash_split.empty(),
+                  "dpft audit: method {} is audited on an unlabelled data.train without rows or "
+                  "hash_split (its canaries join the private file as unlabelled texts)",
+                  m);
+    DPFT_CHECK_AS(ConfigError, o.score == AuditScore::kLoss,
+                  "dpft audit: method {} releases texts; its score is their similarity to each "
+                  "canary (leave --score at loss)",
+                  m);
+  }
   DPFT_CHECK_AS(ConfigError, spec.data.task != Task::kMlm,
                 "dpft audit: data.task mlm is not auditable yet (its loss masks random tokens, "
                 "so one canary's score is not its own); audit lm, classification or seq2seq");
@@ -148,7 +165,14 @@ std::vector<std::vector<nlohmann::json>> make_canary_rows(const Spec& spec, cons
   const int64_t n = o.canaries * rows_per_canary;
   std::mt19937_64 rng(derive_seed(spec.seed, "audit-canary-rows"));
   std::vector<std::string> text;
-  if (spec.data.task == Task::kLm) {
+  if (!o.canary_file.empty()) {
+    text = data::column_texts(o.canary_file, "text");
+    std::shuffle(text.begin(), text.end(), rng);
+    DPFT_CHECK_AS(ConfigError, static_cast<int64_t>(text.size()) >= n,
+                  "--canary-file {}: {} texts, fewer than the {} canary rows", o.canary_file,
+                  text.size(), n);
+    text.resize(static_cast<size_t>(n));
+  } else if (spec.data.task == Task::kLm && !is_pe(spec)) {
     const tok::Tokenizer tok = tok::load_tokenizer(train::resolve_model_dir(spec.model.path));
     text = make_canaries(tok, n, o.canary_tokens, derive_seed(spec.seed, "audit-canaries"));
   } else {
@@ -206,6 +230,53 @@ DatasetSpec canary_set(const Spec& spec, const fs::path& file, bool training) {
   }
   if (training && spec.privacy.unit == privacy::PrivacyUnit::kUser) d.user_column = "user";
   return d;
+}
+
+// pe / aug-pe's training file: the private rows (text, and user at unit user) and then the
+// included canary rows, as one JSONL file in the audit directory (the method reads one corpus).
+DatasetSpec pe_training_set(const Spec& spec, const fs::path& file,
+                            const std::vector<std::vector<nlohmann::json>>& included) {
+  const data::Table t = data::read_table(spec.data.train.path, spec.data.train.format);
+  const size_t text = t.column(spec.data.train.text_column);
+  const bool user = spec.privacy.unit == privacy::PrivacyUnit::kUser;
+  const size_t who = user ? t.column(spec.data.train.user_column) : 0;
+  std::string lines;
+  for (const auto& row : t.rows) {
+    nlohmann::json r = {{"text", row[text]}};
+    if (user) r["user"] = row[who];
+    lines += r.dump() + "\n";
+  }
+  for (const auto& c : included)
+    for (const nlohmann::json& r : c) lines += r.dump() + "\n";
+  write_file_atomic(file, lines);
+  DatasetSpec d = spec.data.train;
+  d.path = file.string();
+  d.format = "jsonl";
+  d.text_column = "text";
+  if (user) d.user_column = "user";
+  return d;
+}
+
+// The score of each canary row: the cosine similarity of the nearest text of the run's
+// released synthetic set (synthetic/synthetic.jsonl), in the method's embedder's space.
+std::vector<double> nearest_synthetic(const Spec& spec, const fs::path& run_dir,
+                                      const std::vector<std::vector<nlohmann::json>>& canaries) {
+  std::vector<std::string> synth, rows;
+  for (const nlohmann::json& e : read_jsonl(run_dir / "synthetic" / "synthetic.jsonl"))
+    synth.push_back(e.at("text").get<std::string>());
+  DPFT_CHECK_AS(RuntimeError, !synth.empty(), "dpft audit: {} released no synthetic text",
+                run_dir.string());
+  for (const auto& c : canaries)
+    for (const nlohmann::json& r : c) rows.push_back(r.at("text").get<std::string>());
+  eval::Embedder em = eval::load_embedder(spec.method.options["embedder"].as<std::string>(),
+                                          spec.device, "dpft audit");
+  auto unit = [](const torch::Tensor& x) {  // (N, d) rows of L2 norm 1
+    return x / x.norm(2, 1, true).clamp_min(1e-12);
+  };
+  const torch::Tensor c = unit(eval::embed_with_progress(em, rows, 32, 0, "audit canaries")),
+                      s = unit(eval::embed_with_progress(em, synth, 32, 0, "audit synthetic"));
+  const torch::Tensor best = std::get<0>(c.matmul(s.t()).max(1)).to(torch::kFloat64);  // (N)
+  return std::vector<double>(best.data_ptr<double>(), best.data_ptr<double>() + best.numel());
 }
 
 // Per-canary means of per-row values (rows_per_canary consecutive rows each).
@@ -333,9 +404,16 @@ AuditResult run_audit(const Spec& spec, const AuditOptions& opts) {
   // every canary row, scored by the base and the trained model (per_sample.jsonl).
   Spec a = spec;
   a.name = spec.name + "-audit";
-  if (!included.empty())
+  if (is_pe(spec)) {
+    spdlog::warn(
+        "audit of {}: its canaries showed no power in dpft's small tests (a bound of 0.0 "
+        "without noise: tiny generators' texts are too alike); a 0.0 here is not "
+        "evidence of privacy (docs/privacy.md, Empirical audit)",
+        spec.method.name);
+    a.data.train = pe_training_set(spec, dir / "train_with_canaries.jsonl", included);
+  } else if (!included.empty())
     a.data.train_extra.push_back(canary_set(spec, dir / "canaries_in.jsonl", true));
-  a.data.eval = canary_set(spec, dir / "canaries.jsonl", false);
+  if (!is_pe(spec)) a.data.eval = canary_set(spec, dir / "canaries.jsonl", false);
   a.data.eval_sets.clear();
   a.eval.max_samples = 0;
   a.eval.every = 0;
@@ -358,7 +436,9 @@ AuditResult run_audit(const Spec& spec, const AuditOptions& opts) {
   // Lines 4-6: scores, guesses, and the bound.
   std::vector<double> row_score;
   const int64_t rows = o.canaries * per;
-  if (o.score == AuditScore::kGradient) {
+  if (is_pe(spec)) {
+    row_score = nearest_synthetic(spec, run.run_dir, canaries);
+  } else if (o.score == AuditScore::kGradient) {
     row_score = gradient_scores(a, run.run_dir, rows);
   } else {
     const std::vector<double> base = canary_losses(run.run_dir, "base", rows),
@@ -397,30 +477,32 @@ AuditResult run_audit(const Spec& spec, const AuditOptions& opts) {
   AuditResult r;
   r.dir = dir.string();
   r.violation = reported.is_number() && best > reported.get<double>() + 1e-9;
-  r.report = {{"schema", "dpft.audit/1"},
-              {"method", spec.method.name},
-              {"spec", spec.name},
-              {"seed", spec.seed},
-              {"canaries", o.canaries},
-              {"canary_tokens", o.canary_tokens},
-              {"canary_rows", o.canary_rows},
-              {"task", name_of(spec.data.task)},
-              {"unit", privacy::name_of(spec.privacy.unit)},
-              {"included", n_in},
-              {"score", enum_name(o.score, kAuditScoreNames)},
-              {"score_formula", o.score == AuditScore::kGradient
-                                    ? "<theta_T - theta_0, -g_i> / ||g_i||, g_i at theta_0"
-                                    : "base loss - final loss"},
-              {"score_mean_included", in_mean},
-              {"score_mean_excluded", out_mean},
-              {"confidence", o.confidence},
-              {"delta", delta},
-              {"bonferroni", ks.size()},
-              {"tests", tests},
-              {"eps_lower_bound", best},
-              {"reported_epsilon", reported},
-              {"violation", r.violation},
-              {"run_dir", run.run_dir}};
+  r.report = {
+      {"schema", "dpft.audit/1"},
+      {"method", spec.method.name},
+      {"spec", spec.name},
+      {"seed", spec.seed},
+      {"canaries", o.canaries},
+      {"canary_tokens", o.canary_tokens},
+      {"canary_rows", o.canary_rows},
+      {"task", name_of(spec.data.task)},
+      {"unit", privacy::name_of(spec.privacy.unit)},
+      {"included", n_in},
+      {"score", enum_name(o.score, kAuditScoreNames)},
+      {"score_formula", is_pe(spec) ? "cosine similarity of the nearest released synthetic text"
+                        : o.score == AuditScore::kGradient
+                            ? "<theta_T - theta_0, -g_i> / ||g_i||, g_i at theta_0"
+                            : "base loss - final loss"},
+      {"score_mean_included", in_mean},
+      {"score_mean_excluded", out_mean},
+      {"confidence", o.confidence},
+      {"delta", delta},
+      {"bonferroni", ks.size()},
+      {"tests", tests},
+      {"eps_lower_bound", best},
+      {"reported_epsilon", reported},
+      {"violation", r.violation},
+      {"run_dir", run.run_dir}};
   write_json_atomic(dir / "audit.json", r.report);
   return r;
 }

@@ -40,6 +40,9 @@ struct AuditOptions {
   // Rows of one canary: privacy.unit user makes each canary a user of this many rows (0:
   // min(4, privacy.max_examples_per_user)); 1 otherwise.
   int64_t canary_rows = 0;
+  // Texts to use as canaries instead of random ones (column `text`, or a one-column file):
+  // public texts of your choice, none of them in the private data; shuffled by `seed`.
+  std::string canary_file;
   double confidence = 0.95;     // 1 - beta
   int64_t guesses = 0;          // K = k+ = k-; 0: the grid below with Bonferroni correction
   AuditScore score = AuditScore::kLoss;
@@ -64,6 +67,9 @@ struct AuditResult {
 //                   the score is the drop of the cross-entropy of that label
 //   seq2seq         canary documents: random-word targets (and sources, with a prompt_column);
 //                   the score is the drop of the target's loss given its source
+//   pe / aug-pe     canary texts in the private file; the score is the cosine similarity of the
+//                   nearest released synthetic text in the method's embedder's space
+//   --canary-file   public texts of the user's choice instead of random ones
 //   privacy.unit user: each canary is a user ("dpft-canary-<i>") of --canary-rows rows, included
 //                   or not as a whole; its score is the mean over its rows.
 // Runs the audit of `spec`: writes <dir>/canaries.jsonl (every canary row, the eval set),
