@@ -74,7 +74,8 @@ void register_select(CLI::App& app, CliContext& ctx) {
       std::cout << "selected:";
       for (const auto& s : w["sets"]) std::cout << " " << s.get<std::string>();
       std::cout << "\nnoisy held-out " << j["metric"].get<std::string>() << " "
-                << w["noisy_score"].dump() << " over " << w["held_out_rows"] << " rows\n"
+                << w["noisy_score"].dump() << " over " << w["held_out_units"] << " held-out "
+                << p["unit"].get<std::string>() << "s\n"
                 << "total epsilon " << p["epsilon"].dump() << " at delta " << p["delta"].dump()
                 << " (" << p["accountant"].get<std::string>()
                 << "; one trial alone: " << p["trial_epsilon_rdp"].dump() << ")\n"

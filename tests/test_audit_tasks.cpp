@@ -57,10 +57,8 @@ bool classifier(TaskAudit& t, const fs::path& roberta, const fs::path& sst2) {
 
 }  // namespace
 
-TEST_CASE(
-    "dpft audit: mislabelled canaries find a classifier's leakage, and a DP run's bound "
-    "stays below its epsilon",
-    "[train-engine][audit-run]") {
+TEST_CASE("dpft audit: mislabelled canaries find a classifier's leakage",
+          "[train-engine][audit-run]") {
   SHARED_DATA_OR_SKIP(roberta, "roberta_tokenizer");
   SHARED_DATA_OR_SKIP(sst2, "glue_sst2");
   TaskAudit t;
@@ -77,10 +75,7 @@ TEST_CASE(
   // Without noise the included canaries' labels were learnt: measured 0.84 on the 2-core dev VM
   // (35 of 40 guesses right at K = 20).
   CHECK(j["score_mean_included"].get<double>() > j["score_mean_excluded"].get<double>());
-  CHECK(j["eps_lower_bound"].get<double>() > 0.3);
-  const nlohmann::json dp =
-      t.audit("dp", {"--canaries", "100", "--canary-tokens", "6", "--set", "privacy.epsilon=2"});
-  CHECK(dp["eps_lower_bound"].get<double>() <= dp["reported_epsilon"].get<double>());
+  CHECK(j["eps_lower_bound"].get<double>() > 0.3);  // with DP: the [slow] case below
 }
 
 TEST_CASE("dpft audit: canary documents find a seq2seq model's leakage",
@@ -141,7 +136,7 @@ TEST_CASE("dpft audit: canary users at privacy.unit user", "[train-engine][audit
                                 "max_length: 24}}\n"
                                 "privacy: {{epsilon: .inf, delta: 1.0e-5, sampling_rate: 0.5, "
                                 "noise_seed: 0, unit: user}}\n"
-                                "train: {{steps: 30, micro_batch_size: 16, optimizer: adamw, lr: "
+                                "train: {{steps: 20, micro_batch_size: 16, optimizer: adamw, lr: "
                                 "0.02}}\n"
                                 "method: {{name: dp-sgd}}\n",
                                 f.model, users));

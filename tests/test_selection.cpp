@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "core/privacy/selection.hpp"
 #include "core/util/atomic_file.hpp"
@@ -230,4 +231,38 @@ TEST_CASE(
   std::vector<std::string> changed = resume;
   *(std::find(changed.begin(), changed.end(), "--score-noise") + 1) = "3";
   CHECK(test::cli(changed) == 2);
+}
+
+TEST_CASE("dpft select at privacy.unit user: a user's held-out rows score as one unit",
+          "[train-engine][selection-run]") {
+  test::Fixture f;
+  test::make_fixture(f);
+  const std::string users = test::write_user_rows(f, "users.jsonl", 4);  // 100 users of 4 rows
+  const std::string out = (f.tmp.path / "sel").string();
+  std::vector<std::string> args = test::run_args(
+      f, out, {"--set", "method.name=dp-sgd", "--set", "privacy.noise_multiplier=1"});
+  args[0] = "select";
+  args.erase(args.begin() + 2, args.begin() + 4);
+  const std::vector<std::string> user = test::user_level_args(users);
+  args.insert(args.end(), user.begin(), user.end());
+  const std::vector<std::string> sel = {
+      "--grid", "train.lr=0.05", "--metric", "eval.loss", "--mean-trials",
+      "2",      "--holdout",     "0.2",      "--out",     out};
+  args.insert(args.end(), sel.begin(), sel.end());
+  REQUIRE(test::cli(args) == 0);
+  const nlohmann::json s = nlohmann::json::parse(read_file(fs::path(out) / "selection.json"));
+  CHECK(s["privacy"]["unit"] == "user");
+  // The units scored: the distinct users of the winner's held-out rows (its per_sample.jsonl,
+  // each row's user from the file), fewer than the rows.
+  const fs::path winner = fs::path(out) / s["winner"]["run_dir"].get<std::string>();
+  const std::vector<nlohmann::json> file = read_jsonl(users);
+  std::set<std::string> held;
+  int64_t rows = 0;
+  for (const auto& e : read_jsonl(winner / "per_sample.jsonl"))
+    if (e["model"] == "final") {
+      held.insert(file.at(e["index"].get<size_t>())["who"].get<std::string>());
+      ++rows;
+    }
+  CHECK(s["winner"]["held_out_units"] == static_cast<int64_t>(held.size()));
+  CHECK(static_cast<int64_t>(held.size()) < rows);
 }

@@ -15,6 +15,7 @@
 #include "core/util/error.hpp"
 #include "core/util/strings.hpp"
 #include "core/util/system.hpp"
+#include "data/table.hpp"
 #include "methods/registry.hpp"
 #include "methods/run.hpp"
 
@@ -79,38 +80,49 @@ void check_selectable(const Spec& s, const SelectOptions& o) {
   DPFT_CHECK_AS(ConfigError, !s.privacy.delta_auto,
                 "dpft select: privacy.delta: auto depends on the training part's size; give "
                 "privacy.delta a number");
-  const bool example_like = s.privacy.unit == privacy::PrivacyUnit::kExample ||
-                            (s.privacy.unit == privacy::PrivacyUnit::kDocument && !s.data.packing);
-  DPFT_CHECK_AS(ConfigError, example_like,
-                "dpft select: privacy.unit {} is not supported yet (a held-out row's score is "
-                "bounded per example); select at privacy.unit: example",
-                privacy::name_of(s.privacy.unit));
+  DPFT_CHECK_AS(ConfigError, s.privacy.unit != privacy::PrivacyUnit::kDocument || !s.data.packing,
+                "dpft select: privacy.unit document with data.packing scores blocks, not "
+                "documents; select without packing (a document is then one row)");
   DPFT_CHECK_AS(ConfigError, o.holdout > 0 && o.holdout <= 0.5,
                 "dpft select: --holdout {} is outside (0, 0.5]", o.holdout);
   DPFT_CHECK_AS(ConfigError, std::isfinite(o.loss_bound) && o.loss_bound > 0,
                 "dpft select: --loss-bound {} must be finite and > 0", o.loss_bound);
 }
 
-// The held-out rows' scores in [0, 1] (higher is better) from a trial's per_sample.jsonl.
-std::vector<double> row_scores(const fs::path& run_dir, const SelectOptions& o) {
-  std::vector<double> s;
+// The held-out units' scores in [0, 1] (higher is better) from a trial's per_sample.jsonl:
+// each row's, or at unit user (`user_of`: the training file's user of each row, by index) the
+// mean of each user's rows, so that one unit moves the sum by at most 1.
+std::vector<double> unit_scores(const fs::path& run_dir, const SelectOptions& o,
+                                const std::vector<std::string>& user_of) {
+  std::vector<double> rows;
+  std::map<std::string, std::pair<double, int64_t>> users;  // user -> (sum, rows)
   for (const nlohmann::json& e : read_jsonl(run_dir / "per_sample.jsonl")) {
     if (e.value("model", "") != "final") continue;
-    const double v = o.metric == SelectMetric::kAccuracy ? e.value("accuracy", 0.0)
-                                                         : e.value("loss", o.loss_bound);
-    const double clipped =
-        std::isfinite(v)
-            ? std::clamp(v, 0.0, o.metric == SelectMetric::kAccuracy ? 1.0 : o.loss_bound)
-            : (o.metric == SelectMetric::kAccuracy ? 0.0 : o.loss_bound);
-    s.push_back(o.metric == SelectMetric::kAccuracy ? clipped : 1 - clipped / o.loss_bound);
+    const bool acc = o.metric == SelectMetric::kAccuracy;
+    const double v = acc ? e.value("accuracy", 0.0) : e.value("loss", o.loss_bound);
+    const double c = std::isfinite(v) ? std::clamp(v, 0.0, acc ? 1.0 : o.loss_bound)
+                                      : (acc ? 0.0 : o.loss_bound);
+    const double score = acc ? c : 1 - c / o.loss_bound;
+    if (user_of.empty()) {
+      rows.push_back(score);
+      continue;
+    }
+    const int64_t i = e.at("index").get<int64_t>();
+    DPFT_CHECK(i >= 0 && i < static_cast<int64_t>(user_of.size()),
+               "dpft select: per_sample.jsonl index {} outside the training file's {} rows", i,
+               user_of.size());
+    auto& u = users[user_of[static_cast<size_t>(i)]];
+    u.first += score;
+    ++u.second;
   }
-  DPFT_CHECK_AS(RuntimeError, !s.empty(),
+  for (const auto& [user, u] : users) rows.push_back(u.first / static_cast<double>(u.second));
+  DPFT_CHECK_AS(RuntimeError, !rows.empty(),
                 "dpft select: {}/per_sample.jsonl scores no held-out row; raise --holdout",
                 run_dir.string());
-  return s;
+  return rows;
 }
 
-// A noisy score sum over n rows as the metric's unit (mean accuracy, or mean clipped loss).
+// A noisy score sum over n units as the metric's unit (mean accuracy, or mean clipped loss).
 double as_metric(double noisy_sum, size_t n, const SelectOptions& o) {
   const double mean = noisy_sum / static_cast<double>(n);
   return o.metric == SelectMetric::kAccuracy ? mean : o.loss_bound * (1 - mean);
@@ -196,7 +208,7 @@ nlohmann::json selection_json(const Spec& base, const std::vector<std::vector<st
           {"winner",
            {{"sets", sets[wc]},
             {"noisy_score", winner.at("noisy_score")},
-            {"held_out_rows", winner.at("rows")},
+            {"held_out_units", winner.at("units")},
             {"run_dir", fs::relative(winner.at("run_dir").get<std::string>(), dir).string()}}},
           {"privacy",
            {{"epsilon", budget.epsilon},
@@ -277,6 +289,11 @@ SelectResult run_select(const std::string& spec_path, const SelectOptions& opts)
   if (fs::exists(dir / "selection_trials.jsonl"))
     for (const nlohmann::json& e : read_jsonl(dir / "selection_trials.jsonl"))
       done[e.at("trial").get<int64_t>()] = e;
+  // At unit user, each training-file row's user (per_sample.jsonl's index is the file row).
+  std::vector<std::string> user_of;
+  if (base.privacy.unit == privacy::PrivacyUnit::kUser)
+    user_of = data::column_texts(base.data.train.path, base.data.train.user_column,
+                                 base.data.train.format);
   const int64_t k = sel.trials();
   double best = -privacy::kInf;
   nlohmann::json winner;
@@ -301,7 +318,7 @@ SelectResult run_select(const std::string& spec_path, const SelectOptions& opts)
                     r.run_dir);
       run_dir = r.run_dir;
     }
-    const std::vector<double> rows = row_scores(run_dir, o);
+    const std::vector<double> rows = unit_scores(run_dir, o, user_of);
     double sum = 0;
     for (double v : rows) sum += v;
     const double noisy = sel.release_score(sum);
@@ -313,7 +330,7 @@ SelectResult run_select(const std::string& spec_path, const SelectOptions& opts)
     if (noisy > best) {
       best = noisy;
       winner = line;
-      winner["rows"] = rows.size();
+      winner["units"] = rows.size();
     }
   }
   const nlohmann::json out = selection_json(base, sets, winner, dir, plan, budget, pj, sel, o);

@@ -6,7 +6,8 @@
 // training part (1 - holdout) and a held-out part. Each trial trains one candidate, drawn
 // uniformly at random from the grid, with DP on the training part, scores every held-out row
 // (per_sample.jsonl of the final model: accuracy, or 1 - min(loss, L) / L, each in [0, 1]) and
-// releases the sum with Gaussian noise (sensitivity 1: one example moves one row's score).
+// releases the sum over units with Gaussian noise (sensitivity 1: one example moves one row's
+// score; at privacy.unit user a user's score is the mean of its held-out rows).
 // Only the best trial is the selection's output: <dir>/selection.json (schema dpft.select/1)
 // names its candidate, its noisy score and the total epsilon, and is copied into its run
 // directory, which `dpft export` then exports with that epsilon; the other trials and their
