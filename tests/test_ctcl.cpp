@@ -13,6 +13,7 @@
 #include <optional>
 #include <random>
 #include <regex>
+#include <set>
 
 #include <yaml-cpp/yaml.h>
 
@@ -585,6 +586,22 @@ TEST_CASE(
   bad_text.replace(bad_text.find("\"Stars: 2\""), 10, "\"Stars: 9\"");
   write_file_atomic(lbad, bad_text);
   CHECK(test::cli({"run", lbad, "--out", out}) == 3);
+  // Its audit: every canary document a class of the public values; the private documents keep
+  // theirs in the run's training file.
+  const fs::path aud = tmp.path / "audit";
+  REQUIRE(test::cli({"audit", lspec, "--canaries", "10", "--canary-tokens", "3", "--out",
+                     aud.string(), "--set", "train.steps=1"}) == 0);
+  std::set<std::string> drawn;
+  for (const auto& row : read_jsonl(aud / "canaries.jsonl")) {
+    drawn.insert(row.at("stars").get<std::string>());
+    CHECK((row.at("stars") == "Stars: 1" || row.at("stars") == "Stars: 2"));
+  }
+  CHECK(drawn.size() == 2);
+  const std::vector<nlohmann::json> joined = read_jsonl(aud / "train_with_canaries.jsonl");
+  REQUIRE(joined.size() >= 40);
+  CHECK(joined[0] ==
+        nlohmann::json{{"text", themes[0] + std::string(" (case 0)")}, {"stars", "Stars: 1"}});
+  CHECK(joined[1]["stars"] == "Stars: 2");
 }
 
 TEST_CASE("dpft run ctcl at user level: one row per user is example level; a user in one bin",
@@ -626,4 +643,76 @@ TEST_CASE("dpft run ctcl at user level: one row per user is example level; a use
   CHECK(m4["privacy"]["releases"][1]["sampling_rate"] == 0.5);
   CHECK(m4["privacy"]["epsilon"].get<double>() <= 4.0);
   CHECK(m4["privacy"]["releases"][0]["label"] == "topic_histogram");
+}
+
+namespace {
+// The ctcl setting of the audit: the generator trained in full, long enough to learn documents.
+std::optional<CtclSetup> ctcl_audit_setup(test::TempDir& tmp, const fs::path& roberta) {
+  auto setup = ctcl_setup(tmp, roberta);
+  if (!setup) return setup;
+  std::string text = read_file(setup->spec);
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"}\ndata:", ", peft: {kind: full, targets: [all]}}\ndata:"},
+           {"steps: 4, batch_size: 10, lr: 0.001", "steps: 30, batch_size: 20, lr: 0.003"}}) {
+    const size_t at = text.find(from);
+    REQUIRE(at != std::string::npos);
+    text.replace(at, from.size(), to);
+  }
+  write_file_atomic(setup->spec, text);
+  return setup;
+}
+nlohmann::json ctcl_audit(const CtclSetup& setup, const fs::path& out,
+                          const std::vector<std::string>& extra) {
+  std::vector<std::string> a = {"audit",           setup.spec, "--canaries", "60",
+                                "--canary-tokens", "5",        "--out",      out.string()};
+  a.insert(a.end(), extra.begin(), extra.end());
+  REQUIRE(test::cli(a) == 0);
+  return nlohmann::json::parse(read_file(out / "audit.json"));
+}
+}  // namespace
+
+TEST_CASE("dpft audit of ctcl: canary documents join the private file, scored by the generator",
+          "[ctcl][run][audit-run]") {
+  SHARED_DATA_OR_SKIP(roberta, "roberta_tokenizer");
+  test::TempDir tmp;
+  const auto setup = ctcl_audit_setup(tmp, roberta);
+  if (!setup) return;
+  const fs::path dir = tmp.path / "inf";
+  const nlohmann::json inf = ctcl_audit(*setup, dir, {"--set", "privacy.epsilon=inf"});
+  CHECK(inf["method"] == "ctcl");
+  CHECK(inf["score_formula"] == "base loss - final loss of the document given its bin's condition");
+  // The run's private file: the 40 documents, then exactly the included canaries; the run
+  // released its histogram of all of them.
+  const std::vector<nlohmann::json> used = read_jsonl(dir / "train_with_canaries.jsonl"),
+                                    in = read_jsonl(dir / "canaries_in.jsonl");
+  REQUIRE(used.size() == 40 + in.size());
+  REQUIRE(!in.empty());
+  CHECK(used[40]["text"] == in[0]["text"]);
+  const nlohmann::json hist = nlohmann::json::parse(
+      read_file(fs::path(inf["run_dir"].get<std::string>()) / "topic_histogram.json"));
+  int64_t counted = 0;
+  for (const auto& c : hist.at("counts")) counted += c.get<int64_t>();
+  CHECK(counted == static_cast<int64_t>(used.size()));  // no noise: the true counts
+  // Without noise the included documents were learnt: 2.13 measured on the 2-core dev VM.
+  WARN("ctcl canary documents, no noise: lower bound " << inf["eps_lower_bound"]);
+  CHECK(inf["score_mean_included"].get<double>() > inf["score_mean_excluded"].get<double>());
+  CHECK(inf["eps_lower_bound"].get<double>() > 0.5);
+}
+
+TEST_CASE("dpft audit of ctcl with DP: never above the reported epsilon, 3 seeds",
+          "[ctcl][run][audit-run][slow]") {
+  SHARED_DATA_OR_SKIP(roberta, "roberta_tokenizer");
+  test::TempDir tmp;
+  const auto setup = ctcl_audit_setup(tmp, roberta);
+  if (!setup) return;
+  for (const std::string seed : {"0", "1", "2"}) {
+    const nlohmann::json dp = ctcl_audit(*setup, tmp.path / ("dp" + seed),
+                                         {"--set", "privacy.delta=1e-5", "--set", "seed=" + seed,
+                                          "--set", "privacy.noise_seed=" + seed});
+    WARN("ctcl canary documents, epsilon " << dp["reported_epsilon"] << ", seed " << seed
+                                           << ": lower bound " << dp["eps_lower_bound"]);
+    CHECK(dp["reported_epsilon"].get<double>() <= 4.0 + 1e-9);
+    CHECK(dp["eps_lower_bound"].get<double>() <= dp["reported_epsilon"].get<double>());
+    CHECK_FALSE(dp["violation"].get<bool>());
+  }
 }

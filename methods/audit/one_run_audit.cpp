@@ -37,6 +37,29 @@ bool is_pe(const Spec& spec) {
   return spec.method.name == "pe" || spec.method.name == "aug-pe";
 }
 
+// pe, aug-pe and ctcl read one private corpus (no data.train_extra): the included canaries join
+// a copy of the private file.
+bool joins_private_file(const Spec& spec) {
+  return is_pe(spec) || spec.method.name == "ctcl";
+}
+
+// A labelled ctcl (or pe) run's label columns and the public values of each (the method's
+// resolved `label_columns` / `label_values`); empty when unlabelled.
+struct MethodLabels {
+  std::vector<std::string> columns;
+  std::vector<std::vector<std::string>> values;
+};
+MethodLabels method_labels(const Spec& spec) {
+  MethodLabels l;
+  const YAML::Node& o = spec.method.options;
+  if (o["label_columns"]) l.columns = o["label_columns"].as<std::vector<std::string>>();
+  if (o["label_values"]) l.values = o["label_values"].as<std::vector<std::vector<std::string>>>();
+  DPFT_CHECK_AS(ConfigError, l.columns.size() == l.values.size(),
+                "method.label_columns ({}) and method.label_values ({}) do not pair up",
+                l.columns.size(), l.values.size());
+  return l;
+}
+
 void check_auditable(const Spec& spec, const AuditOptions& o) {
   DPFT_CHECK_AS(ConfigError, o.canaries >= 2, "--canaries {}: need at least 2", o.canaries);
   DPFT_CHECK_AS(ConfigError, o.canary_tokens >= 1 && o.canary_tokens < spec.data.max_length,
@@ -50,19 +73,22 @@ void check_auditable(const Spec& spec, const AuditOptions& o) {
                 "dpft audit: method {} does not train on the private data; nothing to audit",
                 spec.method.name);
   const std::string& m = spec.method.name;
-  DPFT_CHECK_AS(ConfigError, m != "ctcl",
-                "dpft audit: method ctcl's canaries (canary documents scored by its generator's "
-                "likelihood) are not built yet; audit pe / aug-pe or a method that releases a "
-                "model");
-  if (is_pe(spec)) {
+  if (joins_private_file(spec)) {
     const DatasetSpec& t = spec.data.train;
-    DPFT_CHECK_AS(ConfigError, t.label_column.empty() && t.rows.empty() && t.hash_split.empty(),
-                  "dpft audit: method {} is audited on an unlabelled data.train without rows or "
-                  "hash_split (its canaries join the private file as unlabelled texts)",
+    DPFT_CHECK_AS(
+        ConfigError,
+        t.label_column.empty() && t.prompt_column.empty() && t.rows.empty() && t.hash_split.empty(),
+        "dpft audit: method {} is audited on a data.train without label_column, "
+        "prompt_column, rows or hash_split (its canaries join a copy of the private "
+        "file)",
+        m);
+    DPFT_CHECK_AS(ConfigError, !is_pe(spec) || method_labels(spec).columns.empty(),
+                  "dpft audit: method {} is audited unlabelled (its canaries are texts of no "
+                  "class); remove method.label_columns",
                   m);
     DPFT_CHECK_AS(ConfigError, o.score == AuditScore::kLoss,
-                  "dpft audit: method {} releases texts; its score is their similarity to each "
-                  "canary (leave --score at loss)",
+                  "dpft audit: method {} is audited with --score loss (pe / aug-pe: the "
+                  "similarity of the nearest released text; ctcl: the generator's loss)",
                   m);
   }
   DPFT_CHECK_AS(ConfigError, spec.data.task != Task::kMlm,
@@ -178,6 +204,8 @@ std::vector<std::vector<nlohmann::json>> make_canary_rows(const Spec& spec, cons
   } else {
     text = random_word_texts(n, o.canary_tokens, rng);
   }
+  // ctcl's labelled documents: each canary a random class among the public values.
+  const MethodLabels classes = spec.method.name == "ctcl" ? method_labels(spec) : MethodLabels{};
   std::vector<std::string> labels;
   if (spec.data.task == Task::kClassification) {
     labels = !spec.data.labels.empty()
@@ -200,6 +228,10 @@ std::vector<std::vector<nlohmann::json>> make_canary_rows(const Spec& spec, cons
     if (!labels.empty()) row["label"] = labels[pick_label(rng)];
     if (pair) row["text_pair"] = second[static_cast<size_t>(j)];
     if (source) row["source"] = second[static_cast<size_t>(j)];
+    for (size_t c = 0; c < classes.columns.size(); ++c) {
+      const auto& v = classes.values[c];
+      row[classes.columns[c]] = v[std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng)];
+    }
     if (spec.privacy.unit == privacy::PrivacyUnit::kUser)
       row["user"] = fmt::format("dpft-canary-{}", j / rows_per_canary);
     out[static_cast<size_t>(j / rows_per_canary)].push_back(std::move(row));
@@ -214,7 +246,8 @@ void write_rows(const fs::path& file, const std::vector<std::vector<nlohmann::js
   write_file_atomic(file, s);
 }
 
-// The canaries' data set in the task's columns; `training`: with the user column at unit user.
+// The canaries' data set in the task's columns (ctcl's label columns keep their names);
+// `training`: with the user column at unit user.
 DatasetSpec canary_set(const Spec& spec, const fs::path& file, bool training) {
   DatasetSpec d;
   d.path = file.string();
@@ -224,7 +257,7 @@ DatasetSpec canary_set(const Spec& spec, const fs::path& file, bool training) {
     d.label_column = "label";
     if (!spec.data.train.text_pair_column.empty()) d.text_pair_column = "text_pair";
   }
-  if (spec.data.task == Task::kSeq2seq) {
+  if (spec.data.task == Task::kSeq2seq && !joins_private_file(spec)) {
     if (!spec.data.train.prompt_column.empty()) d.prompt_column = "source";
     d.prompt = spec.data.train.prompt;
   }
@@ -232,17 +265,21 @@ DatasetSpec canary_set(const Spec& spec, const fs::path& file, bool training) {
   return d;
 }
 
-// pe / aug-pe's training file: the private rows (text, and user at unit user) and then the
-// included canary rows, as one JSONL file in the audit directory (the method reads one corpus).
-DatasetSpec pe_training_set(const Spec& spec, const fs::path& file,
-                            const std::vector<std::vector<nlohmann::json>>& included) {
+// The training file of pe, aug-pe and ctcl: the private rows (text, ctcl's label columns, and
+// user at unit user) and then the included canary rows, as one JSONL file in the audit
+// directory (the methods read one corpus).
+DatasetSpec joined_training_set(const Spec& spec, const fs::path& file,
+                                const std::vector<std::vector<nlohmann::json>>& included) {
   const data::Table t = data::read_table(spec.data.train.path, spec.data.train.format);
   const size_t text = t.column(spec.data.train.text_column);
   const bool user = spec.privacy.unit == privacy::PrivacyUnit::kUser;
   const size_t who = user ? t.column(spec.data.train.user_column) : 0;
+  std::vector<std::pair<std::string, size_t>> labels;  // (column, its index in t)
+  for (const std::string& c : method_labels(spec).columns) labels.emplace_back(c, t.column(c));
   std::string lines;
   for (const auto& row : t.rows) {
     nlohmann::json r = {{"text", row[text]}};
+    for (const auto& [name, at] : labels) r[name] = row[at];
     if (user) r["user"] = row[who];
     lines += r.dump() + "\n";
   }
@@ -404,16 +441,19 @@ AuditResult run_audit(const Spec& spec, const AuditOptions& opts) {
   // every canary row, scored by the base and the trained model (per_sample.jsonl).
   Spec a = spec;
   a.name = spec.name + "-audit";
+  if (joins_private_file(spec))
+    a.data.train = joined_training_set(spec, dir / "train_with_canaries.jsonl", included);
+  else if (!included.empty())
+    a.data.train_extra.push_back(canary_set(spec, dir / "canaries_in.jsonl", true));
   if (is_pe(spec)) {
     spdlog::warn(
         "audit of {}: its canaries showed no power in dpft's small tests (a bound of 0.0 "
         "without noise: tiny generators' texts are too alike); a 0.0 here is not "
         "evidence of privacy (docs/privacy.md, Empirical audit)",
         spec.method.name);
-    a.data.train = pe_training_set(spec, dir / "train_with_canaries.jsonl", included);
-  } else if (!included.empty())
-    a.data.train_extra.push_back(canary_set(spec, dir / "canaries_in.jsonl", true));
-  if (!is_pe(spec)) a.data.eval = canary_set(spec, dir / "canaries.jsonl", false);
+  } else {
+    a.data.eval = canary_set(spec, dir / "canaries.jsonl", false);
+  }
   a.data.eval_sets.clear();
   a.eval.max_samples = 0;
   a.eval.every = 0;
@@ -490,6 +530,8 @@ AuditResult run_audit(const Spec& spec, const AuditOptions& opts) {
       {"included", n_in},
       {"score", enum_name(o.score, kAuditScoreNames)},
       {"score_formula", is_pe(spec) ? "cosine similarity of the nearest released synthetic text"
+                        : spec.method.name == "ctcl"
+                            ? "base loss - final loss of the document given its bin's condition"
                         : o.score == AuditScore::kGradient
                             ? "<theta_T - theta_0, -g_i> / ||g_i||, g_i at theta_0"
                             : "base loss - final loss"},

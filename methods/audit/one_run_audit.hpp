@@ -69,6 +69,11 @@ struct AuditResult {
 //                   the score is the drop of the target's loss given its source
 //   pe / aug-pe     canary texts in the private file; the score is the cosine similarity of the
 //                   nearest released synthetic text in the method's embedder's space
+//   ctcl            canary documents (random-word texts, each a random class of a labelled
+//                   run) in the private file: they join its topic histogram and its generator's
+//                   training; the score is the drop of the generator's loss of the document given
+//                   its bin's condition (the topic model's nearest topic, its class), as ctcl
+//                   scores data.eval
 //   --canary-file   public texts of the user's choice instead of random ones
 //   privacy.unit user: each canary is a user ("dpft-canary-<i>") of --canary-rows rows, included
 //                   or not as a whole; its score is the mean over its rows.
