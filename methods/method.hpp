@@ -94,6 +94,14 @@ class Method : public ConfiguredMethod {
   // The settings plan() resolved that the releases rest on (sigma, q, C, divisor, noise std),
   // for the run's privacy lock (core/run/privacy_lock.hpp); null for a method without any.
   virtual nlohmann::json plan_settings() const { return nullptr; }
+  // The texts the method generates from public inputs alone (the model, the prompts and
+  // spec.seed) before it reads any private row, exactly as a run of `spec` on `in` generates
+  // them; {} for a method without any. pe / aug-pe: the initial population P_0. The audit
+  // draws its strongest canaries from them (methods/audit/one_run_audit.hpp).
+  virtual std::vector<std::string> public_candidates(const Spec& spec,
+                                                     train::TrainInputs& in) const {
+    return {};
+  }
   // Run the method. Long loops poll dpft::interrupted() and return early when it is set.
   // `in` is empty for a method that does not train.
   virtual nlohmann::json run(RunContext& ctx, train::TrainInputs& in) = 0;

@@ -23,6 +23,7 @@
 #include "core/util/system.hpp"
 #include "data/table.hpp"
 #include "data/train_inputs.hpp"
+#include "methods/registry.hpp"
 #include "methods/run.hpp"
 
 namespace dpft::audit {
@@ -185,6 +186,30 @@ std::vector<std::string> random_word_texts(int64_t n, int64_t words, std::mt1993
   return out;
 }
 
+// pe / aug-pe's canaries: n distinct non-empty texts drawn from the run's own initial population
+// P_0 (Method::public_candidates: what the run will generate from the public prompts and
+// spec.seed, before it reads a private row). An included canary is then a candidate's exact
+// copy and votes for it: the worst case for the nearest-neighbour vote, so the strongest audit.
+std::vector<std::string> candidate_canaries(const Spec& spec, int64_t n, std::mt19937_64& rng) {
+  train::TrainInputs in = data::load_train_inputs(spec);
+  std::vector<std::string> pool = configured_method(spec.method)->public_candidates(spec, in);
+  std::unordered_set<std::string> seen;
+  pool.erase(std::remove_if(pool.begin(), pool.end(),
+                            [&](const std::string& t) {
+                              return t.find_first_not_of(" \t\n") == std::string::npos ||
+                                     !seen.insert(t).second;
+                            }),
+             pool.end());
+  DPFT_CHECK_AS(ConfigError, static_cast<int64_t>(pool.size()) >= n,
+                "dpft audit: method {}'s initial population has {} distinct texts, fewer than the "
+                "{} canary rows; raise method.num_synthetic (or initial_variations), lower "
+                "--canaries, or give --canary-file",
+                spec.method.name, pool.size(), n);
+  std::shuffle(pool.begin(), pool.end(), rng);
+  pool.resize(static_cast<size_t>(n));
+  return pool;
+}
+
 // Every canary's rows (rows_per_canary each) as JSON objects in canary_set()'s columns.
 std::vector<std::vector<nlohmann::json>> make_canary_rows(const Spec& spec, const AuditOptions& o,
                                                           int64_t rows_per_canary) {
@@ -198,7 +223,9 @@ std::vector<std::vector<nlohmann::json>> make_canary_rows(const Spec& spec, cons
                   "--canary-file {}: {} texts, fewer than the {} canary rows", o.canary_file,
                   text.size(), n);
     text.resize(static_cast<size_t>(n));
-  } else if (spec.data.task == Task::kLm && !is_pe(spec)) {
+  } else if (is_pe(spec)) {
+    text = candidate_canaries(spec, n, rng);
+  } else if (spec.data.task == Task::kLm) {
     const tok::Tokenizer tok = tok::load_tokenizer(train::resolve_model_dir(spec.model.path));
     text = make_canaries(tok, n, o.canary_tokens, derive_seed(spec.seed, "audit-canaries"));
   } else {
@@ -446,11 +473,20 @@ AuditResult run_audit(const Spec& spec, const AuditOptions& opts) {
   else if (!included.empty())
     a.data.train_extra.push_back(canary_set(spec, dir / "canaries_in.jsonl", true));
   if (is_pe(spec)) {
-    spdlog::warn(
-        "audit of {}: its canaries showed no power in dpft's small tests (a bound of 0.0 "
-        "without noise: tiny generators' texts are too alike); a 0.0 here is not "
-        "evidence of privacy (docs/privacy.md, Empirical audit)",
-        spec.method.name);
+    // Measured power without noise (docs/privacy.md, Empirical audit): candidate canaries
+    // released by the first selection, yes; canaries a variation must find, none.
+    const YAML::Node& mo = spec.method.options;
+    const bool first_selection =
+        mo["iterations"].as<int64_t>() == 1 && mo["output"].as<std::string>() == "selected";
+    if (!o.canary_file.empty() || !first_selection)
+      spdlog::warn(
+          "audit of {}: {} showed no power in dpft's small tests (a bound of 0.0 without "
+          "noise); a 0.0 here is not evidence of privacy. The audit has power on candidate "
+          "canaries (no --canary-file) with method.iterations: 1 and method.output: selected "
+          "(docs/privacy.md, Empirical audit)",
+          spec.method.name,
+          o.canary_file.empty() ? "canaries released only through later iterations' variations"
+                                : "public canary texts");
   } else {
     a.data.eval = canary_set(spec, dir / "canaries.jsonl", false);
   }

@@ -183,6 +183,9 @@ class PrivateEvolution : public MethodOf<PrivateEvolution> {
   }
 
   nlohmann::json run(RunContext& ctx, train::TrainInputs& in) override;
+  // P_0 of an unlabelled run (one class of N_syn seats), as run() generates it.
+  std::vector<std::string> public_candidates(const Spec& spec,
+                                             train::TrainInputs& in) const override;
 
  private:
   struct Class {
@@ -230,6 +233,9 @@ class PrivateEvolution : public MethodOf<PrivateEvolution> {
   std::vector<std::string> vary(synth::SyntheticGenerator& gen,
                                 const std::vector<std::string>& from, int64_t copies, uint64_t seed,
                                 const std::string& stream) const;
+  // Step 0 for class c: RANDOM_API(seats) and initial_variations variations of each.
+  std::vector<std::string> initial_population(synth::SyntheticGenerator& gen, int64_t seats,
+                                              uint64_t seed, size_t c) const;
   std::vector<double> vote(const State& st, const std::vector<Class>& classes,
                            const torch::Tensor& priv_emb, const torch::Tensor& cand,
                            const std::vector<int64_t>& offset, int64_t M,
@@ -453,6 +459,29 @@ std::vector<std::string> PrivateEvolution::vary(synth::SyntheticGenerator& gen,
   return gen.variational_api(from, copies, derive_seed(seed, stream));
 }
 
+std::vector<std::string> PrivateEvolution::initial_population(synth::SyntheticGenerator& gen,
+                                                              int64_t seats, uint64_t seed,
+                                                              size_t c) const {
+  std::vector<std::string> p =
+      gen.random_api(seats, derive_seed(seed, fmt::format("pe-random-{}", c)));
+  std::vector<std::string> v =
+      vary(gen, p, initial_variations_, seed, fmt::format("pe-vary-0-{}", c));
+  p.insert(p.end(), v.begin(), v.end());
+  return p;
+}
+
+std::vector<std::string> PrivateEvolution::public_candidates(const Spec& spec,
+                                                             train::TrainInputs& in) const {
+  DPFT_CHECK_AS(ConfigError, labels_.columns.empty(),
+                "method {}: the public candidates of a labelled run depend on its class "
+                "shares; remove method.label_columns",
+                name());
+  Class one;
+  one.seats = num_synthetic_;
+  Generators g = make_generators(spec, in, {one});
+  return initial_population(*g.per_class[0], num_synthetic_, static_cast<uint64_t>(spec.seed), 0);
+}
+
 // Steps 1-2 for every class: each private text of class l votes 1/sqrt(k) for its k nearest
 // candidates of class l; per privacy unit (unit_of_row: each private text's unit, units.hpp),
 // a user's votes over all classes together scaled to L2 norm at most 1 (privacy::nn_votes).
@@ -542,13 +571,7 @@ nlohmann::json PrivateEvolution::run(RunContext& ctx, train::TrainInputs& in) {
   if (!st.initialised) {  // step 0: P_0 = RANDOM_API(n_l) + initial variations of each
     for (size_t c = 0; c < classes.size() && !interrupted(); ++c) {
       if (classes[c].seats == 0) continue;
-      auto& gen = *gens.per_class[c];
-      std::vector<std::string> p =
-          gen.random_api(classes[c].seats, derive_seed(seed, fmt::format("pe-random-{}", c)));
-      std::vector<std::string> v =
-          vary(gen, p, initial_variations_, seed, fmt::format("pe-vary-0-{}", c));
-      p.insert(p.end(), v.begin(), v.end());
-      st.population[c] = std::move(p);
+      st.population[c] = initial_population(*gens.per_class[c], classes[c].seats, seed, c);
     }
     if (interrupted()) return {{"pe", {{"iterations_done", st.iteration}}}};
     st.initialised = true;
