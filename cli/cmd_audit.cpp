@@ -48,7 +48,7 @@ void register_audit(CLI::App& app, CliContext& ctx) {
       ->capture_default_str();
   sub->add_option("--canary-file", o->a.canary_file,
                   "public texts to use as canaries (column text), none in the private data; "
-                  "default: random texts");
+                  "default: random texts (pe / aug-pe: texts of the run's own initial population)");
   sub->add_option("--set", o->sets, "override a spec value: key.path=value (repeatable)")
       ->take_all();
   sub->add_option("--out", o->a.out_dir,

@@ -67,8 +67,10 @@ struct AuditResult {
 //                   the score is the drop of the cross-entropy of that label
 //   seq2seq         canary documents: random-word targets (and sources, with a prompt_column);
 //                   the score is the drop of the target's loss given its source
-//   pe / aug-pe     canary texts in the private file; the score is the cosine similarity of the
-//                   nearest released synthetic text in the method's embedder's space
+//   pe / aug-pe     canary texts in the private file, drawn from the run's own initial
+//                   population P_0 (Method::public_candidates; an included canary votes for its
+//                   exact copy); the score is the cosine similarity of the nearest released
+//                   synthetic text in the method's embedder's space
 //   ctcl            canary documents (random-word texts, each a random class of a labelled
 //                   run) in the private file: they join its topic histogram and its generator's
 //                   training; the score is the drop of the generator's loss of the document given
