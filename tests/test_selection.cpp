@@ -5,6 +5,10 @@
 // the theorem applied to the releases its trials' ledgers recorded, only the winner exports.
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+
+#include <cstdlib>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -265,4 +269,51 @@ TEST_CASE("dpft select at privacy.unit user: a user's held-out rows score as one
     }
   CHECK(s["winner"]["held_out_units"] == static_cast<int64_t>(held.size()));
   CHECK(static_cast<int64_t>(held.size()) < rows);
+}
+
+TEST_CASE(
+    "dpft select --resume continues a trial a crash left unfinished from its checkpoint, "
+    "as if uninterrupted",
+    "[train-engine][selection-run]") {
+  test::Fixture f;
+  test::make_fixture(f);
+  auto select_args = [&](const std::string& out) {
+    std::vector<std::string> a = test::run_args(
+        f, out,
+        {"--set", "method.name=dp-sgd", "--set", "privacy.noise_multiplier=1", "--set",
+         "output.checkpoint_every=2", "--grid", "train.lr=0.01,0.05", "--metric", "eval.loss",
+         "--mean-trials", "2", "--score-noise", "2", "--out", out});
+    a[0] = "select";
+    a.erase(a.begin() + 2, a.begin() + 4);  // select takes --out as an option
+    return a;
+  };
+  const fs::path whole = f.tmp.path / "whole", crashed = f.tmp.path / "crashed";
+  REQUIRE(test::cli(select_args(whole.string())) == 0);
+  // SIGKILL at the first trial's step 4 (a checkpoint at step 2): no line for it yet.
+  std::string cmd = fmt::format("DPFT_CRASH_AT=step4 '{}' --quiet", DPFT_BINARY);
+  for (const std::string& a : select_args(crashed.string())) cmd += " '" + a + "'";
+  const int rc = std::system((cmd + " >/dev/null 2>&1").c_str());
+  CHECK(WIFSIGNALED(rc) + (WIFEXITED(rc) && WEXITSTATUS(rc) == 137) >= 1);
+  CHECK_FALSE(fs::exists(crashed / "selection_trials.jsonl"));
+  std::vector<std::string> resume = select_args(crashed.string());
+  resume.push_back("--resume");
+  REQUIRE(test::cli(resume) == 0);
+  // The same trials and noisy scores as the uninterrupted selection, one run per trial, the
+  // first continued in place.
+  const auto a = read_jsonl(whole / "selection_trials.jsonl"),
+             b = read_jsonl(crashed / "selection_trials.jsonl");
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    CHECK(a[i]["candidate"] == b[i]["candidate"]);
+    CHECK(a[i]["noisy_score"] == b[i]["noisy_score"]);
+  }
+  size_t runs = 0;
+  for (const auto& e : fs::recursive_directory_iterator(crashed / "trials"))
+    runs += e.path().filename() == "selection_trial.json";
+  CHECK(runs == b.size());
+  const nlohmann::json first = nlohmann::json::parse(
+      read_file(fs::path(b[0]["run_dir"].get<std::string>()) / "manifest.json"));
+  CHECK(first.value("resumed", false));
+  CHECK(nlohmann::json::parse(read_file(whole / "selection.json"))["winner"]["noisy_score"] ==
+        nlohmann::json::parse(read_file(crashed / "selection.json"))["winner"]["noisy_score"]);
 }

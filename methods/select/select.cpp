@@ -128,6 +128,59 @@ double as_metric(double noisy_sum, size_t n, const SelectOptions& o) {
   return o.metric == SelectMetric::kAccuracy ? mean : o.loss_bound * (1 - mean);
 }
 
+// The run directory of trial t started before (its selection_trial.json names it), or "".
+// InputError when it ran another candidate than c (the key's draw) or when two runs claim it.
+fs::path started_trial(const fs::path& dir, int64_t t, int64_t c) {
+  fs::path found;
+  if (!fs::exists(dir / "trials")) return found;
+  for (const auto& e : fs::recursive_directory_iterator(dir / "trials")) {
+    if (e.path().filename() != kSelectionTrialFile) continue;
+    const nlohmann::json j = read_json(e.path());
+    if (j.value("trial", int64_t{-1}) != t) continue;
+    const fs::path run = e.path().parent_path();
+    DPFT_CHECK_AS(InputError, found.empty(),
+                  "dpft select --resume: {} and {} both hold trial {}; the selection was altered",
+                  found.string(), run.string(), t);
+    DPFT_CHECK_AS(InputError, j.value("candidate", int64_t{-1}) == c,
+                  "dpft select --resume: {} ran another candidate for trial {} than its key "
+                  "draws; the selection was altered",
+                  run.string(), t);
+    found = run;
+  }
+  return found;
+}
+
+// Trial t (candidate c) from scratch, or (--resume) the run an interruption left unfinished,
+// continued from its checkpoint: a trial restarted beside its unfinished run would leave two
+// runs of one trial on disk, while the budget counts one. Returns its run directory.
+std::string run_trial(const Spec& trial, const fs::path& dir, int64_t t, int64_t c,
+                      const SelectOptions& o) {
+  RunOptions ro;
+  ro.out_dir = (dir / "trials").string();
+  ro.command_line = o.command_line;
+  ro.selection_trial = {{"selection", fs::absolute(dir).string()}, {"trial", t}, {"candidate", c}};
+  Spec spec = trial;
+  const fs::path before = o.resume ? started_trial(dir, t, c) : fs::path();
+  if (!before.empty() && !fs::exists(before / "manifest.json")) {
+    // Stopped before its manifest, so before training began: nothing in it derives from the
+    // private data. Removed, and the trial starts afresh.
+    spdlog::info("select: trial {} stopped before it began ({}); starting it again", t + 1,
+                 before.string());
+    fs::remove_all(before);
+  } else if (!before.empty()) {
+    const nlohmann::json m = read_json(before / "manifest.json");
+    if (m.value("status", "") == "ok") return before.string();  // finished, not yet scored
+    spdlog::info("select: trial {} continues {}", t + 1, before.string());
+    spec = resumable_here(load_spec((before / "config.resolved.yaml").string(), {}));
+    ro.resume_dir = before.string();
+  }
+  const RunResult r = run_method(spec, ro);
+  DPFT_CHECK_AS(RuntimeError, r.status == "ok",
+                "dpft select: a trial ended '{}' ({}); continue with --resume", r.status,
+                r.run_dir);
+  return r.run_dir;
+}
+
 // The plan that fixes the budget and that a --resume must find unchanged.
 nlohmann::json plan_json(const std::vector<Spec>& trials,
                          const std::vector<std::vector<std::string>>& sets,
@@ -308,15 +361,7 @@ SelectResult run_select(const std::string& spec_path, const SelectOptions& opts)
       run_dir = done[t].at("run_dir").get<std::string>();
     } else {
       spdlog::info("select: trial {} of {}: {}", t + 1, k, join(sets[c], " "));
-      RunOptions ro;
-      ro.out_dir = (dir / "trials").string();
-      ro.command_line = o.command_line;
-      ro.selection_trial = {{"selection", fs::absolute(dir).string()}};
-      const RunResult r = run_method(trials[c], ro);
-      DPFT_CHECK_AS(RuntimeError, r.status == "ok",
-                    "dpft select: a trial ended '{}' ({}); continue with --resume", r.status,
-                    r.run_dir);
-      run_dir = r.run_dir;
+      run_dir = run_trial(trials[c], dir, t, c, o);
     }
     const std::vector<double> rows = unit_scores(run_dir, o, user_of);
     double sum = 0;
