@@ -2,13 +2,16 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "core/util/error.hpp"
 
 namespace dpft::data {
 
 lm::LmDataset build_encoder_lm_dataset(const std::vector<lm::Example>& examples,
                                        const tok::EncoderTokenizer& tok, size_t max_length,
-                                       bool packing, lm::Objective objective) {
+                                       bool packing, lm::Objective objective,
+                                       bool within_documents) {
   DPFT_CHECK_AS(ConfigError,
                 objective == lm::Objective::kMaskedLM || objective == lm::Objective::kNextToken,
                 "an encoder's token-level data set is for masked-LM or next-token training");
@@ -47,6 +50,12 @@ lm::LmDataset build_encoder_lm_dataset(const std::vector<lm::Example>& examples,
     std::vector<int32_t> body(p.ids.begin() + 1, p.ids.end() - 1);
     if (!packing) {
       add(e.index, body.data(), body.size());
+      continue;
+    }
+    if (within_documents) {  // the document's own blocks, indexed by the document
+      const size_t block = max_length - 2;
+      for (size_t at = 0; at < body.size(); at += block)
+        add(e.index, body.data() + at, std::min(block, body.size() - at));
       continue;
     }
     stream.insert(stream.end(), body.begin(), body.end());

@@ -10,7 +10,10 @@
 // (pretraining): the documents' text ids, each followed by [SEP] (</s>), are concatenated in
 // example order and cut into blocks of max_length - 2 ids, each block wrapped as
 // [CLS] block [SEP]; the last partial block is dropped; block k has index k. Examples with no
-// text ids (empty lines) are dropped (counted in LmDataset::dropped).
+// text ids (empty lines) are dropped (counted in LmDataset::dropped). Packed within documents
+// (privacy.unit document): each document's text ids are cut into its own blocks of at most
+// max_length - 2 ids (the last one shorter, never shared with the next document), each wrapped
+// as above and indexed by the document's index, so that a document's blocks form one unit.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -23,6 +26,7 @@ namespace dpft::data {
 // objective: kMaskedLM or kNextToken (ConfigError otherwise, or for max_length < 3).
 lm::LmDataset build_encoder_lm_dataset(const std::vector<lm::Example>& examples,
                                        const tok::EncoderTokenizer& tok, size_t max_length,
-                                       bool packing, lm::Objective objective);
+                                       bool packing, lm::Objective objective,
+                                       bool within_documents = false);
 
 }  // namespace dpft::data

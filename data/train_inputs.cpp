@@ -26,18 +26,16 @@ namespace dpft::data {
 namespace {
 
 // An encoder's data.task mlm or lm set (data/encoder_lm.hpp); masking seeded by (seed, salt).
+// `training`: the private training set, whose documents keep their blocks apart at
+// privacy.unit document with packing (as train_lm_options does for decoders).
 lm::LmDataset encoder_lm_dataset(const Spec& spec, const std::vector<Example>& examples,
-                                 const tok::EncoderTokenizer& tok, const std::string& salt) {
+                                 const tok::EncoderTokenizer& tok, const std::string& salt,
+                                 bool training = false) {
   const bool mlm = spec.data.task == Task::kMlm;
-  DPFT_CHECK_AS(ConfigError,
-                !spec.data.packing || spec.privacy.unit != privacy::PrivacyUnit::kDocument,
-                "privacy.unit: document with data.packing keeps each document's blocks apart "
-                "for decoder language models; an encoder ({}) packs one stream: set "
-                "data.packing: false (one document, one example)",
-                spec.model.path);
   lm::LmDataset ds = build_encoder_lm_dataset(
       examples, tok, static_cast<size_t>(spec.data.max_length), spec.data.packing,
-      mlm ? lm::Objective::kMaskedLM : lm::Objective::kNextToken);
+      mlm ? lm::Objective::kMaskedLM : lm::Objective::kNextToken,
+      training && spec.data.packing && spec.privacy.unit == privacy::PrivacyUnit::kDocument);
   if (mlm) {
     DPFT_CHECK_AS(ConfigError, tok.mask_id().has_value(),
                   "data.task: mlm needs a mask token, and the encoder tokenizer ({}) has none "
@@ -101,7 +99,7 @@ train::TrainInputs load_train_inputs(const Spec& spec) {
     in.train = build_classification_dataset(train_examples, *in.enc_tok, in.labels, max_len,
                                             "data.train (" + spec.data.train.path + ")");
   } else if (in.enc_tok) {  // masked-LM pretraining, or a causal BERT's next-token training
-    in.train = encoder_lm_dataset(spec, train_examples, *in.enc_tok, "mlm");
+    in.train = encoder_lm_dataset(spec, train_examples, *in.enc_tok, "mlm", true);
   } else if (seq2seq) {
     in.train = build_seq2seq_dataset(train_examples, *in.tok, spec.data.max_length,
                                      spec.method.name == "ctcl", spec.data.denoising,
@@ -200,7 +198,7 @@ int64_t count_train_examples(const Spec& spec) {
   } else {
     const std::filesystem::path dir = train::resolve_model_dir(spec.model.path);
     if (model::load_model_config(dir).is_encoder())
-      ds = encoder_lm_dataset(spec, examples, tok::EncoderTokenizer::load(dir), "mlm");
+      ds = encoder_lm_dataset(spec, examples, tok::EncoderTokenizer::load(dir), "mlm", true);
     else
       ds = build_lm_dataset(examples, tok::load_tokenizer(dir), train_lm_options(spec));
   }

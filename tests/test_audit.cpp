@@ -290,7 +290,10 @@ TEST_CASE("dpft audit runs every training method", "[slow][audit-run]") {
       {"--set", "method.name=gep", "--set", prompts, "--set", "method.synthetic_size=8", "--set",
        "method.k=4"},
       {"--set", "method.name=inpro", "--set", prompts, "--set", "method.synthetic_size=8"},
-      {"--set", "method.name=sft+dp-sgd", "--set", prompts, "--set", "method.synthetic_size=8"}};
+      {"--set", "method.name=sft+dp-sgd", "--set", prompts, "--set", "method.synthetic_size=8"},
+      {"--set", "method.name=denoise", "--set", "method.kappa=1.0"},
+      {"--set", "method.name=dp-sft", "--set", "method.k=2", "--set", "method.stage1.steps=4",
+       "--set", "model.peft.targets=[c_attn]", "--set", "model.peft.r=2"}};
   for (const auto& set : others)
     for (const char* score : {"loss", "gradient"}) {
       std::vector<std::string> extra = set;

@@ -1,7 +1,8 @@
 // `dpft audit` beyond decoder language models (issue 69, part 4): mislabelled canaries for a
-// classifier, canary documents for a seq2seq model, canary users at privacy.unit user. Each:
+// classifier, canary documents for a seq2seq model, canary users at privacy.unit user, canary
+// texts for pe / aug-pe. Each:
 // power without noise (the lower bound clearly above 0) and, with DP, a bound never above the
-// reported epsilon (one seed here; three in the [slow] case).
+// reported epsilon (three seeds in the [slow] cases).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -57,6 +58,58 @@ bool classifier(TaskAudit& t, const fs::path& roberta, const fs::path& sst2) {
   return true;
 }
 
+// A tiny BART on 60 private pairs: a source of 5 random 4-letter words, its target the words
+// reversed; trained in full for 20 steps.
+void seq2seq_pairs(TaskAudit& t, const fs::path& roberta) {
+  const std::string model = (t.tmp.path / "bart").string();
+  REQUIRE(test::cli({"model", "init", "--arch", "bart", "--preset", "tiny", "--tokenizer",
+                     roberta.string(), "--out", model, "--seed", "2"}) == 0);
+  std::string rows;
+  std::mt19937_64 rng(1);
+  for (int i = 0; i < 60; ++i) {
+    std::vector<std::string> w;
+    for (int k = 0; k < 5; ++k) {
+      std::string x;
+      for (int c = 0; c < 4; ++c) x += static_cast<char>('a' + rng() % 10);
+      w.push_back(x);
+    }
+    const std::vector<std::string> rev(w.rbegin(), w.rend());
+    rows += nlohmann::json({{"src", join(w, " ")}, {"text", join(rev, " ")}}).dump() + "\n";
+  }
+  write_file_atomic(t.tmp.path / "pairs.jsonl", rows);
+  t.spec = (t.tmp.path / "spec.yaml").string();
+  write_file_atomic(t.spec,
+                    fmt::format("name: s2s-audit\nseed: 0\n"
+                                "model: {{path: {}, peft: {{kind: full, targets: [all]}}}}\n"
+                                "data:\n  task: seq2seq\n"
+                                "  train: {{path: {}, text_column: text, prompt_column: src}}\n"
+                                "  max_length: 24\n"
+                                "privacy: {{epsilon: .inf, delta: 1.0e-5, sampling_rate: "
+                                "0.5, noise_seed: 0}}\n"
+                                "train: {{steps: 20, micro_batch_size: 16, lr: 0.003}}\n"
+                                "method: {{name: dp-sgd}}\n",
+                                model, (t.tmp.path / "pairs.jsonl").string()));
+}
+
+// 12 users of 4 PubMed rows at privacy.unit user, LoRA, 20 steps.
+void canary_users(TaskAudit& t, test::Fixture& f) {
+  test::make_fixture(f);
+  const std::string users = test::write_user_rows(f, "users.jsonl", 4);
+  t.spec = (t.tmp.path / "spec.yaml").string();
+  write_file_atomic(t.spec,
+                    fmt::format("name: user-audit\nseed: 0\n"
+                                "model: {{path: {}, peft: {{kind: lora, r: 8, alpha: 16, targets: "
+                                "[c_attn, c_fc]}}}}\n"
+                                "data: {{train: {{path: {}, user_column: who, rows: [0, 48]}}, "
+                                "max_length: 24}}\n"
+                                "privacy: {{epsilon: .inf, delta: 1.0e-5, sampling_rate: 0.5, "
+                                "noise_seed: 0, unit: user}}\n"
+                                "train: {{steps: 20, micro_batch_size: 16, optimizer: adamw, lr: "
+                                "0.02}}\n"
+                                "method: {{name: dp-sgd}}\n",
+                                f.model, users));
+}
+
 }  // namespace
 
 TEST_CASE("dpft audit: mislabelled canaries find a classifier's leakage",
@@ -84,35 +137,7 @@ TEST_CASE("dpft audit: canary documents find a seq2seq model's leakage",
           "[train-engine][audit-run]") {
   SHARED_DATA_OR_SKIP(roberta, "roberta_tokenizer");
   TaskAudit t;
-  const std::string model = (t.tmp.path / "bart").string();
-  REQUIRE(test::cli({"model", "init", "--arch", "bart", "--preset", "tiny", "--tokenizer",
-                     roberta.string(), "--out", model, "--seed", "2"}) == 0);
-  // 60 private pairs: a source of 5 random 4-letter words, its target the words reversed.
-  std::string rows;
-  std::mt19937_64 rng(1);
-  for (int i = 0; i < 60; ++i) {
-    std::vector<std::string> w;
-    for (int k = 0; k < 5; ++k) {
-      std::string x;
-      for (int c = 0; c < 4; ++c) x += static_cast<char>('a' + rng() % 10);
-      w.push_back(x);
-    }
-    const std::vector<std::string> rev(w.rbegin(), w.rend());
-    rows += nlohmann::json({{"src", join(w, " ")}, {"text", join(rev, " ")}}).dump() + "\n";
-  }
-  write_file_atomic(t.tmp.path / "pairs.jsonl", rows);
-  t.spec = (t.tmp.path / "spec.yaml").string();
-  write_file_atomic(t.spec,
-                    fmt::format("name: s2s-audit\nseed: 0\n"
-                                "model: {{path: {}, peft: {{kind: full, targets: [all]}}}}\n"
-                                "data:\n  task: seq2seq\n"
-                                "  train: {{path: {}, text_column: text, prompt_column: src}}\n"
-                                "  max_length: 24\n"
-                                "privacy: {{epsilon: .inf, delta: 1.0e-5, sampling_rate: "
-                                "0.5, noise_seed: 0}}\n"
-                                "train: {{steps: 20, micro_batch_size: 16, lr: 0.003}}\n"
-                                "method: {{name: dp-sgd}}\n",
-                                model, (t.tmp.path / "pairs.jsonl").string()));
+  seq2seq_pairs(t, roberta);
   const nlohmann::json j = t.audit("inf", {"--canaries", "60", "--canary-tokens", "5"});
   CHECK(j["task"] == "seq2seq");
   for (const auto& r : read_jsonl(t.tmp.path / "inf" / "canaries.jsonl"))
@@ -126,22 +151,8 @@ TEST_CASE("dpft audit: canary documents find a seq2seq model's leakage",
 
 TEST_CASE("dpft audit: canary users at privacy.unit user", "[train-engine][audit-run]") {
   test::Fixture f;
-  test::make_fixture(f);
-  const std::string users = test::write_user_rows(f, "users.jsonl", 4);
   TaskAudit t;
-  t.spec = (t.tmp.path / "spec.yaml").string();
-  write_file_atomic(t.spec,
-                    fmt::format("name: user-audit\nseed: 0\n"
-                                "model: {{path: {}, peft: {{kind: lora, r: 8, alpha: 16, targets: "
-                                "[c_attn, c_fc]}}}}\n"
-                                "data: {{train: {{path: {}, user_column: who, rows: [0, 48]}}, "
-                                "max_length: 24}}\n"
-                                "privacy: {{epsilon: .inf, delta: 1.0e-5, sampling_rate: 0.5, "
-                                "noise_seed: 0, unit: user}}\n"
-                                "train: {{steps: 20, micro_batch_size: 16, optimizer: adamw, lr: "
-                                "0.02}}\n"
-                                "method: {{name: dp-sgd}}\n",
-                                f.model, users));
+  canary_users(t, f);
   const std::vector<std::string> args = {"--canaries",    "40", "--canary-tokens", "8",
                                          "--canary-rows", "2"};
   const nlohmann::json j = t.audit("inf", args);
@@ -156,15 +167,40 @@ TEST_CASE("dpft audit: canary users at privacy.unit user", "[train-engine][audit
   CHECK(static_cast<int64_t>(in.size()) == 2 * j["included"].get<int64_t>());
   WARN("canary users, no noise: lower bound " << j["eps_lower_bound"]);
   CHECK(j["eps_lower_bound"].get<double>() > 0.5);
-  std::vector<std::string> dp_args = args;
-  dp_args.insert(dp_args.end(), {"--set", "privacy.epsilon=2"});
-  const nlohmann::json dp = t.audit("dp", dp_args);
-  CHECK(dp["eps_lower_bound"].get<double>() <= dp["reported_epsilon"].get<double>());
+  // With DP: the [slow] 3-seed case below.
   // A canary user has at most privacy.max_examples_per_user (16) rows.
   std::vector<std::string> bad = {
       "audit",         t.spec, "--canaries", "40",
       "--canary-rows", "17",   "--out",      (t.tmp.path / "bad").string()};
   CHECK(test::cli(bad) == 2);
+}
+
+TEST_CASE(
+    "dpft audit of seq2seq canary documents and canary users over 3 seeds: the DP bound never "
+    "exceeds the reported epsilon",
+    "[slow][audit-run]") {
+  SHARED_DATA_OR_SKIP(roberta, "roberta_tokenizer");
+  TaskAudit s2s, users;
+  test::Fixture f;
+  seq2seq_pairs(s2s, roberta);
+  canary_users(users, f);
+  for (int seed = 0; seed < 3; ++seed) {
+    CAPTURE(seed);
+    const std::vector<std::string> seeds = {"--set", fmt::format("seed={}", seed), "--set",
+                                            fmt::format("privacy.noise_seed={}", seed)};
+    std::vector<std::string> a = {"--canaries", "60",    "--canary-tokens",
+                                  "5",          "--set", "privacy.epsilon=4"};
+    a.insert(a.end(), seeds.begin(), seeds.end());
+    const nlohmann::json j = s2s.audit(fmt::format("s{}", seed), a);
+    WARN("seq2seq, epsilon 4, seed " << seed << ": lower bound " << j["eps_lower_bound"]);
+    CHECK(j["eps_lower_bound"].get<double>() <= j["reported_epsilon"].get<double>());
+    std::vector<std::string> b = {"--canaries",    "40", "--canary-tokens", "8",
+                                  "--canary-rows", "2",  "--set",           "privacy.epsilon=2"};
+    b.insert(b.end(), seeds.begin(), seeds.end());
+    const nlohmann::json u = users.audit(fmt::format("u{}", seed), b);
+    WARN("canary users, epsilon 2, seed " << seed << ": lower bound " << u["eps_lower_bound"]);
+    CHECK(u["eps_lower_bound"].get<double>() <= u["reported_epsilon"].get<double>());
+  }
 }
 
 TEST_CASE(

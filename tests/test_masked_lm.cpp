@@ -247,6 +247,16 @@ TEST_CASE("a causal BERT trains as a language model with sgd and dp-sgd (LoRA)",
                     &printed) == 0);
   m = nlohmann::json::parse(read_file(fs::path(test::last_line(printed)) / "metrics.json"));
   CHECK(m["privacy"]["epsilon"].get<double>() <= 4.0);
+  // At document level with packing: each line's blocks apart, one unit per non-empty line.
+  REQUIRE(test::cli(
+              {"run", spec, "--out", out, "--set", "method.name=dp-sgd", "--set",
+               "privacy.epsilon=4", "--set", "privacy.unit=document", "--set", "data.packing=true"},
+              &printed) == 0);
+  m = nlohmann::json::parse(read_file(fs::path(test::last_line(printed)) / "metrics.json"));
+  CHECK(m["status"] == "ok");
+  CHECK(m["privacy"]["unit"]["unit"] == "document");
+  CHECK(m["privacy"]["unit"]["count"].get<int64_t>() > 10);
+  CHECK(m["privacy"]["unit"]["count"].get<int64_t>() <= 64);
   // PE-SGD generates with a decoder tokenizer: refused for an encoder.
   CHECK(test::cli(
             {"run", spec, "--out", out, "--set", "method.name=pe-sgd", "--set",

@@ -14,6 +14,7 @@
 
 #include "core/tokenizer/load.hpp"
 #include "core/train/adaptive_clip.hpp"
+#include "data/encoder_lm.hpp"
 #include "data/lm_dataset.hpp"
 #include "mechanism_util.hpp"
 #include "methods/registry.hpp"
@@ -117,6 +118,38 @@ TEST_CASE("privacy.unit document: packing keeps each document's blocks apart, on
     CHECK(t.ids.size() - j.size() <= 1);
     CHECK(std::equal(j.begin(), j.end(), t.ids.begin()));
   }
+  CHECK(joined.size() == 11);
+  CHECK(ds.items.size() > 11);  // long documents span several blocks
+}
+
+TEST_CASE("privacy.unit document: an encoder's packing keeps each document's blocks apart",
+          "[privacy][units]") {
+  const auto tk =
+      tok::EncoderTokenizer::load(fs::path(DPFT_SOURCE_DIR) / "models" / "tiny-roberta");
+  std::vector<lm::Example> docs;
+  for (int i = 0; i < 12; ++i) {
+    lm::Example e;
+    e.index = 3 * i;
+    e.text = i == 5 ? "" : fmt::format("document {} says {}", i, std::string(4 + 3 * i, 'x'));
+    docs.push_back(e);
+  }
+  const lm::LmDataset ds =
+      data::build_encoder_lm_dataset(docs, tk, 8, true, lm::Objective::kNextToken, true);
+  // The reference: each document on its own, untruncated: <s> text </s>.
+  const lm::LmDataset ref =
+      data::build_encoder_lm_dataset(docs, tk, 1 << 20, false, lm::Objective::kNextToken);
+  REQUIRE(ref.items.size() == 11);
+  std::map<int64_t, std::vector<int32_t>> joined;  // each document's block bodies in order
+  for (const auto& t : ds.items) {
+    REQUIRE(t.ids.size() >= 3);
+    CHECK(t.ids.size() <= 8);
+    CHECK(t.ids.front() == ref.items[0].ids.front());  // <s>
+    CHECK(t.ids.back() == ref.items[0].ids.back());    // </s>
+    auto& j = joined[t.index];
+    j.insert(j.end(), t.ids.begin() + 1, t.ids.end() - 1);
+  }
+  for (const auto& t : ref.items)
+    CHECK(joined[t.index] == std::vector<int32_t>(t.ids.begin() + 1, t.ids.end() - 1));
   CHECK(joined.size() == 11);
   CHECK(ds.items.size() > 11);  // long documents span several blocks
 }
