@@ -218,6 +218,15 @@ TEST_CASE(
   CHECK(!em.contains("eval"));
   CHECK(em["privacy"]["epsilon"] == s["privacy"]["epsilon"]);
   CHECK(fs::exists(f.tmp.path / "exp" / "selection.json"));
+  // Nothing exported tells when the winner ran or how many trials came before it: a random run
+  // name, the trial mark without the trial's number.
+  CHECK(em["run"]["run_id"].get<std::string>().rfind("trial-", 0) == 0);
+  CHECK(winner.filename().string() == em["run"]["run_id"].get<std::string>());
+  const nlohmann::json mark =
+      nlohmann::json::parse(read_file(f.tmp.path / "exp" / "selection_trial.json"));
+  CHECK(mark.size() == 1);
+  CHECK(mark.contains("selection"));
+  CHECK(nlohmann::json::parse(read_file(winner / "selection_trial.json")).contains("trial"));
   const fs::path loser = f.tmp.path / "loser";
   fs::copy(winner, loser, fs::copy_options::recursive);
   fs::remove(loser / "selection.json");

@@ -87,7 +87,9 @@ const std::map<std::string, Entry>& run_entries() {
         "with the released counts gives the exact votes)"}},
       {".lock", {false, "internal", "the run directory's lock file"}},
       {kSelectionTrialFile,
-       {true, "public", "marks a trial of dpft select (the selection's directory)"}},
+       {true, "public",
+        "marks a trial of dpft select (the selection's directory; exported without the trial's "
+        "number and candidate)"}},
       {kSelectionFile,
        {true, "dp",
         "the private selection's output (dpft select): the winning candidate, its noisy score "
@@ -357,7 +359,12 @@ ExportResult export_run(const fs::path& run_dir, const fs::path& out_dir, const 
           YAML::Emitter out;
           out << y;
           write_file_atomic(tmp / rel, std::string(out.c_str()) + "\n");
-        } else if (rel == kSelectionTrialFile || rel == kSelectionFile) {  // no local paths
+        } else if (rel == kSelectionTrialFile) {  // the mark alone: not the trial's number
+          write_json_atomic(
+              tmp / rel,
+              {{"selection",
+                scrub_export_json(read_json_file(run_dir / rel).value("selection", ""))}});
+        } else if (rel == kSelectionFile) {  // no local paths
           write_json_atomic(tmp / rel, scrub_export_json(read_json_file(run_dir / rel)));
         } else if (rel == "manifest.json") {  // provenance: without times and local paths
           write_json_atomic(tmp / rel, scrub_export_json(read_json_file(run_dir / rel)));

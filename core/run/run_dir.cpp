@@ -15,7 +15,7 @@
 
 namespace dpft {
 
-RunDir RunDir::create(const std::string& out_root, const Spec& spec) {
+RunDir RunDir::create(const std::string& out_root, const Spec& spec, const std::string& name) {
   fs::path group = fs::path(out_root) / spec.name;
   std::error_code ec;
   fs::create_directories(group, ec);
@@ -23,7 +23,8 @@ RunDir RunDir::create(const std::string& out_root, const Spec& spec) {
     throw RuntimeError(
         fmt::format("cannot create output directory {}: {} (set output.dir or --out)",
                     group.string(), ec.message()));
-  std::string base = fmt::format("{}-s{}", local_stamp_now(), spec.seed);
+  const std::string base =
+      !name.empty() ? name : fmt::format("{}-s{}", local_stamp_now(), spec.seed);
   RunDir d;
   for (int i = 1;; ++i) {
     std::string id = i == 1 ? base : fmt::format("{}-{}", base, i);

@@ -39,8 +39,8 @@ inline constexpr const char* kNoiseKeyFile = "noise.key";
 class RunDir {
  public:
   // Creates a fresh directory <out_root>/<spec.name>/<YYYYmmdd-HHMMSS>-s<seed>[-N] (never reuses
-  // one).
-  static RunDir create(const std::string& out_root, const Spec& spec);
+  // one); `name`, when given, replaces <YYYYmmdd-HHMMSS>-s<seed>.
+  static RunDir create(const std::string& out_root, const Spec& spec, const std::string& name = "");
   // An existing run directory (for --resume); InputError if it is not one.
   static RunDir open(const fs::path& dir);
   // Both hold an exclusive lock on <dir>/.lock while the RunDir (or a copy) lives: a second

@@ -201,9 +201,9 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
     }
   } scratch_guard{scratch};
   RunDir dir = !dist::is_root() ? RunDir::create(scratch.string(), spec)
-               : resume
-                   ? RunDir::open(opts.resume_dir)
-                   : RunDir::create(opts.out_dir.empty() ? spec.output.dir : opts.out_dir, spec);
+               : resume         ? RunDir::open(opts.resume_dir)
+                        : RunDir::create(opts.out_dir.empty() ? spec.output.dir : opts.out_dir,
+                                         spec, opts.run_name);
   if (!resume && dist::is_root() && !opts.selection_trial.is_null())
     write_json_atomic(dir.file(kSelectionTrialFile), opts.selection_trial);
   const privacy::PrivateRandomness randomness = run_randomness(spec, dir, resume);

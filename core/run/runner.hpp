@@ -29,6 +29,10 @@ struct RunOptions {
   // directory as selection_trial.json before anything else, so that `dpft export` refuses the
   // run unless the selection chose it (and then exports it with the selection's epsilon).
   nlohmann::json selection_trial;
+  // The run directory's name instead of <time>-s<seed> ("" = that default): dpft select names
+  // its trials at random, so that the winner's exported run id tells neither when it ran nor
+  // how many trials came before it.
+  std::string run_name;
 };
 
 struct RunResult {

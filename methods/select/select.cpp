@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <random>
 
 #include "core/config/spec.hpp"
 #include "core/privacy/selection.hpp"
@@ -128,6 +129,14 @@ double as_metric(double noisy_sum, size_t n, const SelectOptions& o) {
   return o.metric == SelectMetric::kAccuracy ? mean : o.loss_bound * (1 - mean);
 }
 
+// `bytes` random bytes from the OS as hex: a trial's run name.
+std::string random_hex(int bytes) {
+  std::random_device rd;
+  std::string out;
+  for (int i = 0; i < bytes; ++i) out += fmt::format("{:02x}", rd() & 0xff);
+  return out;
+}
+
 // The run directory of trial t started before (its selection_trial.json names it), or "".
 // InputError when it ran another candidate than c (the key's draw) or when two runs claim it.
 fs::path started_trial(const fs::path& dir, int64_t t, int64_t c) {
@@ -159,6 +168,7 @@ std::string run_trial(const Spec& trial, const fs::path& dir, int64_t t, int64_t
   ro.out_dir = (dir / "trials").string();
   ro.command_line = o.command_line;
   ro.selection_trial = {{"selection", fs::absolute(dir).string()}, {"trial", t}, {"candidate", c}};
+  ro.run_name = "trial-" + random_hex(8);  // neither time nor trial number (runner.hpp)
   Spec spec = trial;
   const fs::path before = o.resume ? started_trial(dir, t, c) : fs::path();
   if (!before.empty() && !fs::exists(before / "manifest.json")) {
