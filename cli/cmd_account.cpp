@@ -1,4 +1,4 @@
-// `dpft account`: privacy accounting without a run.
+// `dpft account`: privacy accounting without a run, or of a run (`dpft account RUN_DIR`).
 //   --eps E  --delta D (--q Q | --dataset-size N --batch-size B) (--steps T | --epochs K) -> sigma
 //   --sigma S --delta D (...)                                                            -> epsilon
 //   --eps E --sigma S --delta D with one of q / steps missing                            -> that
@@ -20,6 +20,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -31,6 +32,7 @@
 #include "core/privacy/calibrate.hpp"
 #include "core/privacy/ledger.hpp"
 #include "core/run/runner.hpp"
+#include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
 #include "data/train_inputs.hpp"
 #include "methods/registry.hpp"
@@ -50,6 +52,7 @@ struct AccountOpts {
   std::vector<std::string> specs;
   std::vector<std::string> sets;
   std::vector<double> with_gaussian;
+  std::string run_dir;
 };
 
 void require_range(const char* flag, const std::optional<double>& v, bool ok, const char* range) {
@@ -128,13 +131,14 @@ int account_spec(const AccountOpts& o, const std::string& spec_path, bool as_lin
     } catch (const InputError& e) {
       throw InputError(fmt::format(
           "{}\n`dpft account --spec` counts the tokenised private examples N as a run would, "
-          "which needs the data and the model's tokenizer; give --dataset-size N instead",
+          "reading the data and the model's tokenizer: fix what the error names (the run "
+          "would fail on it too), or give --dataset-size N to account without reading them",
           e.what()));
     }
     n_source = "tokenised data";
   }
   const double delta_before = spec.privacy.delta;
-  spec = resolved_delta(spec, n);
+  spec = resolved_for(spec, n);
   const bool delta_auto = spec.privacy.delta != delta_before;
   privacy::LedgerOptions lo = privacy::ledger_options(spec.privacy);
   if (o.eps) lo.target_epsilon = *o.eps;  // the budget to check the spec's spend against
@@ -380,6 +384,26 @@ int account_queries(const std::string& path, bool as_json) {
   return worst;
 }
 
+// `dpft account RUN_DIR`: what a finished or partial run spent, re-accounted from the releases
+// its metrics.json ledger records (the accountant and delta it ran with).
+int account_run(const std::string& run_dir, bool as_json) {
+  const std::filesystem::path metrics = std::filesystem::path(run_dir) / "metrics.json";
+  DPFT_CHECK_AS(InputError, std::filesystem::is_regular_file(metrics),
+                "dpft account {}: not a dpft run directory (no metrics.json); give a run "
+                "directory, or --spec SPEC for what a run would spend",
+                run_dir);
+  const nlohmann::json m = nlohmann::json::parse(read_file(metrics), nullptr, false);
+  DPFT_CHECK_AS(InputError, m.is_object() && m.contains("privacy") && m["privacy"].is_object(),
+                "dpft account {}: metrics.json has no privacy ledger", run_dir);
+  const privacy::PrivacyLedger ledger = privacy::PrivacyLedger::from_json(m["privacy"]);
+  nlohmann::json j = ledger.to_json();
+  j["run"] = run_dir;
+  j["status"] = m.value("status", "");
+  if (m.contains("run") && m["run"].is_object()) j["method"] = m["run"].value("method", "");
+  print(j, as_json);
+  return 0;
+}
+
 }  // namespace
 
 void register_account(CLI::App& app, CliContext& ctx) {
@@ -397,8 +421,20 @@ void register_account(CLI::App& app, CliContext& ctx) {
                   "the flags of one call without --spec; with --json one compact object per "
                   "line, with \"query\"; exit status the largest");
   sub->add_flag("--json", o->json, "one JSON object");
+  sub->add_option("run_dir", o->run_dir,
+                  "a run directory: what the run spent, from its metrics.json ledger (alone, or "
+                  "with --json)");
   sub->callback([o, sub, &ctx] {
     ctx.action = [o, sub] {
+      if (!o->run_dir.empty()) {
+        for (const CLI::Option* opt : sub->get_options())
+          if (opt->count() > 0 && opt->get_name() != "run_dir" && opt->get_name() != "--json")
+            throw ConfigError(fmt::format(
+                "{} conflicts with a run directory: `dpft account RUN_DIR` reports what that "
+                "run spent (give --spec SPEC for a plan, or the flags for a release)",
+                opt->get_name()));
+        return account_run(o->run_dir, o->json);
+      }
       if (!o->queries.empty()) {
         for (const CLI::Option* opt : sub->get_options())
           if (opt->count() > 0 && opt->get_name() != "--queries" && opt->get_name() != "--json")

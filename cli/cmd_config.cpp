@@ -1,4 +1,5 @@
-// `dpft config validate SPEC... [--set ...]` (with each spec's privacy verdict),
+// `dpft config validate SPEC... [--set ...] [--no-data]` (with each spec's pre-flight and privacy
+// verdict),
 // `dpft config dump [SPEC] [--set ...]` and `dpft config privacy-options [--markdown]`
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
@@ -10,6 +11,7 @@
 #include "core/config/spec.hpp"
 #include "core/run/runner.hpp"
 #include "core/util/error.hpp"
+#include "methods/preflight.hpp"
 #include "methods/registry.hpp"
 
 namespace dpft {
@@ -18,6 +20,7 @@ void register_config(CLI::App& app, CliContext& ctx) {
   struct Opts {
     std::string spec;
     std::vector<std::string> specs, sets;
+    bool no_data = false;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cfg = app.add_subcommand("config", "check or print experiment specs");
@@ -31,6 +34,9 @@ void register_config(CLI::App& app, CliContext& ctx) {
                    "naming it) and the exit status is the largest")
       ->required();
   validate->add_option("--set", o->sets, "override: key.path=value (repeatable)")->take_all();
+  validate->add_flag("--no-data", o->no_data,
+                     "check the specs alone: skip the pre-flight that opens each one's model "
+                     "directory and data files, counts N and plans the releases");
   validate->callback([o, &ctx] {
     ctx.action = [o] {
       int worst = 0;
@@ -42,8 +48,15 @@ void register_config(CLI::App& app, CliContext& ctx) {
           } catch (const ConfigError& e) {  // valid, but `dpft run` will refuse it on this build
             spdlog::warn("{}", e.what());
           }
+          std::vector<std::string> checked;
+          if (!o->no_data) {
+            PreflightReport pf = preflight(s);
+            s = pf.resolved;
+            checked = pf.lines;
+          }
           std::cout << "ok: " << f << " (method " << s.method.name << ", config hash "
                     << config_hash(s) << ")" << std::endl;  // whole lines beside stderr's
+          for (const std::string& line : checked) std::cout << "  pre-flight: " << line << "\n";
           for (const std::string& line : privacy_verdict(s)) std::cout << line << std::endl;
         } catch (const Error& e) {
           if (o->specs.size() == 1) throw;  // one spec: the usual error and exit status

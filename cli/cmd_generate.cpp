@@ -1,4 +1,5 @@
-// `dpft generate --model DIR [--adapter DIR] (--prompt TEXT | --prompts FILE) [--chat] ...`
+// `dpft generate (--model DIR|RUN_DIR|ADAPTER_DIR [--adapter DIR] | --adapter DIR)
+// (--prompt TEXT | --prompts FILE) [--chat] ...` (model::resolve_model_source)
 // Prints one generation per prompt, or writes JSONL with --out.
 // --prompts FILE: one prompt per line (plain text), or JSONL with a "prompt" field.
 #include <CLI/CLI.hpp>
@@ -10,6 +11,7 @@
 #include "cli/app.hpp"
 #include "core/generate/generate.hpp"
 #include "core/model/checkpoint.hpp"
+#include "core/model/source.hpp"
 #include "core/tokenizer/chat.hpp"
 #include "core/tokenizer/load.hpp"
 #include "core/util/atomic_file.hpp"
@@ -82,8 +84,11 @@ void register_generate(CLI::App& app, CliContext& ctx) {
   auto o = std::make_shared<Opts>();
   o->g.max_new_tokens = 64;
   CLI::App* sub = app.add_subcommand("generate", "generate text from a checkpoint (KV-cached, batched)");
-  sub->add_option("--model", o->model, "checkpoint directory")->required();
-  sub->add_option("--adapter", o->adapter, "PEFT LoRA adapter directory");
+  sub->add_option("--model", o->model,
+                  "a checkpoint, a run directory (its saved model) or an adapter directory (on "
+                  "the base its adapter_config.json names)");
+  sub->add_option("--adapter", o->adapter,
+                  "a PEFT adapter directory (alone: on the base its adapter_config.json names)");
   auto* p1 = sub->add_option("--prompt", o->prompt, "one prompt");
   auto* p2 = sub->add_option("--prompts", o->prompts, "file: one prompt per line, or JSONL with \"prompt\"");
   p1->excludes(p2);
@@ -114,9 +119,10 @@ void register_generate(CLI::App& app, CliContext& ctx) {
     ctx.action = [o] {
       if (o->prompt.empty() && o->prompts.empty()) throw ConfigError("give --prompt TEXT or --prompts FILE");
       std::vector<std::string> prompts = o->prompts.empty() ? std::vector<std::string>{o->prompt} : read_prompts(o->prompts);
-      model::CausalLM m = model::load_checkpoint(o->model);
-      if (!o->adapter.empty()) model::load_adapter(m, o->adapter);
-      tok::Tokenizer tk = tok::load_tokenizer(o->model);
+      const model::ModelSource src = model::resolve_model_source(o->model, o->adapter);
+      model::CausalLM m = model::load_checkpoint(src.base);
+      if (!src.adapter.empty()) model::load_adapter(m, src.adapter);
+      tok::Tokenizer tk = tok::load_tokenizer(src.base);
       generate::GenerationOptions g = o->g;
       g.do_sample = o->sample;
       g.no_repeat_ngram_size = o->beam.no_repeat_ngram_size;

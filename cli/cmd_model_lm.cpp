@@ -15,6 +15,8 @@
 #include "core/model/config.hpp"
 #include "core/model/presets.hpp"
 #include "core/model/safetensors.hpp"
+#include "core/model/source.hpp"
+#include "core/tokenizer/encoder_tokenizer.hpp"
 #include "core/tokenizer/load.hpp"
 #include "core/tokenizer/wordpiece.hpp"
 #include "core/train/model_init.hpp"
@@ -199,9 +201,13 @@ void register_logits(CLI::App* model, CliContext& ctx) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = model->add_subcommand("logits", "input ids and fp32 logits of a checkpoint (last position by default)");
-  sub->add_option("--model", o->dir, "checkpoint directory")->required();
-  sub->add_option("--adapter", o->adapter, "PEFT LoRA adapter directory");
-  auto* text = sub->add_option("--text", o->text, "text (tokenized with the checkpoint's tokenizer, no special tokens)");
+  sub->add_option("--model", o->dir,
+                  "a checkpoint, a run directory (its saved model) or an adapter directory");
+  sub->add_option("--adapter", o->adapter, "a PEFT adapter directory");
+  auto* text = sub->add_option(
+      "--text", o->text,
+      "text (tokenized with the checkpoint's tokenizer: no special tokens for a decoder, an "
+      "encoder's [CLS] ... [SEP] / <s> ... </s> for an encoder)");
   auto* ids = sub->add_option("--ids", o->ids, "comma-separated token ids");
   text->excludes(ids);
   sub->add_flag("--all-positions", o->all, "logits of every position");
@@ -210,16 +216,21 @@ void register_logits(CLI::App* model, CliContext& ctx) {
   sub->callback([o, &ctx] {
     ctx.action = [o] {
       if (o->text.empty() && o->ids.empty()) throw ConfigError("give --text TEXT or --ids 1,2,3");
-      model::CausalLM m = model::load_checkpoint(o->dir);
-      if (!o->adapter.empty()) model::load_adapter(m, o->adapter);
+      const model::ModelSource src = model::resolve_model_source(o->dir, o->adapter);
+      model::CausalLM m = model::load_checkpoint(src.base);
+      if (!src.adapter.empty()) model::load_adapter(m, src.adapter);
       m->eval();
       std::vector<int64_t> input;
       if (!o->ids.empty()) {
         input = parse_ids(o->ids);
+      } else if (m->config().is_encoder()) {  // its own tokenizer, with [CLS] / [SEP] as embed
+        const tok::PairEncoding p = tok::EncoderTokenizer::load(src.base).encode(
+            o->text, std::nullopt, static_cast<size_t>(m->config().usable_positions()));
+        input.assign(p.ids.begin(), p.ids.end());
       } else {
         tok::EncodeOptions eo;
         eo.allow_special = o->special;
-        for (auto t : tok::load_tokenizer(o->dir).encode(o->text, eo)) input.push_back(t);
+        for (auto t : tok::load_tokenizer(src.base).encode(o->text, eo)) input.push_back(t);
       }
       if (input.empty()) throw ConfigError("the input has no tokens");
       for (int64_t t : input)

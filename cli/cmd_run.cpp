@@ -1,4 +1,4 @@
-// `dpft run SPEC.yaml [--set k=v ...] [--out DIR] [--dry-run [--check-eps E...]]`,
+// `dpft run SPEC.yaml [--set k=v ...] [--out DIR] [--dry-run [--no-data] [--check-eps E...]]`,
 // `dpft run --resume RUN_DIR`
 #include <CLI/CLI.hpp>
 
@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "cli/app.hpp"
 #include "core/config/spec.hpp"
@@ -15,6 +16,7 @@
 #include "core/util/log.hpp"
 #include "core/util/progress.hpp"
 #include "core/util/system.hpp"
+#include "methods/preflight.hpp"
 #include "methods/registry.hpp"
 #include "methods/run.hpp"
 
@@ -25,16 +27,22 @@ namespace {
 struct RunCliOptions {
   std::string spec, out, resume;
   std::vector<std::string> sets, check_eps;
-  bool dry_run = false;
+  bool dry_run = false, no_data = false;
   int64_t stop_after = 0;
   int nproc = 1;
   double dist_timeout = 0;
 };
 
-// --dry-run: the resolved spec, and with --check-eps the spec at each epsilon (one line each;
-// the first refused is the error).
-int print_dry_run(const RunCliOptions& o, const Spec& spec) {
+// --dry-run: the pre-flight (unless --no-data), the resolved spec, and with --check-eps the
+// spec at each epsilon, planned on the same private set (one line each; the first refused is
+// the error).
+int print_dry_run(const RunCliOptions& o, const Spec& given) {
+  std::optional<PreflightReport> pf;
+  if (!o.no_data) pf = preflight(given);
+  const Spec& spec = pf ? pf->resolved : given;
   std::cout << spec_to_yaml_string(spec);
+  if (pf)
+    for (const std::string& line : pf->lines) std::cout << "# pre-flight: " << line << "\n";
   std::cout << "# dry run: method " << spec.method.name << ", config hash " << config_hash(spec)
             << "; nothing written" << std::endl;
   for (const std::string& e : o.check_eps) {
@@ -43,6 +51,7 @@ int print_dry_run(const RunCliOptions& o, const Spec& spec) {
     try {
       Spec at = load_spec(o.spec, sets);
       check_executable(at);
+      if (pf) at = plan_as_counted(at, *pf);
       std::cout << "# dry run at privacy.epsilon=" << e << ": method " << at.method.name
                 << ", config hash " << config_hash(at) << std::endl;
     } catch (const Error& err) {
@@ -85,7 +94,11 @@ void register_run(CLI::App& app, CliContext& ctx) {
                   "stop after this many steps (writing a checkpoint; continue with --resume), e.g. "
                   "for time-limited jobs")
       ->check(CLI::NonNegativeNumber);
-  sub->add_flag("--dry-run", o->dry_run, "validate and print the resolved spec; write nothing");
+  sub->add_flag("--dry-run", o->dry_run,
+                "validate, run the pre-flight (open the model directory and every data file, "
+                "count N, plan the releases) and print the resolved spec; write nothing");
+  sub->add_flag("--no-data", o->no_data,
+                "with --dry-run: check the spec alone (no model directory or data file read)");
   sub->add_option("--check-eps", o->check_eps,
                   "with --dry-run: also validate the spec at each of these privacy.epsilon "
                   "values, set before the --set overrides (as scripts/sweep.sh runs it), one "
@@ -122,6 +135,8 @@ void register_run(CLI::App& app, CliContext& ctx) {
         throw ConfigError(
             "--check-eps checks a spec without running it: give it with --dry-run "
             "and a spec file (not --resume)");
+      if (o->no_data && !o->dry_run)
+        throw ConfigError("--no-data skips the pre-flight of --dry-run: give it with --dry-run");
       if (o->dry_run) return print_dry_run(*o, spec);
       if (o->nproc > 1) return launch_ranks(*o, ctx);  // the parent: start the ranks, wait
       dist::WorldOptions w = dist::options_from_env();

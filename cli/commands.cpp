@@ -19,6 +19,7 @@ void register_export(CLI::App&, CliContext&);
 void register_audit(CLI::App&, CliContext&);
 void register_select(CLI::App&, CliContext&);
 void register_embed(CLI::App&, CliContext&);
+void register_eval(CLI::App&, CliContext&);
 void register_eval_nlg(CLI::App&, CliContext&);
 void register_eval_synthetic(CLI::App&, CliContext&);
 void register_topics(CLI::App&, CliContext&);
@@ -28,7 +29,7 @@ const std::vector<CommandRegistrar>& command_registrars() {
       register_run,      register_config, register_version,  register_methods,
       register_account,  register_bench,  register_tokenize, register_model,
       register_generate, register_report, register_export,   register_audit,
-      register_select,   register_embed,  register_eval_nlg, register_eval_synthetic,
+      register_select,   register_embed,  register_eval, register_eval_nlg, register_eval_synthetic,
       register_topics};
   return list;
 }

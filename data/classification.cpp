@@ -55,7 +55,8 @@ lm::LmDataset build_classification_dataset(const std::vector<lm::Example>& examp
     if (it == id.end())
       throw InputError(fmt::format(
           "{}: row {} has {}; a classification set needs one of the labels [{}] on every row "
-          "(check the label column and data.labels)",
+          "(check the label column and data.labels, or map the file's labels to these with the "
+          "set's label_map, e.g. label_map: {{negative: '0', positive: '1'}})",
           what, e.index + 1, e.label.empty() ? "no label" : fmt::format("label '{}'", e.label),
           join(labels, ", ")));
     tok::PairEncoding p = e.text_pair

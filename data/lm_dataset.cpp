@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <optional>
 
@@ -259,6 +260,29 @@ void read_users(const Table& t, const std::string& column, std::vector<Example>&
   }
 }
 
+bool is_blank(const std::string& s) {
+  return std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isspace(c); });
+}
+
+// Rows whose text (and prompt and pair, when read) hold only whitespace carry nothing to learn
+// or score: dropped, with a warning that also counts the empty lines the reader skipped.
+void drop_blank_rows(const Table& t, const std::string& key, std::vector<Example>& ex) {
+  const size_t before = ex.size();
+  ex.erase(std::remove_if(ex.begin(), ex.end(),
+                          [](const Example& e) {
+                            return is_blank(e.text) && (!e.prompt || is_blank(*e.prompt)) &&
+                                   (!e.text_pair || is_blank(*e.text_pair));
+                          }),
+           ex.end());
+  const size_t dropped = before - ex.size();
+  if (dropped > 0 || t.blank_lines > 0)
+    spdlog::warn(
+        "{}: {} rows dropped as blank ({} empty lines, {} rows whose text is only "
+        "whitespace) in {}; {} rows remain",
+        key, dropped + static_cast<size_t>(t.blank_lines), t.blank_lines, dropped, t.source,
+        ex.size());
+}
+
 }  // namespace
 
 std::vector<Example> read_examples(const DatasetSpec& d, const std::string& key) {
@@ -282,6 +306,7 @@ std::vector<Example> read_examples(const DatasetSpec& d, const std::string& key)
                     d.rows[0], d.rows[1], d.path, n, n);
       ex = std::vector<Example>(ex.begin() + d.rows[0], ex.begin() + d.rows[1]);
     }
+    drop_blank_rows(t, key, ex);  // after `rows`, which counts the file's data rows
     if (!d.label_map.empty())
       for (Example& e : ex) {
         auto it = d.label_map.find(e.label);

@@ -40,6 +40,7 @@ void parse_csv(const std::string& text, Table& t) {
   std::string field;
   int64_t line = 1, rec_line = 1;
   bool in_quotes = false, field_started = false, any = false;
+  int64_t blank = 0;  // blank lines since the last row
   size_t i = 0, n = text.size();
   if (n >= 3 && text.compare(0, 3, "\xEF\xBB\xBF") == 0) i = 3;  // UTF-8 BOM
   auto end_record = [&]() {
@@ -47,12 +48,16 @@ void parse_csv(const std::string& text, Table& t) {
     field.clear();
     if (t.columns.empty()) {
       t.columns = rec;
-    } else if (!(rec.size() == 1 && rec[0].empty())) {  // skip blank lines
+    } else if (rec.size() == 1 && rec[0].empty()) {  // skip blank lines
+      ++blank;
+    } else {
       if (rec.size() != t.columns.size())
         throw InputError(fmt::format("{}:{}: {} fields, but the header has {}", t.source, rec_line, rec.size(),
                                      t.columns.size()));
       t.rows.push_back(rec);
       t.line.push_back(rec_line);
+      t.blank_lines += blank;
+      blank = 0;
     }
     rec.clear();
     field_started = any = false;
@@ -110,8 +115,12 @@ void for_each_line(const std::string& text, size_t pos, F f) {
 }
 
 void parse_tsv(const std::string& text, Table& t) {
+  int64_t blank = 0;  // blank lines since the last row
   for_each_line(text, 0, [&](std::string l, int64_t line) {
-    if (l.empty()) return;
+    if (l.empty()) {
+      if (!t.columns.empty()) ++blank;
+      return;
+    }
     std::vector<std::string> f;
     size_t s = 0;
     while (true) {
@@ -128,6 +137,8 @@ void parse_tsv(const std::string& text, Table& t) {
       throw InputError(fmt::format("{}:{}: {} fields, but the header has {}", t.source, line, f.size(), t.columns.size()));
     t.rows.push_back(std::move(f));
     t.line.push_back(line);
+    t.blank_lines += blank;
+    blank = 0;
   });
 }
 

@@ -26,6 +26,8 @@ struct Table {
   // JSONL: for rows lacking some of the first row's keys (or holding null), those columns'
   // indices; examples() refuses a row without a column it reads.
   std::map<size_t, std::vector<size_t>> absent;
+  // CSV / TSV: empty lines between rows, skipped (trailing ones are not counted).
+  int64_t blank_lines = 0;
   // Index of `name`; InputError listing the columns if absent.
   size_t column(const std::string& name) const;
 };

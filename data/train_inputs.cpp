@@ -83,9 +83,13 @@ privacy::Units units_of(const Spec& spec, const std::vector<Example>& examples,
 
 }  // namespace
 
-train::TrainInputs load_train_inputs(const Spec& spec) {
-  train::TrainInputs in;
-  train::load_model(spec, in);
+namespace {
+
+void build_eval_sets(const Spec& spec, train::TrainInputs& in,
+                     const std::unordered_set<std::string>& train_texts);
+
+// The data sets of `in` (whose tokenizer is loaded) as load_train_inputs builds them.
+void build_sets(const Spec& spec, train::TrainInputs& in) {
   DPFT_CHECK_AS(ConfigError, !spec.data.train.path.empty(),
                 "data.train.path: no private training set given");
   const std::vector<Example> train_examples = select_examples(
@@ -94,8 +98,8 @@ train::TrainInputs load_train_inputs(const Spec& spec) {
              seq2seq = spec.data.task == Task::kSeq2seq;
   const size_t max_len = static_cast<size_t>(spec.data.max_length);
   if (classify) {
-    in.labels = resolve_labels(spec.data.labels, in.model->config().labels);
-    in.model->set_label_names(in.labels);  // saved models name their classes
+    in.labels = resolve_labels(spec.data.labels, in.model_labels);
+    if (in.model) in.model->set_label_names(in.labels);  // saved models name their classes
     in.train = build_classification_dataset(train_examples, *in.enc_tok, in.labels, max_len,
                                             "data.train (" + spec.data.train.path + ")");
   } else if (in.enc_tok) {  // masked-LM pretraining, or a causal BERT's next-token training
@@ -124,7 +128,18 @@ train::TrainInputs load_train_inputs(const Spec& spec) {
     else
       in.public_train = build_lm_dataset(ex, *in.tok, lm_data_options(spec.data));
   }
-  if (spec.data.eval.path.empty()) return in;
+  build_eval_sets(spec, in, train_texts);
+}
+
+// data.eval (and data.eval_sets) of `in` (whose tokenizer and, for classification, labels are
+// set) as load_train_inputs builds them; `train_texts`: the training examples' keys, for
+// exclude_train and the overlap count.
+void build_eval_sets(const Spec& spec, train::TrainInputs& in,
+                     const std::unordered_set<std::string>& train_texts) {
+  if (spec.data.eval.path.empty()) return;
+  const bool classify = spec.data.task == Task::kClassification,
+             seq2seq = spec.data.task == Task::kSeq2seq;
+  const size_t max_len = static_cast<size_t>(spec.data.max_length);
   // One evaluation set (data.eval, or a data.eval_sets entry named `name`): its examples and
   // their tokenised set. Examples that are also training examples count in eval_overlap.
   auto load_eval = [&](const DatasetSpec& d, const std::string& key, const std::string& salt,
@@ -181,6 +196,27 @@ train::TrainInputs load_train_inputs(const Spec& spec) {
                   "data.eval.label_column '{}': need at least 2 distinct labels, found {}",
                   spec.data.eval.label_column, in.labels.size());
   }
+}
+
+}  // namespace
+
+train::TrainInputs load_train_inputs(const Spec& spec) {
+  train::TrainInputs in;
+  train::load_model(spec, in);
+  build_sets(spec, in);
+  return in;
+}
+
+void build_eval_inputs(const Spec& spec, train::TrainInputs& in) {
+  if (spec.data.task == Task::kClassification)
+    in.labels = resolve_labels(spec.data.labels, in.model_labels);
+  build_eval_sets(spec, in, {});
+}
+
+train::TrainInputs check_train_inputs(const Spec& spec) {
+  train::TrainInputs in;
+  train::open_model_unloaded(spec, in);
+  build_sets(spec, in);
   return in;
 }
 
@@ -197,10 +233,11 @@ int64_t count_train_examples(const Spec& spec) {
     for (const Example& e : examples) ds.items.push_back({e.index});  // one each, none dropped
   } else {
     const std::filesystem::path dir = train::resolve_model_dir(spec.model.path);
+    const std::filesystem::path tdir = train::tokenizer_dir(spec, dir);
     if (model::load_model_config(dir).is_encoder())
-      ds = encoder_lm_dataset(spec, examples, tok::EncoderTokenizer::load(dir), "mlm", true);
+      ds = encoder_lm_dataset(spec, examples, tok::EncoderTokenizer::load(tdir), "mlm", true);
     else
-      ds = build_lm_dataset(examples, tok::load_tokenizer(dir), train_lm_options(spec));
+      ds = build_lm_dataset(examples, tok::load_tokenizer(tdir), train_lm_options(spec));
   }
   return units_of(spec, examples, ds).count(ds.size());
 }

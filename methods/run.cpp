@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <memory>
 
+#include "core/train/dp_settings.hpp"
+#include "core/train/setup.hpp"
 #include "core/util/error.hpp"
 #include "data/train_inputs.hpp"
 #include "methods/registry.hpp"
@@ -17,6 +19,9 @@ namespace {
 // ConfigError for delta: auto on a method that trains on nothing.
 Spec with_delta_mode(const Spec& given, const Method& method) {
   Spec spec = given;
+  DPFT_CHECK_AS(ConfigError, !spec.train.epochs || method.trains(),
+                "train.epochs: method {} trains on no private examples; remove it",
+                spec.method.name);
   if (!spec.privacy.delta_set && method.delta_auto_by_default()) spec.privacy.delta_auto = true;
   DPFT_CHECK_AS(ConfigError, !spec.privacy.delta_auto || method.trains(),
                 "privacy.delta: auto: method {} trains on no private examples; remove it",
@@ -52,15 +57,19 @@ RunResult run_method(const Spec& given, const RunOptions& opts) {
   std::shared_ptr<Method> method = configured_method(given.method);
   check_task(*method, given);
   auto in = std::make_shared<train::TrainInputs>();
-  Spec spec = with_delta_mode(given, *method);
+  Spec spec = with_delta_mode(train::with_model_defaults(given), *method);
   bool loaded = false;
-  if (spec.privacy.delta_auto) {  // delta = 1 / (N ln N) needs N before the ledger exists
+  // delta = 1 / (N ln N) and steps = ceil(epochs / q) need N before the ledger exists (and
+  // before config.resolved.yaml is written, which holds the numbers)
+  if (spec.privacy.delta_auto || spec.train.epochs) {
     *in = data::load_train_inputs(spec);
     loaded = true;
     const int64_t n = in->units.count(in->train.size());
-    resolve_auto_delta(spec, n);
-    spdlog::info("privacy.delta: auto = 1 / (N ln N) = {:.6g} for N = {} {}s", spec.privacy.delta,
-                 n, privacy::name_of(spec.privacy.unit));
+    const bool auto_delta = spec.privacy.delta_auto;
+    spec = resolved_for(spec, n);
+    if (auto_delta)
+      spdlog::info("privacy.delta: auto = 1 / (N ln N) = {:.6g} for N = {} {}s", spec.privacy.delta,
+                   n, privacy::name_of(spec.privacy.unit));
   }
   RunHooks hooks;
   hooks.plan = [&spec, method, in, loaded] {
@@ -74,6 +83,7 @@ RunResult run_method(const Spec& given, const RunOptions& opts) {
       check_model(*method, *in);
       const int64_t n = in->units.count(in->train.size());  // N counts privacy units
       own = method->plan(spec, n, inherited);
+      for (const std::string& w : train::data_size_warnings(spec, n)) spdlog::warn("{}", w);
       p.settings["data"] = {{"files", data::train_file_identity(spec)},
                             {"examples", in->train.size()}};
       if (in->units.kind != privacy::PrivacyUnit::kExample)
@@ -104,16 +114,16 @@ std::vector<privacy::Release> planned_releases(const Spec& spec, int64_t dataset
     own = method->plan(spec, 0, inherited);
   } else {
     const int64_t n = dataset_size > 0 ? dataset_size : data::count_train_examples(spec);
-    own = method->plan(resolved_delta(spec, n), n, inherited);
+    own = method->plan(resolved_for(spec, n), n, inherited);
   }
   out.insert(out.end(), own.begin(), own.end());
   return out;
 }
 
-Spec resolved_delta(const Spec& spec, int64_t n) {
+Spec resolved_for(const Spec& spec, int64_t n) {
   Spec s = with_delta_mode(spec, parsed_method(spec.method));
   resolve_auto_delta(s, n);
-  return s;
+  return train::with_epochs_as_steps(s, n);
 }
 
 bool method_trains(const Spec& spec) {

@@ -16,9 +16,10 @@ RunResult run_method(const Spec& spec, const RunOptions& opts);
 // The releases a run of `spec` would make on a private set of `dataset_size` examples (0: N
 // counted as the run would, data::count_train_examples), without loading the model's weights.
 std::vector<privacy::Release> planned_releases(const Spec& spec, int64_t dataset_size = 0);
-// The spec with privacy.delta resolved for N = n private examples: `delta: auto`, or no delta
-// given to a method whose default is auto (ctcl), becomes 1 / (N ln N) (core/config/spec.hpp).
-Spec resolved_delta(const Spec& spec, int64_t n);
+// The spec resolved for N = n private units: privacy.delta `auto`, or no delta given to a
+// method whose default is auto (ctcl), becomes 1 / (N ln N) (core/config/spec.hpp), and
+// train.epochs becomes train.steps = ceil(epochs / q) (train::with_epochs_as_steps).
+Spec resolved_for(const Spec& spec, int64_t n);
 
 // Whether the spec's method trains on the private data (and so has an N).
 bool method_trains(const Spec& spec);

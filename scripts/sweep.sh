@@ -18,16 +18,19 @@
 # 130/143 when a run was interrupted by SIGINT/SIGTERM, which stops the sweep).
 #
 # Usage: scripts/sweep.sh --specs "a.yaml b.yaml" --seeds "0 1 2" --eps "1 inf" --out runs/sweep
-#          [--dpft build/dpft] [--no-eps-for "sgd.yaml"] [--dry-run] [-- extra dpft run args]
+#          [--dpft build/dpft] [--no-eps-for "sgd.yaml"] [--threads N] [--dry-run]
+#          [-- extra dpft run args]
+# --threads N: each run's LibTorch threads (dpft --threads N; default: one per core).
 # One combination per job (a Slurm array, scripts/slurm/sweep_array.sbatch): --count prints the
 # number of combinations and exits; --task I runs only combination I (1-based, the [I/N] of the
 # listing), still skipped when done.
 set -uo pipefail
 
-usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "sweep: $*" >&2; exit 2; }
 
 SPECS="" SEEDS="" EPS="" OUT="" DPFT="build/dpft" NO_EPS_FOR="" DRY=0 EXTRA=() TASK="" COUNT=0
+GLOBAL=()  # dpft's own options, before the subcommand
 while [ $# -gt 0 ]; do
   case "$1" in
     --specs) SPECS="${2-}"; shift 2 || die "--specs needs a value" ;;
@@ -37,6 +40,8 @@ while [ $# -gt 0 ]; do
     --dpft) DPFT="${2-}"; shift 2 || die "--dpft needs a value" ;;
     --no-eps-for) NO_EPS_FOR="${2-}"; shift 2 || die "--no-eps-for needs a value" ;;
     --dry-run) DRY=1; shift ;;
+    --threads) [[ "${2-}" =~ ^[0-9]+$ ]] || die "--threads needs a number of threads"
+               GLOBAL=(--threads "$2"); shift 2 ;;
     --task) TASK="${2-}"; shift 2 || die "--task needs a value" ;;
     --count) COUNT=1; shift ;;
     -h | --help) usage; exit 0 ;;
@@ -70,9 +75,12 @@ for spec in "${spec_list[@]}"; do
   done
   # The spec as given, then (unless --no-eps-for names it) at every epsilon: every epsilon must
   # be accepted by every private spec, found out now, not hours later. One dpft process per spec.
+  # A real sweep also runs the pre-flight (the model directory and data files opened, N
+  # counted, the releases planned at every epsilon); --dry-run and --count check the specs alone.
   check=()
   [ -z "${no_eps[$spec]-}" ] && check=(--check-eps "${eps_list[@]}")
-  dry=$("$DPFT" --quiet run "$spec" --dry-run ${check[@]+"${check[@]}"} ${EXTRA[@]+"${EXTRA[@]}"} 2>&1)
+  [ "$DRY" = 1 ] || [ "$COUNT" = 1 ] && check+=(--no-data)
+  dry=$("$DPFT" ${GLOBAL[@]+"${GLOBAL[@]}"} --quiet run "$spec" --dry-run ${check[@]+"${check[@]}"} ${EXTRA[@]+"${EXTRA[@]}"} 2>&1)
   rc=$?
   method=$(sed -n 's/^# dry run: method \([^,]*\),.*/\1/p' <<<"$dry")
   [ -n "$method" ] || die "spec $spec is invalid: $(tail -n 1 <<<"$dry")"
@@ -171,12 +179,12 @@ for c in "${combos[@]}"; do
     done < <(find "$dir" -name metrics.json 2>/dev/null | sort)
   fi
   if [ "$DRY" = 1 ]; then
-    echo "$tag: would $verb: $DPFT ${args[*]}"
+    echo "$tag: would $verb: $DPFT ${GLOBAL[*]+"${GLOBAL[*]} "}${args[*]}"
     continue
   fi
   mkdir -p "$dir"
   t0=$(date +%s.%N)
-  "$DPFT" "${args[@]}" >>"$dir/sweep.log" 2>&1
+  "$DPFT" ${GLOBAL[@]+"${GLOBAL[@]}"} "${args[@]}" >>"$dir/sweep.log" 2>&1
   rc=$?
   secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
   if [ "$rc" = 0 ]; then

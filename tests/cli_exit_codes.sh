@@ -20,13 +20,15 @@ expect 3 "$T/missing.yaml" -- "$DPFT" run "$T/missing.yaml"
 expect 2 'privacy.delta: 2 is out of range' -- "$DPFT" config validate "$T/typo.yaml" --set privacy.epsilom=null --set privacy.delta=2
 expect 2 '' -- "$DPFT" run
 # --check-eps: each epsilon set before the --set overrides (the sweep's order), the first refused
-# value named, and only with --dry-run.
-expect 0 '# dry run at privacy.epsilon=inf: method' -- "$DPFT" run "$SRC/experiments/quickstart.yaml" --dry-run --check-eps 2 inf
-expect 2 'does not accept privacy.epsilon=-1: privacy.epsilon: -1 is out of range' -- "$DPFT" run "$SRC/experiments/quickstart.yaml" --dry-run --check-eps 2 -1
-expect 2 'privacy.delta: 2 is out of range' -- "$DPFT" run "$SRC/experiments/quickstart.yaml" --dry-run --check-eps 2 --set privacy.delta=2
-expect 2 'give it with --dry-run' -- "$DPFT" run "$SRC/experiments/quickstart.yaml" --check-eps 2
-out=$("$DPFT" run "$SRC/experiments/quickstart.yaml" --dry-run --check-eps 2 --set privacy.epsilon=8 2>&1)
-h8=$("$DPFT" run "$SRC/experiments/quickstart.yaml" --dry-run --set privacy.epsilon=8 2>&1 | sed -n 's/^# dry run: .*config hash \([0-9a-f]*\).*/\1/p')
+# value named, and only with --dry-run. From the source tree: the pre-flight opens the
+# quickstart's data files, which it names relative to it.
+Q=(env -C "$SRC" "$DPFT" run experiments/quickstart.yaml)
+expect 0 '# dry run at privacy.epsilon=inf: method' -- "${Q[@]}" --dry-run --check-eps 2 inf
+expect 2 'does not accept privacy.epsilon=-1: privacy.epsilon: -1 is out of range' -- "${Q[@]}" --dry-run --check-eps 2 -1
+expect 2 'privacy.delta: 2 is out of range' -- "${Q[@]}" --dry-run --check-eps 2 --set privacy.delta=2
+expect 2 'give it with --dry-run' -- "${Q[@]}" --check-eps 2
+out=$("${Q[@]}" --dry-run --check-eps 2 --set privacy.epsilon=8 2>&1)
+h8=$("${Q[@]}" --dry-run --set privacy.epsilon=8 2>&1 | sed -n 's/^# dry run: .*config hash \([0-9a-f]*\).*/\1/p')
 expect 0 "" -- test -n "$h8"
 expect 0 "# dry run at privacy.epsilon=2: method dp-sgd, config hash $h8" -- echo "$out"
 expect 2 '' -- "$DPFT" no-such-command
@@ -34,7 +36,7 @@ expect 0 'LibTorch' -- "$DPFT" version
 expect 0 'epsilon: 3' -- "$DPFT" config dump --set privacy.epsilon=3
 expect 3 "does not exist" -- "$DPFT" tokenize --tokenizer "$T/no-tokenizer" --text hi
 expect 2 "" -- "$DPFT" tokenize --text hi
-for f in "$SRC"/experiments/*.yaml; do expect 0 'ok:' -- "$DPFT" config validate "$f"; done
+for f in "$SRC"/experiments/*.yaml; do expect 0 'pre-flight: data.train' -- env -C "$SRC" "$DPFT" config validate "$f"; done
 expect 0 'tensors: 14, parameters: 51' -- "$DPFT" model inspect "$SRC/tests/data/torch_zip_corpus/ok_state_dict.pt"
 expect 3 "tensors 'a' [0, 8] and 'b' [4, 12] overlap" -- "$DPFT" model inspect "$SRC/tests/data/safetensors_corpus/bad_overlapping_ranges.safetensors"
 expect 2 '' -- "$DPFT" model
@@ -134,7 +136,7 @@ if [ "$cores" -gt 1 ]; then
   sleep 0.3
   busy_run() { "$DPFT" --threads "$cores" run "$T/missing.yaml" 2>&1; }
   warned1=$(busy_run)
-  dry=$("$DPFT" --threads "$cores" run "$SRC/experiments/quickstart.yaml" --dry-run 2>&1); dry_rc=$?
+  dry=$("$DPFT" --threads "$cores" run "$SRC/experiments/quickstart.yaml" --dry-run --no-data 2>&1); dry_rc=$?
   warned2=$(busy_run)
   kill "${spinners[@]}" 2>/dev/null; wait "${spinners[@]}" 2>/dev/null
   expect 0 'the machine is busy' -- echo "$warned1"

@@ -8,12 +8,14 @@ DPFT="$1"; SRC="$2"
 ABL="$SRC/experiments/pe_sgd/ablations.sh"; T1="$SRC/experiments/pe_sgd/table1.sh"
 LRS="$SRC/experiments/pe_sgd/lr_select.sh"
 source "$(dirname "$0")/shell_check.sh"
-# Validates specs in one dpft process (`config validate A B ...`), then checks each by name.
+# Validates specs in one dpft process (`config validate --no-data A B ...`: the specs alone, their
+# models and data are not made here), then checks each by name.
 validate_all() {
-  local out; out=$("$DPFT" config validate "$@" 2>&1)
+  local out; out=$("$DPFT" config validate --no-data "$@" 2>&1)
   for f in "$@"; do check "$(basename "$f") is a valid spec" has "$out" "ok: $f ("; done
 }
-out=$("$DPFT" config validate "$SRC/experiments/quickstart.yaml" "$T/none.yaml" "$SRC/experiments/example.yaml" 2>&1); rc=$?
+# From the source tree: the pre-flight opens the specs' data, named relative to it.
+out=$(cd "$SRC" && "$DPFT" config validate experiments/quickstart.yaml "$T/none.yaml" experiments/example.yaml 2>&1); rc=$?
 check "config validate over several specs: a missing one exits 3 (rc $rc)" [ "$rc" = 3 ]
 check "... naming it" has "$out" "$T/none.yaml: spec file"
 check "... and the others are still checked" [ "$(count "$out" "^ok: ")" = 2 ]
@@ -93,7 +95,7 @@ out=$(BASE="$T/rob" MODELS="$T/gm" bash "$GLUE" --dpft "$DPFT" --dry-run --selec
   --methods full --lrs 1e-3 --out "$T/glr" 2>&1); rc=$?
 check "glue --select imdb dry run exits 0 (rc $rc)" [ "$rc" = 0 ]
 check "glue --select imdb: validation inside the training rows" has "$out" "data.train.num_samples=1400 --set data.eval.rows=[0,2000]"
-check "glue: the imdb spec keeps its test rows apart" "$DPFT" config validate \
+check "glue: the imdb spec keeps its test rows apart" "$DPFT" config validate --no-data \
   "$SRC/experiments/glue/small/imdb-full.yaml" --set data.eval.rows=[0,2000] \
   --set data.eval.exclude_train=true --set data.train.num_samples=1400
 check "glue: the task's classifier was made" [ -f "$T/gm/rte/config.json" ]
@@ -188,7 +190,7 @@ check "denoise --glue: an unknown task exits 2 (rc $rc)" [ "$rc" = 2 ]
 if [ -d "$SRC/../shared/data/lm_text_misc" ]; then
   PT="$SRC/scripts/pretrain_tiny.sh"
   mkdir -p "$T/from"
-  cp "$SRC"/models/tiny-gpt2/*.json "$T/from/"
+  cp "$SRC"/models/tiny-gpt2/* "$T/from/"  # the whole model: the dry run's pre-flight reads it
   printf '# m\n\nMade by a\n' > "$T/from/PROVENANCE.md"
   out=$(cd "$SRC" && FROM="$T/from" DPFT="$DPFT" OUT="$T/pt" bash "$PT" --dry-run 2>&1); rc=$?
   check "pretrain FROM without its training text exits 2 (rc $rc)" [ "$rc" = 2 ]

@@ -48,7 +48,7 @@ TEST_CASE("defaults parse and are what the struct says", "[config]") {
   CHECK(s.privacy.accountant == privacy::AccountantKind::kPrv);
   CHECK(s.method.name == "noop");
   CHECK(s.method.options.IsMap());
-  CHECK(s.model.peft.targets == std::vector<std::string>{"q_proj", "v_proj"});
+  CHECK(s.model.peft.targets == std::vector<std::string>{"auto"});  // resolved per model
 }
 
 TEST_CASE("unknown key names the path and suggests the closest key", "[config]") {

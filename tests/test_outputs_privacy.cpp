@@ -151,12 +151,15 @@ TEST_CASE("dpft export copies only the DP outputs and names what it left out",
                                                  "adapter/provenance.json", "config.resolved.yaml",
                                                  "export_manifest.json", "ledger.json",
                                                  "manifest.json", "metrics.json"});
-  // The adapter byte for byte; metrics.json without its non_private block, nothing else lost.
+  // The adapter byte for byte; metrics.json without its non_private block and its warnings
+  // (they count private rows), nothing else lost.
   CHECK(read_file(ex / "adapter" / "adapter_model.safetensors") ==
         read_file(fs::path(dir) / "adapter" / "adapter_model.safetensors"));
   auto em = nlohmann::json::parse(read_file(ex / "metrics.json"));
   nlohmann::json expect = m;
   expect.erase("non_private");
+  CHECK(m.contains("warnings"));  // 24 examples: fewer than 50
+  expect.erase("warnings");
   CHECK(em == scrub_export_json(expect));
   CHECK(em["run"]["dataset"] == "<local>/train.csv");  // no absolute local path
   CHECK(em["privacy"] == m["privacy"]);
@@ -182,7 +185,7 @@ TEST_CASE("dpft export copies only the DP outputs and names what it left out",
   std::set<std::string> left;
   for (const auto& e : man["left_out"]) left.insert(e["path"].get<std::string>());
   for (const char* k : {"log.txt", "metrics.jsonl", "per_sample.jsonl", "privacy_lock.json",
-                        "metrics.json#non_private", "notes.txt"}) {
+                        "metrics.json#non_private", "metrics.json#warnings", "notes.txt"}) {
     CAPTURE(k);
     CHECK(left.count(k) == 1);
   }

@@ -32,7 +32,10 @@ void parse_dataset(Fields f, DatasetSpec& d, bool is_eval = false, bool named = 
   if (!d.prompt.empty() && !d.prompt_column.empty())
     throw ConfigError(fmt::format("{}: give prompt_column or a fixed prompt, not both", f.path()));
   f.get("label_column", d.label_column);
-  if (is_train) f.get("user_column", d.user_column);
+  if (is_train) {
+    f.get("user_column", d.user_column);
+    f.get("name", d.name);  // the dataset's name in reports (default: the file's folder)
+  }
   f.get("text_pair_column", d.text_pair_column);
   f.get("num_samples", d.num_samples, Range::at_least(0));
   if (f.get("rows", d.rows, Range::at_least(0)) && (d.rows.size() != 2 || d.rows[0] >= d.rows[1]))
@@ -381,6 +384,7 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
   {
     Fields m = top.child("model");
     m.get("path", s.model.path);
+    m.get("tokenizer", s.model.tokenizer);
     m.get_enum("dtype", s.model.dtype, kFloatTypeNames);
     Fields p = m.child("peft");
     p.get_enum("kind", s.model.peft.kind, model::kPeftKindNames);
@@ -610,7 +614,11 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
   {
     Fields t = top.child("train");
     TrainSpec& tr = s.train;
-    t.get("steps", tr.steps, Range::closed(1, 1e8));  // privacy::kMaxSteps
+    const bool steps_given = t.get("steps", tr.steps, Range::closed(1, 1e8));  // kMaxSteps
+    t.get("epochs", tr.epochs, Range::above(0));
+    DPFT_CHECK_AS(ConfigError, !(steps_given && tr.epochs),
+                  "train.steps and train.epochs are both given; give one (epochs are converted "
+                  "to steps = ceil(epochs / q) once the private set is counted)");
     t.get("batch_size", tr.batch_size, Range::at_least(1));
     t.get("micro_batch_size", tr.micro_batch_size, Range::at_least(1));
     t.get_enum("optimizer", tr.optimizer, kOptimizerNames);
@@ -706,12 +714,16 @@ YAML::Node spec_to_yaml(const Spec& s) {
   n["device"] = s.device;
   YAML::Node m;
   m["path"] = s.model.path;
+  if (!s.model.tokenizer.empty()) m["tokenizer"] = s.model.tokenizer;  // absent: hashes keep
   m["dtype"] = name_of(s.model.dtype);
   m["peft"]["kind"] = model::name_of(s.model.peft.kind);
   m["peft"]["r"] = s.model.peft.r;
   m["peft"]["alpha"] = num(s.model.peft.alpha);
   m["peft"]["dropout"] = num(s.model.peft.dropout);
-  m["peft"]["targets"] = s.model.peft.targets;
+  if (s.model.peft.targets == std::vector<std::string>{model::kAutoTargets})
+    m["peft"]["targets"] = model::kAutoTargets;  // not yet resolved (the model unread)
+  else
+    m["peft"]["targets"] = s.model.peft.targets;
   if (s.model.peft.modules_to_save) m["peft"]["modules_to_save"] = *s.model.peft.modules_to_save;
   if (s.model.peft.kind == model::PeftKind::kAdapter)
     m["peft"]["reduction_factor"] = s.model.peft.reduction_factor;
@@ -777,7 +789,10 @@ YAML::Node spec_to_yaml(const Spec& s) {
   }
   n["privacy"] = p;
   YAML::Node t;
-  t["steps"] = s.train.steps;
+  if (s.train.epochs)  // not yet converted (a spec checked without its data)
+    t["epochs"] = num(*s.train.epochs);
+  else
+    t["steps"] = s.train.steps;
   t["batch_size"] = s.train.batch_size;
   t["micro_batch_size"] = s.train.micro_batch_size;
   t["optimizer"] = name_of(s.train.optimizer);

@@ -30,7 +30,9 @@ struct PeftSpec {
   int r = 8;                  // LoRA rank
   double alpha = 16;          // LoRA scaling alpha (scale = alpha / r)
   double dropout = 0.0;       // LoRA dropout probability, [0, 1)
-  std::vector<std::string> targets = {"q_proj", "v_proj"};  // module names to wrap / train
+  // Module names to wrap / train; [auto] (the default): the model family's usual LoRA
+  // targets (model::auto_targets), resolved from its config.json before a run starts.
+  std::vector<std::string> targets = {model::kAutoTargets};
   // lora / adapter: modules trained in full besides the factors / adapters (HF peft's
   // modules_to_save); unset = [classifier] with data.task classification, none otherwise.
   std::optional<std::vector<std::string>> modules_to_save;
@@ -39,6 +41,7 @@ struct PeftSpec {
 
 struct ModelSpec {
   std::string path;               // HF-format checkpoint dir; "" = the embedded default model
+  std::string tokenizer;          // directory with the tokenizer files; "" = model.path's own
   FloatType dtype = FloatType::kFloat32;  // float32 | bfloat16 | float16 (half types need a GPU)
   PeftSpec peft;
 };
@@ -71,7 +74,9 @@ struct DatasetSpec {
   // data.eval only: drop rows whose text is one of the (subsampled) training texts before
   // subsampling, so the eval set can be a held-out part of the training file (lr selection).
   bool exclude_train = false;
-  std::string name;  // data.eval_sets entries: the set's name in metrics.json ("" elsewhere)
+  // data.eval_sets entries: the set's name in metrics.json; data.train: the dataset's name in
+  // reports (metrics.json run.dataset_name; "" = the name of the file's folder)
+  std::string name;
 };
 
 // data.denoising (task seq2seq): BART's text infilling (Lewis et al. 2020, Sec. 2.2): the
@@ -181,6 +186,9 @@ struct PrivacySpec {
 
 struct TrainSpec {
   int64_t steps = 100;              // optimizer steps (logical batches)
+  // Instead of steps: passes over the private set, steps = ceil(epochs / q), converted once N
+  // is counted (methods/run.cpp); the resolved spec then holds the steps.
+  std::optional<double> epochs;
   int64_t batch_size = 64;          // expected logical batch size (Poisson: q * N)
   int64_t micro_batch_size = 16;    // physical batch bound for memory
   OptimizerKind optimizer = OptimizerKind::kAdamW;  // sgd | adamw

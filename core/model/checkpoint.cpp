@@ -96,7 +96,7 @@ void save_adapter(CausalLM& model, const PeftOptions& o, const fs::path& dir, co
       {"r", o.r},
       {"lora_alpha", o.alpha},
       {"lora_dropout", o.dropout},
-      {"target_modules", o.targets},
+      {"target_modules", resolved_targets(o.targets, mc.model_type, o.kind)},
       {"fan_in_fan_out", gpt2},  // GPT-2's Conv1D stores (in, out)
       {"bias", "none"},
       {"inference_mode", true},

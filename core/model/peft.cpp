@@ -54,9 +54,23 @@ void train_saved_modules(CausalLM& model, const PeftOptions& o) {
 
 }  // namespace
 
-void apply_peft(CausalLM& model, const PeftOptions& o, uint64_t seed) {
+std::vector<std::string> resolved_targets(const std::vector<std::string>& targets,
+                                          const std::string& model_type, PeftKind kind) {
+  if (targets != std::vector<std::string>{kAutoTargets}) return targets;
+  std::vector<std::string> t = auto_targets(model_type, kind);
+  if (t.empty() && kind != PeftKind::kAdapter && kind != PeftKind::kNone)
+    throw ConfigError(fmt::format(
+        "model.peft.targets: auto knows no default for model_type '{}'; list the module names "
+        "to wrap (dpft model info DIR shows them)",
+        model_type));
+  return t.empty() ? targets : t;
+}
+
+void apply_peft(CausalLM& model, const PeftOptions& given, uint64_t seed) {
   for (auto& p : model->parameters()) p.set_requires_grad(false);
-  if (o.kind == PeftKind::kNone) return;
+  if (given.kind == PeftKind::kNone) return;
+  PeftOptions o = given;
+  o.targets = resolved_targets(o.targets, model->config().model_type, o.kind);
   bool all = o.targets.size() == 1 && o.targets[0] == "all";
   if (o.kind == PeftKind::kAdapter) {
     auto gen = at::detail::createCPUGenerator(seed);

@@ -17,7 +17,8 @@ struct PeftOptions {
   int64_t r = 8;
   double alpha = 16;
   double dropout = 0.0;
-  std::vector<std::string> targets = {"q_proj", "v_proj"};  // module names (suffix match), or "all"
+  // module names (suffix match), "all" (kind full), or [auto]: the family's (resolved_targets)
+  std::vector<std::string> targets = {kAutoTargets};
   // lora: modules trained in full besides the LoRA factors (HF peft's modules_to_save, e.g. a
   // classifier head: "classifier"); linears inside them get no LoRA.
   std::vector<std::string> modules_to_save;
@@ -27,6 +28,12 @@ struct PeftOptions {
 
 // The bottleneck width of kind adapter on a model of hidden size d.
 int64_t adapter_width(int64_t hidden_size, int64_t reduction_factor);
+
+// targets as given, or for [auto] the model family's (auto_targets in peft_kind.hpp; kinds
+// adapter and none keep [auto], which they do not read). ConfigError when auto has no
+// default for model_type.
+std::vector<std::string> resolved_targets(const std::vector<std::string>& targets,
+                                          const std::string& model_type, PeftKind kind);
 
 // True if module path `path` is selected by `target` (equal, or ends with "." + target).
 bool module_matches(const std::string& path, const std::string& target);

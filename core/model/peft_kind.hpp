@@ -2,6 +2,8 @@
 // spellings.
 #pragma once
 #include <array>
+#include <string>
+#include <vector>
 
 #include "core/util/enum_names.hpp"
 
@@ -24,6 +26,23 @@ inline const char* name_of(PeftKind k) {
 // lora and adapter save an adapter directory (PEFT layout); full and none the whole model.
 inline bool saves_adapter(PeftKind k) {
   return k == PeftKind::kLora || k == PeftKind::kAdapter;
+}
+
+// model.peft.targets: auto (the default): resolved from the model's config.json model_type.
+inline constexpr const char* kAutoTargets = "auto";
+
+// The targets `auto` stands for: kind full trains every parameter ("all"); the other kinds
+// wrap each family's usual LoRA targets, those of HF peft's default mapping
+// (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING): the query and value projections,
+// GPT-2's fused c_attn. Empty for a model_type without an entry.
+inline std::vector<std::string> auto_targets(const std::string& model_type, PeftKind kind) {
+  if (kind == PeftKind::kFull) return {"all"};
+  if (model_type == "gpt2") return {"c_attn"};
+  if (model_type == "bert" || model_type == "roberta") return {"query", "value"};
+  if (model_type == "llama" || model_type == "qwen2" || model_type == "qwen3" ||
+      model_type == "mistral" || model_type == "gemma" || model_type == "bart")
+    return {"q_proj", "v_proj"};
+  return {};
 }
 
 }  // namespace dpft::model

@@ -220,6 +220,7 @@ nlohmann::json scrub_export_json(const nlohmann::json& j, bool timing) {
 nlohmann::json dp_metrics(const nlohmann::json& metrics) {
   nlohmann::json m = metrics;
   m.erase(kNonPrivate);
+  m.erase("warnings");  // the run's logged warnings: some count private rows
   if (m.value("schema", "") == kMetricsSchemaV1)
     for (const char* k : {"history", "timing", "memory", "diagnostics"}) m.erase(k);
   return m;
@@ -340,6 +341,13 @@ ExportResult export_run(const fs::path& run_dir, const fs::path& out_dir, const 
         left_out.push_back({{"path", "metrics.json#non_private"},
                             {"class", "non-private"},
                             {"why", kNonPrivateNote}});
+        if (metrics.contains("warnings"))
+          left_out.push_back({{"path", "metrics.json#warnings"},
+                              {"class", "non-private"},
+                              {"why",
+                               "the run's warnings, as log.txt has them: some count "
+                               "private rows (blank rows dropped, eval rows also in "
+                               "training)"}});
         // The ledger on its own: what epsilon the outputs carry and how it was computed.
         write_json_atomic(tmp / "ledger.json", scrub_export_json(privacy_out));
         include("ledger.json", {true, "public", "the privacy ledger (metrics.json's privacy)"});

@@ -56,6 +56,7 @@ nlohmann::json identity(const Spec& spec, const RunDir& dir) {
                        {"config_hash", config_hash(spec)}};
   // A labelled private set's label column (which task a classifier's run is, for reports).
   if (!spec.data.train.label_column.empty()) id["label_column"] = spec.data.train.label_column;
+  if (!spec.data.train.name.empty()) id["dataset_name"] = spec.data.train.name;
   return id;
 }
 
@@ -129,6 +130,7 @@ Spec resumable_here(Spec spec) {
 
 RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptions& opts) {
   DPFT_CHECK(hooks.plan && hooks.run, "run_experiment: the method's hooks are missing");
+  const WarningCapture warnings;  // for metrics.json's `warnings`
   const bool resume = !opts.resume_dir.empty();
   check_executable(spec);  // a resumed spec went through resumable_here() first
   if (resume) {  // a finished run has nothing to continue
@@ -270,6 +272,8 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
       np["memory"]["peak_rss_mb"] = peak_rss_mb();
     }
     if (!error.empty()) metrics["error"] = error;
+    // Every warning the run logged (non-private: some count private rows; export leaves it out).
+    if (const std::vector<std::string> w = captured_warnings(); !w.empty()) metrics["warnings"] = w;
     if (!keep_metrics) dir.write_metrics(metrics);
     manifest["end_time"] = iso_time_now();
     manifest["status"] = status;
@@ -326,8 +330,10 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
     r.status = "interrupted";
     r.exit_code = interrupt_exit_code();
     if (dist::is_root())  // other ranks' directories are scratch
-      spdlog::warn("interrupted by signal {}; partial results saved in {}", interrupt_signal(),
-                   r.run_dir);
+      spdlog::warn(
+          "interrupted by signal {}; partial results saved in {}; continue with: dpft "
+          "run --resume {}",
+          interrupt_signal(), r.run_dir, r.run_dir);
   } else if (ctx.stopped) {
     r.status = "stopped";
     spdlog::info("stopped after {} steps as asked; continue with: dpft run --resume {}",
@@ -342,11 +348,14 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
   }
   if (!ledger.releases().empty()) {
     nlohmann::json p = ledger.to_json();
-    spdlog::info("privacy: epsilon spent {} (target {}, delta {}, {} accountant)",
-                 p["epsilon"].dump(), p["target_epsilon"].dump(), spec.privacy.delta,
+    auto shown = [](const nlohmann::json& v) {  // 4 significant digits
+      return v.is_number() ? fmt::format("{:.4g}", v.get<double>()) : v.dump();
+    };
+    spdlog::info("privacy: epsilon spent {} (target {}, delta {:.4g}, {} accountant)",
+                 shown(p["epsilon"]), shown(p["target_epsilon"]), spec.privacy.delta,
                  privacy::name_of(spec.privacy.accountant));
   }
-  spdlog::info("done: {}/metrics.json", r.run_dir);
+  if (r.status == "ok") spdlog::info("done: {}/metrics.json", r.run_dir);
   return r;
 }
 

@@ -1,5 +1,8 @@
 #include "core/train/dp_settings.hpp"
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -112,6 +115,39 @@ DpSettings dp_settings_before_noise(const Spec& spec, int64_t n) {
     s.adaptive = a;
   }
   return s;
+}
+
+Spec with_epochs_as_steps(const Spec& given, int64_t n) {
+  if (!given.train.epochs) return given;
+  Spec spec = given;
+  const double q = dp_settings_before_noise(spec, n).q, epochs = *spec.train.epochs;
+  const double steps = std::ceil(epochs / q * (1 - 1e-12));  // 1 epoch at q = 0.1: 10 steps
+  DPFT_CHECK_AS(ConfigError, steps <= 1e8,
+                "train.epochs = {} at q = {:.4g} (N = {}) is {:.3g} steps, over the 1e8 "
+                "allowed; lower it",
+                epochs, q, n, steps);
+  spec.train.steps = std::max<int64_t>(1, static_cast<int64_t>(steps));
+  spec.train.epochs.reset();
+  spdlog::info("train.epochs: {} at q = {:.4g} (N = {} {}s) = {} steps", epochs, q, n,
+               privacy::name_of(spec.privacy.unit), spec.train.steps);
+  return spec;
+}
+
+std::vector<std::string> data_size_warnings(const Spec& spec, int64_t n) {
+  std::vector<std::string> w;
+  const std::string units = fmt::format("{}s", privacy::name_of(spec.privacy.unit));
+  if (!spec.privacy.sampling_rate && spec.train.batch_size >= n)
+    w.push_back(fmt::format(
+        "train.batch_size = {} is at least the {} private {}: q is capped at 1, so every "
+        "step sees the whole set and the noise is not amortised by subsampling; lower "
+        "train.batch_size or set privacy.sampling_rate",
+        spec.train.batch_size, n, units));
+  if (n < 50)
+    w.push_back(fmt::format(
+        "only {} usable private {}: at this size the DP noise swamps the signal at any useful "
+        "epsilon; check data.train (blank rows, num_samples, the text column)",
+        n, units));
+  return w;
 }
 
 std::vector<privacy::GaussianBlock> count_blocks(const Spec& spec, int64_t n) {

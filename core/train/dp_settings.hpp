@@ -88,6 +88,13 @@ NoiseChoice choose_noise(const PrivacySpec& p, const std::string& method,
 // q = privacy.sampling_rate, or train.batch_size / N (capped at 1); sigma 0. ConfigError when
 // N = 0. (Methods with several releases, such as dp-sft, calibrate their own sigmas on it.)
 DpSettings dp_settings_before_noise(const Spec& spec, int64_t dataset_size);
+// The spec with train.epochs converted for N = dataset_size units: steps = ceil(epochs / q),
+// q as above (an epoch is 1 / q Poisson steps in expectation); epochs cleared. A spec
+// without epochs is returned as it is. ConfigError when the steps exceed 1e8.
+Spec with_epochs_as_steps(const Spec& spec, int64_t dataset_size);
+// Warnings about the private set's size N (units) for a training run: q capped at 1
+// (train.batch_size >= N) and fewer than 50 units. Logged by the caller.
+std::vector<std::string> data_size_warnings(const Spec& spec, int64_t dataset_size);
 // Adaptive clipping's count releases as accountant blocks ({2 sigma_b, q, T}; none without
 // privacy.adaptive_clip_quantile), for resolve_dp's `fixed`.
 std::vector<privacy::GaussianBlock> count_blocks(const Spec& spec, int64_t dataset_size);

@@ -9,6 +9,7 @@
 #include "core/config/spec.hpp"
 #include "core/eval/nlg_eval.hpp"
 #include "core/lm/examples.hpp"
+#include "core/model/config.hpp"
 #include "core/model/peft.hpp"
 #include "core/privacy/units.hpp"
 #include "core/tokenizer/encoder_tokenizer.hpp"
@@ -20,8 +21,12 @@ namespace dpft::train {
 // executable's directory (build/../models) or in the source tree. InputError if none exists.
 std::filesystem::path resolve_model_dir(const std::string& path);
 
+// model.tokenizer, or the model directory `model_dir` when it is "".
+std::filesystem::path tokenizer_dir(const Spec& spec, const std::filesystem::path& model_dir);
+
 struct TrainInputs {
   std::filesystem::path model_dir;
+  std::filesystem::path tokenizer_dir;  // model.tokenizer, or model_dir
   model::CausalLM model;
   std::shared_ptr<tok::Tokenizer> tok;             // decoders (data.task lm); null for encoders
   std::shared_ptr<tok::EncoderTokenizer> enc_tok;  // encoders (then tok is null)
@@ -36,6 +41,7 @@ struct TrainInputs {
   // candidate labels, for classification accuracy by label likelihood (core/eval/lm_eval.hpp).
   std::vector<lm::Example> eval_examples;
   std::vector<std::string> labels;  // data.task classification: the class names in id order
+  std::vector<std::string> model_labels;  // the model's config.json id2label (may be empty)
   int64_t pad_id = 0;
   model::PeftOptions peft;
   // Eval examples whose text is also a training example's (data.eval.exclude_train false):
@@ -46,6 +52,12 @@ struct TrainInputs {
 };
 
 model::PeftOptions peft_options(const Spec& spec);
+
+// The spec with model.peft.targets: auto replaced by the model family's targets
+// (model::resolved_targets, from model.path's config.json model_type), so that the resolved
+// spec shows them. Left as auto when the model directory cannot be found (the run's own load
+// reports that); ConfigError when auto has no default for the model's type.
+Spec with_model_defaults(const Spec& spec);
 // model.dtype as a torch dtype: the dtype of the weights and activations. Trainable parameters'
 // float32 master copies, optimizer state, per-sample norms, clipped sums and noise stay float32
 // (core/train/optimizer.hpp, core/train/privatize.hpp).
@@ -63,6 +75,19 @@ torch::Device run_device(const Spec& spec);
 // derive_seed(seed, "peft") in float32 and then rounded to model.dtype), its
 // tokenizer and pad id into `in`; the data sets are the data layer's (data/train_inputs.hpp).
 void load_model(const Spec& spec, TrainInputs& in);
+// The pre-flight's model (methods/preflight.hpp): what load_model checks and loads but the
+// weights' values: the directory, config.json, the head the task needs, the weights' names
+// (model.safetensors or its index) against peft.targets, and the tokenizer; in.model stays
+// null. The errors are load_model's.
+void open_model_unloaded(const Spec& spec, TrainInputs& in);
+// ConfigError unless data.task fits the model (config `mc` of directory `dir`): the head it
+// trains (an encoder's config.json architecture; the error names `dpft model rehead`),
+// seq2seq for an encoder-decoder only, and data.max_length within learned positions.
+void check_task_fits(const Spec& spec, const model::ModelConfig& mc,
+                     const std::filesystem::path& dir);
+// The tokenizer of tokenizer_dir(spec, in.model_dir) (an encoder's or a decoder's, per `mc`)
+// and the pad id into `in`; InputError saying how to supply a missing one.
+void load_tokenizers(const Spec& spec, TrainInputs& in, const model::ModelConfig& mc);
 
 // One line for the log: model, trainable / total parameters, peft, data set sizes (N is the
 // accountant's input, treated as public) and, with non_private_stats, the training tokens.

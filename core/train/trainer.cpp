@@ -14,6 +14,8 @@
 #include "core/dist/world.hpp"
 #include "core/eval/lm_eval.hpp"
 #include "core/eval/nlg_eval.hpp"
+#include "core/eval/verdict.hpp"
+#include "core/train/eval_block.hpp"
 #include "core/model/checkpoint.hpp"
 #include "core/model/safetensors.hpp"
 #include "core/privacy/sampler.hpp"
@@ -216,26 +218,15 @@ nlohmann::json Trainer::evaluate(const std::string& tag, int64_t step, bool per_
   if (s_->in.eval.size() == 0 || !dist::is_root()) return nullptr;  // rank 0 evaluates
   auto t0 = std::chrono::steady_clock::now();
   const Spec& spec = s_->ctx.spec;
-  eval::LmEvalResult r =
-      eval::evaluate_lm(s_->in.model, s_->in.eval, 2 * spec.train.micro_batch_size,
-                        spec.eval.max_samples, s_->in.pad_id);
+  // Base and final of a language model with labelled eval text: classification by label
+  // likelihood too. (A classifier's eval, data.task classification, is r's own classification.)
+  const EvalBlock b = eval_block(s_->in, 2 * spec.train.micro_batch_size, spec.eval.max_samples,
+                                 spec.data.max_length, per_sample);
+  const eval::LmEvalResult& r = b.result;
   if (per_sample && spec.eval.per_sample)
     eval::append_per_sample(s_->ctx.dir.file("per_sample.jsonl"), tag, r);
-  nlohmann::json j = r.to_json();
-  j.erase("seconds");  // timing lives in the timing block, so eval blocks are reproducible
+  nlohmann::json j = b.block;
   j["step"] = step;
-  // Base and final of a language model with labelled eval text: classification by label
-  // likelihood. (A classifier's eval, data.task classification, is r's own classification.)
-  if (per_sample && !s_->in.eval_examples.empty() && s_->in.tok) {
-    eval::ClassEvalResult c =
-        eval::evaluate_classification(s_->in.model, s_->in.eval_examples, *s_->in.tok,
-                                      s_->in.labels, 2 * spec.train.micro_batch_size,
-                                      spec.data.max_length, spec.eval.max_samples, s_->in.pad_id);
-    j["classification"] = c.to_json();
-    j["classification"].erase("seconds");
-    spdlog::info("eval {}: classification accuracy {:.4f} over {} labels", tag, c.accuracy,
-                 s_->in.labels.size());
-  }
   nlohmann::json stats = {{"loss", r.loss}, {"accuracy", r.accuracy}};
   for (const auto& [name, ds] : s_->in.eval_sets) {  // data.eval_sets: the same, per named set
     eval::LmEvalResult e = eval::evaluate_lm(s_->in.model, ds, 2 * spec.train.micro_batch_size,
@@ -254,8 +245,13 @@ nlohmann::json Trainer::evaluate(const std::string& tag, int64_t step, bool per_
   else
     ev.update(stats);
   s_->ctx.dir.event("eval", ev);
-  spdlog::info("eval {} (step {}): loss {:.4f}, accuracy {:.4f}, perplexity {:.2f}", tag, step,
-               r.loss, r.accuracy, r.perplexity);
+  if (r.classification.is_object())  // a classifier: perplexity would mean nothing
+    spdlog::info("eval {} (step {}): loss {:.4f}, accuracy {:.4f}, macro-F1 {:.4f}, MCC {:.4f}",
+                 tag, step, r.loss, r.accuracy, r.classification.value("macro_f1", 0.0),
+                 r.classification.value("mcc", 0.0));
+  else
+    spdlog::info("eval {} (step {}): loss {:.4f}, accuracy {:.4f}, perplexity {:.2f}", tag, step,
+                 r.loss, r.accuracy, r.perplexity);
   s_->eval_seconds += seconds_since(t0);
   return j;
 }
@@ -637,9 +633,8 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
   nlohmann::json out;
   if (s.step < T) {  // interrupted: keep everything needed to resume
     save_checkpoint();
-    if (root)
-      spdlog::warn("stopped at step {} of {}; resume with: dpft run --resume {}", s.step, T,
-                   s.ctx.dir.path().string());
+    if (root)  // the runner says why it stopped and how to continue
+      spdlog::info("stopped at step {} of {}; checkpoint saved", s.step, T);
   } else {
     // Training is done: checkpoint step T first, so that a signal during the final evaluation
     // or the save leaves a run that --resume finishes (evaluate, save) without training again.
@@ -654,7 +649,7 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
         write_provenance(s.ctx.dir.file("adapter"), s.ctx);  // the run's releases, its data
       } else {
         model::save_checkpoint(s.in.model, s.ctx.dir.file("model"), false, dt);
-        model::copy_tokenizer_files(s.in.model_dir, s.ctx.dir.file("model"));
+        model::copy_tokenizer_files(s.in.tokenizer_dir, s.ctx.dir.file("model"));
         write_provenance(s.ctx.dir.file("model"), s.ctx);
       }
     }
@@ -713,10 +708,10 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
     out[kNonPrivate]["eval"]["overlap_with_train"] = s.in.eval_overlap;
     out["eval"] = nullptr;
   }
-  if (!s.eval_base.is_null() && !s.eval_final.is_null())
-    spdlog::info("eval loss {:.4f} -> {:.4f}, accuracy {:.4f} -> {:.4f}",
-                 s.eval_base["loss"].get<double>(), s.eval_final["loss"].get<double>(),
-                 s.eval_base["accuracy"].get<double>(), s.eval_final["accuracy"].get<double>());
+  const eval::EvalVerdict verdict =
+      eval::eval_verdict(s.eval_base, s.eval_final, spec.data.task == Task::kClassification);
+  if (!verdict.line.empty()) spdlog::info("{}", verdict.line);
+  for (const std::string& w : verdict.warnings) spdlog::warn("{}", w);
   return out;
 }
 

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace dpft {
 
@@ -17,5 +18,18 @@ void add_log_file(const std::filesystem::path& path);
 void set_rank_logging(int rank);
 // Stop writing to the run's log file (flushes it).
 void remove_log_files();
+
+// While one is alive, every warning logged is also kept (once per distinct message, at most
+// 100), for a run's metrics.json `warnings` list. Nested captures share one list: the
+// outermost starts it empty and stops it.
+class WarningCapture {
+ public:
+  WarningCapture();
+  ~WarningCapture();
+  WarningCapture(const WarningCapture&) = delete;
+  WarningCapture& operator=(const WarningCapture&) = delete;
+};
+// The warnings kept since the outermost live WarningCapture began (empty when none is alive).
+std::vector<std::string> captured_warnings();
 
 }  // namespace dpft

@@ -226,7 +226,8 @@ std::vector<std::vector<nlohmann::json>> make_canary_rows(const Spec& spec, cons
   } else if (is_pe(spec)) {
     text = candidate_canaries(spec, n, rng);
   } else if (spec.data.task == Task::kLm) {
-    const tok::Tokenizer tok = tok::load_tokenizer(train::resolve_model_dir(spec.model.path));
+    const tok::Tokenizer tok =
+        tok::load_tokenizer(train::tokenizer_dir(spec, train::resolve_model_dir(spec.model.path)));
     text = make_canaries(tok, n, o.canary_tokens, derive_seed(spec.seed, "audit-canaries"));
   } else {
     text = random_word_texts(n, o.canary_tokens, rng);
