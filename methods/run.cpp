@@ -9,6 +9,7 @@
 #include "core/train/dp_settings.hpp"
 #include "core/train/setup.hpp"
 #include "core/util/error.hpp"
+#include "core/util/log.hpp"
 #include "data/train_inputs.hpp"
 #include "methods/registry.hpp"
 
@@ -54,6 +55,9 @@ Inheritance inherited_releases(const Spec& spec, const Method& method) {
 }  // namespace
 
 RunResult run_method(const Spec& given, const RunOptions& opts) {
+  // From here, not only from run_experiment: an early load (N for epochs or delta: auto)
+  // warns before the run starts, and metrics.json's `warnings` must hold those too.
+  const WarningCapture warnings;
   std::shared_ptr<Method> method = configured_method(given.method);
   check_task(*method, given);
   auto in = std::make_shared<train::TrainInputs>();

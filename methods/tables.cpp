@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/report/summary.hpp"
 #include "core/util/error.hpp"
 #include "core/util/strings.hpp"
 
@@ -14,7 +15,13 @@ namespace dpft {
 
 const std::vector<report::TableDef>& report_tables() {
   static const std::vector<report::TableDef> tables = [] {
-    std::vector<report::TableDef> t = pe_sgd::report_tables();
+    std::vector<report::TableDef> t = {
+        {"summary",
+         "any runs: every final eval metric per method, dataset, epsilon and privacy unit "
+         "(mean ± std over seeds, n per cell)",
+         {},
+         report::summary_table}};
+    for (auto& d : pe_sgd::report_tables()) t.push_back(d);
     t.push_back({"lr-select",
                  "final validation loss per method and learning rate; the best lr per method",
                  pe_sgd::row_order(), report::lr_select});

@@ -38,6 +38,13 @@ bool warned(const nlohmann::json& m, const std::string& part) {
   return false;
 }
 
+// A CSV field: quoted, its quotes doubled.
+std::string csv_quote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
 // Runs the dpft binary (for its stderr): the exit status, and stdout + stderr in *out.
 int run_binary(const std::vector<std::string>& args, std::string* out) {
   test::TempDir t;
@@ -301,7 +308,7 @@ TEST_CASE("dpft eval and generate take a run directory or an adapter alone", "[f
   // A small eval file, evaluated whole by the run and by dpft eval.
   const data::Table t = data::read_table(f.eval);
   std::string csv = "text\n";
-  for (size_t i = 0; i < 6; ++i) csv += "\"" + t.rows[i][0] + "\"\n";
+  for (size_t i = 0; i < 6; ++i) csv += csv_quote(t.rows[i][0]) + "\n";
   const fs::path held_out = f.tmp.write("held_out.csv", csv);
   std::string dir;
   const nlohmann::json m = test::run_metrics(
@@ -358,4 +365,74 @@ TEST_CASE("dpft eval and generate take a run directory or an adapter alone", "[f
   CHECK(run_binary({"eval", "--model", f.tmp.path.string(), "--data", held_out.string()},
                    &message) == 3);
   CHECK_THAT(message, Contains("expected a checkpoint directory, a dpft run directory"));
+}
+
+TEST_CASE("the first hour: own CSV -> run -> eval -> generate -> export -> summary table",
+          "[first-hour]") {
+  test::Fixture f;
+  test::make_fixture(f);
+  // The user's own file: their column name, a blank line and a row of spaces among the rows.
+  const data::Table t = data::read_table(f.train);
+  std::string csv = "id,note\n";
+  for (size_t i = 0; i < 60; ++i) {
+    csv += std::to_string(i) + "," + csv_quote(t.rows[i][0]) + "\n";
+    if (i == 10) csv += "\n";
+    if (i == 20) csv += "99,   \n";
+  }
+  const fs::path own = f.tmp.write("notes.csv", csv);
+  std::string held = "id,note\n";
+  for (size_t i = 100; i < 110; ++i)
+    held += std::to_string(i) + "," + csv_quote(t.rows[i][0]) + "\n";
+  const fs::path test_csv = f.tmp.write("notes_test.csv", held);
+  // A short spec with the defaults: targets auto, epochs instead of steps.
+  const fs::path spec =
+      f.tmp.write("mine.yaml", "model: {path: " + f.model +
+                                   "}\n"
+                                   "data:\n"
+                                   "  train: {path: " +
+                                   own.string() +
+                                   ", text_column: note, name: notes}\n"
+                                   "  eval: {path: " +
+                                   test_csv.string() +
+                                   ", text_column: note}\n"
+                                   "  max_length: 24\n"
+                                   "privacy: {epsilon: 4}\n"
+                                   "train: {epochs: 1, batch_size: 20, lr: 0.01}\n");
+  const fs::path runs = f.tmp.path / "runs";
+  std::vector<std::string> dirs;
+  for (const char* method : {"dp-sgd", "denoise"})
+    for (const char* seed : {"0", "1"}) {
+      CAPTURE(method, seed);
+      std::string printed;
+      REQUIRE(
+          test::cli({"run", spec.string(), "--out", runs.string(), "--set",
+                     std::string("method.name=") + method, "--set", std::string("seed=") + seed},
+                    &printed) == 0);
+      dirs.push_back(test::last_line(printed));
+    }
+  const nlohmann::json m = nlohmann::json::parse(read_file(fs::path(dirs[0]) / "metrics.json"));
+  CHECK(m["train"]["dataset_size"] == 60);  // the blank line and the row of spaces dropped
+  CHECK(warned(m, "2 rows dropped as blank"));
+  CHECK(m["run"]["dataset_name"] == "notes");
+  // Evaluate and generate from the run directory alone.
+  const fs::path ev = f.tmp.path / "eval.json";
+  REQUIRE(test::cli({"eval", "--model", dirs[0], "--data", test_csv.string(), "--text-column",
+                     "note", "--max-length", "24", "--out", ev.string()}) == 0);
+  const nlohmann::json e = nlohmann::json::parse(read_file(ev));
+  CHECK(e["eval"]["loss"].get<double>() ==
+        Approx(m["eval"]["final"]["loss"].get<double>()).epsilon(1e-6));
+  std::string text;
+  REQUIRE(test::cli({"generate", "--model", dirs[0], "--prompt", "The", "--max-new-tokens", "4"},
+                    &text) == 0);
+  CHECK_FALSE(text.empty());
+  // Export, then one table comparing the two methods over their seeds.
+  REQUIRE(test::cli({"export", dirs[0], "--out", (f.tmp.path / "share").string()}) == 0);
+  CHECK(fs::exists(f.tmp.path / "share" / "adapter" / "adapter_model.safetensors"));
+  std::string table;
+  REQUIRE(test::cli({"report", runs.string(), "--table", "summary"}, &table) == 0);
+  CHECK_THAT(table, Contains("notes ε=4"));
+  CHECK_THAT(table, Contains("| DP-SGD |"));
+  CHECK_THAT(table, Contains("| DP-SGD+Denoise |"));
+  CHECK_THAT(table, Contains("(n=2)"));
+  CHECK_THAT(table, Contains("Eval loss (↓)"));
 }

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/report/report.hpp"
+#include "core/report/summary.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
 #include "methods/tables.hpp"
@@ -865,7 +866,11 @@ TEST_CASE("report --plot draws eval curves and Improvement(t) with gnuplot", "[r
   auto runs = report::load_runs({d.path}).runs;
   report::Plot p = build_report_plot("eval-accuracy", runs);
   REQUIRE(p.series.size() == 2);
-  CHECK(p.series[0].name == "DP-SGD");
+  CHECK(p.series[0].name == "DP-SGD, eps 6.7, n=2");  // method, epsilon and runs
+  CHECK(p.series[1].name == "DP-SGD+Denoise, eps 6.7, n=1");
+  CHECK(p.title == "Next-token accuracy against steps (mean ± std over seeds)");
+  CHECK(p.ylabel == "Next-token accuracy");
+  CHECK(p.y_from_zero);
   CHECK(p.series[0].x == std::vector<double>{0, 10, 20});
   CHECK(p.series[0].y[2] == Approx(0.71));
   CHECK(p.series[0].y_hi[2] - p.series[0].y_lo[2] == Approx(2 * std::sqrt(0.0002)));
@@ -877,8 +882,9 @@ TEST_CASE("report --plot draws eval curves and Improvement(t) with gnuplot", "[r
   CHECK_THROWS_AS(build_report_plot("pie", runs), ConfigError);
   std::string gp = report::gnuplot_script(p, "o'ut.svg", "data.dat");
   CHECK_THAT(gp, Contains("set terminal svg"));
+  CHECK_THAT(gp, Contains("set yrange [0:*]"));  // no zoom that magnifies a small gap
   CHECK_THAT(gp, Contains("'o''ut.svg'"));  // quotes escaped
-  CHECK_THAT(gp, Contains("title 'DP-SGD+Denoise'"));
+  CHECK_THAT(gp, Contains("title 'DP-SGD+Denoise, eps 6.7, n=1'"));
   CHECK_THROWS_AS(report::render_plot(p, d.path / "x.jpg"), ConfigError);
   if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
     WARN("skipped rendering: no gnuplot (apt-get install gnuplot-nox; scripts/setup.sh does)");
@@ -1138,4 +1144,74 @@ TEST_CASE(
   syn(oc.path, "PE", 4.0, 0, yelp, clf_steps(50));
   CHECK_THROWS_WITH(build_report_table("ctcl-classification", report::load_runs({oc.path}).runs),
                     Contains("scored by different downstream recipes"));
+}
+
+TEST_CASE("report --table summary: method x dataset x epsilon x unit, every metric, n per cell",
+          "[report]") {
+  test::TempDir d;
+  // Two methods, 3 and 2 seeds at eps 1 on one dataset named by data.train.name.
+  for (int s = 0; s < 3; ++s) {
+    FakeRun r = dp("DP-SGD", 1.0, s, 2.0 + 0.1 * s);
+    r.dataset_name = "notes";
+    write_run(d.path / ("a" + std::to_string(s)), r);
+  }
+  for (int s = 0; s < 2; ++s) {
+    FakeRun r = dp("PE-SGD", 1.0, s, 1.8);
+    r.dataset_name = "notes";
+    write_run(d.path / ("b" + std::to_string(s)), r);
+  }
+  // A user-level run: its own column.
+  {
+    FakeRun r = dp("DP-SGD", 1.0, 0, 2.5);
+    r.dataset_name = "notes";
+    write_run(d.path / "u0", r);
+    json m = json::parse(read_file(d.path / "u0" / "metrics.json"));
+    m["privacy"]["unit"] = {{"unit", "user"}, {"count", 40}};
+    write_json_atomic(d.path / "u0" / "metrics.json", m);
+  }
+  // A run whose eval set held training rows (eval moved to non_private), with a seed that
+  // repeats one of DP-SGD's and another configuration: skipped before the pooling and seed
+  // checks, with that reason.
+  {
+    FakeRun r = dp("DP-SGD", 1.0, 0, 0.5);
+    r.dataset_name = "notes";
+    write_run(d.path / "overlap", r);
+    json m = json::parse(read_file(d.path / "overlap" / "metrics.json"));
+    m["non_private"]["eval"] = m["eval"];
+    m["eval"] = nullptr;
+    m["run"]["config_hash"] = "another";
+    write_json_atomic(d.path / "overlap" / "metrics.json", m);
+  }
+  auto runs = report::load_runs({d.path}).runs;
+  const report::Table t = build_report_table("summary", runs);
+  REQUIRE(t.columns.size() == 2);
+  CHECK(t.columns[0].dataset == "notes");
+  CHECK(t.columns[1].dataset == "notes (per user)");
+  REQUIRE(t.blocks.size() == 2);  // loss and next-token accuracy (no perplexity in these runs)
+  CHECK(t.blocks[0].title == "Eval loss (↓)");
+  CHECK(t.blocks[1].title == "Next-token accuracy (↑)");
+  const report::Row& dps = row(t.blocks[0], "DP-SGD");
+  REQUIRE(dps.cells[0]);
+  CHECK(dps.cells[0]->n == 3);
+  CHECK(dps.cells[0]->mean == Approx(2.1));
+  CHECK(dps.cells[1]->n == 1);
+  CHECK(row(t.blocks[0], "PE-SGD").cells[0]->n == 2);
+  const std::string md = report::render(t, "md");
+  CHECK_THAT(md, Contains("2.1000 ± 0.1000 (n=3)"));
+  CHECK_THAT(md, Contains("1.8000 ± 0.0000 (n=2)"));
+  CHECK_THAT(md, Contains("(n=1)"));
+  CHECK(report::missing_eval_reason(report::load_runs({d.path / "overlap"}).runs[0])
+            .find("holds training rows") != std::string::npos);
+  // A classifier: class accuracy, macro-F1 and MCC, without a next-token accuracy.
+  test::TempDir c;
+  FakeRun k = dp("DP-SGD", 3.0, 0, 0.69);
+  k.classification = {{"accuracy", 0.51}, {"macro_f1", 0.34}, {"mcc", 0.0}};
+  write_run(c.path / "k0", k);
+  json m = json::parse(read_file(c.path / "k0" / "metrics.json"));
+  m["run"]["label_column"] = "label";
+  write_json_atomic(c.path / "k0" / "metrics.json", m);
+  const report::Table kt = build_report_table("summary", report::load_runs({c.path}).runs);
+  std::vector<std::string> keys;
+  for (const auto& b : kt.blocks) keys.push_back(b.key);
+  CHECK(keys == std::vector<std::string>{"loss", "class_accuracy", "macro_f1", "mcc"});
 }

@@ -80,6 +80,7 @@ Plot eval_curve_plot(const std::vector<RunRecord>& runs, const std::string& metr
     return std::nullopt;
   };
   SeriesGroups groups;
+  bool classes = true;  // every plotted run is scored by class (accuracy is class accuracy)
   for (const auto& r : runs) {
     const nlohmann::json* ev = find(r.metrics, {"eval"});
     if (!ev || !ev->is_object()) continue;
@@ -93,11 +94,27 @@ Plot eval_curve_plot(const std::vector<RunRecord>& runs, const std::string& metr
       for (const auto& h : (*ev)["history"]) add(h, 0);
     if (ev->contains("final")) add((*ev)["final"], 0);
     if (pts.empty()) continue;
+    classes = classes && find(r.metrics, {"eval", "final", "classification", "accuracy"});
     groups[{r.label, r.dataset, r.eps}].push_back(pts);
   }
-  return grouped_plot(
-      groups, metric == "accuracy" ? "Eval accuracy against steps" : "Eval loss against steps",
-      "step", metric == "accuracy" ? "accuracy" : "loss");
+  const std::string name = metric == "loss" ? "Eval loss"
+                           : classes        ? "Classification accuracy"
+                                            : "Next-token accuracy";
+  Plot p =
+      grouped_plot(groups, name + " against steps (mean ± std over seeds)", "step", name, true);
+  // Legends name each line's method, epsilon and runs; the y axis starts at 0, so that a gap
+  // of 0.007 looks as small as it is.
+  size_t i = 0;
+  std::set<std::string> datasets;
+  for (const auto& [k, series] : groups) datasets.insert(std::get<1>(k));
+  for (const auto& [k, series] : groups) {
+    const auto& [label, dataset, eps] = k;
+    p.series[i++].name = fmt::format("{}{}, eps {}, n={}", label,
+                                     datasets.size() > 1 ? " (" + dataset + ")" : std::string(),
+                                     format_eps(eps, "csv"), series.size());
+  }
+  p.y_from_zero = true;
+  return p;
 }
 
 Plot grouped_plot(const SeriesGroups& groups, const std::string& title, const std::string& xlabel,
@@ -131,6 +148,7 @@ std::string gnuplot_script(const Plot& p, const std::filesystem::path& out,
   s += "set ylabel " + quoted(p.ylabel) + " noenhanced\n";
   if (p.logx) s += "set logscale x 2\n";
   if (p.logy) s += "set logscale y 10\n";
+  if (p.y_from_zero && !p.logy) s += "set yrange [0:*]\n";
   s += "set grid\nset key outside below left Left reverse noenhanced\nset style fill transparent "
        "solid 0.2 "
        "noborder\n";

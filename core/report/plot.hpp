@@ -23,12 +23,15 @@ struct Plot {
   bool logx = false;  // a base-2 logarithmic x axis (sizes that double)
   bool logy = false;  // a base-10 logarithmic y axis (perplexities over decades); a band's
                       // edge at or below 0 is left undrawn there
+  bool y_from_zero = false;  // the y axis starts at 0 (not zoomed onto the data's range)
 };
 
 struct RunRecord;
 
 // Eval metric against steps (base at 0, every eval.every, final), one line per (label,
-// dataset, eps) group: the mean over its runs at each step with a mean ± std band.
+// dataset, eps) group: the mean over its runs at each step with a mean ± std band, named
+// "label, eps E, n=K" (the dataset too when there are several); y from 0, labelled with the
+// metric's full name (classification or next-token accuracy).
 // metric "accuracy": the classifier's accuracy where the eval has one, else token accuracy;
 // "loss": eval loss. ConfigError for another metric.
 Plot eval_curve_plot(const std::vector<RunRecord>& runs, const std::string& metric);

@@ -583,13 +583,15 @@ std::string format_eps(double eps, const std::string& format) {
 
 namespace {
 
-// "2.1197 ± 0.0004"; one run: "2.1197 (n=1)"; the base row: the mean alone.
+// "2.1197 ± 0.0004" (with_n: "2.1197 ± 0.0004 (n=3)"); one run: "2.1197 (n=1)"; the base
+// row: the mean alone.
 std::string cell_text(const std::optional<Stat>& s, bool mean_only, const std::string& pm,
-                      int digits) {
+                      int digits, bool with_n) {
   if (!s) return "-";
   if (mean_only) return fmt::format("{:.{}f}", s->mean, digits);
   if (s->n == 1) return fmt::format("{:.{}f} (n=1)", s->mean, digits);
-  return fmt::format("{:.{}f}{}{:.{}f}", s->mean, digits, pm, s->std, digits);
+  return fmt::format("{:.{}f}{}{:.{}f}{}", s->mean, digits, pm, s->std, digits,
+                     with_n ? fmt::format(" (n={})", s->n) : std::string());
 }
 
 // True when the data cells (not the base row) do not all have the same number of runs.
@@ -633,15 +635,15 @@ std::string csv_field(const std::string& s) {
   return out + "\"";
 }
 
-using CellFn = std::string (*)(const std::optional<Stat>&, bool, int);
+using CellFn = std::string (*)(const std::optional<Stat>&, bool, int, bool);
 
-std::string md_cell(const std::optional<Stat>& s, bool mean_only, int digits) {
-  return cell_text(s, mean_only, " ± ", digits);
+std::string md_cell(const std::optional<Stat>& s, bool mean_only, int digits, bool with_n) {
+  return cell_text(s, mean_only, " ± ", digits, with_n);
 }
-std::string latex_cell(const std::optional<Stat>& s, bool mean_only, int digits) {
-  return cell_text(s, mean_only, " $\\pm$ ", digits);
+std::string latex_cell(const std::optional<Stat>& s, bool mean_only, int digits, bool with_n) {
+  return cell_text(s, mean_only, " $\\pm$ ", digits, with_n);
 }
-std::string count_cell(const std::optional<Stat>& s, bool, int) {
+std::string count_cell(const std::optional<Stat>& s, bool, int, bool) {
   return s ? std::to_string(s->n) : "-";
 }
 
@@ -659,7 +661,8 @@ void render_md_body(std::ostringstream& o, const Table& t, CellFn cell, bool ski
     for (const auto& r : b.rows) {
       if (skip_base && r.mean_only) continue;
       o << "| " << md_escape(r.label) << " |";
-      for (const auto& c : r.cells) o << " " << cell(c, r.mean_only, b.digits) << " |";
+      for (const auto& c : r.cells)
+        o << " " << cell(c, r.mean_only, b.digits, t.n_in_cells) << " |";
       o << "\n";
     }
   }
@@ -669,7 +672,7 @@ std::string render_md(const Table& t) {
   std::ostringstream o;
   o << "**" << t.caption << "**\n\n";
   render_md_body(o, t, md_cell, false);
-  if (counts_differ(t)) {
+  if (counts_differ(t) && !t.n_in_cells) {
     o << "\nRuns per cell:\n\n";
     render_md_body(o, t, count_cell, true);
   }
@@ -726,7 +729,7 @@ void render_latex_body(std::ostringstream& o, const Table& t, CellFn cell, bool 
         size_t j = i + 1;
         if (r.mean_only)  // one value per dataset: span its eps columns, as the paper does
           while (j < r.cells.size() && t.columns[j].dataset == t.columns[i].dataset) ++j;
-        std::string text = cell(r.cells[i], r.mean_only, b.digits);
+        std::string text = cell(r.cells[i], r.mean_only, b.digits, t.n_in_cells);
         if (j - i > 1)
           o << " & \\multicolumn{" << (j - i) << "}{c}{" << text << "}";
         else
@@ -743,7 +746,7 @@ std::string render_latex(const Table& t) {
   std::ostringstream o;
   o << "% " << t.caption << " (dpft report; needs \\usepackage{booktabs})\n";
   render_latex_body(o, t, latex_cell, false);
-  if (counts_differ(t)) {
+  if (counts_differ(t) && !t.n_in_cells) {
     o << "% Runs per cell:\n";
     render_latex_body(o, t, count_cell, true);
   }

@@ -102,6 +102,7 @@ struct Table {
   std::string caption;
   std::vector<Column> columns;  // datasets alphabetically, eps ascending with inf last
   std::vector<Block> blocks;
+  bool n_in_cells = false;  // md / latex cells say how many runs each is over: "m ± s (n=3)"
 };
 
 // One table of `dpft report --table NAME`.

@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/report/summary.hpp"
 #include "core/util/error.hpp"
 
 namespace dpft::pe_sgd {
@@ -18,16 +19,16 @@ namespace {
 constexpr const char* kSftLabel = "SFT";  // eval.sft of SFT+DP-SGD runs (before any DP step)
 
 Table table1(const std::vector<RunRecord>& runs, const TableDef& def) {
-  check_groups(runs);
   Collected loss{"loss", "Next Token Prediction Loss (↓)", {}, {}};
   Collected acc{"accuracy", "Next Token Prediction Accuracy (↑)", {}, {}};
+  std::vector<RunRecord> kept;  // the runs the table shows: the only ones checked for pooling
   for (const auto& r : runs) {
     auto fl = number_at(r.metrics, {"eval", "final", "loss"});
     if (!fl) {
-      spdlog::warn("skipped {}: eval.final.loss is missing or null (no eval set, or NaN)",
-                   r.dir.string());
+      spdlog::warn("skipped {}: {}", r.dir.string(), missing_eval_reason(r));
       continue;
     }
+    kept.push_back(r);
     ColKey k{r.dataset, r.eps};
     loss.by_label[r.label][k].push_back(*fl);
     if (auto fa = number_at(r.metrics, {"eval", "final", "accuracy"}))
@@ -44,6 +45,7 @@ Table table1(const std::vector<RunRecord>& runs, const TableDef& def) {
       acc.base_by_dataset[r.dataset].push_back(*ba);
   }
   if (loss.by_label.empty()) throw InputError(no_runs_error("pe-sgd-table1", "eval results"));
+  check_groups(kept);
   std::vector<Collected> blocks = {loss};
   if (!acc.by_label.empty()) blocks.push_back(acc);
   return assemble("Performance of the trained model (mean ± std over seeds)", blocks,
