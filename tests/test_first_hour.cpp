@@ -435,4 +435,16 @@ TEST_CASE("the first hour: own CSV -> run -> eval -> generate -> export -> summa
   CHECK_THAT(table, Contains("| DP-SGD+Denoise |"));
   CHECK_THAT(table, Contains("(n=2)"));
   CHECK_THAT(table, Contains("Eval loss (↓)"));
+  // ... and one labelled plot.
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
+    WARN("skipped the plot: no gnuplot (apt-get install gnuplot-nox; scripts/setup.sh does)");
+    return;
+  }
+  const fs::path fig = f.tmp.path / "loss.svg";
+  REQUIRE(test::cli(
+              {"report", runs.string(), "--plot", fig.string(), "--plot-kind", "eval-loss"}) == 0);
+  const std::string svg = read_file(fig);
+  CHECK_THAT(svg, Contains("DP-SGD, eps 4, n=2"));
+  CHECK_THAT(svg, Contains("DP-SGD+Denoise, eps 4, n=2"));
+  CHECK_THAT(svg, Contains("mean ± std over seeds"));
 }

@@ -99,11 +99,13 @@ Table summary_table(const std::vector<RunRecord>& runs, const TableDef& def) {
     for (const auto& [name, block] : s->items()) {
       auto it = sets.find(name);
       if (it == sets.end())
-        it = sets.emplace(
-                     name,
-                     std::pair<Collected, Collected>{
-                         {"sets." + name + ".loss", "Eval loss on " + name + " (↓)"},
-                         {"sets." + name + ".accuracy", "Next-token accuracy on " + name + " (↑)"}})
+        it = sets.emplace(name,
+                          std::pair<Collected, Collected>{
+                              {"sets." + name + ".loss", "Eval loss on " + name + " (↓)", {}, {}},
+                              {"sets." + name + ".accuracy",
+                               "Next-token accuracy on " + name + " (↑)",
+                               {},
+                               {}}})
                  .first;
       if (auto v = value_at(block, {"loss"}))
         it->second.first.by_label[r.label][{r.dataset, r.eps}].push_back(*v);

@@ -18,7 +18,6 @@ cands=(
   "lr=5e-3 steps=10 targets=[c_attn,c_proj,c_fc]"
   "lr=2e-2 steps=10 targets=[c_attn,c_proj,c_fc]"
   "lr=5e-3 steps=30 targets=[c_attn,c_proj,c_fc]"
-  "lr=2e-2 steps=30 targets=[c_attn,c_proj,c_fc]"
 )
 for c in "${cands[@]}"; do
   read -r lr steps targets <<<"$c"

@@ -11,6 +11,7 @@
 #include <set>
 #include <tuple>
 
+#include "core/report/summary.hpp"
 #include "core/util/error.hpp"
 
 namespace dpft::denoise {
@@ -32,7 +33,6 @@ std::optional<double> steps_to(const nlohmann::json& m, const char* share) {
 }
 
 Table glue(const std::vector<RunRecord>& runs, const TableDef& def) {
-  check_groups(runs);
   Collected acc{"accuracy", "Final accuracy after T steps (↑)", {}, {}};
   Collected s90{"steps_90", "Steps to 90 % of the reference (↓)", {}, {}, 0};
   Collected s95{"steps_95", "Steps to 95 % of the reference (↓)", {}, {}, 0};
@@ -47,18 +47,21 @@ Table glue(const std::vector<RunRecord>& runs, const TableDef& def) {
     if (r.label == kBaseline)
       baseline[{r.dataset, r.eps, r.seed}] = {steps_to(r.metrics, "0.9"),
                                               steps_to(r.metrics, "0.95")};
-  int used = 0;
+  std::vector<RunRecord> kept;  // the runs shown: the only ones checked for pooling
   for (const auto& r : runs) {
     auto a = final_accuracy(r.metrics);
     auto ref = number_at(r.metrics, {"eval", "steps_to_accuracy", "reference"});
     if (!a || !ref) {
-      spdlog::warn(
-          "skipped {}: no eval.final accuracy or eval.steps_to_accuracy (set "
-          "eval.reference_accuracy and eval.every)",
-          r.dir.string());
+      if (!number_at(r.metrics, {"eval", "final", "loss"}))
+        spdlog::warn("skipped {}: {}", r.dir.string(), missing_eval_reason(r));
+      else
+        spdlog::warn(
+            "skipped {}: no eval.final accuracy or eval.steps_to_accuracy (set "
+            "eval.reference_accuracy and eval.every)",
+            r.dir.string());
       continue;
     }
-    ++used;
+    kept.push_back(r);
     references.insert(*ref);
     const ColKey k{r.dataset, r.eps};
     acc.by_label[r.label][k].push_back(*a);
@@ -77,7 +80,8 @@ Table glue(const std::vector<RunRecord>& runs, const TableDef& def) {
       }
     }
   }
-  if (used == 0) throw InputError(no_runs_error("denoise-glue", "steps-to-accuracy results"));
+  if (kept.empty()) throw InputError(no_runs_error("denoise-glue", "steps-to-accuracy results"));
+  check_groups(kept);
   std::string refs;
   for (double x : references) refs += (refs.empty() ? "" : ", ") + fmt::format("{:g}", x);
   return assemble(

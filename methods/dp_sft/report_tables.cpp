@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <map>
 
+#include "core/report/summary.hpp"
 #include "core/util/error.hpp"
 
 namespace dpft::dp_sft {
@@ -29,23 +30,26 @@ std::string task_name(const std::string& dataset) {
 }
 
 Table glue(const std::vector<RunRecord>& runs, const TableDef& def) {
-  check_groups(runs);
   Collected acc{"accuracy", "Test accuracy (↑)", {}, {}};
   Collected f1{"macro_f1", "Test macro-F1 (↑)", {}, {}};
+  std::vector<RunRecord> kept;  // the runs shown: the only ones checked for pooling
   for (const auto& r : runs) {
     auto a = number_at(r.metrics, {"eval", "final", "classification", "accuracy"});
     if (!a) {
-      spdlog::warn("skipped {}: no eval.final.classification (not a classifier's run, or its "
-                   "eval set holds training rows)",
-                   r.dir.string());
+      spdlog::warn("skipped {}: {}", r.dir.string(),
+                   number_at(r.metrics, {"eval", "final", "loss"})
+                       ? "no eval.final.classification (not a classifier's run)"
+                       : missing_eval_reason(r));
       continue;
     }
+    kept.push_back(r);
     const ColKey k{task_name(r.dataset), r.eps};
     acc.by_label[r.label][k].push_back(*a);
     if (auto f = number_at(r.metrics, {"eval", "final", "classification", "macro_f1"}))
       f1.by_label[r.label][k].push_back(*f);
   }
   if (acc.by_label.empty()) throw InputError(no_runs_error("glue", "classification results"));
+  check_groups(kept);
   return assemble("Accuracy of the fine-tuned classifier on each task's test set (mean ± std "
                   "over seeds)",
                   {acc, f1}, def.row_order);
