@@ -404,6 +404,14 @@ int account_run(const std::string& run_dir, bool as_json) {
   return 0;
 }
 
+// A mode that takes one option (and --json) alone: any other option given is a ConfigError,
+// "<option> <why>".
+void only_with(const CLI::App& sub, const std::string& mode, const char* why) {
+  for (const CLI::Option* opt : sub.get_options())
+    if (opt->count() > 0 && opt->get_name() != mode && opt->get_name() != "--json")
+      throw ConfigError(fmt::format("{} {}", opt->get_name(), why));
+}
+
 }  // namespace
 
 void register_account(CLI::App& app, CliContext& ctx) {
@@ -427,21 +435,15 @@ void register_account(CLI::App& app, CliContext& ctx) {
   sub->callback([o, sub, &ctx] {
     ctx.action = [o, sub] {
       if (!o->run_dir.empty()) {
-        for (const CLI::Option* opt : sub->get_options())
-          if (opt->count() > 0 && opt->get_name() != "run_dir" && opt->get_name() != "--json")
-            throw ConfigError(fmt::format(
-                "{} conflicts with a run directory: `dpft account RUN_DIR` reports what that "
-                "run spent (give --spec SPEC for a plan, or the flags for a release)",
-                opt->get_name()));
+        only_with(*sub, "run_dir",
+                  "conflicts with a run directory: `dpft account RUN_DIR` reports what that run "
+                  "spent (give --spec SPEC for a plan, or the flags for a release)");
         return account_run(o->run_dir, o->json);
       }
       if (!o->queries.empty()) {
-        for (const CLI::Option* opt : sub->get_options())
-          if (opt->count() > 0 && opt->get_name() != "--queries" && opt->get_name() != "--json")
-            throw ConfigError(fmt::format(
-                "{} conflicts with --queries: each line of the file holds all of its query's "
-                "flags (give only --queries FILE and --json)",
-                opt->get_name()));
+        only_with(*sub, "--queries",
+                  "conflicts with --queries: each line of the file holds all of its query's "
+                  "flags (give only --queries FILE and --json)");
         return account_queries(o->queries, o->json);
       }
       if (!o->specs.empty()) return account_specs(*o);

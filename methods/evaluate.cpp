@@ -51,7 +51,10 @@ nlohmann::json evaluate_model(const EvalRequest& q) {
                                                         : nlohmann::json(src.adapter.string())},
                         {"data", q.data.path},
                         {"task", name_of(spec.data.task)},
-                        {"eval", b.block}};
+                        {"eval", b.block},
+                        {"note",
+                         "non-private: statistics of the data file as given, not a DP release; "
+                         "share them only if that file is public (docs/outputs.md)"}};
   if (const std::vector<std::string> w = captured_warnings(); !w.empty()) out["warnings"] = w;
   return out;
 }

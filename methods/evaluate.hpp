@@ -23,7 +23,8 @@ struct EvalRequest {
   int64_t max_length = 128, max_samples = 0, batch = 32;
 };
 
-// {"model", "adapter", "data", "task", "eval": block, "warnings": [...]}; ConfigError /
+// {"model", "adapter", "data", "task", "eval": block, "note", "warnings": [...]}: non-private,
+// statistics of the file as given (the note says so); ConfigError /
 // InputError as a run's data.eval would raise them.
 nlohmann::json evaluate_model(const EvalRequest& request);
 

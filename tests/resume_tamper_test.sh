@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A run's privacy budget cannot be changed by resuming it (issue 20): every tampering below is
 # refused with a message naming what changed, and leaves the run untrained; an untouched copy
-# resumes to the end; a finished run is never trained again; a run directory is locked.
+# resumes to the end; a finished run is never trained again; a run directory is locked; a
+# stopped or interrupted run says so once.
 # Usage: resume_tamper_test.sh PATH/TO/dpft SOURCE_DIR
 set -u
 DPFT="$1"; SRC="$2"
@@ -25,7 +26,15 @@ privacy: {epsilon: 1, delta: 1.0e-5, sampling_rate: 0.2, clip_norm: 1.0, noise_s
 train: {steps: 6, micro_batch_size: 16, lr: 5.0e-3}
 method: {name: dp-sgd}
 YAML
-R=$("$DPFT" --quiet run "$T/s.yaml" --out "$T/runs" --stop-after 2 2>/dev/null | tail -1)
+out=$("$DPFT" run "$T/s.yaml" --out "$T/runs" --stop-after 2 2>&1); R=$(tail -n 1 <<<"$out")
+# One line says why the run stopped and how to continue, and none says it is done; the same
+# for Ctrl-C at step 2 (exit 130).
+stop_lines() { grep -cE "stopped|interrupted by signal" <<<"$1"; }
+if [ "$(stop_lines "$out")" = 1 ] && grep -qF "stopped after 2 steps as asked; checkpoint saved; continue with: dpft run --resume $R" <<<"$out" &&
+   ! grep -qF "done:" <<<"$out"; then ok; else bad "--stop-after 2: not one stop line, or a done line"; echo "$out" | tail -4; fi
+out=$(DPFT_SIGNAL_AT=step2 "$DPFT" run "$T/s.yaml" --out "$T/runs-sig" 2>&1); rc=$?
+if [ "$rc" = 130 ] && [ "$(stop_lines "$out")" = 1 ] && grep -qF "interrupted by signal 2; partial results saved in" <<<"$out" &&
+   ! grep -qF "done:" <<<"$out"; then ok; else bad "SIGINT at step 2: exit $rc, not one stop line, or a done line"; echo "$out" | tail -4; fi
 S=$("$DPFT" --quiet run "$T/s.yaml" --out "$T/runs" --set seed=1 --stop-after 2 2>/dev/null | tail -1)
 if [ ! -d "$R/checkpoint" ] || [ ! -f "$R/privacy_lock.json" ] || [ ! -d "$S/checkpoint" ]; then
   echo "FAIL: the stopped runs have no checkpoint / privacy_lock.json ($R, $S)"; exit 1

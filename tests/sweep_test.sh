@@ -23,6 +23,12 @@ check "a eps inf seed 1 directory" has "$out" "[4/8] a eps=inf seed=1: would run
 check "sgd spec once per seed, no eps" has "$out" "[5/8] b eps=none seed=0: would run: $DPFT run $T/b.yaml --set seed=0 --out $T/out/b/noeps/s0"
 check "--no-eps-for spec" has "$out" "[8/8] c eps=none seed=1: would run: $DPFT run $T/c.yaml --set seed=1 --out $T/out/c/noeps/s1"
 check "dry run writes nothing" [ ! -e "$T/out" ]
+# --threads N (before or after the other flags): each run gets dpft --threads N.
+out=$(bash "$SWEEP" --dpft "$DPFT" --threads 1 --specs "$T/a.yaml" --seeds 0 --eps 1 --out "$T/out" --dry-run 2>&1)
+check "--threads reaches each run" has "$out" "[1/1] a eps=1 seed=0: would run: $DPFT --threads 1 run $T/a.yaml --set seed=0"
+out=$(bash "$SWEEP" --dpft "$DPFT" --specs "$T/a.yaml" --seeds 0 --eps 1 --out "$T/out" --threads two --dry-run 2>&1); rc=$?
+check "--threads two refused (rc $rc)" [ "$rc" = 2 ]
+check "--threads two: the message" has "$out" "--threads needs a number of threads"
 
 # A fake finished run is skipped; a failed one is not.
 mkdir -p "$T/out/a/eps1/s0/a/run1" "$T/out/a/eps1/s1/a/run1"

@@ -343,6 +343,8 @@ TEST_CASE("dpft eval and generate take a run directory or an adapter alone", "[f
   // The base alone differs from the trained adapter (it is the run's eval.base).
   const nlohmann::json base = eval_json({"--model", f.model});
   CHECK(base["adapter"].is_null());
+  // Its numbers are statistics of the file as given, and the JSON says so.
+  CHECK_THAT(base["note"].get<std::string>(), Contains("non-private"));
   CHECK(base["eval"]["loss"].get<double>() ==
         Approx(m["eval"]["base"]["loss"].get<double>()).epsilon(1e-6));
 
@@ -365,6 +367,72 @@ TEST_CASE("dpft eval and generate take a run directory or an adapter alone", "[f
   CHECK(run_binary({"eval", "--model", f.tmp.path.string(), "--data", held_out.string()},
                    &message) == 3);
   CHECK_THAT(message, Contains("expected a checkpoint directory, a dpft run directory"));
+
+  // dpft account RUN_DIR: what the run spent, re-accounted from its ledger's releases.
+  std::string spent;
+  REQUIRE(test::cli({"account", dir, "--json"}, &spent) == 0);
+  const nlohmann::json acc = nlohmann::json::parse(spent);
+  CHECK(acc["epsilon"].get<double>() == Approx(m["privacy"]["epsilon"].get<double>()));
+  CHECK(acc["epsilon"].get<double>() <= 8.0);
+  CHECK(acc["releases"] == m["privacy"]["releases"]);
+  CHECK(acc["status"] == "ok");
+  CHECK(acc["method"] == "dp-sgd");
+  CHECK(run_binary({"account", dir, "--eps", "1"}, &message) == 2);
+  CHECK_THAT(message, Contains("--eps conflicts with a run directory"));
+  CHECK(run_binary({"account", f.tmp.path.string()}, &message) == 3);
+  CHECK_THAT(message, Contains("not a dpft run directory (no metrics.json)"));
+}
+
+TEST_CASE("a tokenizer kept apart from the model: model.tokenizer, and the hint that names it",
+          "[first-hour]") {
+  test::Fixture f;
+  test::make_fixture(f);
+  // The model's weights and config without its tokenizer files.
+  const fs::path bare = f.tmp.path / "bare";
+  fs::create_directories(bare);
+  for (const char* file : {"config.json", "model.safetensors"})
+    fs::copy_file(fs::path(f.model) / file, bare / file);
+  const std::vector<std::string> validate = {"config",
+                                             "validate",
+                                             f.spec,
+                                             "--set",
+                                             "model.path=" + bare.string(),
+                                             "--set",
+                                             "data.train.path=" + f.train,
+                                             "--set",
+                                             "method.name=dp-sgd",
+                                             "--set",
+                                             "privacy.epsilon=8"};
+  std::string message;
+  CHECK(run_binary(validate, &message) == 3);
+  CHECK_THAT(message, Contains("or set model.tokenizer to a directory that holds them"));
+  std::vector<std::string> with = validate;
+  with.insert(with.end(), {"--set", "model.tokenizer=" + f.model});
+  CHECK(run_binary(with, &message) == 0);
+  CHECK_THAT(message, Contains("pre-flight: data.train"));
+  with.back() = "model.tokenizer=" + (f.tmp.path / "none").string();
+  CHECK(run_binary(with, &message) == 3);
+  CHECK_THAT(message,
+             Contains("model.tokenizer: '" + (f.tmp.path / "none").string() + "' does not exist"));
+}
+
+TEST_CASE("dpft model logits --text on an encoder uses its tokenizer with <s> ... </s>",
+          "[first-hour]") {
+  const std::string model = (kSource / "models" / "tiny-roberta").string();
+  std::string out;
+  REQUIRE(test::cli({"tokenize", "--tokenizer", model, "--text", "hello world", "--json"}, &out) ==
+          0);
+  std::vector<int64_t> want = {0};  // <s>
+  const nlohmann::json pieces = nlohmann::json::parse(out);
+  for (const auto& id : pieces["ids"]) want.push_back(id.get<int64_t>());
+  want.push_back(2);  // </s>
+  REQUIRE(test::cli({"model", "logits", "--model", model, "--text", "hello world"}, &out) == 0);
+  const nlohmann::json by_text = nlohmann::json::parse(out);
+  CHECK(by_text["input_ids"].get<std::vector<int64_t>>() == want);
+  std::string ids;
+  for (int64_t id : want) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+  REQUIRE(test::cli({"model", "logits", "--model", model, "--ids", ids}, &out) == 0);
+  CHECK(nlohmann::json::parse(out)["logits"] == by_text["logits"]);
 }
 
 TEST_CASE("the first hour: own CSV -> run -> eval -> generate -> export -> summary table",

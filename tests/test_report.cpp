@@ -9,6 +9,7 @@
 #include "core/report/summary.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
+#include "core/util/log.hpp"
 #include "methods/tables.hpp"
 #include "test_util.hpp"
 
@@ -61,6 +62,17 @@ void write_run(const fs::path& dir, const FakeRun& r) {
     for (const auto& l : r.per_sample) text += l.dump() + "\n";
     write_file_atomic(dir / "per_sample.jsonl", text);
   }
+}
+
+// A run whose eval set held training rows: its eval moved to non_private, as the runner moves
+// it, and another configuration (a run the reports must skip before the pooling checks).
+void write_overlap_run(const fs::path& dir, const FakeRun& r) {
+  write_run(dir, r);
+  json m = json::parse(read_file(dir / "metrics.json"));
+  m["non_private"]["eval"] = m["eval"];
+  m["eval"] = nullptr;
+  m["run"]["config_hash"] = "another";
+  write_json_atomic(dir / "metrics.json", m);
 }
 
 FakeRun dp(const std::string& label, json eps, int seed, double final_loss) {
@@ -956,6 +968,21 @@ TEST_CASE(
   for (const auto& r : t.blocks[0].rows) CHECK(r.label != "DP-SGD");
   CHECK(t.blocks[0].rows.back().label == "CTCL");
 
+  // A second Downstream DPFT run of seed 0, another configuration, whose eval set held
+  // training rows (its eval moved to non_private): skipped with that reason before the seed
+  // and pooling checks, which then find nothing to say.
+  {
+    test::TempDir o;
+    write_run(o.path / "downstream", ds);
+    write_overlap_run(o.path / "overlap", ds);
+    const WarningCapture capture;
+    auto ot = build_report_table("ctcl-generative", report::load_runs({o.path}).runs);
+    CHECK(row(ot.blocks[0], "Downstream DPFT").cells[0]->n == 1);
+    const std::vector<std::string> w = captured_warnings();
+    REQUIRE(w.size() == 1);
+    CHECK_THAT(w[0], Contains("overlap: ") && Contains("holds training rows"));
+  }
+
   auto a = build_report_table("ctcl-ablation", report::load_runs({d.path}).runs);
   REQUIRE(a.blocks.size() == 1);
   CHECK(a.blocks[0].rows[0].label == "BART vanilla");
@@ -1175,12 +1202,7 @@ TEST_CASE("report --table summary: method x dataset x epsilon x unit, every metr
   {
     FakeRun r = dp("DP-SGD", 1.0, 0, 0.5);
     r.dataset_name = "notes";
-    write_run(d.path / "overlap", r);
-    json m = json::parse(read_file(d.path / "overlap" / "metrics.json"));
-    m["non_private"]["eval"] = m["eval"];
-    m["eval"] = nullptr;
-    m["run"]["config_hash"] = "another";
-    write_json_atomic(d.path / "overlap" / "metrics.json", m);
+    write_overlap_run(d.path / "overlap", r);
   }
   auto runs = report::load_runs({d.path}).runs;
   const report::Table t = build_report_table("summary", runs);

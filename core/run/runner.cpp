@@ -336,8 +336,10 @@ RunResult run_experiment(const Spec& spec, const RunHooks& hooks, const RunOptio
           interrupt_signal(), r.run_dir, r.run_dir);
   } else if (ctx.stopped) {
     r.status = "stopped";
-    spdlog::info("stopped after {} steps as asked; continue with: dpft run --resume {}",
-                 opts.stop_after, r.run_dir);
+    spdlog::info(
+        "stopped after {} steps as asked; checkpoint saved; continue with: dpft run "
+        "--resume {}",
+        opts.stop_after, r.run_dir);
   } else {
     r.status = "ok";
   }

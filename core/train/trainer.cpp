@@ -633,8 +633,8 @@ nlohmann::json Trainer::run(const GradientFn& gradient) {
   nlohmann::json out;
   if (s.step < T) {  // interrupted: keep everything needed to resume
     save_checkpoint();
-    if (root)  // the runner says why it stopped and how to continue
-      spdlog::info("stopped at step {} of {}; checkpoint saved", s.step, T);
+    // The runner's one line says why it stopped and how to continue.
+    spdlog::debug("stopped at step {} of {}; checkpoint saved", s.step, T);
   } else {
     // Training is done: checkpoint step T first, so that a signal during the final evaluation
     // or the save leaves a run that --resume finishes (evaluate, save) without training again.

@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "core/report/plot.hpp"
+#include "core/report/summary.hpp"
 #include "core/util/error.hpp"
 
 namespace dpft::ctcl {
@@ -82,7 +83,6 @@ class OneScorer {
 // Table 3: the downstream LM trained on the synthetic texts (or, for Downstream DPFT, DP
 // fine-tuned on the private texts), scored on the real test texts.
 Table generative(const std::vector<RunRecord>& runs, const TableDef& def) {
-  check_groups(runs);
   Collected acc{"next_token_accuracy",
                 "Next-token accuracy of the downstream LM on the real test texts (↑)",
                 {},
@@ -92,6 +92,7 @@ Table generative(const std::vector<RunRecord>& runs, const TableDef& def) {
   Collected fid{"fid", "FID on the embedder's sentence embeddings (↓)", {}, {}};
   ppl.digits = 2;
   OneScorer one("ctcl-generative");
+  std::vector<RunRecord> kept;  // the runs shown: the only ones checked for pooling
   for (const auto& r : runs) {
     const ColKey k{data_name(r.dataset), r.eps};
     if (const nlohmann::json* e = find(r.metrics, {"synthetic_eval", "main"})) {
@@ -103,6 +104,7 @@ Table generative(const std::vector<RunRecord>& runs, const TableDef& def) {
       }
       if (auto m = number_at(*e, {"mauve", "mauve"})) mauve.by_label[r.label][k].push_back(*m);
       if (auto f = number_at(*e, {"fid"})) fid.by_label[r.label][k].push_back(*f);
+      kept.push_back(r);
       continue;
     }
     if (r.label == "Downstream DPFT") {
@@ -110,6 +112,11 @@ Table generative(const std::vector<RunRecord>& runs, const TableDef& def) {
         acc.by_label[r.label][k].push_back(*a);
         if (auto p = number_at(r.metrics, {"eval", "final", "perplexity"}))
           ppl.by_label[r.label][k].push_back(*p);
+        kept.push_back(r);
+        continue;
+      }
+      if (!number_at(r.metrics, {"eval", "final", "loss"})) {
+        spdlog::warn("skipped {}: {}", r.dir.string(), missing_eval_reason(r));
         continue;
       }
     }
@@ -121,6 +128,7 @@ Table generative(const std::vector<RunRecord>& runs, const TableDef& def) {
   if (acc.by_label.empty() && mauve.by_label.empty())
     throw InputError(
         no_runs_error("ctcl-generative", "synthetic_eval.main (dpft eval-synthetic --run)"));
+  check_groups(kept);
   return assemble(
       "CTCL Table 3 (generative tasks): a causal LM trained from scratch on each "
       "synthetic set, scored on the real test texts (mean ± std over seeds)",
@@ -130,7 +138,6 @@ Table generative(const std::vector<RunRecord>& runs, const TableDef& def) {
 // Table 4: downstream classifiers, one column per data set and label column (synthetic_eval.<name>,
 // name = the label column the classifier learnt).
 Table classification(const std::vector<RunRecord>& runs, const TableDef& def) {
-  check_groups(runs);
   Collected acc{
       "accuracy", "Accuracy of the downstream classifier on the real test texts (↑)", {}, {}};
   // Accuracy alone flatters a classifier that learnt the majority class; these two do not.
@@ -146,6 +153,7 @@ Table classification(const std::vector<RunRecord>& runs, const TableDef& def) {
     if (auto m = number_at(clf, {"mcc"})) mcc.by_label[label][k].push_back(*m);
   };
   OneScorer one("ctcl-classification");
+  std::vector<RunRecord> kept;  // the runs shown: the only ones checked for pooling
   for (const auto& r : runs) {
     bool any = false;
     if (const nlohmann::json* all = find(r.metrics, {"synthetic_eval"}); all && all->is_object())
@@ -159,16 +167,25 @@ Table classification(const std::vector<RunRecord>& runs, const TableDef& def) {
           if (auto f = number_at(e, {"fid"})) fid.by_label[r.label][k].push_back(*f);
           any = true;
         }
-    if (any) continue;
-    if (r.label == "Downstream DPFT")
+    if (any) {
+      kept.push_back(r);
+      continue;
+    }
+    if (r.label == "Downstream DPFT") {
       if (auto a = number_at(r.metrics, {"eval", "final", "classification", "accuracy"})) {
         // Its column: the data set and the label column it was trained on, where the synthetic
         // sets' evaluations named after that column (eval-synthetic --run --name label1) go.
         const std::string col = string_at(r.metrics, {"run", "label_column"}).value_or("");
         add_scores(r.label, {label_column_name(r.dataset, col), r.eps},
                    *find(r.metrics, {"eval", "final", "classification"}), *a);
+        kept.push_back(r);
         continue;
       }
+      if (!number_at(r.metrics, {"eval", "final", "loss"})) {
+        spdlog::warn("skipped {}: {}", r.dir.string(), missing_eval_reason(r));
+        continue;
+      }
+    }
     spdlog::warn(
         "skipped {}: no synthetic_eval with a downstream_classifier and not a "
         "Downstream DPFT classifier run",
@@ -177,6 +194,7 @@ Table classification(const std::vector<RunRecord>& runs, const TableDef& def) {
   if (acc.by_label.empty())
     throw InputError(no_runs_error(
         "ctcl-classification", "a downstream classifier (dpft eval-synthetic --run --classify)"));
+  check_groups(kept);
   return assemble(
       "CTCL Table 4 (classification): a classifier trained on each labelled synthetic "
       "set, scored on the real test texts (mean ± std over seeds)",
@@ -185,19 +203,21 @@ Table classification(const std::vector<RunRecord>& runs, const TableDef& def) {
 
 // Table 5: CTCL against its ablations, the downstream LM's perplexity.
 Table ablation(const std::vector<RunRecord>& runs, const TableDef& def) {
-  check_groups(runs);
   Collected ppl{"perplexity", "Perplexity of the downstream LM on the real test texts (↓)", {}, {}};
   ppl.digits = 2;
   OneScorer one("ctcl-ablation");
+  std::vector<RunRecord> kept;  // the runs shown: the only ones checked for pooling
   for (const auto& r : runs) {
     if (auto p = number_at(r.metrics, {"synthetic_eval", "main", "downstream_lm", "perplexity"})) {
       one.add(data_name(r.dataset), *find(r.metrics, {"synthetic_eval", "main"}), r.dir);
       ppl.by_label[r.label][{data_name(r.dataset), r.eps}].push_back(*p);
+      kept.push_back(r);
     } else
       spdlog::warn("skipped {}: no synthetic_eval.main.downstream_lm", r.dir.string());
   }
   if (ppl.by_label.empty())
     throw InputError(no_runs_error("ctcl-ablation", "synthetic_eval.main.downstream_lm"));
+  check_groups(kept);
   return assemble(
       "CTCL Table 5 (ablation): the downstream LM's perplexity on the real test texts "
       "(mean ± std over seeds)",
