@@ -6,7 +6,7 @@
 # libtorch, or share/cmake of a PyTorch install); default: the cmake prefix of the python3
 # PyTorch, `python3 -c 'import torch; print(torch.utils.cmake_prefix_path)'`.
 #
-# The other libraries (yaml-cpp, nlohmann-json, fmt, spdlog, CLI11, PCRE2, OpenSSL's libcrypto,
+# The other libraries (yaml-cpp, nlohmann-json, fmt, spdlog, CLI11, PCRE2, SentencePiece, OpenSSL's libcrypto,
 # Catch2) come from the machine when it has them; on a machine without them (and without a
 # registry to install them from), from Debian .deb files unpacked with `dpkg -x` into
 # $BUILD_DIR/deps: put the .debs in DEBS_DIR (default third_party/debs), which
@@ -27,7 +27,7 @@ JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 DEB_PKGS=(libyaml-cpp-dev libyaml-cpp0.7 nlohmann-json3-dev libfmt-dev libfmt9 libspdlog-dev
           libspdlog1.10 libcli11-dev libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0
           libpcre2-posix3 libutf8proc-dev libutf8proc2 libssl-dev libssl3 catch2 libstemmer-dev
-          libstemmer0d)
+          libstemmer0d libsentencepiece-dev libsentencepiece0)
 
 if [ "${1:-}" = "--fetch-debs" ]; then
   shift

@@ -7,7 +7,7 @@ PKGS=(
   build-essential cmake git
   libtorch-dev libopenblas0-pthread
   libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libyaml-cpp-dev catch2
-  pkg-config libpcre2-dev libutf8proc-dev libssl-dev libstemmer-dev
+  pkg-config libpcre2-dev libutf8proc-dev libssl-dev libstemmer-dev libsentencepiece-dev
   libgloo-dev libfaiss-dev
   python3 python3-numpy python3-scipy python3-torch python3-nltk gnuplot-nox
 )

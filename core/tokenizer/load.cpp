@@ -55,6 +55,7 @@ bool looks_like_control_token(const std::string& s) {
 std::optional<TokenId> find_token(const TokenizerParts& p, const std::string& s) {
   for (const auto& t : p.added)
     if (t.content == s) return t.id;
+  if (p.spm) return p.spm->find(s);
   std::string bytes;
   if (byte_level_to_bytes(s, bytes)) {
     if (auto id = p.bpe->find(bytes)) return id;
@@ -191,8 +192,10 @@ TokenizerParts parts_from_hf_json(const fs::path& file) {
       throw InputError(
           fmt::format("{}: model type '{}' is not supported (byte-level BPE only)", origin, type));
     if (m.value("byte_fallback", false))
-      throw InputError(
-          fmt::format("{}: byte_fallback BPE (SentencePiece style) is not supported", origin));
+      throw InputError(fmt::format(
+          "{}: a SentencePiece-style tokenizer.json (byte_fallback BPE) is read from the "
+          "model's SentencePiece file: put its tokenizer.model beside it",
+          origin));
     for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
       if (m.contains(key) && m[key].is_string() && !m[key].get<std::string>().empty())
         throw InputError(
@@ -534,6 +537,40 @@ void apply_config(TokenizerParts& p, const json& c, const std::string& origin) {
   }
 }
 
+// ---- SentencePiece -------------------------------------------------------------------------
+
+// The model's control and unknown pieces (<s>, </s>, <unk>, [INST], ...) become special added
+// tokens: matched in text only with allow_special, decoded as their text. bos / eos / pad from
+// the model; bos added when the model has one (Llama-2, Mistral, Gemma), else eos (T5);
+// tokenizer_config.json may change both.
+TokenizerParts parts_from_sentencepiece(const fs::path& file) {
+  TokenizerParts p;
+  p.source = file.string();
+  p.format = "sentencepiece";
+  p.pretokenizer = "sentencepiece";
+  p.spm = SpmModel::load(file);
+  for (TokenId id = 0; id < p.spm->size(); ++id) {
+    const SpmModel::PieceKind k = p.spm->kind(id);
+    if (k == SpmModel::PieceKind::kControl || k == SpmModel::PieceKind::kUnknown)
+      p.added.push_back({p.spm->piece(id), id, true});
+  }
+  p.bos = p.spm->bos_id();
+  p.eos = p.spm->eos_id();
+  p.pad = p.spm->pad_id();
+  p.add_bos = p.bos.has_value();
+  p.add_eos = !p.bos && p.eos;
+  return p;
+}
+
+// Whether a tokenizer.json describes a SentencePiece model (byte_fallback BPE or Unigram):
+// its tokenizer.model beside it is then the one to read.
+bool hf_json_is_sentencepiece(const fs::path& file) {
+  const json j = read_json(file);
+  if (!j.is_object() || !j.contains("model") || !j["model"].is_object()) return false;
+  const json& m = j["model"];
+  return m.value("byte_fallback", false) || m.value("type", "") == "Unigram";
+}
+
 bool is_tiktoken_file(const fs::path& f) {
   std::ifstream in(f, std::ios::binary);
   std::string first;
@@ -598,6 +635,7 @@ Tokenizer load_tokenizer(const fs::path& path, const LoadOptions& opt) {
     throw InputError(fmt::format("tokenizer not found: {} does not exist", path.string()));
   if (fs::is_regular_file(path, ec)) {
     if (path.extension() == ".json") return load_hf_tokenizer_json(path);
+    if (!is_tiktoken_file(path)) return Tokenizer(parts_from_sentencepiece(path));
     return load_tiktoken(path, opt.tiktoken_family.empty() ? detect_tiktoken_family(path, nullptr)
                                                            : opt.tiktoken_family);
   }
@@ -614,8 +652,14 @@ Tokenizer load_tokenizer(const fs::path& path, const LoadOptions& opt) {
   if (config_path) config = read_json(*config_path);
 
   TokenizerParts parts;
-  if (auto tj = file("tokenizer.json")) {
+  auto spm_file = [&]() -> std::optional<fs::path> {
+    auto tm = file("tokenizer.model");
+    return tm && !is_tiktoken_file(*tm) ? tm : std::nullopt;
+  };
+  if (auto tj = file("tokenizer.json"); tj && !(hf_json_is_sentencepiece(*tj) && spm_file())) {
     parts = parts_from_hf_json(*tj);
+  } else if (auto sm = spm_file()) {
+    parts = parts_from_sentencepiece(*sm);
   } else {
     auto vocab = file("vocab.json");
     if (!vocab) vocab = file("encoder.json");
@@ -632,13 +676,7 @@ Tokenizer load_tokenizer(const fs::path& path, const LoadOptions& opt) {
       for (const auto& e : fs::directory_iterator(path, ec))
         if (e.is_regular_file() && e.path().extension() == ".tiktoken") cands.push_back(e.path());
       if (cands.empty()) {
-        if (auto tm = file("tokenizer.model")) {
-          if (!is_tiktoken_file(*tm))
-            throw InputError(
-                fmt::format("{}: not a tiktoken rank file (SentencePiece models are not supported)",
-                            tm->string()));
-          cands.push_back(*tm);
-        }
+        if (auto tm = file("tokenizer.model")) cands.push_back(*tm);  // a tiktoken file
       }
       if (cands.size() > 1)
         throw InputError(fmt::format(
@@ -646,7 +684,8 @@ Tokenizer load_tokenizer(const fs::path& path, const LoadOptions& opt) {
       if (cands.empty())
         throw InputError(
             fmt::format("{}: no tokenizer files: expected tokenizer.json, vocab.json + merges.txt "
-                        "(or vocab.bpe), or a tiktoken rank file (*.tiktoken, tokenizer.model)",
+                        "(or vocab.bpe), a SentencePiece tokenizer.model, or a tiktoken rank file "
+                        "(*.tiktoken, tokenizer.model)",
                         path.string()));
       std::string family = opt.tiktoken_family.empty()
                                ? detect_tiktoken_family(cands[0], config ? &*config : nullptr)

@@ -1,4 +1,4 @@
-// Byte-level BPE tokenizer: encode/decode, added tokens, truncation, padding (see tokenizer.hpp).
+// Tokenizer: encode/decode, added tokens, truncation, padding (see tokenizer.hpp).
 #include "core/tokenizer/tokenizer.hpp"
 
 #include <fmt/format.h>
@@ -42,6 +42,7 @@ Tokenizer::Tokenizer(TokenizerParts p)
       format_(std::move(p.format)),
       pretokenizer_name_(std::move(p.pretokenizer)),
       bpe_(std::move(p.bpe)),
+      spm_(std::move(p.spm)),
       add_prefix_space_(p.add_prefix_space),
       added_(std::move(p.added)),
       bos_(p.bos),
@@ -51,22 +52,32 @@ Tokenizer::Tokenizer(TokenizerParts p)
       add_eos_(p.add_eos),
       chat_format_(p.chat_format),
       cache_(std::make_unique<Cache>()) {
-  DPFT_CHECK(bpe_ != nullptr, "tokenizer without a BPE model");
-  splitter_ = std::make_unique<RegexSplitter>(p.pattern, source_);
+  DPFT_CHECK((bpe_ != nullptr) != (spm_ != nullptr),
+             "a tokenizer needs one model: byte-level BPE or SentencePiece");
+  if (bpe_) splitter_ = std::make_unique<RegexSplitter>(p.pattern, source_);
 
-  TokenId max_id = bpe_->max_id();
+  TokenId max_id = bpe_ ? bpe_->max_id() : spm_->size() - 1;
   for (const auto& t : added_) max_id = std::max(max_id, t.id);
   for (const auto& t : p.inert) max_id = std::max(max_id, t.id);
   kind_.assign(static_cast<size_t>(max_id) + 1, kHole);
-  for (TokenId id = 0; id <= bpe_->max_id(); ++id)
-    if (bpe_->contains(id)) kind_[id] = kRegular;
+  if (bpe_) {
+    for (TokenId id = 0; id <= bpe_->max_id(); ++id)
+      if (bpe_->contains(id)) kind_[id] = kRegular;
+  } else {  // control and unknown pieces are the loader's added tokens
+    for (TokenId id = 0; id < spm_->size(); ++id) {
+      const SpmModel::PieceKind k = spm_->kind(id);
+      if (k != SpmModel::PieceKind::kControl && k != SpmModel::PieceKind::kUnknown)
+        kind_[id] = kRegular;
+    }
+  }
 
   auto claim = [&](TokenId id, Kind k, const std::string& text) {
     if (id < 0)
       throw InputError(fmt::format("{}: token '{}' has a negative id {}", source_, text, id));
     if (kind_[id] != kHole) {
-      std::string other =
-          kind_[id] == kRegular ? bytes_to_byte_level(bpe_->bytes(id)) : id_text_[id];
+      std::string other = kind_[id] != kRegular ? id_text_[id]
+                          : bpe_                ? bytes_to_byte_level(bpe_->bytes(id))
+                                                : spm_->piece(id);
       throw InputError(
           fmt::format("{}: token '{}' and token '{}' share id {}", source_, text, other, id));
     }
@@ -128,6 +139,10 @@ void Tokenizer::encode_text(std::string_view text, uint32_t base, size_t max_pie
                             std::vector<TokenId>& ids, std::vector<Span>* offsets,
                             Cache& cache) const {
   if (text.empty()) return;
+  if (spm_) {  // the library normalises, adds its dummy prefix and segments
+    spm_->encode(text, base, ids, offsets);
+    return;
+  }
   std::string prefixed;
   uint32_t shift = 0;  // 1 when a virtual leading space was added
   if (add_prefix_space_ && text[0] != ' ') {
@@ -275,17 +290,27 @@ Batch Tokenizer::encode_batch(const std::vector<std::string>& texts,
 std::string Tokenizer::decode(const std::vector<TokenId>& ids, bool skip_special) const {
   std::string out;
   out.reserve(ids.size() * 4);
+  std::vector<TokenId> run;  // SentencePiece: regular ids decoded together by the library
+  auto flush = [&] {
+    if (!run.empty()) out += spm_->decode(run);
+    run.clear();
+  };
   for (size_t i = 0; i < ids.size(); ++i) {
     TokenId id = ids[i];
     if (id < 0 || id >= vocab_size() || kind_[id] == kHole)
       throw InputError(fmt::format("token id {} at position {} is not in the vocabulary ({} ids)",
                                    id, i, vocab_size()));
     if (kind_[id] == kRegular) {
-      out += bpe_->bytes(id);
+      if (spm_)
+        run.push_back(id);
+      else
+        out += bpe_->bytes(id);
     } else if (!(skip_special && kind_[id] == kSpecial)) {
+      flush();
       out += id_text_.at(id);
     }
   }
+  flush();
   return out;
 }
 
@@ -293,7 +318,7 @@ std::string Tokenizer::piece(TokenId id) const {
   if (id < 0 || id >= vocab_size() || kind_[id] == kHole)
     throw InputError(
         fmt::format("token id {} is not in the vocabulary ({} ids)", id, vocab_size()));
-  if (kind_[id] == kRegular) return bytes_to_byte_level(bpe_->bytes(id));
+  if (kind_[id] == kRegular) return spm_ ? spm_->piece(id) : bytes_to_byte_level(bpe_->bytes(id));
   if (kind_[id] == kInert) return bytes_to_byte_level(id_text_.at(id));
   return id_text_.at(id);
 }
@@ -301,6 +326,10 @@ std::string Tokenizer::piece(TokenId id) const {
 std::optional<TokenId> Tokenizer::token_to_id(std::string_view token) const {
   auto it = added_index_.find(std::string(token));
   if (it != added_index_.end()) return it->second;
+  if (spm_) {
+    const auto id = spm_->find(token);
+    return id && kind_[*id] == kRegular ? id : std::nullopt;
+  }
   std::string bytes;
   if (byte_level_to_bytes(token, bytes)) {
     if (auto id = bpe_->find(bytes)) return id;
@@ -356,6 +385,17 @@ PairEncoding encode_roberta_pair(const Tokenizer& t, std::string_view a,
   }
   e.type_ids.assign(e.ids.size(), 0);
   return e;
+}
+
+const BpeModel& Tokenizer::bpe() const {
+  if (!bpe_)
+    throw ConfigError(
+        fmt::format("{}: a SentencePiece tokenizer has no byte-level BPE model", source_));
+  return *bpe_;
+}
+
+bool Tokenizer::regex_jit() const {
+  return splitter_ && splitter_->jit();
 }
 
 }  // namespace dpft::tok

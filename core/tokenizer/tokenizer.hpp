@@ -1,8 +1,10 @@
-// A byte-level BPE tokenizer: added and special tokens, a regex pre-tokenizer, BPE inside each
-// piece (results cached per piece), bos/eos, truncation and batch padding with attention
-// masks. Loaders (core/tokenizer/load.hpp) build one from HF tokenizer.json, GPT-2
-// vocab.json + merges.txt, or tiktoken rank files. Encoding is exact on bytes: decode(encode(t))
-// == t for every valid UTF-8 text t.
+// A tokenizer: added and special tokens, bos/eos, truncation and batch padding with attention
+// masks, around one of two models: byte-level BPE (a regex pre-tokenizer, BPE inside each piece,
+// results cached per piece; exact on bytes: decode(encode(t)) == t for every valid UTF-8 text t)
+// or a SentencePiece model run by its library (core/tokenizer/sentencepiece.hpp: its own
+// normaliser and dummy prefix; decode is the library's). Loaders (core/tokenizer/load.hpp) build
+// one from HF tokenizer.json, GPT-2 vocab.json + merges.txt, tiktoken rank files or
+// SentencePiece tokenizer.model files.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -16,6 +18,7 @@
 #include "core/tokenizer/bpe.hpp"
 #include "core/tokenizer/chat.hpp"
 #include "core/tokenizer/pretokenizer.hpp"
+#include "core/tokenizer/sentencepiece.hpp"
 
 namespace dpft::tok {
 
@@ -60,9 +63,10 @@ struct Batch {
 // Everything a loader found; the Tokenizer constructor checks it.
 struct TokenizerParts {
   std::string source;        // path it came from
-  std::string format;        // "tokenizer.json" | "vocab+merges" | "tiktoken"
-  std::string pretokenizer;  // "gpt2" | "llama3" | "qwen2" | "custom"
-  std::unique_ptr<BpeModel> bpe;
+  std::string format;        // "tokenizer.json" | "vocab+merges" | "tiktoken" | "sentencepiece"
+  std::string pretokenizer;  // "gpt2" | "llama3" | "qwen2" | "custom" | "sentencepiece"
+  std::unique_ptr<BpeModel> bpe;        // one of bpe and spm
+  std::shared_ptr<const SpmModel> spm;  // its control and unknown pieces: in `added`
   std::string pattern;
   bool add_prefix_space = false;  // HF ByteLevel: " " before text not starting with one
   std::vector<AddedToken> added;
@@ -90,15 +94,17 @@ class Tokenizer {
   // The bytes the ids stand for (special tokens as their text unless skipped). Exact inverse of
   // encode; a slice of ids may end inside a UTF-8 character. InputError on an unknown id.
   std::string decode(const std::vector<TokenId>& ids, bool skip_special = false) const;
-  // What an id looks like: regular tokens in the byte-level spelling ("Ġworld"), added tokens
-  // as their text. InputError on an unknown id.
+  // What an id looks like: regular tokens in the byte-level spelling ("Ġworld") or as the
+  // SentencePiece model writes them ("▁world"), added tokens as their text. InputError on an
+  // unknown id.
   std::string piece(TokenId id) const;
   // The id of an added token's text, or of a regular token's byte-level spelling.
   std::optional<TokenId> token_to_id(std::string_view token) const;
   bool is_special(TokenId id) const;
 
   int64_t vocab_size() const { return static_cast<int64_t>(kind_.size()); }  // max id + 1
-  const BpeModel& bpe() const { return *bpe_; }
+  const BpeModel& bpe() const;  // ConfigError for a SentencePiece tokenizer
+  bool is_sentencepiece() const { return spm_ != nullptr; }
   const std::vector<AddedToken>& added_tokens() const { return added_; }
   std::optional<TokenId> bos_id() const { return bos_; }
   std::optional<TokenId> eos_id() const { return eos_; }
@@ -109,7 +115,7 @@ class Tokenizer {
   const std::string& source() const { return source_; }
   const std::string& format() const { return format_; }
   const std::string& pretokenizer() const { return pretokenizer_name_; }
-  const RegexSplitter& splitter() const { return *splitter_; }
+  bool regex_jit() const;  // the pre-tokenizer's regex is JIT-compiled (false: none)
   size_t cache_size() const;
 
  private:
@@ -129,7 +135,8 @@ class Tokenizer {
 
   std::string source_, format_, pretokenizer_name_;
   std::unique_ptr<BpeModel> bpe_;
-  std::unique_ptr<RegexSplitter> splitter_;
+  std::shared_ptr<const SpmModel> spm_;
+  std::unique_ptr<RegexSplitter> splitter_;  // byte-level BPE only
   bool add_prefix_space_ = false;
   std::vector<AddedToken> added_;
   std::unordered_map<std::string, TokenId> added_index_;

@@ -104,7 +104,7 @@ int bench_tokenizer(const TokenizerBench& b) {
   nlohmann::json out = {{"tokenizer", t.source()},
                         {"format", t.format()},
                         {"pretokenizer", t.pretokenizer()},
-                        {"regex_jit", t.splitter().jit()},
+                        {"regex_jit", t.regex_jit()},
                         {"load_s", load_s},
                         {"bytes", text.size()},
                         {"distinct_bytes", distinct},
@@ -120,8 +120,7 @@ int bench_tokenizer(const TokenizerBench& b) {
   }
   std::cout
       << fmt::format("tokenizer {} ({}, {} pre-tokenizer, regex JIT {}); loaded in {:.2f} s\n",
-                     t.source(), t.format(), t.pretokenizer(), t.splitter().jit() ? "on" : "off",
-                     load_s)
+                     t.source(), t.format(), t.pretokenizer(), t.regex_jit() ? "on" : "off", load_s)
       << fmt::format("text      {:.2f} MB ({:.2f} MB distinct, from {} file(s))\n",
                      text.size() / 1e6, std::min(distinct, text.size()) / 1e6, b.files.size())
       << fmt::format(
