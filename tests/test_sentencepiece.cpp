@@ -7,8 +7,10 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <sstream>
 
+#include "core/tokenizer/chat.hpp"
 #include "core/tokenizer/load.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
@@ -160,6 +162,39 @@ TEST_CASE("SentencePiece: tokenizer.json of the SentencePiece kind reads its tok
   CHECK(t.add_bos());                          // tokenizer_config.json: add_bos_token true
 }
 
+TEST_CASE("SentencePiece: the dummy prefix after a special token follows HF's legacy setting",
+          "[tokenizer][sentencepiece]") {
+  SHARED_DATA_OR_SKIP(d, "mistral_tokenizer");
+  const fs::path v3 = d / "v0.3";
+  EncodeOptions allow;
+  allow.allow_special = true;
+  const Ids first_only_ids = [&] {
+    // "Hello" with no dummy prefix is its own piece; "▁world" is 2294.
+    const Tokenizer alone = load_tokenizer(v3 / "tokenizer.model.v3");
+    const auto hello = alone.token_to_id("Hello");
+    REQUIRE(hello);
+    CHECK(*hello != 23325);
+    // The model file alone: every stretch gets the prefix (HF legacy: true).
+    CHECK(alone.encode("[INST]Hello world", allow) == Ids{3, 23325, 2294});
+    CHECK(alone.decode({3, 23325, 2294}) == "[INST]Hello world");
+    return Ids{3, *hello, 2294};
+  }();
+  test::TempDir tmp;
+  fs::copy_file(v3 / "tokenizer.model.v3", tmp.path / "tokenizer.model");
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) {
+    // tokenizer.json's Metaspace prepend_scheme "first", then tokenizer_config.json's
+    // legacy: false alone: the prefix only where the text starts.
+    fs::copy_file(v3 / f, tmp.path / f);
+    if (std::string(f) == "tokenizer_config.json") fs::remove(tmp.path / "tokenizer.json");
+    INFO(f);
+    const Tokenizer t = load_tokenizer(tmp.path);
+    CHECK(t.encode("Hello world") == Ids{23325, 2294});
+    CHECK(t.encode("[INST]Hello world", allow) == first_only_ids);
+    CHECK(t.decode(first_only_ids) == "[INST]Hello world");
+    CHECK(t.decode({23325, 2294, 4, 23325}) == "Hello world[/INST] Hello");
+  }
+}
+
 TEST_CASE("SentencePiece: files that are not SentencePiece models are named",
           "[tokenizer][sentencepiece]") {
   test::TempDir tmp;
@@ -170,4 +205,51 @@ TEST_CASE("SentencePiece: files that are not SentencePiece models are named",
   tmp.write("junk.model", "\x0a garbage that is no protobuf");
   CHECK_THROWS_WITH(load_tokenizer(tmp.path / "junk.model"),
                     Contains("junk.model: not a SentencePiece model"));
+}
+
+TEST_CASE("SentencePiece chat formats: Llama-2 and Mistral v0.3 prompts encode as their text",
+          "[tokenizer][sentencepiece][chat]") {
+  SHARED_DATA_OR_SKIP(d, "llama2_tokenizer");
+  SHARED_DATA_OR_SKIP(mistral_dir, "mistral_tokenizer");
+  const fs::path m = mistral_dir / "v0.3";
+  test::TempDir tmp;
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    fs::copy_file(m / f, tmp.path / f);
+  fs::copy_file(m / "tokenizer.model.v3", tmp.path / "tokenizer.model");
+  const Tokenizer llama2 = load_tokenizer(d / "tokenizer.model");
+  const Tokenizer mistral = load_tokenizer(tmp.path);
+  CHECK(mistral.chat_format() == ChatFormat::kMistral);  // from its chat_template
+  const std::vector<ChatMessage> conv = {{"system", "Answer briefly."},
+                                         {"user", "What is 2+2?"},
+                                         {"assistant", "4."},
+                                         {"user", "And 3+3?"},
+                                         {"assistant", "6, of course."}};
+  EncodeOptions allow;
+  allow.allow_special = true;
+  for (const auto& [t, f] : {std::pair<const Tokenizer*, ChatFormat>{&llama2, ChatFormat::kLlama2},
+                             {&mistral, ChatFormat::kMistral}}) {
+    INFO(chat_format_name(f));
+    const ChatPrompt p = render_chat(*t, conv, false, f);
+    const ChatEncoding e = encode_chat(*t, p);
+    // The rendered text encoded whole with its control tokens (what HF's apply_chat_template
+    // tokenizes) gives the same ids: runs between control tokens are encoded whole.
+    CHECK(e.ids == t->encode(p.text, allow));
+    CHECK(t->decode(e.ids) == p.text);
+    REQUIRE(e.response_tokens.size() == 2);
+    auto text_of = [&](std::pair<size_t, size_t> r) {
+      return t->decode(Ids(e.ids.begin() + r.first, e.ids.begin() + r.second));
+    };
+    const bool l2 = f == ChatFormat::kLlama2;
+    CHECK(text_of(e.response_tokens[1]) == (l2 ? "6, of course. </s>" : "6, of course.</s>"));
+    CHECK(e.ids[e.response_tokens[1].second - 1] == 2);  // </s> closes the response
+    CHECK(std::count(e.response_mask.begin(), e.response_mask.end(), 1) ==
+          static_cast<long>(e.response_tokens[0].second - e.response_tokens[0].first +
+                            e.response_tokens[1].second - e.response_tokens[1].first));
+  }
+  // Mistral v0.3's [INST] / [/INST] are control pieces 3 / 4; a user typing them stays text.
+  const ChatEncoding typed =
+      encode_chat(mistral, render_chat(mistral, {{"user", "[INST]x"}}, true));
+  CHECK(std::count(typed.ids.begin(), typed.ids.end(), 3) == 1);
+  CHECK(std::count(typed.ids.begin(), typed.ids.end(), 4) == 1);
+  CHECK(typed.ids.front() == 1);  // <s>
 }

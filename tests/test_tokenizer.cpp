@@ -644,11 +644,61 @@ TEST_CASE("chat formats render the documented strings", "[tokenizer]") {
         "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
         "<|start_header_id|>assistant<|end_header_id|>\n\n");
 
-  ChatPrompt p =
-      render_chat(ChatFormat::kPlain, {{"user", "Q"}, {"assistant", "A"}}, false, "<|endoftext|>");
+  ChatPrompt p = render_chat(ChatFormat::kPlain, {{"user", "Q"}, {"assistant", "A"}}, false,
+                             {"", "<|endoftext|>"});
   CHECK(p.text == "Q\nA<|endoftext|>");
   REQUIRE(p.responses.size() == 1);
   CHECK(p.responses[0] == std::make_pair(size_t{2}, p.text.size()));
+
+  // Llama-2-chat: the system message inside the first [INST], trimmed with the content.
+  const ChatTokens se{"<s>", "</s>"};
+  const std::vector<ChatMessage> two = {
+      {"system", "Be brief."}, {"user", " Hi "}, {"assistant", "Hello! "}, {"user", "Bye"}};
+  ChatPrompt l2 = render_chat(ChatFormat::kLlama2, two, true, se);
+  CHECK(l2.text ==
+        "<s>[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\n Hi [/INST] Hello! </s><s>[INST] Bye [/INST]");
+  REQUIRE(l2.responses.size() == 1);
+  CHECK(l2.text.substr(l2.responses[0].first, l2.responses[0].second - l2.responses[0].first) ==
+        " Hello! </s>");
+  // Mistral v0.3: bos once, [INST] as control tokens, the system message before the last user
+  // content, user contents untrimmed, no space added before [/INST].
+  ChatPrompt mi = render_chat(ChatFormat::kMistral, two, false, se);
+  CHECK(mi.text == "<s>[INST]  Hi [/INST] Hello!</s>[INST] Be brief.\n\nBye[/INST]");
+  size_t specials = 0;
+  for (const ChatSegment& g : mi.segments) specials += g.special;
+  CHECK(specials == 6);  // <s> [INST] [/INST] </s> [INST] [/INST]
+  // Gemma: "model" for the assistant, trimmed, no system role.
+  ChatPrompt ge = render_chat(ChatFormat::kGemma, {{"user", "Hi "}, {"assistant", " Yo"}}, true,
+                              {"<bos>", "<eos>"});
+  CHECK(ge.text ==
+        "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\nYo<end_of_turn>\n"
+        "<start_of_turn>model\n");
+  CHECK(ge.text.substr(ge.responses[0].first, ge.responses[0].second - ge.responses[0].first) ==
+        "Yo<end_of_turn>");
+  CHECK_THROWS_WITH(render_chat(ChatFormat::kGemma, two, false, se),
+                    Catch::Matchers::Contains("no system role"));
+  // Phi-3's model card: <|role|>\ncontent<|end|>\n; eos at the end without a generation prompt.
+  ChatPrompt ph =
+      render_chat(ChatFormat::kPhi3, {{"system", "S"}, {"user", "Q"}, {"assistant", "A"}}, false,
+                  {"<s>", "<|endoftext|>"});
+  CHECK(ph.text ==
+        "<|system|>\nS<|end|>\n<|user|>\nQ<|end|>\n<|assistant|>\nA<|end|>\n<|endoftext|>");
+  CHECK(render_chat(ChatFormat::kPhi3, {{"user", "Q"}}, true, se).text ==
+        "<|user|>\nQ<|end|>\n<|assistant|>\n");
+  // Llama-2 / Mistral / Gemma need alternating turns.
+  for (ChatFormat f : {ChatFormat::kLlama2, ChatFormat::kMistral, ChatFormat::kGemma}) {
+    CHECK_THROWS_WITH(render_chat(f, {{"assistant", "A"}}, false, se),
+                      Catch::Matchers::Contains("chat message 0: role 'assistant'"));
+    CHECK_THROWS_AS(render_chat(f, {{"user", "A"}, {"user", "B"}}, false, se), InputError);
+  }
+  for (const char* name : {"llama2", "mistral", "gemma", "phi3"})
+    CHECK(chat_format_name(parse_chat_format(name)) == std::string(name));
+  CHECK_THROWS_WITH(parse_chat_format("vicuna"), Catch::Matchers::Contains("gemma, phi3"));
+  CHECK(chat_format_from_template("{{ '<start_of_turn>' + role }}") == ChatFormat::kGemma);
+  CHECK(chat_format_from_template("{{'<|user|>\n' + m + '<|end|>\n<|assistant|>'}}") ==
+        ChatFormat::kPhi3);
+  CHECK(chat_format_from_template("[INST] <<SYS>>\n [/INST]") == ChatFormat::kLlama2);
+  CHECK(chat_format_from_template("{{ '[INST] ' + c + '[/INST]' }}") == ChatFormat::kMistral);
 
   CHECK_THROWS_AS(render_chat(ChatFormat::kChatML, {{"bot", "x"}}, false), InputError);
   CHECK(parse_chat_format("qwen2.5") == ChatFormat::kQwen25);
@@ -658,6 +708,7 @@ TEST_CASE("chat formats render the documented strings", "[tokenizer]") {
             "helpful assistant.<|im_end|>'}}") == ChatFormat::kQwen25);
   CHECK(chat_format_from_template("{{ '<|start_header_id|>' }}") == ChatFormat::kLlama3);
   CHECK_FALSE(chat_format_from_template("[INST]"));
+  CHECK_FALSE(chat_format_from_template("{{ message['content'] }}"));
 }
 
 TEST_CASE("encode_chat: control tokens by id, response mask, no injection", "[tokenizer]") {

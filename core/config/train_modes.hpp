@@ -48,14 +48,29 @@ inline const char* name_of(FloatType t) {
 // data.chat_format: how prompt/response pairs are rendered: none (plain text), auto (the
 // tokenizer's own chat format), or a named format (core/tokenizer/chat.hpp's spelling;
 // data::fixed_chat_format maps it).
-enum class ChatFormatChoice { kNone, kAuto, kPlain, kChatML, kQwen25, kLlama3 };
-inline constexpr std::array<EnumName<ChatFormatChoice>, 6> kChatFormatChoiceNames = {
+enum class ChatFormatChoice {
+  kNone,
+  kAuto,
+  kPlain,
+  kChatML,
+  kQwen25,
+  kLlama3,
+  kLlama2,
+  kMistral,
+  kGemma,
+  kPhi3
+};
+inline constexpr std::array<EnumName<ChatFormatChoice>, 10> kChatFormatChoiceNames = {
     {{ChatFormatChoice::kNone, "none"},
      {ChatFormatChoice::kAuto, "auto"},
      {ChatFormatChoice::kPlain, "plain"},
      {ChatFormatChoice::kChatML, "chatml"},
      {ChatFormatChoice::kQwen25, "qwen2.5"},
-     {ChatFormatChoice::kLlama3, "llama3"}}};
+     {ChatFormatChoice::kLlama3, "llama3"},
+     {ChatFormatChoice::kLlama2, "llama2"},
+     {ChatFormatChoice::kMistral, "mistral"},
+     {ChatFormatChoice::kGemma, "gemma"},
+     {ChatFormatChoice::kPhi3, "phi3"}}};
 inline const char* name_of(ChatFormatChoice c) {
   return enum_name(c, kChatFormatChoiceNames);
 }

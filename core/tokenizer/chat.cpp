@@ -11,34 +11,40 @@ namespace dpft::tok {
 const char* const kQwen25DefaultSystem =
     "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
 
+namespace {
+
+constexpr std::pair<ChatFormat, const char*> kFormatNames[] = {
+    {ChatFormat::kPlain, "plain"},    {ChatFormat::kChatML, "chatml"},
+    {ChatFormat::kQwen25, "qwen2.5"}, {ChatFormat::kLlama3, "llama3"},
+    {ChatFormat::kLlama2, "llama2"},  {ChatFormat::kMistral, "mistral"},
+    {ChatFormat::kGemma, "gemma"},    {ChatFormat::kPhi3, "phi3"}};
+
+}  // namespace
+
 ChatFormat parse_chat_format(const std::string& name) {
-  if (name == "plain") return ChatFormat::kPlain;
-  if (name == "chatml") return ChatFormat::kChatML;
-  if (name == "qwen2.5") return ChatFormat::kQwen25;
-  if (name == "llama3") return ChatFormat::kLlama3;
-  throw ConfigError(
-      fmt::format("chat format '{}' is not known; allowed: plain, chatml, qwen2.5, llama3", name));
+  std::string known;
+  for (const auto& [f, n] : kFormatNames) {
+    if (name == n) return f;
+    known += known.empty() ? n : std::string(", ") + n;
+  }
+  throw ConfigError(fmt::format("chat format '{}' is not known; allowed: {}", name, known));
 }
 
 const char* chat_format_name(ChatFormat f) {
-  switch (f) {
-    case ChatFormat::kPlain:
-      return "plain";
-    case ChatFormat::kChatML:
-      return "chatml";
-    case ChatFormat::kQwen25:
-      return "qwen2.5";
-    case ChatFormat::kLlama3:
-      return "llama3";
-  }
+  for (const auto& [g, n] : kFormatNames)
+    if (f == g) return n;
   return "?";
 }
 
 std::optional<ChatFormat> chat_format_from_template(std::string_view tmpl) {
-  if (tmpl.find("<|im_start|>") != std::string_view::npos)
-    return tmpl.find(kQwen25DefaultSystem) != std::string_view::npos ? ChatFormat::kQwen25
-                                                                     : ChatFormat::kChatML;
-  if (tmpl.find("<|start_header_id|>") != std::string_view::npos) return ChatFormat::kLlama3;
+  auto has = [&](std::string_view s) { return tmpl.find(s) != std::string_view::npos; };
+  if (has("<|im_start|>"))
+    return has(kQwen25DefaultSystem) ? ChatFormat::kQwen25 : ChatFormat::kChatML;
+  if (has("<|start_header_id|>")) return ChatFormat::kLlama3;
+  if (has("<start_of_turn>")) return ChatFormat::kGemma;
+  if (has("<|assistant|>") && has("<|end|>")) return ChatFormat::kPhi3;
+  if (has("<<SYS>>")) return ChatFormat::kLlama2;
+  if (has("[INST]") && has("[/INST]")) return ChatFormat::kMistral;
   return std::nullopt;
 }
 
@@ -66,8 +72,28 @@ struct Builder {
 
 }  // namespace
 
+namespace {
+
+// Llama-2, Mistral and Gemma templates: after an optional system message (none for gemma),
+// user and assistant turns alternate, starting with a user turn. InputError otherwise.
+void check_alternating(ChatFormat format, const std::vector<ChatMessage>& messages) {
+  const bool system = !messages.empty() && messages[0].role == "system";
+  if (system && format == ChatFormat::kGemma)
+    throw InputError(
+        "chat message 0: the gemma format has no system role (Gemma's template refuses it); "
+        "fold the system text into the first user message");
+  for (size_t i = system ? 1 : 0, k = 0; i < messages.size(); ++i, ++k)
+    if (messages[i].role != (k % 2 == 0 ? "user" : "assistant"))
+      throw InputError(fmt::format(
+          "chat message {}: role '{}' where the {} format needs '{}' (after an optional system "
+          "message, turns alternate user / assistant, starting with user)",
+          i, messages[i].role, chat_format_name(format), k % 2 == 0 ? "user" : "assistant"));
+}
+
+}  // namespace
+
 ChatPrompt render_chat(ChatFormat format, const std::vector<ChatMessage>& messages,
-                       bool add_generation_prompt, std::string_view plain_end) {
+                       bool add_generation_prompt, const ChatTokens& tokens) {
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string& r = messages[i].role;
     if (r != "system" && r != "user" && r != "assistant")
@@ -88,7 +114,7 @@ ChatPrompt render_chat(ChatFormat format, const std::vector<ChatMessage>& messag
         bool asst = begin != std::string::npos;
         b.add(m.content, false, asst);
         if (asst) {
-          b.add(plain_end, true, true);
+          b.add(tokens.eos, true, true);
           response_end(begin);
         } else {
           b.add("\n");
@@ -134,46 +160,133 @@ ChatPrompt render_chat(ChatFormat format, const std::vector<ChatMessage>& messag
       if (add_generation_prompt) header("assistant");
       break;
     }
+    case ChatFormat::kLlama2:
+    case ChatFormat::kMistral: {
+      check_alternating(format, messages);
+      const bool llama2 = format == ChatFormat::kLlama2;
+      const bool system = !messages.empty() && messages[0].role == "system";
+      size_t last_user = 0;
+      for (size_t i = 0; i < messages.size(); ++i)
+        if (messages[i].role == "user") last_user = i;
+      if (!llama2) b.add(tokens.bos, true);
+      for (size_t i = system ? 1 : 0; i < messages.size(); ++i) {
+        const ChatMessage& m = messages[i];
+        if (m.role == "user") {
+          std::string content = m.content;
+          if (system && llama2 && i == 1)
+            content = "<<SYS>>\n" + messages[0].content + "\n<</SYS>>\n\n" + content;
+          if (system && !llama2 && i == last_user) content = messages[0].content + "\n\n" + content;
+          if (llama2) {
+            b.add(tokens.bos, true);
+            b.add("[INST] " + std::string(trim_ascii(content)) + " [/INST]");
+          } else {
+            b.add("[INST]", true);
+            b.add(" " + content);
+            b.add("[/INST]", true);
+          }
+        } else {
+          const size_t begin = b.size();
+          b.add(" " + std::string(trim_ascii(m.content)) + (llama2 ? " " : ""), false, true);
+          b.add(tokens.eos, true, true);
+          response_end(begin);
+        }
+      }
+      break;
+    }
+    case ChatFormat::kGemma: {
+      check_alternating(format, messages);
+      b.add(tokens.bos, true);
+      for (const ChatMessage& m : messages) {
+        const bool asst = m.role == "assistant";
+        b.add("<start_of_turn>", true);
+        b.add(std::string(asst ? "model" : m.role) + "\n");
+        const size_t begin = response_begin(m);
+        b.add(trim_ascii(m.content), false, asst);
+        b.add("<end_of_turn>", true, asst);
+        response_end(begin);
+        b.add("\n");
+      }
+      if (add_generation_prompt) {
+        b.add("<start_of_turn>", true);
+        b.add("model\n");
+      }
+      break;
+    }
+    case ChatFormat::kPhi3: {
+      for (const ChatMessage& m : messages) {
+        const bool asst = m.role == "assistant";
+        b.add("<|" + m.role + "|>", true);
+        b.add("\n");
+        const size_t begin = response_begin(m);
+        b.add(m.content, false, asst);
+        b.add("<|end|>", true, asst);
+        response_end(begin);
+        b.add("\n");
+      }
+      if (add_generation_prompt) {
+        b.add("<|assistant|>", true);
+        b.add("\n");
+      } else {
+        b.add(tokens.eos, true);
+      }
+      break;
+    }
   }
   return std::move(b.out);
 }
 
 ChatPrompt render_chat(const Tokenizer& tok, const std::vector<ChatMessage>& messages,
                        bool add_generation_prompt, std::optional<ChatFormat> format) {
-  std::string plain_end = tok.eos_id() ? tok.decode({*tok.eos_id()}) : std::string();
-  return render_chat(format.value_or(tok.chat_format()), messages, add_generation_prompt,
-                     plain_end);
+  ChatTokens tokens;
+  if (tok.bos_id()) tokens.bos = tok.decode({*tok.bos_id()});
+  if (tok.eos_id()) tokens.eos = tok.decode({*tok.eos_id()});
+  return render_chat(format.value_or(tok.chat_format()), messages, add_generation_prompt, tokens);
 }
 
 ChatEncoding encode_chat(const Tokenizer& tok, const ChatPrompt& prompt) {
   ChatEncoding e;
-  std::vector<size_t> seg_first(prompt.segments.size() + 1);  // first id of each segment
-  for (size_t k = 0; k < prompt.segments.size(); ++k) {
-    const ChatSegment& seg = prompt.segments[k];
-    std::string_view s(prompt.text.data() + seg.begin, seg.end - seg.begin);
-    seg_first[k] = e.ids.size();
-    if (seg.special) {
+  std::vector<size_t> first_byte;  // per id: where it starts in prompt.text
+  const auto& segs = prompt.segments;
+  for (size_t k = 0; k < segs.size();) {
+    std::string_view s(prompt.text.data() + segs[k].begin, segs[k].end - segs[k].begin);
+    if (segs[k].special) {
       auto id = tok.token_to_id(s);
       if (!id)
         throw InputError(fmt::format(
             "{}: the chat format's control token '{}' is not in the vocabulary", tok.source(), s));
       e.ids.push_back(*id);
-    } else {
-      std::vector<TokenId> ids = tok.encode(s);
-      e.ids.insert(e.ids.end(), ids.begin(), ids.end());
+      first_byte.push_back(segs[k].begin);
+      ++k;
+      continue;
     }
-    e.response_mask.resize(e.ids.size(), seg.response ? 1 : 0);
+    // A run of text segments up to the next control token, encoded whole (as HF encodes the
+    // rendered template); a typed "<|im_end|>" in it stays text.
+    size_t j = k;
+    while (j < segs.size() && !segs[j].special) ++j;
+    const size_t begin = segs[k].begin;
+    EncodeOptions o;
+    o.text_start = begin == 0;
+    const Encoding run = tok.encode_with_offsets(
+        std::string_view(prompt.text.data() + begin, segs[j - 1].end - begin), o);
+    e.ids.insert(e.ids.end(), run.ids.begin(), run.ids.end());
+    for (const Span& sp : run.offsets) first_byte.push_back(begin + sp.begin);
+    k = j;
   }
-  seg_first.back() = e.ids.size();
-  // Segments tile the text in order: a response's ids run from the first segment starting at or
-  // after its begin to the first segment starting at or after its end.
-  auto first_id_at = [&](size_t byte) {
-    for (size_t k = 0; k < prompt.segments.size(); ++k)
-      if (prompt.segments[k].begin >= byte) return seg_first[k];
-    return seg_first.back();
-  };
-  for (const auto& [begin, end] : prompt.responses)
-    e.response_tokens.emplace_back(first_id_at(begin), first_id_at(end));
+  // A response's ids: those starting in its byte range.
+  e.response_mask.assign(e.ids.size(), 0);
+  for (const auto& [begin, end] : prompt.responses) {
+    size_t a = e.ids.size(), z = e.ids.size();
+    for (size_t i = 0; i < e.ids.size(); ++i) {
+      if (first_byte[i] >= begin && a == e.ids.size()) a = i;
+      if (first_byte[i] >= end) {
+        z = i;
+        break;
+      }
+    }
+    a = std::min(a, z);
+    for (size_t i = a; i < z; ++i) e.response_mask[i] = 1;
+    e.response_tokens.emplace_back(a, z);
+  }
   return e;
 }
 

@@ -10,6 +10,18 @@
 //   llama3  <|begin_of_text|> then <|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|>
 //           per message (content trimmed of ASCII whitespace, as Meta's template does);
 //           generation prompt <|start_header_id|>assistant<|end_header_id|>\n\n
+//   llama2  Llama-2-chat: per user turn <s>[INST] content [/INST] (the system message as
+//           <<SYS>>\nsystem\n<</SYS>>\n\n before the first user content), per assistant turn
+//           " content </s>"; contents trimmed; turns alternate user / assistant
+//   mistral Mistral-7B-Instruct-v0.3: <s> once, [INST] content[/INST] per user turn ([INST] and
+//           [/INST] are control tokens; the system message goes before the last user content,
+//           then "\n\n"), " content</s>" per assistant turn (trimmed)
+//   gemma   <bos> then <start_of_turn>role\ncontent<end_of_turn>\n per turn, the assistant's
+//           role spelled "model", contents trimmed, no system role; generation prompt
+//           <start_of_turn>model\n
+//   phi3    <|system|> / <|user|> / <|assistant|> then "\ncontent<|end|>\n" per turn (Phi-3's
+//           model card); generation prompt <|assistant|>\n, else the eos token at the end
+// Text runs between control tokens are encoded whole, as HF encodes the rendered template.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -23,9 +35,10 @@ namespace dpft::tok {
 using TokenId = int32_t;
 class Tokenizer;
 
-enum class ChatFormat { kPlain, kChatML, kQwen25, kLlama3 };
+enum class ChatFormat { kPlain, kChatML, kQwen25, kLlama3, kLlama2, kMistral, kGemma, kPhi3 };
 
-// "plain" | "chatml" | "qwen2.5" | "llama3"; ConfigError listing them otherwise.
+// "plain" | "chatml" | "qwen2.5" | "llama3" | "llama2" | "mistral" | "gemma" | "phi3";
+// ConfigError listing them otherwise.
 ChatFormat parse_chat_format(const std::string& name);
 const char* chat_format_name(ChatFormat f);
 // The format a HF chat_template implements, recognised by its control tokens; nullopt if none.
@@ -51,10 +64,16 @@ struct ChatPrompt {
   std::vector<std::pair<size_t, size_t>> responses;  // byte ranges: response content + end marker
 };
 
-// Throws InputError when a role is not system/user/assistant. `plain_end` is the text that
-// closes an assistant turn in the plain format (the eos token's text; empty: nothing).
+// The tokenizer's bos and eos texts, where a format uses them ("<s>", "</s>"; empty: none).
+// The plain format closes an assistant turn with eos.
+struct ChatTokens {
+  std::string bos, eos;
+};
+
+// Throws InputError when a role is not system/user/assistant, or the format needs turns the
+// conversation does not have (alternating user / assistant; gemma: no system message).
 ChatPrompt render_chat(ChatFormat format, const std::vector<ChatMessage>& messages,
-                       bool add_generation_prompt, std::string_view plain_end = "");
+                       bool add_generation_prompt, const ChatTokens& tokens = {});
 // With the tokenizer's chat format (or `format`) and, for plain, its eos token.
 ChatPrompt render_chat(const Tokenizer& tok, const std::vector<ChatMessage>& messages,
                        bool add_generation_prompt, std::optional<ChatFormat> format = std::nullopt);

@@ -525,7 +525,8 @@ void apply_config(TokenizerParts& p, const json& c, const std::string& origin) {
         p.chat_format = *f;
       } else if (!tmpl.empty()) {
         spdlog::warn(
-            "{}: chat_template not recognised (chatml, qwen2.5, llama3); using the {} format",
+            "{}: chat_template not recognised (known: chatml, qwen2.5, llama3, llama2, mistral, "
+            "gemma, phi3); using the {} format (data.chat_format names another)",
             origin, chat_format_name(p.chat_format));
       }
     }
@@ -562,13 +563,35 @@ TokenizerParts parts_from_sentencepiece(const fs::path& file) {
   return p;
 }
 
-// Whether a tokenizer.json describes a SentencePiece model (byte_fallback BPE or Unigram):
-// its tokenizer.model beside it is then the one to read.
-bool hf_json_is_sentencepiece(const fs::path& file) {
+// What a tokenizer.json says of a SentencePiece model: whether it is one (byte_fallback BPE or
+// Unigram: its tokenizer.model beside it is then the one to read), and where it puts the dummy
+// prefix: a Metaspace pre-tokenizer with prepend_scheme "first" only at the start of the text
+// (HF legacy: false), "always" or a Prepend normaliser on every stretch between added tokens.
+struct HfSpmInfo {
+  bool sentencepiece = false;
+  std::optional<bool> prefix_first_only;  // unset: the file does not say
+};
+
+HfSpmInfo hf_json_spm_info(const fs::path& file) {
   const json j = read_json(file);
-  if (!j.is_object() || !j.contains("model") || !j["model"].is_object()) return false;
+  HfSpmInfo info;
+  if (!j.is_object() || !j.contains("model") || !j["model"].is_object()) return info;
   const json& m = j["model"];
-  return m.value("byte_fallback", false) || m.value("type", "") == "Unigram";
+  info.sentencepiece = m.value("byte_fallback", false) || m.value("type", "") == "Unigram";
+  auto visit = [&](const json& node, auto& self) -> void {
+    if (!node.is_object()) return;
+    const std::string type = node.value("type", "");
+    if (type == "Metaspace" && node.contains("prepend_scheme") &&
+        node["prepend_scheme"].is_string())
+      info.prefix_first_only = node["prepend_scheme"].get<std::string>() == "first";
+    if (type == "Prepend") info.prefix_first_only = false;
+    for (const char* list : {"pretokenizers", "normalizers"})
+      if (node.contains(list) && node[list].is_array())
+        for (const json& n : node[list]) self(n, self);
+  };
+  for (const char* key : {"normalizer", "pre_tokenizer"})
+    if (j.contains(key)) visit(j[key], visit);
+  return info;
 }
 
 bool is_tiktoken_file(const fs::path& f) {
@@ -656,10 +679,20 @@ Tokenizer load_tokenizer(const fs::path& path, const LoadOptions& opt) {
     auto tm = file("tokenizer.model");
     return tm && !is_tiktoken_file(*tm) ? tm : std::nullopt;
   };
-  if (auto tj = file("tokenizer.json"); tj && !(hf_json_is_sentencepiece(*tj) && spm_file())) {
+  // The SentencePiece check reads the first line of tokenizer.model before tokenizer.json is
+  // parsed for its model kind (a large file, parsed again to load it).
+  const std::optional<fs::path> sm = spm_file();
+  const std::optional<fs::path> tj = file("tokenizer.json");
+  const HfSpmInfo tj_info = sm && tj ? hf_json_spm_info(*tj) : HfSpmInfo{};
+  if (tj && !(sm && tj_info.sentencepiece)) {
     parts = parts_from_hf_json(*tj);
-  } else if (auto sm = spm_file()) {
+  } else if (sm) {
     parts = parts_from_sentencepiece(*sm);
+    // Where the dummy prefix goes: as tokenizer.json says (what HF's fast tokenizer does),
+    // else tokenizer_config.json's `legacy: false` (HF's slow tokenizer), else every stretch.
+    parts.spm_prefix_first_only = tj_info.prefix_first_only.value_or(
+        config && config->is_object() && config->contains("legacy") &&
+        (*config)["legacy"].is_boolean() && !(*config)["legacy"].get<bool>());
   } else {
     auto vocab = file("vocab.json");
     if (!vocab) vocab = file("encoder.json");

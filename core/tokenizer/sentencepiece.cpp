@@ -110,12 +110,26 @@ bool looks_like_model_proto(const std::string& bytes) {
 struct SpmModel::Impl {
   const SpmApi* api = nullptr;
   void* handle = nullptr;
+  void* plain = nullptr;  // the same model with its normaliser's add_dummy_prefix off
 };
+
+namespace {
+
+// The serialized ModelProto with `normalizer_spec { add_dummy_prefix: false }` appended. A
+// protobuf parser merges repeated occurrences of a singular message field, so this overrides
+// the one flag and keeps the rest of the normaliser: field 3 (NormalizerSpec, length-delimited:
+// 0x1A, length 2) holding field 3 (add_dummy_prefix, varint: 0x18) = 0.
+std::string without_dummy_prefix(const std::string& bytes) {
+  return bytes + std::string("\x1A\x02\x18\x00", 4);
+}
+
+}  // namespace
 
 SpmModel::SpmModel() : impl_(std::make_unique<Impl>()) {}
 
 SpmModel::~SpmModel() {
   if (impl_ && impl_->handle) impl_->api->free(impl_->handle);
+  if (impl_ && impl_->plain) impl_->api->free(impl_->plain);
 }
 
 std::shared_ptr<const SpmModel> SpmModel::load(const std::filesystem::path& file) {
@@ -131,17 +145,21 @@ std::shared_ptr<const SpmModel> SpmModel::load(const std::filesystem::path& file
         file.string(), error));
   if (m->size() <= 0)
     throw InputError(fmt::format("{}: SentencePiece model has no pieces", file.string()));
+  const std::string plain = without_dummy_prefix(bytes);
+  m->impl_->plain = m->impl_->api->load(&plain, &error);
+  DPFT_CHECK(m->impl_->plain, "{}: the model without its dummy prefix did not load: {}",
+             file.string(), error);
   return m;
 }
 
 void SpmModel::encode(std::string_view text, uint32_t base, std::vector<int32_t>& ids,
-                      std::vector<Span>* offsets) const {
+                      std::vector<Span>* offsets, bool dummy_prefix) const {
   if (text.empty()) return;
   std::vector<int> out;
   std::vector<uint32_t> begins, ends;
   std::string error;
-  if (!impl_->api->encode(impl_->handle, text.data(), text.size(), &out,
-                          offsets ? &begins : nullptr, offsets ? &ends : nullptr, &error))
+  if (!impl_->api->encode(dummy_prefix ? impl_->handle : impl_->plain, text.data(), text.size(),
+                          &out, offsets ? &begins : nullptr, offsets ? &ends : nullptr, &error))
     throw InputError(fmt::format("SentencePiece could not encode a text: {}", error));
   ids.insert(ids.end(), out.begin(), out.end());
   if (offsets)
@@ -149,10 +167,10 @@ void SpmModel::encode(std::string_view text, uint32_t base, std::vector<int32_t>
       offsets->push_back({base + begins[i], base + ends[i]});
 }
 
-std::string SpmModel::decode(const std::vector<int32_t>& ids) const {
+std::string SpmModel::decode(const std::vector<int32_t>& ids, bool dummy_prefix) const {
   const std::vector<int> in(ids.begin(), ids.end());
   std::string out, error;
-  if (!impl_->api->decode(impl_->handle, &in, &out, &error))
+  if (!impl_->api->decode(dummy_prefix ? impl_->handle : impl_->plain, &in, &out, &error))
     throw InputError(fmt::format("SentencePiece could not decode ids: {}", error));
   return out;
 }

@@ -26,12 +26,13 @@ class SpmModel {
   ~SpmModel();
 
   // Appends the ids of `text` (no bos / eos); offsets (optional): each id's byte range in
-  // `text`, shifted by `base`. Thread-safe.
+  // `text`, shifted by `base`. `dummy_prefix` false encodes as if the model's normaliser had
+  // add_dummy_prefix off (HF `legacy: false` for text after a special token). Thread-safe.
   void encode(std::string_view text, uint32_t base, std::vector<int32_t>& ids,
-              std::vector<Span>* offsets) const;
+              std::vector<Span>* offsets, bool dummy_prefix = true) const;
   // The text of a run of regular ids as the library decodes it (the dummy prefix's space
-  // removed at the start, byte pieces joined into UTF-8).
-  std::string decode(const std::vector<int32_t>& ids) const;
+  // removed at the start unless `dummy_prefix` is false, byte pieces joined into UTF-8).
+  std::string decode(const std::vector<int32_t>& ids, bool dummy_prefix = true) const;
 
   int32_t size() const;  // pieces: ids 0 .. size() - 1
   PieceKind kind(int32_t id) const;

@@ -43,6 +43,7 @@ Tokenizer::Tokenizer(TokenizerParts p)
       pretokenizer_name_(std::move(p.pretokenizer)),
       bpe_(std::move(p.bpe)),
       spm_(std::move(p.spm)),
+      spm_prefix_first_(p.spm_prefix_first_only),
       add_prefix_space_(p.add_prefix_space),
       added_(std::move(p.added)),
       bos_(p.bos),
@@ -135,12 +136,12 @@ Tokenizer::Match Tokenizer::find_added(std::string_view text, size_t from,
   return {};
 }
 
-void Tokenizer::encode_text(std::string_view text, uint32_t base, size_t max_pieces,
+void Tokenizer::encode_text(std::string_view text, uint32_t base, bool at_start, size_t max_pieces,
                             std::vector<TokenId>& ids, std::vector<Span>* offsets,
                             Cache& cache) const {
   if (text.empty()) return;
   if (spm_) {  // the library normalises, adds its dummy prefix and segments
-    spm_->encode(text, base, ids, offsets);
+    spm_->encode(text, base, ids, offsets, !spm_prefix_first_ || at_start);
     return;
   }
   std::string prefixed;
@@ -212,8 +213,8 @@ void Tokenizer::encode_into(std::string_view text, const EncodeOptions& opt,
       size_t seg_end = m.id >= 0 ? m.pos : text.size();
       // Every piece gives at least one id, so budget - used pieces are enough.
       size_t max_pieces = budget == std::numeric_limits<size_t>::max() ? SIZE_MAX : budget - used();
-      encode_text(text.substr(pos, seg_end - pos), static_cast<uint32_t>(pos), max_pieces, ids,
-                  offsets, *cache_);
+      encode_text(text.substr(pos, seg_end - pos), static_cast<uint32_t>(pos),
+                  opt.text_start && pos == 0, max_pieces, ids, offsets, *cache_);
       if (m.id < 0 || used() >= budget) break;
       ids.push_back(m.id);
       if (offsets)
@@ -291,8 +292,10 @@ std::string Tokenizer::decode(const std::vector<TokenId>& ids, bool skip_special
   std::string out;
   out.reserve(ids.size() * 4);
   std::vector<TokenId> run;  // SentencePiece: regular ids decoded together by the library
+  bool run_at_start = true;  // the run began at ids[0] (the only one with a dummy prefix when
+                             // spm_prefix_first_)
   auto flush = [&] {
-    if (!run.empty()) out += spm_->decode(run);
+    if (!run.empty()) out += spm_->decode(run, !spm_prefix_first_ || run_at_start);
     run.clear();
   };
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -301,10 +304,12 @@ std::string Tokenizer::decode(const std::vector<TokenId>& ids, bool skip_special
       throw InputError(fmt::format("token id {} at position {} is not in the vocabulary ({} ids)",
                                    id, i, vocab_size()));
     if (kind_[id] == kRegular) {
-      if (spm_)
+      if (spm_) {
+        if (run.empty()) run_at_start = i == 0;
         run.push_back(id);
-      else
+      } else {
         out += bpe_->bytes(id);
+      }
     } else if (!(skip_special && kind_[id] == kSpecial)) {
       flush();
       out += id_text_.at(id);

@@ -38,6 +38,10 @@ struct EncodeOptions {
   bool add_special = false;
   // > 0: keep at most this many ids, bos/eos included; the end of the text is cut.
   size_t max_length = 0;
+  // False: the text continues a longer one (a chat prompt's text after a control token), so a
+  // SentencePiece tokenizer that puts its dummy prefix only where the text starts (HF legacy:
+  // false) puts none here.
+  bool text_start = true;
 };
 
 struct Encoding {
@@ -67,6 +71,9 @@ struct TokenizerParts {
   std::string pretokenizer;  // "gpt2" | "llama3" | "qwen2" | "custom" | "sentencepiece"
   std::unique_ptr<BpeModel> bpe;        // one of bpe and spm
   std::shared_ptr<const SpmModel> spm;  // its control and unknown pieces: in `added`
+  // SentencePiece: the dummy prefix only where the text starts, not after a special token (HF
+  // `legacy: false`, Metaspace prepend_scheme "first"); else every stretch gets one.
+  bool spm_prefix_first_only = false;
   std::string pattern;
   bool add_prefix_space = false;  // HF ByteLevel: " " before text not starting with one
   std::vector<AddedToken> added;
@@ -128,14 +135,16 @@ class Tokenizer {
   void encode_into(std::string_view text, const EncodeOptions& opt, std::vector<TokenId>& ids,
                    std::vector<Span>* offsets) const;
   // Pre-tokenize and BPE one stretch of text without added tokens (at most `max_pieces`
-  // pieces); offsets are shifted by `base`.
-  void encode_text(std::string_view text, uint32_t base, size_t max_pieces,
+  // pieces); offsets are shifted by `base`. `at_start`: the stretch begins the whole text (the
+  // one place a prefix-first SentencePiece tokenizer puts its dummy prefix).
+  void encode_text(std::string_view text, uint32_t base, bool at_start, size_t max_pieces,
                    std::vector<TokenId>& ids, std::vector<Span>* offsets, Cache& cache) const;
   Match find_added(std::string_view text, size_t from, bool allow_special) const;
 
   std::string source_, format_, pretokenizer_name_;
   std::unique_ptr<BpeModel> bpe_;
   std::shared_ptr<const SpmModel> spm_;
+  bool spm_prefix_first_ = false;
   std::unique_ptr<RegexSplitter> splitter_;  // byte-level BPE only
   bool add_prefix_space_ = false;
   std::vector<AddedToken> added_;
