@@ -18,7 +18,9 @@ void register_bench_model(CLI::App* bench, CliContext& ctx) {
   auto o = std::make_shared<Opts>();
   CLI::App* dec =
       bench->add_subcommand("decode", "KV-cache decoding speed: flat in position, vs recomputing");
-  dec->add_option("--arch", o->arch, "gpt2 | llama | qwen2 | qwen3")->capture_default_str();
+  dec->add_option("--arch", o->arch,
+                  "gpt2 | llama | qwen2 | qwen3 | mistral | gemma | gemma2 | phi3")
+      ->capture_default_str();
   dec->add_option("--preset", o->preset, "model preset")->capture_default_str();
   dec->add_option("--vocab", o->vocab, "vocabulary size")->capture_default_str();
   dec->add_option("--steps", o->steps, "tokens timed per case")->capture_default_str();
@@ -27,7 +29,9 @@ void register_bench_model(CLI::App* bench, CliContext& ctx) {
   });
   CLI::App* fwd =
       bench->add_subcommand("forward", "forward throughput of a preset next to the sgemm rate");
-  fwd->add_option("--arch", o->arch, "gpt2 | llama | qwen2 | qwen3")->capture_default_str();
+  fwd->add_option("--arch", o->arch,
+                  "gpt2 | llama | qwen2 | qwen3 | mistral | gemma | gemma2 | phi3")
+      ->capture_default_str();
   fwd->add_option("--preset", o->preset, "model preset (try small)")->capture_default_str();
   fwd->add_option("--vocab", o->vocab, "vocabulary size")->capture_default_str();
   fwd->add_option("--batch", o->batch, "sequences per batch")->capture_default_str();
@@ -37,7 +41,9 @@ void register_bench_model(CLI::App* bench, CliContext& ctx) {
   CLI::App* gen = bench->add_subcommand(
       "generate",
       "batched sampling tokens/s with the KV cache vs recomputing (any arch, bart too)");
-  gen->add_option("--arch", g->arch, "gpt2 | llama | qwen2 | qwen3 | bart")->capture_default_str();
+  gen->add_option("--arch", g->arch,
+                  "gpt2 | llama | qwen2 | qwen3 | mistral | gemma | gemma2 | phi3 | bart")
+      ->capture_default_str();
   gen->add_option("--preset", g->preset, "model preset (docs/models.md)")->capture_default_str();
   gen->add_option("--vocab", g->vocab, "vocabulary size")->capture_default_str();
   gen->add_option("--batch", g->batch, "prompts decoded together")->capture_default_str();

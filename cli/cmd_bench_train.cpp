@@ -15,10 +15,10 @@ void register_bench_train(CLI::App* bench, CliContext& ctx) {
   auto o = std::make_shared<bench::TrainBench>();
   CLI::App* s = bench->add_subcommand(
       "train", "DP-SGD step time and memory vs a non-private step (one process)");
-  s->add_option(
-       "--arch", o->arch,
-       "gpt2 | llama | qwen2 | qwen3 | bert | roberta | bart (encoders: a 2-class classifier, "
-       "LoRA trains the head too; bart: --seq source and --seq target tokens)")
+  s->add_option("--arch", o->arch,
+                "gpt2 | llama | qwen2 | qwen3 | mistral | gemma | gemma2 | phi3 | bert | roberta | "
+                "bart (encoders: a 2-class classifier, "
+                "LoRA trains the head too; bart: --seq source and --seq target tokens)")
       ->capture_default_str();
   s->add_option("--preset", o->preset, "model preset (docs/models.md)")->capture_default_str();
   s->add_option("--vocab", o->vocab, "vocabulary size")->capture_default_str();
@@ -28,8 +28,9 @@ void register_bench_train(CLI::App* bench, CliContext& ctx) {
       ->capture_default_str();
   s->add_option("--peft", o->peft, "lora | full")->capture_default_str();
   s->add_option("--r", o->r, "LoRA rank")->capture_default_str();
-  s->add_option("--targets", o->targets,
-                "modules to train (default: c_attn / q_proj,v_proj for LoRA, all for full)");
+  s->add_option(
+      "--targets", o->targets,
+      "modules to train (default: the family's targets: auto, docs/models.md; all for full)");
   s->add_option("--grad-mode", o->grad_mode, "per-sample norms: auto | materialize | ghost")
       ->capture_default_str();
   s->add_option("--reps", o->reps, "timed repetitions of each step (medians reported)")

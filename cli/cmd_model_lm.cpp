@@ -13,6 +13,7 @@
 #include "cli/app.hpp"
 #include "core/model/checkpoint.hpp"
 #include "core/model/config.hpp"
+#include "core/model/peft_kind.hpp"
 #include "core/model/presets.hpp"
 #include "core/model/safetensors.hpp"
 #include "core/model/source.hpp"
@@ -50,7 +51,9 @@ std::vector<int64_t> parse_ids(const std::string& s) {
 void register_init(CLI::App* model, CliContext& ctx) {
   auto o = std::make_shared<ModelInitOptions>();
   CLI::App* sub = model->add_subcommand("init", "write a random-init HF-format checkpoint (config, weights, tokenizer)");
-  sub->add_option("--arch", o->arch, "gpt2 | llama | qwen2 | qwen3 | bert | roberta | bart")
+  sub->add_option("--arch", o->arch,
+                  "gpt2 | llama | qwen2 | qwen3 | mistral | gemma | gemma2 | phi3 | bert | "
+                  "roberta | bart")
       ->required();
   sub->add_option("--preset", o->preset,
                   "tiny | mini | small | gpt2-124m | qwen2.5-3b | bert-base | roberta-base | "
@@ -138,7 +141,7 @@ void register_info(CLI::App* model, CliContext& ctx) {
       model::ModelConfig cfg = model::load_model_config(o->dir);
       model::TensorStore store = model::TensorStore::open_dir(o->dir);
       std::vector<std::string> targets = o->targets;
-      if (targets.empty()) targets = cfg.is_gpt2() ? std::vector<std::string>{"c_attn"} : std::vector<std::string>{"q_proj", "v_proj"};
+      if (targets.empty()) targets = model::auto_targets(cfg.model_type, model::PeftKind::kLora);
       if (o->peft != "lora" && o->peft != "adapter" && o->peft != "full" && o->peft != "none")
         throw ConfigError(fmt::format("--peft '{}': use lora, adapter, full or none", o->peft));
       DPFT_CHECK_AS(ConfigError, o->peft != "adapter" || cfg.is_encoder(),

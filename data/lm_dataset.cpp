@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -25,7 +26,7 @@ LmDataOptions lm_data_options(const DataSpec& d) {
   o.max_length = d.max_length;
   o.add_eos = d.add_eos;
   o.packing = d.packing;
-  o.response_only = d.loss_on == LossOn::kResponse;
+  o.response_only = d.loss_on != LossOn::kAll;
   o.chat_format = d.chat_format;
   return o;
 }
@@ -50,6 +51,18 @@ void append(Doc& doc, const std::vector<int32_t>& ids, uint8_t scored) {
 Doc encode_example(const Example& e, const tok::Tokenizer& tok,
                    const std::optional<tok::ChatFormat>& chat, bool response_only, size_t cap) {
   Doc doc;
+  if (!e.messages.empty()) {  // a whole chat: every turn rendered, assistant turns scored
+    DPFT_CHECK_AS(ConfigError, chat.has_value(),
+                  "row {} is a chat (messages_column), but data.chat_format is none: set it to "
+                  "auto or a format name",
+                  e.index);
+    tok::ChatEncoding enc = tok::encode_chat(tok, tok::render_chat(tok, e.messages, false, *chat));
+    doc.ids = std::move(enc.ids);
+    doc.scored =
+        response_only ? std::move(enc.response_mask) : std::vector<uint8_t>(doc.ids.size(), 1);
+    doc.content = doc.ids.size();
+    return doc;
+  }
   if (e.prompt && chat) {
     tok::ChatPrompt p =
         tok::render_chat(tok, {{"user", *e.prompt}, {"assistant", e.text}}, false, *chat);
@@ -78,7 +91,13 @@ bool usable(const std::vector<int32_t>& ids, const std::vector<uint8_t>& scored)
 }
 
 std::optional<tok::ChatFormat> chat_format_of(ChatFormatChoice c, const tok::Tokenizer& tok) {
-  if (c == ChatFormatChoice::kAuto) return tok.chat_format();
+  if (c == ChatFormatChoice::kAuto) {
+    DPFT_CHECK_AS(ConfigError, !tok.chat_template_unknown(),
+                  "data.chat_format: auto, but the chat_template of {} is none dpft knows "
+                  "(known: {}); set data.chat_format to the one it implements",
+                  tok.source(), tok::known_chat_formats());
+    return tok.chat_format();
+  }
   return fixed_chat_format(c);
 }
 
@@ -260,6 +279,42 @@ void read_users(const Table& t, const std::string& column, std::vector<Example>&
   }
 }
 
+// messages_column: each row's cell (a JSON array, as the JSONL reader keeps non-string values)
+// becomes the example's chat; its text is the contents joined by newlines (what blank-row
+// checks and text-based consumers see).
+void read_messages(const Table& t, std::vector<Example>& ex) {
+  for (Example& e : ex) {
+    const auto i = static_cast<size_t>(e.index);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(e.text);
+    } catch (const nlohmann::json::exception&) {
+      j = nullptr;
+    }
+    DPFT_CHECK_AS(InputError, j.is_array() && !j.empty(),
+                  "{}:{}: messages_column holds no chat: expected a non-empty JSON list of "
+                  "{{\"role\": ..., \"content\": ...}} objects",
+                  t.source, t.line[i]);
+    std::string text;
+    for (size_t m = 0; m < j.size(); ++m) {
+      const nlohmann::json& x = j[m];
+      DPFT_CHECK_AS(InputError,
+                    x.is_object() && x.contains("role") && x["role"].is_string() &&
+                        x.contains("content") && x["content"].is_string(),
+                    "{}:{}: message {} is not a {{\"role\": string, \"content\": string}} object",
+                    t.source, t.line[i], m);
+      const std::string role = x["role"].get<std::string>();
+      DPFT_CHECK_AS(InputError, role == "system" || role == "user" || role == "assistant",
+                    "{}:{}: message {} has role '{}'; chat roles are system, user and assistant "
+                    "(map other roles to these in the file)",
+                    t.source, t.line[i], m, role);
+      e.messages.push_back({role, x["content"].get<std::string>()});
+      text += (m ? "\n" : "") + e.messages.back().content;
+    }
+    e.text = std::move(text);
+  }
+}
+
 bool is_blank(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isspace(c); });
 }
@@ -294,8 +349,10 @@ std::vector<Example> read_examples(const DatasetSpec& d, const std::string& key)
         d.path));
   try {
     Table t = read_table(d.path, d.format);
-    std::vector<Example> ex =
-        examples(t, d.text_column, d.label_column, d.prompt_column, d.text_pair_column);
+    const bool chats = !d.messages_column.empty();
+    std::vector<Example> ex = examples(t, chats ? d.messages_column : d.text_column, d.label_column,
+                                       d.prompt_column, d.text_pair_column);
+    if (chats) read_messages(t, ex);
     if (!d.prompt.empty())
       for (auto& e : ex) e.prompt = d.prompt;
     if (!d.user_column.empty()) read_users(t, d.user_column, ex);
@@ -354,6 +411,11 @@ void check_num_samples(const std::string& key, const DatasetSpec& d, size_t rows
 }  // namespace
 
 std::string example_key(const Example& e) {
+  if (!e.messages.empty()) {  // a chat: every turn's role and content
+    std::string k;
+    for (const auto& m : e.messages) k += m.role + '\x1f' + m.content + '\x1e';
+    return k;
+  }
   return e.text_pair ? e.text + '\x1f' + *e.text_pair : e.text;
 }
 

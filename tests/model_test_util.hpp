@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <stdexcept>
@@ -24,7 +25,10 @@ struct TinySize {
 };
 
 // gpt2: all heads are kv heads, gelu_new; llama: GQA, Llama-3 RoPE scaling, untied head;
-// qwen2: GQA with q/k/v biases, tied head; qwen3: GQA, per-head q/k RMSNorm, tied head.
+// qwen2: GQA with q/k/v biases, tied head; qwen3: GQA, per-head q/k RMSNorm, tied head;
+// mistral: a sliding window of 3; gemma: GeGLU, (1 + w) norms, scaled embeddings; gemma2: also
+// sandwich norms, soft-capping, a query scale and a local then a global layer; phi3: fused
+// projections, longrope.
 inline model::ModelConfig tiny_config(const std::string& type, TinySize s = {}) {
   model::ModelConfig c;
   c.model_type = type;
@@ -41,8 +45,46 @@ inline model::ModelConfig tiny_config(const std::string& type, TinySize s = {}) 
   c.attention_bias = type == "qwen2";
   c.qk_norm = type == "qwen3";
   c.rope_theta = type == "llama" ? 500000.0 : 10000.0;
-  if (type == "llama") c.rope_scaling = model::RopeScaling{8.0, 1.0, 4.0, 16};
+  if (type == "llama") {
+    c.rope_scaling = model::RopeScaling{};
+    c.rope_scaling->factor = 8.0;
+    c.rope_scaling->original_max_position_embeddings = 16;
+  }
+  if (type == "mistral") c.sliding_window = 3;  // shorter than the tests' texts
+  if (type == "gemma" || type == "gemma2") {
+    c.activation = "gelu_pytorch_tanh";
+    c.norm_plus_one = true;
+    c.scale_embedding = true;
+  }
+  if (type == "gemma2") {  // caps small enough to bend tiny random scores and logits
+    c.sandwich_norms = true;
+    c.query_scale = 12.0;
+    c.attn_softcap = 0.5;
+    c.final_softcap = 0.3;
+    c.sliding_window = 3;
+    c.local_layers = {true, false};
+  }
+  if (type == "phi3") {  // longrope with short factors below 32 positions
+    c.fused_projections = true;
+    c.tie_word_embeddings = false;
+    model::RopeScaling r;
+    r.type = model::RopeType::kLongRope;
+    r.original_max_position_embeddings = 32;
+    r.factor = static_cast<double>(s.positions) / 32.0;
+    r.short_factor.assign(static_cast<size_t>(s.head_dim / 2), 1.0);
+    r.long_factor.assign(static_cast<size_t>(s.head_dim / 2), 1.0);
+    for (size_t i = 0; i < r.short_factor.size(); ++i)
+      r.short_factor[i] = 1.0 + 0.25 * static_cast<double>(i), r.long_factor[i] = std::pow(2.0, i);
+    c.rope_scaling = r;
+  }
   return c;
+}
+
+// Every decoder family, for the tests that run on each.
+inline const std::vector<std::string>& decoder_types() {
+  static const std::vector<std::string> t = {"gpt2",    "llama", "qwen2",  "qwen3",
+                                             "mistral", "gemma", "gemma2", "phi3"};
+  return t;
 }
 
 // n examples of 3 + i % 6 random ids in [1, vocab), every id scored but the first; example i

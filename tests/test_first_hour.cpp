@@ -64,8 +64,9 @@ TEST_CASE("peft.targets: auto picks each family's LoRA targets", "[first-hour]")
   CHECK(model::auto_targets("roberta", PeftKind::kLora) ==
         std::vector<std::string>{"query", "value"});
   CHECK(model::auto_targets("bert", PeftKind::kLora) == std::vector<std::string>{"query", "value"});
-  for (const char* t : {"llama", "qwen2", "qwen3", "bart"})
+  for (const char* t : {"llama", "qwen2", "qwen3", "mistral", "gemma", "gemma2", "bart"})
     CHECK(model::auto_targets(t, PeftKind::kLora) == std::vector<std::string>{"q_proj", "v_proj"});
+  CHECK(model::auto_targets("phi3", PeftKind::kLora) == std::vector<std::string>{"qkv_proj"});
   CHECK(model::auto_targets("gpt2", PeftKind::kFull) == std::vector<std::string>{"all"});
   CHECK_THAT(
       [] {

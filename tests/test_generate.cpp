@@ -25,7 +25,7 @@ const std::vector<std::vector<int64_t>> kPrompts = {{1, 2, 3}, {7, 8, 9, 10, 11,
 }  // namespace
 
 TEST_CASE("KV-cached greedy decoding equals recomputing the prefix", "[generate]") {
-  for (std::string type : {"gpt2", "llama", "qwen2", "qwen3"}) {
+  for (const std::string& type : test::decoder_types()) {
     INFO(type);
     CausalLM m = make_causal_lm(tiny_gen_config(type), 11);
     GenerationOptions o;

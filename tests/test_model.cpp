@@ -4,10 +4,15 @@
 // implementation lives in test_model_parity.cpp.
 #include <catch2/catch.hpp>
 
+#include "core/model/checkpoint.hpp"
 #include "core/model/peft.hpp"
+#include "core/model/safetensors.hpp"
 #include "core/model/transformer.hpp"
+#include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
+#include "core/util/log.hpp"
 #include "model_test_util.hpp"
+#include "test_util.hpp"
 
 using namespace dpft;
 using namespace dpft::model;
@@ -25,7 +30,7 @@ torch::Tensor ids_of(std::vector<int64_t> v) {
 }  // namespace
 
 TEST_CASE("padding: a sequence's logits do not depend on left or right padding", "[model]") {
-  for (std::string type : {"gpt2", "llama", "qwen2", "qwen3"}) {
+  for (const std::string& type : test::decoder_types()) {
     INFO(type);
     CausalLM m = make_causal_lm(tiny_model_config(type), 1);
     m->eval();
@@ -51,7 +56,7 @@ TEST_CASE("padding: a sequence's logits do not depend on left or right padding",
 }
 
 TEST_CASE("KV cache: incremental logits equal the full forward", "[model]") {
-  for (std::string type : {"gpt2", "llama", "qwen2", "qwen3"}) {
+  for (const std::string& type : test::decoder_types()) {
     INFO(type);
     CausalLM m = make_causal_lm(tiny_model_config(type), 2);
     m->eval();
@@ -76,7 +81,7 @@ TEST_CASE("KV cache: incremental logits equal the full forward", "[model]") {
 }
 
 TEST_CASE("LoRA: B = 0 leaves logits unchanged; merge and unmerge round-trip", "[model]") {
-  for (std::string type : {"gpt2", "llama", "qwen2", "qwen3"}) {
+  for (const std::string& type : test::decoder_types()) {
     INFO(type);
     CausalLM m = make_causal_lm(tiny_model_config(type), 3);
     m->eval();
@@ -105,7 +110,7 @@ TEST_CASE("LoRA: B = 0 leaves logits unchanged; merge and unmerge round-trip", "
 
 TEST_CASE("weights export and load back exactly; bad shapes and missing tensors are input errors",
           "[model]") {
-  for (std::string type : {"gpt2", "llama", "qwen2", "qwen3"}) {
+  for (const std::string& type : test::decoder_types()) {
     INFO(type);
     CausalLM a = make_causal_lm(tiny_model_config(type), 4), b = make_causal_lm(tiny_model_config(type), 5);
     auto w = export_weights(a);
@@ -113,9 +118,18 @@ TEST_CASE("weights export and load back exactly; bad shapes and missing tensors 
     if (type == "gpt2") {  // Conv1D layout: (in, out)
       CHECK(store.at("transformer.h.0.attn.c_attn.weight").sizes() == torch::IntArrayRef({32, 96}));
       CHECK(store.count("lm_head.weight") == 0);  // tied
+    } else if (type == "phi3") {  // fused: q, k, v rows (32 + 16 + 16); gate, up rows (2 x 48)
+      CHECK(store.at("model.layers.0.self_attn.qkv_proj.weight").sizes() ==
+            torch::IntArrayRef({64, 32}));
+      CHECK(store.at("model.layers.1.mlp.gate_up_proj.weight").sizes() ==
+            torch::IntArrayRef({96, 32}));
+      CHECK(store.count("model.layers.0.self_attn.k_proj.weight") == 0);
     } else {
       CHECK(store.at("model.layers.0.self_attn.k_proj.weight").sizes() ==
             torch::IntArrayRef({16, 32}));
+      // Gemma-2's four norms per layer.
+      CHECK(store.count("model.layers.1.post_feedforward_layernorm.weight") ==
+            (type == "gemma2" ? 1u : 0u));
       CHECK(store.count("model.layers.0.self_attn.q_proj.bias") == (type == "qwen2" ? 1u : 0u));
       // Qwen3's per-head query / key norms, weights (head_dim), as HF names them.
       CHECK(store.count("model.layers.1.self_attn.k_norm.weight") == (type == "qwen3" ? 1u : 0u));
@@ -213,7 +227,7 @@ TEST_CASE("scored_positions gathers each row's scored positions, left-aligned", 
 
 TEST_CASE("next_token_scores equals the full forward's per-sample loss, values and gradients",
           "[model]") {
-  for (const std::string type : {"gpt2", "llama"}) {
+  for (const std::string type : {"gpt2", "llama", "gemma2", "phi3"}) {
     CAPTURE(type);
     ModelConfig c = test::tiny_config(type);
     CausalLM a = make_causal_lm(c, 4), b = make_causal_lm(c, 4);
@@ -336,6 +350,153 @@ TEST_CASE("config validation names the problem", "[model]") {
   CHECK(c5.rope_scaling->factor == 32.0);
   v5["rope_parameters"] = {{"rope_theta", 5e5}, {"rope_type", "yarn"}, {"factor", 4.0}};
   CHECK_THROWS_WITH(parse_model_config(v5, "v5"), Catch::Contains("rope_type type 'yarn'"));
+}
+
+TEST_CASE("Llama-family configs: real Mistral and Gemma files, round trips, bad options named",
+          "[model]") {
+  SECTION("every family's config round-trips through config.json") {
+    for (const std::string& type : test::decoder_types()) {
+      INFO(type);
+      const ModelConfig c = tiny_model_config(type);
+      const ModelConfig r = parse_model_config(model_config_to_json(c), "rt");
+      CHECK(r.model_type == c.model_type);
+      CHECK(r.activation == c.activation);
+      CHECK(r.sliding_window == c.sliding_window);
+      CHECK(r.local_layers == (c.model_type == "gemma2" ? c.local_layers : std::vector<bool>{}));
+      CHECK(r.norm_plus_one == c.norm_plus_one);
+      CHECK(r.scale_embedding == c.scale_embedding);
+      CHECK(r.sandwich_norms == c.sandwich_norms);
+      CHECK(r.query_scale == c.query_scale);
+      CHECK(r.attn_softcap == c.attn_softcap);
+      CHECK(r.final_softcap == c.final_softcap);
+      CHECK(r.fused_projections == c.fused_projections);
+      CHECK(r.tie_word_embeddings == c.tie_word_embeddings);
+      CHECK(r.rope_scaling.has_value() == c.rope_scaling.has_value());
+      if (c.rope_scaling) {
+        CHECK(r.rope_scaling->type == c.rope_scaling->type);
+        CHECK(r.rope_scaling->short_factor == c.rope_scaling->short_factor);
+        CHECK(r.rope_scaling->long_factor == c.rope_scaling->long_factor);
+        CHECK(r.rope_scaling->original_max_position_embeddings ==
+              c.rope_scaling->original_max_position_embeddings);
+        CHECK(r.rope_scaling->factor == Approx(c.rope_scaling->factor));
+      }
+    }
+  }
+  SECTION("the real Mistral-7B-Instruct-v0.3 and Gemma-2B-it config.json files") {
+    SHARED_DATA_OR_SKIP(d, "model_configs");
+    const ModelConfig m = parse_model_config(
+        nlohmann::json::parse(read_file(d / "mistral_7b_instruct_v0.3.json")), "m");
+    CHECK(m.model_type == "mistral");
+    CHECK(m.num_kv_heads == 8);
+    CHECK(m.head_dim == 128);
+    CHECK(m.rope_theta == 1e6);
+    CHECK_FALSE(m.sliding_window);  // "sliding_window": null
+    CHECK_FALSE(m.tie_word_embeddings);
+    CHECK_FALSE(m.attention_bias);
+    const ModelConfig g =
+        parse_model_config(nlohmann::json::parse(read_file(d / "gemma_2b_it.json")), "g");
+    CHECK(g.model_type == "gemma");
+    CHECK(g.head_dim == 256);
+    CHECK(g.num_kv_heads == 1);                  // multi-query
+    CHECK(g.activation == "gelu_pytorch_tanh");  // its hidden_act "gelu" is not Gemma's GeGLU
+    CHECK(g.norm_plus_one);
+    CHECK(g.scale_embedding);
+    CHECK(g.tie_word_embeddings);  // GemmaConfig's default; the file does not say
+    CHECK(g.vocab_size == 256000);
+  }
+  SECTION("families' defaults and keys") {
+    ModelConfig m = parse_model_config({{"model_type", "mistral"}}, "m");
+    CHECK(m.sliding_window == 4096);  // MistralConfig's default when the key is absent
+    ModelConfig g2 = parse_model_config({{"model_type", "gemma2"}, {"num_hidden_layers", 4}}, "g2");
+    CHECK(g2.local_layers == std::vector<bool>{true, false, true, false});
+    CHECK(g2.attn_softcap == 50.0);
+    CHECK(g2.final_softcap == 30.0);
+    CHECK(g2.query_scale == 256.0);
+    g2 = parse_model_config({{"model_type", "gemma2"},
+                             {"num_hidden_layers", 2},
+                             {"final_logit_softcapping", nullptr},
+                             {"layer_types", {"full_attention", "sliding_attention"}}},
+                            "g2");
+    CHECK(g2.final_softcap == 0.0);
+    CHECK(g2.local_layers == std::vector<bool>{false, true});
+    // Llama's attention_bias covers o_proj; mlp_bias the MLP; Qwen2 has no o_proj bias.
+    ModelConfig l = parse_model_config(
+        {{"model_type", "llama"}, {"attention_bias", true}, {"mlp_bias", true}}, "l");
+    CHECK((l.attention_bias && l.o_bias && l.mlp_bias));
+    ModelConfig q = parse_model_config({{"model_type", "qwen2"}}, "q");
+    CHECK((q.attention_bias && !q.o_bias));
+    ModelConfig p = parse_model_config({{"model_type", "phi3"},
+                                        {"hidden_size", 64},
+                                        {"num_attention_heads", 4},
+                                        {"max_position_embeddings", 512},
+                                        {"original_max_position_embeddings", 128},
+                                        {"rope_scaling",
+                                         {{"type", "su"},
+                                          {"short_factor", {1, 1, 1, 1, 1, 1, 1, 1}},
+                                          {"long_factor", {1, 2, 3, 4, 5, 6, 7, 8}}}}},
+                                       "p");
+    REQUIRE(p.rope_scaling);
+    CHECK(p.rope_scaling->type == RopeType::kLongRope);
+    CHECK(p.rope_scaling->original_max_position_embeddings == 128);
+    CHECK(p.rope_scaling->factor == 4.0);
+    CHECK(p.fused_projections);
+  }
+  SECTION("options the family does not have, or out of range, are named") {
+    auto error = [](nlohmann::json j) {
+      try {
+        parse_model_config(j, "x/config.json");
+      } catch (const InputError& e) {
+        return std::string(e.what());
+      }
+      return std::string("no error");
+    };
+    CHECK_THAT(error({{"model_type", "phi3"}, {"rope_scaling", {{"type", "dynamic"}}}}),
+               Catch::Contains("rope_scaling type 'dynamic' is not supported for phi3") &&
+                   Catch::Contains("longrope"));
+    CHECK_THAT(error({{"model_type", "mistral"}, {"rope_scaling", {{"type", "longrope"}}}}),
+               Catch::Contains("'longrope' is not supported for mistral"));
+    CHECK_THAT(error({{"model_type", "phi3"},
+                      {"hidden_size", 64},
+                      {"num_attention_heads", 4},
+                      {"rope_scaling",
+                       {{"type", "longrope"}, {"short_factor", {1, 1}}, {"long_factor", {1, 1}}}}}),
+               Catch::Contains("short_factor has 2 entries; longrope needs head_dim / 2 = 8"));
+    CHECK_THAT(error({{"model_type", "phi3"}, {"rope_scaling", {{"type", "longrope"}}}}),
+               Catch::Contains("needs the list 'short_factor'"));
+    CHECK_THAT(error({{"model_type", "mistral"}, {"sliding_window", 0}}),
+               Catch::Contains("sliding_window 0 must be >= 1"));
+    CHECK_THAT(error({{"model_type", "gemma2"}, {"layer_types", {"local"}}}),
+               Catch::Contains("layer_types entry 'local'"));
+    CHECK_THAT(error({{"model_type", "gemma2"},
+                      {"num_hidden_layers", 3},
+                      {"layer_types", {"full_attention"}}}),
+               Catch::Contains("layer_types names 1 layers but num_hidden_layers is 3"));
+    CHECK_THAT(error({{"model_type", "phi3"}, {"partial_rotary_factor", 0.5}}),
+               Catch::Contains("partial_rotary_factor"));
+    CHECK_THAT(error({{"model_type", "gemma"}, {"hidden_activation", "swish"}}),
+               Catch::Contains("unsupported activation 'swish'"));
+    CHECK_THAT(error({{"model_type", "gemma2"}, {"attn_logit_softcapping", "50"}}),
+               Catch::Contains("'attn_logit_softcapping' must be a number or null"));
+  }
+}
+
+TEST_CASE("a checkpoint's tensors that no parameter reads are named in a warning", "[model]") {
+  test::TempDir d;
+  CausalLM m = make_causal_lm(tiny_model_config("llama"), 3);
+  save_checkpoint(m, d.path / "ckpt");
+  // The same weights with an extra bias (a config that switched attention_bias off) and a
+  // rotary buffer HF computes itself.
+  auto w = export_weights(m);
+  w.emplace_back("model.layers.0.self_attn.o_proj.bias", torch::zeros({32}));
+  w.emplace_back("model.layers.0.self_attn.rotary_emb.inv_freq", torch::zeros({4}));
+  save_safetensors(d.path / "ckpt" / "model.safetensors", w, {});
+  const WarningCapture capture;
+  load_checkpoint(d.path / "ckpt");
+  const std::vector<std::string> warned = captured_warnings();
+  REQUIRE(warned.size() == 1);
+  CHECK_THAT(warned[0], Catch::Contains("1 stored tensor(s) not used by dpft's llama model: "
+                                        "model.layers.0.self_attn.o_proj.bias"));
+  CHECK_THAT(warned[0], !Catch::Contains("inv_freq"));
 }
 
 TEST_CASE("PEFT: LoRA targets, frozen base, full and none; bad targets are config errors",

@@ -45,6 +45,8 @@ model::CausalLM make_model(const std::string& type, const std::string& kind) {
     o.targets = {"all"};
   else if (type == "gpt2")
     o.targets = {"c_attn", "c_proj", "c_fc"};
+  else if (type == "phi3")
+    o.targets = {"qkv_proj", "o_proj", "gate_up_proj", "down_proj"};
   else
     o.targets = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
   model::apply_peft(m, o, 4);
@@ -58,7 +60,8 @@ model::CausalLM make_model(const std::string& type, const std::string& kind) {
 }  // namespace
 
 TEST_CASE("per-sample gradients equal the one-sample-at-a-time reference", "[grad]") {
-  auto type = GENERATE(as<std::string>{}, "gpt2", "llama", "qwen2", "qwen3");
+  auto type = GENERATE(as<std::string>{}, "gpt2", "llama", "qwen2", "qwen3", "mistral", "gemma",
+                       "gemma2", "phi3");
   auto kind = GENERATE(as<std::string>{}, "lora", "full");
   CAPTURE(type, kind);
   model::CausalLM m = make_model(type, kind);

@@ -394,6 +394,7 @@ TEST_CASE("sharded safetensors checkpoints are read through the index", "[safete
   save_safetensors(d.path / "model.safetensors", {{"only", b}});
   CHECK(TensorStore::open_dir(d.path).names() == std::vector<std::string>{"only"});
   test::TempDir empty;
-  CHECK_THROWS_WITH(TensorStore::open_dir(empty.path), Contains("no model.safetensors"));
+  CHECK_THROWS_WITH(TensorStore::open_dir(empty.path),
+                    Contains("no weights: expected model.safetensors"));
   CHECK_THROWS_AS(TensorStore::open_dir(empty.path / "nope"), InputError);
 }

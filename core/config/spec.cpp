@@ -31,6 +31,11 @@ void parse_dataset(Fields f, DatasetSpec& d, bool is_eval = false, bool named = 
   f.get("prompt", d.prompt);
   if (!d.prompt.empty() && !d.prompt_column.empty())
     throw ConfigError(fmt::format("{}: give prompt_column or a fixed prompt, not both", f.path()));
+  f.get("messages_column", d.messages_column);
+  if (!d.messages_column.empty() && (!d.prompt.empty() || !d.prompt_column.empty()))
+    throw ConfigError(fmt::format(
+        "{}: messages_column makes each row a whole chat; leave prompt_column and prompt unset",
+        f.path()));
   f.get("label_column", d.label_column);
   if (is_train) {
     f.get("user_column", d.user_column);
@@ -78,6 +83,7 @@ YAML::Node dataset_yaml(const DatasetSpec& d) {
   n["format"] = d.format;
   n["text_column"] = d.text_column;
   n["prompt_column"] = d.prompt_column;
+  if (!d.messages_column.empty()) n["messages_column"] = d.messages_column;
   n["prompt"] = d.prompt;
   n["label_column"] = d.label_column;
   if (!d.text_pair_column.empty()) n["text_pair_column"] = d.text_pair_column;
@@ -465,10 +471,11 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
     d.get("add_eos", da.add_eos);
     d.get_enum("loss_on", da.loss_on, kLossOnNames);
     d.get_enum("chat_format", da.chat_format, kChatFormatChoiceNames);
-    if (da.loss_on == LossOn::kResponse) {
+    if (da.loss_on != LossOn::kAll) {
       std::vector<std::string> missing;
-      auto unpaired = [](const DatasetSpec& x) {
-        return x.prompt_column.empty() && x.prompt.empty();
+      const bool chats = da.loss_on == LossOn::kAssistant;
+      auto unpaired = [&](const DatasetSpec& x) {
+        return x.prompt_column.empty() && x.prompt.empty() && (!chats || x.messages_column.empty());
       };
       if (unpaired(da.train)) missing.push_back("data.train");
       for (size_t i = 0; i < da.train_extra.size(); ++i)
@@ -477,11 +484,24 @@ Spec parse_spec(const YAML::Node& root, const MethodParser& parse_method) {
       for (size_t i = 0; i < da.eval_sets.size(); ++i)
         if (unpaired(da.eval_sets[i])) missing.push_back(fmt::format("data.eval_sets[{}]", i));
       if (!missing.empty())
-        throw ConfigError(
-            fmt::format("data.loss_on: 'response' scores only the response of prompt/response "
-                        "pairs, but {} has no prompt_column; set {}.prompt_column or use "
-                        "loss_on: all",
-                        join(missing, ", "), missing[0]));
+        throw ConfigError(fmt::format(
+            "data.loss_on: '{}' scores only the {} of {}, but {} has no {}; set {}.{} or use "
+            "loss_on: all",
+            name_of(da.loss_on), chats ? "assistant turns" : "response",
+            chats ? "chats (or prompt/response pairs)" : "prompt/response pairs",
+            join(missing, ", "), chats ? "messages_column or prompt_column" : "prompt_column",
+            missing[0], chats ? "messages_column" : "prompt_column"));
+    }
+    {
+      std::vector<const DatasetSpec*> all = {&da.train, &da.eval};
+      for (const DatasetSpec& x : da.train_extra) all.push_back(&x);
+      for (const DatasetSpec& x : da.eval_sets) all.push_back(&x);
+      for (const DatasetSpec* x : all)
+        if (!x->messages_column.empty() && da.chat_format == ChatFormatChoice::kNone)
+          throw ConfigError(fmt::format(
+              "data.chat_format: none, but {} reads chats from its messages_column; set "
+              "data.chat_format to auto (the tokenizer's) or a format name",
+              x->path.empty() ? "a data set" : x->path));
     }
     if (da.task == Task::kClassification) {
       auto need = [&](bool ok, const std::string& what) {

@@ -52,6 +52,8 @@ struct DatasetSpec {
   std::string text_column =
       "text";                 // column (or JSON key) holding the text (the response of a pair)
   std::string prompt_column;  // set: examples are prompt/response pairs ("" = plain text)
+  // set: each row is a chat, this JSONL field's [{role, content}, ...] (needs chat_format)
+  std::string messages_column;
   std::string prompt;         // one fixed prompt for every row (rows become its responses)
   std::string label_column;   // optional label column ("" = unlabelled)
   // data.train / train_extra with privacy.unit user: the column naming each row's user (the
@@ -121,9 +123,10 @@ struct DataSpec {
   int max_length = 128;         // tokens per example after truncation (block size if packed)
   bool packing = false;         // concatenate documents (each + eos), cut into max_length blocks
   bool add_eos = true;          // append eos to each unpacked example when it fits
-  LossOn loss_on =
-      LossOn::kAll;  // all | response (score only response tokens; needs prompt_column)
-  // none | auto | plain | chatml | qwen2.5 | llama3 (pairs as chats)
+  // all | response (score only response tokens; needs prompt_column) | assistant (the
+  // assistant turns of messages_column chats, or pairs' responses)
+  LossOn loss_on = LossOn::kAll;
+  // none | auto | a format of core/tokenizer/chat.hpp (pairs and messages as chats)
   ChatFormatChoice chat_format = ChatFormatChoice::kNone;
 };
 

@@ -27,9 +27,11 @@ inline const char* name_of(Schedule s) {
 }
 
 // data.loss_on: which tokens the loss scores (response: a prompt/response pair's response only).
-enum class LossOn { kAll, kResponse };
-inline constexpr std::array<EnumName<LossOn>, 2> kLossOnNames = {
-    {{LossOn::kAll, "all"}, {LossOn::kResponse, "response"}}};
+// data.loss_on: every id (all), the response of prompt/response pairs (response), or the
+// assistant turns of chats (assistant: a pair's response is its one assistant turn).
+enum class LossOn { kAll, kResponse, kAssistant };
+inline constexpr std::array<EnumName<LossOn>, 3> kLossOnNames = {
+    {{LossOn::kAll, "all"}, {LossOn::kResponse, "response"}, {LossOn::kAssistant, "assistant"}}};
 inline const char* name_of(LossOn l) {
   return enum_name(l, kLossOnNames);
 }

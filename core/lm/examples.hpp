@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/tokenizer/chat.hpp"
 #include "core/tokenizer/tokenizer.hpp"
 
 namespace dpft::lm {
@@ -25,6 +26,8 @@ struct Example {
   std::optional<std::string> prompt;     // set for prompt/response pairs
   std::optional<std::string> text_pair;  // set for sentence pairs
   std::string user;  // privacy.unit user: the row's user (data.train.user_column); else ""
+  // A chat (data.*.messages_column): its turns; `text` then joins their contents.
+  std::vector<tok::ChatMessage> messages;
 };
 
 // What a batch trains and evaluates (model::sample_losses in core/lm/objective.hpp):

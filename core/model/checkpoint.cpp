@@ -2,19 +2,47 @@
 
 #include <fmt/format.h>
 
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
 #include <map>
+#include <set>
 
 #include "core/model/config.hpp"
 #include "core/model/safetensors.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/error.hpp"
 #include "core/util/shape.hpp"
+#include "core/util/strings.hpp"
 
 namespace dpft::model {
 
 namespace {
 const char* kAdapterPrefix = "base_model.model.";
+
+// Stored tensors that no parameter reads: named in one warning (a config that does not match
+// its weights, e.g. a bias the config switches off, shows here). Buffers HF writes but computes
+// itself (rotary inv_freq, GPT-2's causal-mask buffers, BERT's position_ids) are not counted.
+void warn_unused(const std::vector<std::string>& stored, const std::set<std::string>& read,
+                 const std::string& what, const std::string& model_type) {
+  auto derived = [](const std::string& n) {
+    for (const char* end :
+         {"rotary_emb.inv_freq", ".attn.bias", ".attn.masked_bias", "embeddings.position_ids"})
+      if (n.size() >= strlen(end) && n.compare(n.size() - strlen(end), strlen(end), end) == 0)
+        return true;
+    return false;
+  };
+  std::vector<std::string> unused;
+  for (const std::string& n : stored)
+    if (!read.count(n) && !derived(n)) unused.push_back(n);
+  if (unused.empty()) return;
+  const size_t shown = std::min<size_t>(unused.size(), 8);
+  spdlog::warn("{}: {} stored tensor(s) not used by dpft's {} model: {}{}", what, unused.size(),
+               model_type, join({unused.begin(), unused.begin() + static_cast<long>(shown)}, ", "),
+               unused.size() > shown ? fmt::format(", ... ({} more)", unused.size() - shown) : "");
 }
+}  // namespace
 
 CausalLM load_checkpoint(const fs::path& dir, torch::Dtype dtype) {
   if (!fs::is_directory(dir))
@@ -22,8 +50,16 @@ CausalLM load_checkpoint(const fs::path& dir, torch::Dtype dtype) {
   ModelConfig cfg = load_model_config(dir);
   TensorStore store = TensorStore::open_dir(dir);
   CausalLM m = make_causal_lm(cfg, 0);
-  load_weights(m, [&](const std::string& n) { return store.contains(n) ? store.load(n) : torch::Tensor(); },
-               dir.string());
+  std::set<std::string> read;
+  load_weights(
+      m,
+      [&](const std::string& n) {
+        if (!store.contains(n)) return torch::Tensor();
+        read.insert(n);
+        return store.load(n);
+      },
+      dir.string());
+  warn_unused(store.names(), read, dir.string(), cfg.model_type);
   m->to(dtype);
   m->eval();
   return m;
@@ -218,6 +254,16 @@ int copy_tokenizer_files(const fs::path& from, const fs::path& to) {
                                 "special_tokens_map.json",
                                 "tokenizer.model"};
   fs::create_directories(to);
+  if (fs::is_regular_file(from)) {
+    // One tokenizer file: under the name a checkpoint directory's loader looks for (a
+    // SentencePiece or tiktoken model file becomes tokenizer.model; *.tiktoken keeps its name).
+    const std::string ext = from.extension().string();
+    const fs::path name = ext == ".json"       ? fs::path("tokenizer.json")
+                          : ext == ".tiktoken" ? from.filename()
+                                               : fs::path("tokenizer.model");
+    fs::copy_file(from, to / name, fs::copy_options::overwrite_existing);
+    return 1;
+  }
   int n = 0;
   for (const char* name : names)
     if (fs::exists(from / name)) {

@@ -40,8 +40,9 @@ struct ReheadReport {
 ReheadReport copy_shared_parameters(CausalLM& to, const CausalLM& from);
 
 // Copy the tokenizer files found in `from` (tokenizer.json, vocab.json, merges.txt, vocab.bpe,
-// tokenizer_config.json, special_tokens_map.json, *.tiktoken, tokenizer.model) into `to`.
-// Returns how many were copied.
+// tokenizer_config.json, special_tokens_map.json, *.tiktoken, tokenizer.model) into `to`; a
+// single tokenizer file as tokenizer.json (.json), itself (*.tiktoken) or tokenizer.model (a
+// SentencePiece or tiktoken model). Returns how many were copied.
 int copy_tokenizer_files(const fs::path& from, const fs::path& to);
 
 }  // namespace dpft::model

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "core/util/atomic_file.hpp"
@@ -53,11 +54,10 @@ std::string encoder_architecture(const std::string& type, EncoderHead h) {
 }  // namespace
 
 void ModelConfig::validate(const std::string& what) const {
-  if (model_type != "gpt2" && model_type != "llama" && model_type != "qwen2" &&
-      model_type != "qwen3" && !is_encoder() && !is_seq2seq())
+  if (!is_gpt2() && !is_llama_family() && !is_encoder() && !is_seq2seq())
     throw InputError(
-        fmt::format("{}: unsupported model_type '{}'; dpft supports gpt2, llama, "
-                    "qwen2, qwen3, bert, roberta, bart",
+        fmt::format("{}: unsupported model_type '{}'; dpft supports gpt2, llama, qwen2, qwen3, "
+                    "mistral, gemma, gemma2, phi3, bert, roberta, bart",
                     what, model_type));
   auto pos = [&](const char* name, int64_t v) {
     if (v < 1) throw InputError(fmt::format("{}: {} must be >= 1, got {}", what, name, v));
@@ -146,9 +146,196 @@ void ModelConfig::validate(const std::string& what) const {
   if (!learned_positions() && head_dim % 2 != 0)
     throw InputError(fmt::format("{}: head_dim {} must be even for rotary embeddings", what, head_dim));
   if (!(norm_eps > 0)) throw InputError(fmt::format("{}: norm epsilon must be > 0", what));
-  if (activation != "gelu_new" && activation != "gelu" && activation != "silu" && activation != "relu")
-    throw InputError(fmt::format("{}: unsupported activation '{}'", what, activation));
+  if (activation != "gelu_new" && activation != "gelu" && activation != "silu" &&
+      activation != "relu" && activation != "gelu_pytorch_tanh")
+    throw InputError(fmt::format(
+        "{}: unsupported activation '{}' (dpft knows gelu, gelu_new, gelu_pytorch_tanh, silu, "
+        "relu)",
+        what, activation));
+  if (sliding_window && *sliding_window < 1)
+    throw InputError(fmt::format(
+        "{}: sliding_window {} must be >= 1 (null or absent: attention over every earlier token)",
+        what, *sliding_window));
+  if (!local_layers.empty() && static_cast<int64_t>(local_layers.size()) != num_layers)
+    throw InputError(fmt::format("{}: layer_types names {} layers but num_hidden_layers is {}",
+                                 what, local_layers.size(), num_layers));
+  if (!(query_scale >= 0) || !(attn_softcap >= 0) || !(final_softcap >= 0))
+    throw InputError(fmt::format(
+        "{}: query_pre_attn_scalar and the soft-capping values must be positive (null: off)",
+        what));
+  if (rope_scaling && rope_scaling->type == RopeType::kLongRope) {
+    const RopeScaling& r = *rope_scaling;
+    for (const auto* f : {&r.short_factor, &r.long_factor}) {
+      if (static_cast<int64_t>(f->size()) != head_dim / 2)
+        throw InputError(fmt::format(
+            "{}: rope_scaling.{} has {} entries; longrope needs head_dim / 2 = {}", what,
+            f == &r.short_factor ? "short_factor" : "long_factor", f->size(), head_dim / 2));
+      for (double v : *f)
+        if (!(v > 0))
+          throw InputError(fmt::format("{}: rope_scaling factors must be > 0, got {}", what, v));
+    }
+    if (r.original_max_position_embeddings < 1)
+      throw InputError(
+          fmt::format("{}: original_max_position_embeddings must be >= 1 for longrope", what));
+  }
 }
+
+namespace {
+
+// A number or null (off): soft-capping values, sliding_window.
+std::optional<double> opt_number(const nlohmann::json& j, const char* key,
+                                 const std::string& what) {
+  if (!j.contains(key) || j[key].is_null()) return std::nullopt;
+  if (!j[key].is_number())
+    throw InputError(
+        fmt::format("{}: field '{}' must be a number or null, got {}", what, key, j[key].dump()));
+  return j[key].get<double>();
+}
+
+std::vector<double> factor_list(const nlohmann::json& r, const char* key, const std::string& what) {
+  if (!r.contains(key) || !r[key].is_array())
+    throw InputError(
+        fmt::format("{}: rope_scaling of type longrope needs the list '{}'", what, key));
+  std::vector<double> out;
+  for (const auto& v : r[key]) {
+    if (!v.is_number())
+      throw InputError(
+          fmt::format("{}: rope_scaling.{} holds a non-number {}", what, key, v.dump()));
+    out.push_back(v.get<double>());
+  }
+  return out;
+}
+
+// The rope scaling block (legacy rope_scaling, or transformers >= 5 rope_parameters): llama3 or
+// longrope ("su"), else an error naming the type.
+void parse_rope_scaling(const nlohmann::json& j, const nlohmann::json& rp, ModelConfig& c,
+                        const std::string& what) {
+  const bool legacy = j.contains("rope_scaling") && j["rope_scaling"].is_object();
+  const nlohmann::json& r = legacy ? j["rope_scaling"] : rp;
+  const std::string type =
+      r.value("rope_type", r.value("type", std::string(legacy ? "" : "default")));
+  if (type == "default") return;
+  RopeScaling s;
+  if (type == "llama3") {
+    s.factor = get_or<double>(r, "factor", 8.0, what);
+    s.low_freq_factor = get_or<double>(r, "low_freq_factor", 1.0, what);
+    s.high_freq_factor = get_or<double>(r, "high_freq_factor", 4.0, what);
+    s.original_max_position_embeddings =
+        get_or<int64_t>(r, "original_max_position_embeddings", 8192, what);
+  } else if ((type == "longrope" || type == "su") && c.model_type == "phi3") {
+    s.type = RopeType::kLongRope;
+    s.short_factor = factor_list(r, "short_factor", what);
+    s.long_factor = factor_list(r, "long_factor", what);
+    s.attention_factor = opt_number(r, "attention_factor", what);
+    s.original_max_position_embeddings = get_or<int64_t>(
+        r, "original_max_position_embeddings",
+        get_or<int64_t>(j, "original_max_position_embeddings", c.max_position, what), what);
+    s.factor = static_cast<double>(c.max_position) /
+               static_cast<double>(std::max<int64_t>(1, s.original_max_position_embeddings));
+  } else {
+    throw InputError(fmt::format("{}: {} type '{}' is not supported for {} (dpft knows llama3{})",
+                                 what, legacy ? "rope_scaling" : "rope_parameters.rope_type", type,
+                                 c.model_type, c.model_type == "phi3" ? " and longrope" : ""));
+  }
+  c.rope_scaling = s;
+}
+
+// The Llama family's keys (LlamaConfig, Qwen2/3Config, MistralConfig, GemmaConfig, Gemma2Config,
+// Phi3Config), with each family's defaults where the file is silent.
+void parse_llama_family(const nlohmann::json& j, ModelConfig& c, const std::string& what) {
+  const std::string& t = c.model_type;
+  const bool gemma = t == "gemma" || t == "gemma2", phi3 = t == "phi3";
+  struct Defaults {
+    int64_t vocab, hidden, layers, heads, inter, positions;
+    double eps;
+    bool tie;
+  };
+  const Defaults d = t == "gemma"     ? Defaults{256000, 3072, 28, 16, 24576, 8192, 1e-6, true}
+                     : t == "gemma2"  ? Defaults{256000, 2304, 26, 8, 9216, 8192, 1e-6, true}
+                     : phi3           ? Defaults{32064, 3072, 32, 32, 8192, 4096, 1e-5, false}
+                     : t == "mistral" ? Defaults{32000, 4096, 32, 32, 14336, 131072, 1e-6, false}
+                                      : Defaults{32000, 4096, 32, 32, 11008, 2048, 1e-6, false};
+  c.vocab_size = get_or<int64_t>(j, "vocab_size", d.vocab, what);
+  c.hidden_size = get_or<int64_t>(j, "hidden_size", d.hidden, what);
+  c.num_layers = get_or<int64_t>(j, "num_hidden_layers", d.layers, what);
+  c.num_heads = get_or<int64_t>(j, "num_attention_heads", d.heads, what);
+  c.num_kv_heads = get_or<int64_t>(j, "num_key_value_heads",
+                                   t == "gemma2"    ? 4
+                                   : t == "mistral" ? 8
+                                                    : c.num_heads,
+                                   what);
+  c.intermediate_size = get_or<int64_t>(j, "intermediate_size", d.inter, what);
+  c.max_position = get_or<int64_t>(j, "max_position_embeddings", d.positions, what);
+  c.norm_eps = get_or<double>(j, "rms_norm_eps", d.eps, what);
+  // transformers >= 5 writes rope_parameters {rope_theta, rope_type, factor, ...} in place of
+  // the top-level rope_theta and rope_scaling; either form is read.
+  const nlohmann::json no_params = nlohmann::json::object();
+  const nlohmann::json& rp = j.contains("rope_parameters") && j["rope_parameters"].is_object()
+                                 ? j["rope_parameters"]
+                                 : no_params;
+  c.rope_theta = rp.contains("rope_theta") ? get_or<double>(rp, "rope_theta", 10000.0, what)
+                                           : get_or<double>(j, "rope_theta", 10000.0, what);
+  for (const nlohmann::json* o : {&rp, &j})
+    if (o->contains("partial_rotary_factor") &&
+        get_or<double>(*o, "partial_rotary_factor", 1.0, what) != 1.0)
+      throw InputError(
+          fmt::format("{}: partial_rotary_factor other than 1 is not supported (dpft rotates every "
+                      "dimension of each head)",
+                      what));
+  // Gemma reads hidden_activation (default the tanh GELU of its paper's GeGLU); an early Gemma
+  // config's hidden_act "gelu" is ignored, as transformers does since 4.40.
+  c.activation = gemma ? get_or<std::string>(j, "hidden_activation", "gelu_pytorch_tanh", what)
+                       : get_or<std::string>(j, "hidden_act", "silu", what);
+  c.tie_word_embeddings = get_or<bool>(j, "tie_word_embeddings", d.tie, what);
+  // Qwen2 always has q/k/v biases and no o_proj bias (no config key); Mistral and Phi-3 have no
+  // biases; Llama, Qwen3 and Gemma read attention_bias for q, k, v and o.
+  const bool reads_bias = t == "llama" || t == "qwen3" || gemma;
+  c.attention_bias = t == "qwen2" || (reads_bias && get_or<bool>(j, "attention_bias", false, what));
+  c.o_bias = reads_bias && c.attention_bias;
+  c.mlp_bias = t == "llama" && get_or<bool>(j, "mlp_bias", false, what);
+  c.qk_norm = t == "qwen3";  // Qwen3Attention's q_norm / k_norm (no config key)
+  c.head_dim = get_or<int64_t>(j, "head_dim",
+                               gemma             ? 256
+                               : c.num_heads > 0 ? c.hidden_size / c.num_heads
+                                                 : 0,
+                               what);
+  if (t == "mistral" || t == "gemma2" || phi3) {
+    const auto w = opt_number(j, "sliding_window", what);
+    if (w) c.sliding_window = static_cast<int64_t>(*w);
+    if ((t == "gemma2" || t == "mistral") && !j.contains("sliding_window"))
+      c.sliding_window = 4096;  // Gemma2Config's and MistralConfig's default
+  }
+  if (gemma) {
+    c.norm_plus_one = true;
+    c.scale_embedding = true;
+  }
+  if (t == "gemma2") {
+    c.sandwich_norms = true;
+    c.query_scale = opt_number(j, "query_pre_attn_scalar", what).value_or(256.0);
+    c.attn_softcap = j.contains("attn_logit_softcapping")
+                         ? opt_number(j, "attn_logit_softcapping", what).value_or(0.0)
+                         : 50.0;
+    c.final_softcap = j.contains("final_logit_softcapping")
+                          ? opt_number(j, "final_logit_softcapping", what).value_or(0.0)
+                          : 30.0;
+    // transformers >= 4.5x: layer_types; before: even layers local (Gemma-2's alternation).
+    if (j.contains("layer_types") && j["layer_types"].is_array()) {
+      for (const auto& v : j["layer_types"]) {
+        const std::string lt = v.is_string() ? v.get<std::string>() : v.dump();
+        if (lt != "sliding_attention" && lt != "full_attention")
+          throw InputError(fmt::format(
+              "{}: layer_types entry '{}' is not sliding_attention or full_attention", what, lt));
+        c.local_layers.push_back(lt == "sliding_attention");
+      }
+    } else {
+      for (int64_t l = 0; l < c.num_layers; ++l) c.local_layers.push_back(l % 2 == 0);
+    }
+  }
+  c.fused_projections = phi3;
+  parse_rope_scaling(j, rp, c, what);
+}
+
+}  // namespace
 
 ModelConfig parse_model_config(const nlohmann::json& j, const std::string& what) {
   if (!j.is_object()) throw InputError(fmt::format("{}: config.json must be a JSON object", what));
@@ -275,48 +462,13 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& what)
     c.tie_word_embeddings = get_or<bool>(j, "tie_word_embeddings", true, what);
     c.attention_bias = true;
     c.head_dim = c.num_heads > 0 ? c.hidden_size / c.num_heads : 0;
+  } else if (c.is_llama_family()) {
+    parse_llama_family(j, c, what);
   } else {
-    c.vocab_size = get_or<int64_t>(j, "vocab_size", 32000, what);
-    c.hidden_size = get_or<int64_t>(j, "hidden_size", 4096, what);
-    c.num_layers = get_or<int64_t>(j, "num_hidden_layers", 32, what);
-    c.num_heads = get_or<int64_t>(j, "num_attention_heads", 32, what);
-    c.num_kv_heads = get_or<int64_t>(j, "num_key_value_heads", c.num_heads, what);
-    c.intermediate_size = get_or<int64_t>(j, "intermediate_size", 11008, what);
-    c.max_position = get_or<int64_t>(j, "max_position_embeddings", 2048, what);
-    c.norm_eps = get_or<double>(j, "rms_norm_eps", 1e-6, what);
-    // transformers >= 5 writes rope_parameters {rope_theta, rope_type, factor, ...} in place of
-    // the top-level rope_theta and rope_scaling; either form is read.
-    const nlohmann::json no_params = nlohmann::json::object();
-    const nlohmann::json& rp = j.contains("rope_parameters") && j["rope_parameters"].is_object()
-                                   ? j["rope_parameters"]
-                                   : no_params;
-    c.rope_theta = rp.contains("rope_theta") ? get_or<double>(rp, "rope_theta", 10000.0, what)
-                                             : get_or<double>(j, "rope_theta", 10000.0, what);
-    if (rp.contains("partial_rotary_factor") &&
-        get_or<double>(rp, "partial_rotary_factor", 1.0, what) != 1.0)
-      throw InputError(fmt::format(
-          "{}: rope_parameters.partial_rotary_factor other than 1 is not supported", what));
-    c.activation = get_or<std::string>(j, "hidden_act", "silu", what);
-    c.tie_word_embeddings = get_or<bool>(j, "tie_word_embeddings", false, what);  // LlamaConfig/Qwen2Config default
-    // Qwen2 always has q/k/v biases (no config key); Llama and Qwen3 read attention_bias.
-    c.attention_bias = c.model_type == "qwen2" || get_or<bool>(j, "attention_bias", false, what);
-    c.qk_norm = c.model_type == "qwen3";  // Qwen3Attention's q_norm / k_norm (no config key)
-    c.head_dim = get_or<int64_t>(j, "head_dim", c.num_heads > 0 ? c.hidden_size / c.num_heads : 0, what);
-    const bool legacy = j.contains("rope_scaling") && j["rope_scaling"].is_object();
-    const nlohmann::json& r = legacy ? j["rope_scaling"] : rp;
-    const std::string type =
-        r.value("rope_type", r.value("type", std::string(legacy ? "" : "default")));
-    if (type != "default") {
-      if (type != "llama3")
-        throw InputError(fmt::format("{}: {} type '{}' is not supported (only llama3)", what,
-                                     legacy ? "rope_scaling" : "rope_parameters.rope_type", type));
-      RopeScaling s;
-      s.factor = get_or<double>(r, "factor", 8.0, what);
-      s.low_freq_factor = get_or<double>(r, "low_freq_factor", 1.0, what);
-      s.high_freq_factor = get_or<double>(r, "high_freq_factor", 4.0, what);
-      s.original_max_position_embeddings = get_or<int64_t>(r, "original_max_position_embeddings", 8192, what);
-      c.rope_scaling = s;
-    }
+    throw InputError(
+        fmt::format("{}: unsupported model_type '{}'; dpft supports gpt2, llama, qwen2, qwen3, "
+                    "mistral, gemma, gemma2, phi3, bert, roberta, bart",
+                    what, c.model_type));
   }
   c.bos_token_id = opt_id(j, "bos_token_id");
   c.eos_token_id = opt_id(j, "eos_token_id");
@@ -407,9 +559,14 @@ nlohmann::json model_config_to_json(const ModelConfig& c) {
     j["embd_pdrop"] = 0.0;
     j["resid_pdrop"] = 0.0;
   } else {
-    j["architectures"] = {c.model_type == "qwen2"   ? "Qwen2ForCausalLM"
-                          : c.model_type == "qwen3" ? "Qwen3ForCausalLM"
-                                                    : "LlamaForCausalLM"};
+    const std::string& t = c.model_type;
+    j["architectures"] = {t == "qwen2"     ? "Qwen2ForCausalLM"
+                          : t == "qwen3"   ? "Qwen3ForCausalLM"
+                          : t == "mistral" ? "MistralForCausalLM"
+                          : t == "gemma"   ? "GemmaForCausalLM"
+                          : t == "gemma2"  ? "Gemma2ForCausalLM"
+                          : t == "phi3"    ? "Phi3ForCausalLM"
+                                           : "LlamaForCausalLM"};
     j["hidden_size"] = c.hidden_size;
     j["num_hidden_layers"] = c.num_layers;
     j["num_attention_heads"] = c.num_heads;
@@ -420,14 +577,39 @@ nlohmann::json model_config_to_json(const ModelConfig& c) {
     j["rms_norm_eps"] = c.norm_eps;
     j["rope_theta"] = c.rope_theta;
     j["hidden_act"] = c.activation;
+    if (t == "gemma" || t == "gemma2") j["hidden_activation"] = c.activation;
     j["tie_word_embeddings"] = c.tie_word_embeddings;
-    if (c.model_type != "qwen2") j["attention_bias"] = c.attention_bias;
-    if (c.rope_scaling)
+    if (t == "llama" || t == "qwen3" || t == "gemma" || t == "gemma2")
+      j["attention_bias"] = c.attention_bias;
+    if (t == "llama") j["mlp_bias"] = c.mlp_bias;
+    if (t == "mistral" || t == "gemma2" || t == "phi3")
+      j["sliding_window"] =
+          c.sliding_window ? nlohmann::json(*c.sliding_window) : nlohmann::json(nullptr);
+    if (t == "gemma2") {
+      j["query_pre_attn_scalar"] = c.query_scale;
+      j["attn_logit_softcapping"] =
+          c.attn_softcap > 0 ? nlohmann::json(c.attn_softcap) : nlohmann::json(nullptr);
+      j["final_logit_softcapping"] =
+          c.final_softcap > 0 ? nlohmann::json(c.final_softcap) : nlohmann::json(nullptr);
+      nlohmann::json types = nlohmann::json::array();
+      for (int64_t l = 0; l < c.num_layers; ++l)
+        types.push_back(c.local_layer(l) ? "sliding_attention" : "full_attention");
+      j["layer_types"] = types;
+    }
+    if (c.rope_scaling && c.rope_scaling->type == RopeType::kLlama3)
       j["rope_scaling"] = {{"rope_type", "llama3"},
                            {"factor", c.rope_scaling->factor},
                            {"low_freq_factor", c.rope_scaling->low_freq_factor},
                            {"high_freq_factor", c.rope_scaling->high_freq_factor},
                            {"original_max_position_embeddings", c.rope_scaling->original_max_position_embeddings}};
+    if (c.rope_scaling && c.rope_scaling->type == RopeType::kLongRope) {
+      j["rope_scaling"] = {{"type", "longrope"},
+                           {"short_factor", c.rope_scaling->short_factor},
+                           {"long_factor", c.rope_scaling->long_factor}};
+      if (c.rope_scaling->attention_factor)
+        j["rope_scaling"]["attention_factor"] = *c.rope_scaling->attention_factor;
+      j["original_max_position_embeddings"] = c.rope_scaling->original_max_position_embeddings;
+    }
     j["attention_dropout"] = 0.0;
   }
   if (c.bos_token_id) j["bos_token_id"] = *c.bos_token_id;

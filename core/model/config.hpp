@@ -1,7 +1,8 @@
 // Model hyper-parameters, parsed from (and written to) a Hugging Face `config.json`.
-// Supported `model_type`s: gpt2, llama, qwen2 (decoders), bert, roberta (encoders, with the
-// head named by `architectures[0]`) and bart (encoder-decoder, BartForConditionalGeneration). Field
-// names follow HF; GPT-2's short names (n_embd, n_layer, ...) map onto the common fields.
+// Supported `model_type`s: gpt2; the Llama family llama, qwen2, qwen3, mistral, gemma, gemma2,
+// phi3 (decoders, core/model/llama.cpp); bert, roberta (encoders, with the head named by
+// `architectures[0]`) and bart (encoder-decoder, BartForConditionalGeneration). Field names follow
+// HF; GPT-2's short names (n_embd, n_layer, ...) map onto the common fields.
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -13,11 +14,19 @@
 
 namespace dpft::model {
 
-struct RopeScaling {            // Llama-3 "rope_type": "llama3"
+// Rotary scaling: Llama-3's "rope_type": "llama3" (factor, low/high_freq_factor) or Phi-3's
+// "longrope" ("su"): per-frequency divisors short_factor / long_factor (head_dim / 2 each), the
+// long ones once a forward's positions reach original_max_position_embeddings, and cos / sin
+// times attention_factor (default sqrt(1 + ln(s) / ln(original)), s = max_position / original).
+enum class RopeType { kLlama3, kLongRope };
+struct RopeScaling {
+  RopeType type = RopeType::kLlama3;
   double factor = 8.0;
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
   int64_t original_max_position_embeddings = 8192;
+  std::vector<double> short_factor, long_factor;  // longrope
+  std::optional<double> attention_factor;         // longrope; unset: the default above
 };
 
 // The head an encoder carries (HF's architectures[0]): BertModel / RobertaModel (none: hidden
@@ -26,7 +35,7 @@ struct RopeScaling {            // Llama-3 "rope_type": "llama3"
 enum class EncoderHead { kNone, kSequenceClassification, kMaskedLM, kCausalLM };
 
 struct ModelConfig {
-  std::string model_type = "gpt2";  // gpt2 | llama | qwen2 | bert | roberta | bart
+  std::string model_type = "gpt2";  // gpt2 | llama-family types | bert | roberta | bart
   int64_t vocab_size = 50257;
   int64_t hidden_size = 768;        // gpt2: n_embd
   int64_t num_layers = 12;          // gpt2: n_layer
@@ -42,6 +51,17 @@ struct ModelConfig {
   bool attention_bias = false;      // q/k/v biases (qwen2: true; gpt2: always biased)
   bool qk_norm = false;             // per-head RMSNorm of queries and keys before RoPE (qwen3)
   std::string activation = "gelu_new";  // gpt2: activation_function; llama/qwen2: hidden_act (silu)
+  // The Llama family's options (llama.cpp says where each acts).
+  bool o_bias = false;                    // o_proj bias (llama, qwen3, gemma: attention_bias)
+  bool mlp_bias = false;                  // gate/up/down biases (llama: mlp_bias)
+  std::optional<int64_t> sliding_window;  // local layers: query i sees keys j with i - j < W
+  std::vector<bool> local_layers;         // which layers use the window (empty: all)
+  bool norm_plus_one = false;             // gemma: RMSNorm scales by (1 + weight)
+  double query_scale = 0;                 // gemma2 query_pre_attn_scalar: scores / sqrt(it)
+  double attn_softcap = 0;                // gemma2: scores = cap tanh(scores / cap); 0 = off
+  double final_softcap = 0;               // gemma2: the same on the logits
+  bool sandwich_norms = false;            // gemma2: norms after attention and MLP too
+  bool fused_projections = false;         // phi3: qkv_proj and gate_up_proj
   std::optional<int64_t> bos_token_id, eos_token_id, pad_token_id;
   // Encoders (bert, roberta) only.
   EncoderHead head = EncoderHead::kNone;
@@ -53,9 +73,18 @@ struct ModelConfig {
   // must equal them).
   int64_t decoder_layers = 0;
   int64_t decoder_start_token_id = 2;  // the first decoder input (BART: </s>)
-  bool scale_embedding = false;        // token embeddings times sqrt(d_model)
+  bool scale_embedding = false;        // token embeddings times sqrt(d_model) (bart, gemma)
 
   bool is_gpt2() const { return model_type == "gpt2"; }
+  bool is_llama_family() const {
+    for (const char* t : {"llama", "qwen2", "qwen3", "mistral", "gemma", "gemma2", "phi3"})
+      if (model_type == t) return true;
+    return false;
+  }
+  // Whether layer `l` attends within sliding_window.
+  bool local_layer(int64_t l) const {
+    return sliding_window && (local_layers.empty() || local_layers.at(static_cast<size_t>(l)));
+  }
   bool is_encoder() const { return model_type == "bert" || model_type == "roberta"; }
   bool is_seq2seq() const { return model_type == "bart"; }
   // Learned absolute positions (a sequence may not outgrow the table), as opposed to rotary.

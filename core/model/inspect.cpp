@@ -64,9 +64,9 @@ CheckpointSummary inspect_checkpoint(const fs::path& path) {
           "which dpft does not read: re-save it with PyTorch >= 1.6 or as safetensors)");
     throw;
   }
-  s.format = store.files().size() == 1 && store.source() == store.files()[0]
-                 ? "safetensors"
-                 : "safetensors-sharded";
+  const bool single = store.files().size() == 1 && store.source() == store.files()[0];
+  s.format = store.pytorch() ? (single ? "pytorch-zip" : "pytorch-zip-sharded")
+                             : (single ? "safetensors" : "safetensors-sharded");
   s.files = store.files();
   s.metadata = store.metadata();
   for (const auto& name : store.names()) {

@@ -34,14 +34,14 @@ inline constexpr const char* kAutoTargets = "auto";
 // The targets `auto` stands for: kind full trains every parameter ("all"); the other kinds
 // wrap each family's usual LoRA targets, those of HF peft's default mapping
 // (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING): the query and value projections,
-// GPT-2's fused c_attn. Empty for a model_type without an entry.
+// GPT-2's fused c_attn and Phi-3's fused qkv_proj. Empty for a model_type without an entry.
 inline std::vector<std::string> auto_targets(const std::string& model_type, PeftKind kind) {
   if (kind == PeftKind::kFull) return {"all"};
   if (model_type == "gpt2") return {"c_attn"};
+  if (model_type == "phi3") return {"qkv_proj"};
   if (model_type == "bert" || model_type == "roberta") return {"query", "value"};
-  if (model_type == "llama" || model_type == "qwen2" || model_type == "qwen3" ||
-      model_type == "mistral" || model_type == "gemma" || model_type == "bart")
-    return {"q_proj", "v_proj"};
+  for (const char* t : {"llama", "qwen2", "qwen3", "mistral", "gemma", "gemma2", "bart"})
+    if (model_type == t) return {"q_proj", "v_proj"};
   return {};
 }
 

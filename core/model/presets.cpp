@@ -94,6 +94,28 @@ ModelConfig bart_preset(const std::string& preset, int64_t vocab) {
   return c;
 }
 
+// The families' own parts on a Llama-shaped preset: Mistral's sliding window, Gemma's GeGLU,
+// (1 + w) norms and scaled embeddings, Gemma-2's sandwich norms, soft-capping and alternating
+// local layers (its released values), Phi-3's fused projections (the window is set per preset).
+void family_options(ModelConfig& c) {
+  const std::string& t = c.model_type;
+  if (t == "mistral" || t == "gemma2") c.sliding_window = 1;
+  if (t == "gemma" || t == "gemma2") {
+    c.activation = "gelu_pytorch_tanh";
+    c.norm_plus_one = true;
+    c.scale_embedding = true;
+  }
+  if (t == "gemma2") {
+    c.sandwich_norms = true;
+    c.attn_softcap = 50.0;
+    c.final_softcap = 30.0;
+  }
+  if (t == "phi3") {
+    c.fused_projections = true;
+    c.tie_word_embeddings = false;
+  }
+}
+
 }  // namespace
 
 ModelConfig preset_config(const std::string& arch, const std::string& preset, int64_t vocab) {
@@ -107,11 +129,13 @@ ModelConfig preset_config(const std::string& arch, const std::string& preset, in
     c.validate(fmt::format("preset bart/{}", preset));
     return c;
   }
-  if (arch != "gpt2" && arch != "llama" && arch != "qwen2" && arch != "qwen3")
-    throw ConfigError(
-        fmt::format("--arch '{}': use gpt2, llama, qwen2, qwen3, bert, roberta or bart", arch));
   ModelConfig c;
   c.model_type = arch;
+  if (arch != "gpt2" && !c.is_llama_family())
+    throw ConfigError(fmt::format(
+        "--arch '{}': use gpt2, llama, qwen2, qwen3, mistral, gemma, gemma2, phi3, bert, roberta "
+        "or bart",
+        arch));
   c.vocab_size = vocab;
   bool gpt2 = arch == "gpt2";
   c.activation = gpt2 ? "gelu_new" : "silu";
@@ -119,6 +143,7 @@ ModelConfig preset_config(const std::string& arch, const std::string& preset, in
   c.qk_norm = arch == "qwen3";
   c.tie_word_embeddings = true;
   c.norm_eps = gpt2 ? 1e-5 : 1e-6;
+  family_options(c);
   auto set = [&](int64_t d, int64_t layers, int64_t heads, int64_t kv, int64_t mlp, int64_t pos) {
     c.hidden_size = d;
     c.num_layers = layers;
@@ -149,6 +174,11 @@ ModelConfig preset_config(const std::string& arch, const std::string& preset, in
                                   m ? fmt::format(" (did you mean '{}'?)", *m) : ""));
   }
   if (!gpt2 && preset != "qwen2.5-3b") c.rope_theta = 10000.0;
+  if (c.sliding_window) c.sliding_window = c.max_position / 2;  // the window acts on long texts
+  if (c.model_type == "gemma2") {
+    c.query_scale = static_cast<double>(c.head_dim);
+    for (int64_t l = 0; l < c.num_layers; ++l) c.local_layers.push_back(l % 2 == 0);
+  }
   c.validate(fmt::format("preset {}/{}", arch, preset));
   return c;
 }

@@ -1,5 +1,7 @@
 #include "core/model/safetensors.hpp"
 
+#include "core/model/torch_zip.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -406,17 +408,65 @@ json parse_json_no_duplicates(const std::string& text, const std::string& what) 
 
 }  // namespace
 
+std::shared_ptr<TensorStore::File> TensorStore::File::open(const fs::path& path) {
+  auto f = std::make_shared<File>();
+  if (TorchZipFile::looks_like_zip(path)) {
+    f->zip = TorchZipFile::open(path);
+    // A weight file holds tensors (and perhaps plain values). An entry the pickle builds with a
+    // callable outside the reader's allow-list was never run (nothing is), but the file is then
+    // not a state dict of weights: refused, naming it.
+    for (const auto& [entry, kind] : f->zip->skipped()) {
+      static const std::set<std::string> plain = {"None",  "bool",  "int",  "float",  "str",
+                                                  "bytes", "tuple", "list", "storage"};
+      if (!plain.count(kind))
+        throw InputError(fmt::format(
+            "{}: entry '{}' is built by {}, a callable outside the allow-list of the PyTorch "
+            "reader (tensors, OrderedDict); dpft executes no pickle code and reads only plain "
+            "state dicts: re-save the weights as safetensors, or torch.save(model.state_dict())",
+            path.string(), entry, kind));
+    }
+    for (const TorchZipTensor& t : f->zip->tensors()) {
+      TensorInfo i;
+      i.name = t.name;
+      i.dtype = t.dtype;
+      i.shape = t.shape;
+      f->zip_infos.emplace(t.name, std::move(i));
+    }
+  } else {
+    f->st = SafetensorsFile::open(path);
+  }
+  return f;
+}
+
+bool TensorStore::File::has(const std::string& name) const {
+  return st ? st->find(name) != nullptr : zip_infos.count(name) > 0;
+}
+
+std::vector<std::string> TensorStore::File::names() const {
+  std::vector<std::string> v;
+  if (st)
+    for (const auto& t : st->tensors()) v.push_back(t.name);
+  for (const auto& kv : zip_infos) v.push_back(kv.first);
+  return v;
+}
+
 TensorStore TensorStore::open_dir(const fs::path& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     throw InputError(fmt::format("{}: not a directory", dir.string()));
-  const fs::path single = dir / "model.safetensors";
-  const fs::path index = dir / "model.safetensors.index.json";
-  if (fs::exists(single, ec)) return open_file(single);
-  if (!fs::exists(index, ec))
-    throw InputError(
-        fmt::format("{}: no model.safetensors or model.safetensors.index.json", dir.string()));
+  for (const char* single : {"model.safetensors", "pytorch_model.bin"}) {
+    const std::string index = std::string(single) + ".index.json";
+    if (fs::exists(dir / single, ec)) return open_file(dir / single);
+    if (fs::exists(dir / index, ec)) return open_index(dir, dir / index);
+  }
+  throw InputError(
+      fmt::format("{}: no weights: expected model.safetensors, model.safetensors.index.json, "
+                  "pytorch_model.bin or pytorch_model.bin.index.json",
+                  dir.string()));
+}
 
+TensorStore TensorStore::open_index(const fs::path& dir, const fs::path& index) {
+  std::error_code ec;
   TensorStore s;
   s.source_ = index;
   json j = parse_json_no_duplicates(read_file(index), index.string());
@@ -430,8 +480,8 @@ TensorStore TensorStore::open_dir(const fs::path& dir) {
       s.metadata_[m.key()] =
           m.value().is_string() ? m.value().get<std::string>() : m.value().dump();
 
-  std::map<std::string, std::shared_ptr<SafetensorsFile>> shards;  // file name -> file
-  std::map<std::string, std::string> claimed;                      // tensor -> shard (by map)
+  std::map<std::string, std::shared_ptr<File>> shards;  // file name -> file
+  std::map<std::string, std::string> claimed;           // tensor -> shard (by map)
   const json& wm = j["weight_map"];
   for (auto it = wm.begin(); it != wm.end(); ++it) {
     const std::string& name = it.key();
@@ -450,10 +500,11 @@ TensorStore TensorStore::open_dir(const fs::path& dir) {
       if (!fs::exists(sp, ec))
         throw InputError(fmt::format("{}: shard {} (listed for '{}') does not exist",
                                      index.string(), sp.string(), name));
-      sit = shards.emplace(shard, SafetensorsFile::open(sp)).first;
+      sit = shards.emplace(shard, File::open(sp)).first;
       s.files_.push_back(sp);
+      s.pytorch_ = s.pytorch_ || sit->second->zip != nullptr;
     }
-    if (!sit->second->find(name))
+    if (!sit->second->has(name))
       throw InputError(fmt::format("{}: weight_map puts '{}' in {}, which has no such tensor",
                                    index.string(), name, shard));
     s.where_[name] = sit->second;
@@ -462,13 +513,13 @@ TensorStore TensorStore::open_dir(const fs::path& dir) {
   // Every tensor of every shard must be the one the map names: no name in two shards and no
   // tensor the map does not know about.
   for (const auto& [shard, file] : shards)
-    for (const auto& t : file->tensors()) {
-      auto c = claimed.find(t.name);
+    for (const std::string& t : file->names()) {
+      auto c = claimed.find(t);
       if (c == claimed.end())
         throw InputError(fmt::format("{}: shard {} holds '{}', which weight_map does not list",
-                                     index.string(), shard, t.name));
+                                     index.string(), shard, t));
       if (c->second != shard)
-        throw InputError(fmt::format("{}: '{}' is in two shards, {} and {}", index.string(), t.name,
+        throw InputError(fmt::format("{}: '{}' is in two shards, {} and {}", index.string(), t,
                                      c->second, shard));
     }
   return s;
@@ -477,10 +528,11 @@ TensorStore TensorStore::open_dir(const fs::path& dir) {
 TensorStore TensorStore::open_file(const fs::path& file) {
   TensorStore s;
   s.source_ = file;
-  auto f = SafetensorsFile::open(file);
+  auto f = File::open(file);
   s.files_.push_back(file);
-  s.metadata_ = f->metadata();
-  for (const auto& t : f->tensors()) s.where_[t.name] = f;
+  s.pytorch_ = f->zip != nullptr;
+  if (f->st) s.metadata_ = f->st->metadata();
+  for (const std::string& n : f->names()) s.where_[n] = f;
   return s;
 }
 
@@ -499,18 +551,20 @@ bool TensorStore::contains(const std::string& name) const {
   return where_.count(name) > 0;
 }
 
-const std::shared_ptr<SafetensorsFile>& TensorStore::file_of(const std::string& name) const {
+const TensorStore::File& TensorStore::file_of(const std::string& name) const {
   auto it = where_.find(name);
   if (it == where_.end()) throw no_such_tensor(source_.string(), name, names());
-  return it->second;
+  return *it->second;
 }
 
 const TensorInfo& TensorStore::info(const std::string& name) const {
-  return *file_of(name)->find(name);
+  const File& f = file_of(name);
+  return f.st ? *f.st->find(name) : f.zip_infos.at(name);
 }
 
 torch::Tensor TensorStore::load(const std::string& name) const {
-  return file_of(name)->load(name);
+  const File& f = file_of(name);
+  return f.st ? f.st->load(name) : f.zip->load(name);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -80,15 +80,20 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
 };
 
-// All tensors of a checkpoint directory: model.safetensors, or the shards listed by
-// model.safetensors.index.json. Throws InputError if neither exists or a shard is missing.
+class TorchZipFile;  // torch_zip.hpp
+
+// All tensors of a checkpoint directory: model.safetensors, the shards listed by
+// model.safetensors.index.json, or (checkpoints saved without safetensors) pytorch_model.bin /
+// the shards of pytorch_model.bin.index.json, read by the non-executing PyTorch zip reader
+// (torch_zip.hpp). Throws InputError if none exists or a shard is missing.
 class TensorStore {
  public:
-  // A single model.safetensors wins over an index when both exist (as in transformers).
+  // Preference as in transformers: model.safetensors, its index, pytorch_model.bin, its index.
   // Index checks: weight_map is {name: file name in `dir`}, no duplicate names, every shard
   // exists, every listed name is in its shard, and every shard tensor is listed (so no name is
   // in two shards).
   static TensorStore open_dir(const fs::path& dir);
+  // A .safetensors file, or a PyTorch zip file (torch.save >= 1.6) of a state dict.
   static TensorStore open_file(const fs::path& file);
   static TensorStore open(const fs::path& path);  // open_dir for a directory, else open_file
   std::vector<std::string> names() const;         // sorted
@@ -98,15 +103,27 @@ class TensorStore {
   // The file's __metadata__, or for a sharded checkpoint the index's "metadata" (non-string
   // values as JSON text).
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
-  const std::vector<fs::path>& files() const { return files_; }  // the .safetensors files read
+  const std::vector<fs::path>& files() const { return files_; }  // the weight files read
   const fs::path& source() const { return source_; }  // the file or index that was opened
+  bool pytorch() const { return pytorch_; }           // PyTorch zip files, not safetensors
 
  private:
-  const std::shared_ptr<SafetensorsFile>& file_of(const std::string& name) const;
-  std::map<std::string, std::shared_ptr<SafetensorsFile>> where_;
+  // One weight file: a .safetensors file or a PyTorch zip.
+  struct File {
+    std::shared_ptr<SafetensorsFile> st;
+    std::shared_ptr<TorchZipFile> zip;
+    std::map<std::string, TensorInfo> zip_infos;  // name -> dtype and shape (zip only)
+    static std::shared_ptr<File> open(const fs::path& path);
+    bool has(const std::string& name) const;
+    std::vector<std::string> names() const;
+  };
+  static TensorStore open_index(const fs::path& dir, const fs::path& index);
+  const File& file_of(const std::string& name) const;
+  std::map<std::string, std::shared_ptr<File>> where_;
   std::map<std::string, std::string> metadata_;
   std::vector<fs::path> files_;
   fs::path source_;
+  bool pytorch_ = false;
 };
 
 // Write tensors (any supported dtype; made contiguous, CPU) atomically to `path` (temp file +

@@ -19,8 +19,9 @@ void KVCache::select_rows(const torch::Tensor& rows) {
   for (auto& b : vbuf) b = torch::Tensor();
 }
 
-NormImpl::NormImpl(int64_t dim, double e, bool r) : eps(e), rms(r) {
-  weight = register_parameter("weight", torch::ones({dim}));
+NormImpl::NormImpl(int64_t dim, double e, bool r, bool p) : eps(e), rms(r), plus_one(p) {
+  // Gemma's weight is an offset from 1: zeros make the identity scale, as ones do elsewhere.
+  weight = register_parameter("weight", plus_one ? torch::zeros({dim}) : torch::ones({dim}));
   if (!rms) bias = register_parameter("bias", torch::zeros({dim}));
 }
 
@@ -32,8 +33,10 @@ torch::Tensor NormImpl::forward(const torch::Tensor& x) {
   } else {
     // RMSNorm (Zhang & Sennrich 2019), computed in fp32 as HF's LlamaRMSNorm does.
     torch::Tensor xf = x.to(torch::kFloat32);
-    torch::Tensor y = (xf * torch::rsqrt(xf.pow(2).mean(-1, true) + eps)).to(x.scalar_type());
-    out = weight * y;
+    torch::Tensor yf = xf * torch::rsqrt(xf.pow(2).mean(-1, true) + eps);
+    torch::Tensor y = yf.to(x.scalar_type());
+    // d out / d weight = y either way (Gemma's scale 1 + w), so the capture is the same.
+    out = plus_one ? (yf * (1.0 + weight.to(torch::kFloat32))).to(x.scalar_type()) : weight * y;
     if (capture) capture->aux = y.detach();
   }
   if (capture) {
@@ -102,11 +105,13 @@ torch::Tensor checkpoint_tensor(CausalLMImpl& model, const std::string& name) {
 namespace detail {
 
 torch::Tensor attention_bias(const torch::Tensor& mask, int64_t B, int64_t T, int64_t S,
-                             torch::Dtype dtype, torch::Device device) {
+                             torch::Dtype dtype, torch::Device device, int64_t window) {
   auto opts = torch::TensorOptions().device(device);
   torch::Tensor q_pos = torch::arange(S - T, S, opts.dtype(torch::kInt64)).view({T, 1});
   torch::Tensor k_pos = torch::arange(0, S, opts.dtype(torch::kInt64)).view({1, S});
-  torch::Tensor allowed = (k_pos <= q_pos).view({1, 1, T, S}).expand({B, 1, T, S});
+  torch::Tensor causal = k_pos <= q_pos;
+  if (window > 0) causal = causal & (q_pos - k_pos < window);
+  torch::Tensor allowed = causal.view({1, 1, T, S}).expand({B, 1, T, S});
   if (mask.defined()) {
     DPFT_CHECK(mask.dim() == 2 && mask.size(0) == B && mask.size(1) == S,
                "attention_mask must be (B, S) = ({}, {}), got {}", B, S, shape_str(mask.sizes()));
@@ -151,12 +156,13 @@ torch::Tensor activation(const std::string& name, const torch::Tensor& x) {
   if (name == "gelu_new")                     // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
     return 0.5 * x *
            (1.0 + torch::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * torch::pow(x, 3.0))));
+  if (name == "gelu_pytorch_tanh") return torch::gelu(x, "tanh");  // the same function
   if (name == "relu") return torch::relu(x);
   return torch::silu(x);
 }
 
 torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                     const torch::Tensor& bias) {
+                     const torch::Tensor& bias, double scale, double softcap) {
   int64_t H = q.size(1), Hkv = k.size(1);
   torch::Tensor kk = k, vv = v;
   if (H != Hkv) {  // grouped-query attention: each kv head serves H / Hkv query heads
@@ -164,8 +170,10 @@ torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch
     kk = k.repeat_interleave(rep, 1);
     vv = v.repeat_interleave(rep, 1);
   }
-  double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-  torch::Tensor scores = torch::matmul(q, kk.transpose(-1, -2)) * scale + bias;
+  if (scale <= 0) scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  torch::Tensor scores = torch::matmul(q, kk.transpose(-1, -2)) * scale;
+  if (softcap > 0) scores = torch::tanh(scores / softcap) * softcap;
+  scores = scores + bias;
   torch::Tensor probs = torch::softmax(scores.to(torch::kFloat32), -1).to(q.scalar_type());
   return torch::matmul(probs, vv);
 }

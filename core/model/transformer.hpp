@@ -33,13 +33,15 @@ struct KVCache {
   void select_rows(const torch::Tensor& rows);
 };
 
-class NormImpl : public torch::nn::Module {  // LayerNorm (weight, bias) or RMSNorm (weight)
+// LayerNorm (weight, bias) or RMSNorm (weight; with plus_one, Gemma's: scaled by 1 + weight,
+// computed in fp32 before the cast).
+class NormImpl : public torch::nn::Module {
  public:
-  NormImpl(int64_t dim, double eps, bool rms);
+  NormImpl(int64_t dim, double eps, bool rms, bool plus_one = false);
   torch::Tensor forward(const torch::Tensor& x);  // (..., dim)
   torch::Tensor weight, bias;
   double eps;
-  bool rms;
+  bool rms, plus_one;
   Capture* capture = nullptr;  // see capture.hpp
 };
 TORCH_MODULE(Norm);
@@ -155,9 +157,10 @@ std::pair<torch::Tensor, torch::Tensor> per_sample_loss(const torch::Tensor& log
 // Shared building blocks (used by gpt2.cpp and llama.cpp).
 namespace detail {
 // Additive attention bias (B, 1, T, S): 0 where query t may see key s (causal: s <= S - T + t,
-// and mask[b, s] == 1), the dtype's lowest value elsewhere.
+// and mask[b, s] == 1; with window > 0 also (S - T + t) - s < window, a sliding window over
+// sequence slots), the dtype's lowest value elsewhere.
 torch::Tensor attention_bias(const torch::Tensor& mask, int64_t B, int64_t T, int64_t S,
-                             torch::Dtype dtype, torch::Device device);
+                             torch::Dtype dtype, torch::Device device, int64_t window = 0);
 // Additive attention bias (B, 1, T, S) for bidirectional attention (encoders, cross-attention):
 // 0 where mask[b, s] == 1, the dtype's lowest value elsewhere (all zeros without a mask).
 torch::Tensor padding_bias(const torch::Tensor& mask, int64_t B, int64_t T, int64_t S,
@@ -167,12 +170,13 @@ torch::Tensor padding_bias(const torch::Tensor& mask, int64_t B, int64_t T, int6
 torch::Tensor position_ids(const torch::Tensor& mask, int64_t B, int64_t T, int64_t S,
                            torch::Device device);
 // The feed-forward activation by its HF name (ModelConfig::activation): gelu (exact, erf),
-// gelu_new (the tanh approximation, GPT-2), relu, silu. x any shape.
+// gelu_new and gelu_pytorch_tanh (the tanh approximation: GPT-2, Gemma), relu, silu. x any shape.
 torch::Tensor activation(const std::string& name, const torch::Tensor& x);
-// softmax(q k^T / sqrt(d) + bias) v with GQA head repetition.
+// softmax(cap(q k^T * scale) + bias) v with GQA head repetition, where scale = 1 / sqrt(d)
+// unless given and cap(s) = softcap tanh(s / softcap) when softcap > 0 (Gemma-2), else s.
 // q: (B, H, T, d), k, v: (B, H_kv, S, d), bias: (B, 1, T, S) -> (B, H, T, d)
 torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                     const torch::Tensor& bias);
+                     const torch::Tensor& bias, double scale = 0, double softcap = 0);
 // Appends to the cache for `layer` and returns the full k, v.
 std::pair<torch::Tensor, torch::Tensor> cache_kv(KVCache* cache, size_t layer, torch::Tensor k,
                                                  torch::Tensor v);

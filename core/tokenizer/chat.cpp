@@ -21,13 +21,17 @@ constexpr std::pair<ChatFormat, const char*> kFormatNames[] = {
 
 }  // namespace
 
-ChatFormat parse_chat_format(const std::string& name) {
+std::string known_chat_formats() {
   std::string known;
-  for (const auto& [f, n] : kFormatNames) {
+  for (const auto& [f, n] : kFormatNames) known += known.empty() ? n : std::string(", ") + n;
+  return known;
+}
+
+ChatFormat parse_chat_format(const std::string& name) {
+  for (const auto& [f, n] : kFormatNames)
     if (name == n) return f;
-    known += known.empty() ? n : std::string(", ") + n;
-  }
-  throw ConfigError(fmt::format("chat format '{}' is not known; allowed: {}", name, known));
+  throw ConfigError(
+      fmt::format("chat format '{}' is not known; allowed: {}", name, known_chat_formats()));
 }
 
 const char* chat_format_name(ChatFormat f) {
@@ -107,6 +111,18 @@ ChatPrompt render_chat(ChatFormat format, const std::vector<ChatMessage>& messag
   auto response_end = [&](size_t begin) {
     if (begin != std::string::npos) b.out.responses.emplace_back(begin, b.size());
   };
+  // One turn of the chatml-like formats: `open` (a control token), the header text, the
+  // content, `close` (a control token, part of an assistant's response), then "\n".
+  auto turn = [&](const std::string& open, const std::string& header, std::string_view content,
+                  const std::string& close, bool asst) {
+    b.add(open, true);
+    b.add(header);
+    const size_t begin = asst ? b.size() : std::string::npos;
+    b.add(content, false, asst);
+    b.add(close, true, asst);
+    response_end(begin);
+    b.add("\n");
+  };
   switch (format) {
     case ChatFormat::kPlain:
       for (const ChatMessage& m : messages) {
@@ -123,18 +139,12 @@ ChatPrompt render_chat(ChatFormat format, const std::vector<ChatMessage>& messag
       break;
     case ChatFormat::kChatML:
     case ChatFormat::kQwen25: {
-      auto turn = [&](const std::string& role, std::string_view content, bool asst) {
-        b.add("<|im_start|>", true);
-        b.add(role + "\n");
-        size_t begin = asst ? b.size() : std::string::npos;
-        b.add(content, false, asst);
-        b.add("<|im_end|>", true, asst);
-        response_end(begin);
-        b.add("\n");
+      auto chatml = [&](const std::string& role, std::string_view content, bool asst) {
+        turn("<|im_start|>", role + "\n", content, "<|im_end|>", asst);
       };
       if (format == ChatFormat::kQwen25 && (messages.empty() || messages[0].role != "system"))
-        turn("system", kQwen25DefaultSystem, false);
-      for (const ChatMessage& m : messages) turn(m.role, m.content, m.role == "assistant");
+        chatml("system", kQwen25DefaultSystem, false);
+      for (const ChatMessage& m : messages) chatml(m.role, m.content, m.role == "assistant");
       if (add_generation_prompt) {
         b.add("<|im_start|>", true);
         b.add("assistant\n");
@@ -198,13 +208,8 @@ ChatPrompt render_chat(ChatFormat format, const std::vector<ChatMessage>& messag
       b.add(tokens.bos, true);
       for (const ChatMessage& m : messages) {
         const bool asst = m.role == "assistant";
-        b.add("<start_of_turn>", true);
-        b.add(std::string(asst ? "model" : m.role) + "\n");
-        const size_t begin = response_begin(m);
-        b.add(trim_ascii(m.content), false, asst);
-        b.add("<end_of_turn>", true, asst);
-        response_end(begin);
-        b.add("\n");
+        turn("<start_of_turn>", std::string(asst ? "model" : m.role) + "\n", trim_ascii(m.content),
+             "<end_of_turn>", asst);
       }
       if (add_generation_prompt) {
         b.add("<start_of_turn>", true);
@@ -213,16 +218,8 @@ ChatPrompt render_chat(ChatFormat format, const std::vector<ChatMessage>& messag
       break;
     }
     case ChatFormat::kPhi3: {
-      for (const ChatMessage& m : messages) {
-        const bool asst = m.role == "assistant";
-        b.add("<|" + m.role + "|>", true);
-        b.add("\n");
-        const size_t begin = response_begin(m);
-        b.add(m.content, false, asst);
-        b.add("<|end|>", true, asst);
-        response_end(begin);
-        b.add("\n");
-      }
+      for (const ChatMessage& m : messages)
+        turn("<|" + m.role + "|>", "\n", m.content, "<|end|>", m.role == "assistant");
       if (add_generation_prompt) {
         b.add("<|assistant|>", true);
         b.add("\n");

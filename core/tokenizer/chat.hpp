@@ -41,6 +41,7 @@ enum class ChatFormat { kPlain, kChatML, kQwen25, kLlama3, kLlama2, kMistral, kG
 // ConfigError listing them otherwise.
 ChatFormat parse_chat_format(const std::string& name);
 const char* chat_format_name(ChatFormat f);
+std::string known_chat_formats();  // "plain, chatml, ..., phi3"
 // The format a HF chat_template implements, recognised by its control tokens; nullopt if none.
 std::optional<ChatFormat> chat_format_from_template(std::string_view tmpl);
 

@@ -524,6 +524,7 @@ void apply_config(TokenizerParts& p, const json& c, const std::string& origin) {
       if (auto f = chat_format_from_template(tmpl)) {
         p.chat_format = *f;
       } else if (!tmpl.empty()) {
+        p.chat_template_unknown = true;
         spdlog::warn(
             "{}: chat_template not recognised (known: chatml, qwen2.5, llama3, llama2, mistral, "
             "gemma, phi3); using the {} format (data.chat_format names another)",

@@ -52,6 +52,7 @@ Tokenizer::Tokenizer(TokenizerParts p)
       add_bos_(p.add_bos),
       add_eos_(p.add_eos),
       chat_format_(p.chat_format),
+      chat_template_unknown_(p.chat_template_unknown),
       cache_(std::make_unique<Cache>()) {
   DPFT_CHECK((bpe_ != nullptr) != (spm_ != nullptr),
              "a tokenizer needs one model: byte-level BPE or SentencePiece");

@@ -81,6 +81,7 @@ struct TokenizerParts {
   std::optional<TokenId> bos, eos, pad;
   bool add_bos = false, add_eos = false;
   ChatFormat chat_format = ChatFormat::kPlain;
+  bool chat_template_unknown = false;  // tokenizer_config.json has a template dpft cannot name
 };
 
 class Tokenizer {
@@ -119,6 +120,9 @@ class Tokenizer {
   bool add_bos() const { return add_bos_; }
   bool add_eos() const { return add_eos_; }
   ChatFormat chat_format() const { return chat_format_; }
+  // tokenizer_config.json's chat_template is one no format here implements (chat_format() is
+  // then plain); data.chat_format auto refuses it.
+  bool chat_template_unknown() const { return chat_template_unknown_; }
   const std::string& source() const { return source_; }
   const std::string& format() const { return format_; }
   const std::string& pretokenizer() const { return pretokenizer_name_; }
@@ -157,6 +161,7 @@ class Tokenizer {
   std::optional<TokenId> bos_, eos_, pad_;
   bool add_bos_ = false, add_eos_ = false;
   ChatFormat chat_format_ = ChatFormat::kPlain;
+  bool chat_template_unknown_ = false;
   std::unique_ptr<Cache> cache_;
 };
 

@@ -59,11 +59,7 @@ void make_model(const TrainBench& b, Setup& s) {
   model::PeftOptions po;
   po.kind = enum_value(b.peft, model::kPeftKindNames, "--peft");
   po.r = b.r;
-  po.targets = !b.targets.empty() ? b.targets
-               : b.peft == "full" ? std::vector<std::string>{"all"}
-               : b.arch == "gpt2" ? std::vector<std::string>{"c_attn"}
-               : s.encoder        ? std::vector<std::string>{"query", "value"}
-                                  : std::vector<std::string>{"q_proj", "v_proj"};
+  po.targets = !b.targets.empty() ? b.targets : model::auto_targets(b.arch, po.kind);
   if (s.encoder && b.peft == "lora") po.modules_to_save = {"classifier"};
   model::apply_peft(s.m, po, 1);
   const torch::Dtype dtype = train::dtype_named(b.dtype, "--dtype");

@@ -3,7 +3,8 @@
 
 Reads a Hugging Face-format checkpoint directory (config.json + model.safetensors, parsed here
 with the standard library, not with dpft's reader) and a JSON file of input ids and attention
-masks, runs GPT-2, Llama/Qwen2, BERT/RoBERTa or BART in plain PyTorch (Debian python3-torch), and writes fp32
+masks, runs GPT-2, the Llama family (Llama, Qwen2/3, Mistral, Gemma, Gemma-2, Phi-3), BERT/RoBERTa or
+BART in plain PyTorch (Debian python3-torch), and writes fp32
 logits as JSON. Written from the architectures' definitions (HF modeling files' semantics),
 independently of dpft's C++ code.
 
@@ -18,7 +19,8 @@ Usage: /usr/bin/python3 ref_forward.py CKPT_DIR INPUT.json OUTPUT.json
   ((B, num_labels) for classification, (B, S, V) for masked / causal LM heads).
   BART: INPUT.json adds "decoder_input_ids" (and "decoder_attention_mask"); OUTPUT.json has
   "encoder_hidden" (B, S, d) and the decoder's "logits" (B, T, V).
-Tolerance used by tests/test_model_parity.cpp: 1e-4 absolute on fp32 logits.
+Tolerance used by tests/test_model_parity.cpp: 1e-4 absolute on fp32 logits of dpft's random
+initialisation, 1e-4 relative to the largest logit on weights perturbed to larger scales.
 """
 import json
 import math
@@ -31,7 +33,7 @@ DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "F
           "I64": torch.int64}
 
 
-def read_safetensors(path):
+def read_safetensors(path, keep_dtype=False):
     with open(path, "rb") as f:
         raw = f.read()
     (n,) = struct.unpack("<Q", raw[:8])
@@ -44,7 +46,8 @@ def read_safetensors(path):
         b, t = e["data_offsets"]
         buf = bytearray(raw[base + b: base + t])
         tensor = torch.frombuffer(buf, dtype=DTYPES[e["dtype"]]) if len(buf) else torch.empty(0, dtype=DTYPES[e["dtype"]])
-        out[name] = tensor.reshape(e["shape"]).to(torch.float64)
+        tensor = tensor.reshape(e["shape"])
+        out[name] = tensor if keep_dtype else tensor.to(torch.float64)
     return out
 
 
@@ -103,14 +106,30 @@ def gpt2(cfg, W, ids, mask):
     return x @ head.T
 
 
-def rope_frequencies(cfg, hd):
+def rope_frequencies(cfg, hd, pos):
+    """Inverse frequencies (hd/2,) and the cos/sin scale for positions `pos` (B, S).
+
+    Plain RoPE: theta^(-2i/hd). Llama-3 scaling (rope_type llama3): wavelengths between
+    orig/high and orig/low interpolate between f and f/factor. Phi-3 longrope: f / ext[i] with
+    ext = long_factor once max(pos) + 1 exceeds original_max_position_embeddings, else
+    short_factor; cos and sin scaled by attention_factor or sqrt(1 + ln(s) / ln(orig)), s =
+    max_position_embeddings / orig (1 when s <= 1).
+    """
     # transformers >= 5 writes rope_parameters {rope_theta, rope_type, ...} instead of
     # rope_theta / rope_scaling
     rp = cfg.get("rope_parameters") or {}
     theta = rp.get("rope_theta", cfg.get("rope_theta", 10000.0))
     inv = [1.0 / (theta ** (2 * i / hd)) for i in range(hd // 2)]
     rs = cfg.get("rope_scaling") or (rp if rp.get("rope_type", "default") != "default" else None)
-    if rs:
+    kind = (rs or {}).get("rope_type", (rs or {}).get("type"))
+    scale = 1.0
+    if kind in ("longrope", "su"):
+        orig = rs.get("original_max_position_embeddings", cfg.get("original_max_position_embeddings"))
+        ext = rs["long_factor"] if int(pos.max()) + 1 > orig else rs["short_factor"]
+        inv = [f / e for f, e in zip(inv, ext)]
+        s = cfg["max_position_embeddings"] / orig
+        scale = rs.get("attention_factor") or (math.sqrt(1 + math.log(s) / math.log(orig)) if s > 1 else 1.0)
+    elif rs:
         factor, lo, hi = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"]
         orig = rs["original_max_position_embeddings"]
         out = []
@@ -124,57 +143,110 @@ def rope_frequencies(cfg, hd):
                 s = (orig / wavelen - lo) / (hi - lo)
                 out.append((1 - s) * f / factor + s * f)
         inv = out
-    return torch.tensor(inv, dtype=torch.float64)
+    return torch.tensor(inv, dtype=torch.float64), scale
 
 
-def rotate(x, pos, inv):
-    # x (B, H, S, hd): pairs (i, i + hd/2) rotated by angle pos * inv[i]
+def rotate(x, pos, inv, scale=1.0):
+    # x (B, H, S, hd): pairs (i, i + hd/2) rotated by angle pos * inv[i]; cos, sin times scale
     half = x.shape[-1] // 2
     ang = pos[:, None, :, None].to(torch.float64) * inv[None, None, None, :]
-    c, s = torch.cos(ang), torch.sin(ang)
+    c, s = torch.cos(ang) * scale, torch.sin(ang) * scale
     x1, x2 = x[..., :half], x[..., half:]
     return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1)
 
 
+def activation(name, x):
+    if name == "silu":
+        return x * torch.sigmoid(x)
+    if name in ("gelu_pytorch_tanh", "gelu_new"):  # GELU, tanh approximation
+        return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    if name == "gelu":
+        return 0.5 * x * (1 + torch.erf(x / math.sqrt(2)))
+    raise SystemExit(f"activation {name}?")
+
+
 def llama(cfg, W, ids, mask):
+    """Llama, Qwen2/3, Mistral, Gemma, Gemma-2 and Phi-3, from their papers and model cards.
+
+    Every stored bias is used (the checkpoint says which exist). Mistral: sliding window W
+    (query i sees keys j > i - W). Gemma: RMSNorm times (1 + w), embeddings times sqrt(d), GeGLU
+    (tanh GELU). Gemma-2: also a norm after attention and after the MLP, scores times
+    query_pre_attn_scalar^-1/2 then cap*tanh(s/cap) (attn_logit_softcapping), logits likewise
+    (final_logit_softcapping), sliding-window layers where layer_types says (else even layers).
+    Phi-3: qkv_proj rows q|k|v, gate_up_proj rows gate|up, longrope.
+    """
+    t = cfg["model_type"]
+    gemma = t in ("gemma", "gemma2")
     d, H = cfg["hidden_size"], cfg["num_attention_heads"]
     Hkv = cfg.get("num_key_value_heads", H)
     hd = cfg.get("head_dim", d // H)
     eps = cfg.get("rms_norm_eps", 1e-6)
+    act = cfg.get("hidden_activation") or "gelu_pytorch_tanh" if gemma else cfg.get("hidden_act", "silu")
     B, S = ids.shape
     pos = (mask.cumsum(1) - 1).clamp(min=0)
-    inv = rope_frequencies(cfg, hd)
+    inv, rscale = rope_frequencies(cfg, hd, pos)
     x = W["model.embed_tokens.weight"][ids]
-    allowed = causal_padding_bias(mask)
+    if gemma:
+        x = x * math.sqrt(d)
+    causal = causal_padding_bias(mask)
+    window = cfg.get("sliding_window") if t in ("mistral", "gemma2", "phi3") else None
+    idx = torch.arange(S)
+    near = (idx[:, None] - idx[None, :] < window)[None, None] if window else None
+    types = cfg.get("layer_types") or (["sliding_attention" if l % 2 == 0 else "full_attention"
+                                        for l in range(cfg["num_hidden_layers"])] if t == "gemma2" else None)
+    qscale = cfg["query_pre_attn_scalar"] ** -0.5 if t == "gemma2" else hd ** -0.5
+    cap = cfg.get("attn_logit_softcapping") if t == "gemma2" else None
 
-    def lin(t, n):
-        y = t @ W[n + ".weight"].T
+    def norm(v, n):
+        w = W[n + ".weight"]
+        return rms_norm(v, 1 + w if gemma else w, eps)
+
+    def lin(v, n):
+        y = v @ W[n + ".weight"].T
         return y + W[n + ".bias"] if n + ".bias" in W else y
 
     for l in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{l}."
-        a = rms_norm(x, W[p + "input_layernorm.weight"], eps)
-        q = lin(a, p + "self_attn.q_proj").reshape(B, S, H, hd)
-        k = lin(a, p + "self_attn.k_proj").reshape(B, S, Hkv, hd)
-        if cfg["model_type"] == "qwen3":  # Qwen3: RMSNorm over each head's query and key
+        a = norm(x, p + "input_layernorm")
+        if t == "phi3":
+            qkv = lin(a, p + "self_attn.qkv_proj")
+            q, k, v = qkv[..., :H * hd], qkv[..., H * hd:(H + Hkv) * hd], qkv[..., (H + Hkv) * hd:]
+        else:
+            q, k, v = (lin(a, p + "self_attn." + n) for n in ("q_proj", "k_proj", "v_proj"))
+        q, k, v = q.reshape(B, S, H, hd), k.reshape(B, S, Hkv, hd), v.reshape(B, S, Hkv, hd)
+        if t == "qwen3":  # Qwen3: RMSNorm over each head's query and key
             q = rms_norm(q, W[p + "self_attn.q_norm.weight"], eps)
             k = rms_norm(k, W[p + "self_attn.k_norm.weight"], eps)
-        q, k = q.permute(0, 2, 1, 3), k.permute(0, 2, 1, 3)
-        v = lin(a, p + "self_attn.v_proj").reshape(B, S, Hkv, hd).permute(0, 2, 1, 3)
-        q, k = rotate(q, pos, inv), rotate(k, pos, inv)
+        q, k, v = q.permute(0, 2, 1, 3), k.permute(0, 2, 1, 3), v.permute(0, 2, 1, 3)
+        q, k = rotate(q, pos, inv, rscale), rotate(k, pos, inv, rscale)
+        local = near is not None and (types is None or types[l] == "sliding_attention")
+        allowed = causal & near if local else causal
         outs = []
         for h in range(H):
             kv = h // (H // Hkv)
-            att = softmax_masked(q[:, h:h + 1] @ k[:, kv:kv + 1].transpose(-1, -2) / math.sqrt(hd), allowed)
-            outs.append(att @ v[:, kv:kv + 1])
-        o = torch.cat(outs, dim=1).permute(0, 2, 1, 3).reshape(B, S, H * hd)
-        x = x + lin(o, p + "self_attn.o_proj")
-        h = rms_norm(x, W[p + "post_attention_layernorm.weight"], eps)
-        gate = lin(h, p + "mlp.gate_proj")
-        x = x + lin(gate * torch.sigmoid(gate) * lin(h, p + "mlp.up_proj"), p + "mlp.down_proj")
-    x = rms_norm(x, W["model.norm.weight"], eps)
+            sc = q[:, h:h + 1] @ k[:, kv:kv + 1].transpose(-1, -2) * qscale
+            if cap:
+                sc = cap * torch.tanh(sc / cap)
+            outs.append(softmax_masked(sc, allowed) @ v[:, kv:kv + 1])
+        o = lin(torch.cat(outs, dim=1).permute(0, 2, 1, 3).reshape(B, S, H * hd), p + "self_attn.o_proj")
+        if t == "gemma2":
+            x = x + norm(o, p + "post_attention_layernorm")
+            h = norm(x, p + "pre_feedforward_layernorm")
+        else:
+            x = x + o
+            h = norm(x, p + "post_attention_layernorm")
+        if t == "phi3":
+            gu = lin(h, p + "mlp.gate_up_proj")
+            gate, up = gu[..., :gu.shape[-1] // 2], gu[..., gu.shape[-1] // 2:]
+        else:
+            gate, up = lin(h, p + "mlp.gate_proj"), lin(h, p + "mlp.up_proj")
+        m = lin(activation(act, gate) * up, p + "mlp.down_proj")
+        x = x + (norm(m, p + "post_feedforward_layernorm") if t == "gemma2" else m)
+    x = norm(x, "model.norm")
     head = W["lm_head.weight"] if "lm_head.weight" in W else W["model.embed_tokens.weight"]
-    return x @ head.T
+    logits = x @ head.T
+    fcap = cfg.get("final_logit_softcapping") if t == "gemma2" else None
+    return fcap * torch.tanh(logits / fcap) if fcap else logits
 
 
 def encoder(cfg, W, ids, mask, types):
@@ -314,7 +386,7 @@ def main():
     with torch.no_grad():
         if cfg["model_type"] == "gpt2":
             logits = gpt2(cfg, W, ids, mask)
-        elif cfg["model_type"] in ("llama", "qwen2", "qwen3"):
+        elif cfg["model_type"] in ("llama", "qwen2", "qwen3", "mistral", "gemma", "gemma2", "phi3"):
             logits = llama(cfg, W, ids, mask)
         elif cfg["model_type"] == "bart":
             tgt = torch.tensor(data["decoder_input_ids"], dtype=torch.int64)
